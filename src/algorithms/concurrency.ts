@@ -1,0 +1,59 @@
+// Concurrency: at most `limit` units in flight per key. Each acquire holds a lease that ends when
+// released or, if never released (a crashed worker), after the policy's timeout (`windowMs`).
+import type { Algorithm } from './types.js'
+
+export interface Lease {
+  id: string
+  /** When the lease ends by itself (ms). */
+  expiresAt: number
+  cost: number
+}
+
+export interface ConcurrencyState {
+  leases: Lease[]
+}
+
+function live(state: ConcurrencyState | undefined, nowMs: number): Lease[] {
+  if (state === undefined) return []
+  return state.leases.filter((lease) => lease.expiresAt > nowMs)
+}
+
+export const concurrency: Algorithm<ConcurrencyState> = {
+  consume(state, policy, nowMs, cost, peek, leaseId) {
+    const leases = live(state, nowMs)
+    let held = 0
+    for (const lease of leases) held += lease.cost
+    const allowed = held + cost <= policy.limit
+    let next = leases
+    if (allowed && !peek) {
+      next = leases.concat({ id: leaseId ?? '', expiresAt: nowMs + policy.windowMs, cost })
+      held += cost
+    }
+    let retryAfterMs = 0
+    if (!allowed) {
+      // At the latest, enough leases time out: earliest expiries first.
+      const byExpiry = leases.slice().sort((a, b) => a.expiresAt - b.expiresAt)
+      let free = policy.limit - held
+      for (const lease of byExpiry) {
+        free += lease.cost
+        if (free >= cost) {
+          retryAfterMs = lease.expiresAt - nowMs
+          break
+        }
+      }
+    }
+    let lastExpiry = nowMs
+    for (const lease of next) lastExpiry = Math.max(lastExpiry, lease.expiresAt)
+    return {
+      allowed,
+      state: { leases: next },
+      remaining: Math.max(0, policy.limit - held),
+      retryAfterMs,
+      resetMs: lastExpiry - nowMs,
+    }
+  },
+  refund(state, _policy, nowMs, _amount, leaseId) {
+    const leases = live(state, nowMs).filter((lease) => lease.id !== leaseId)
+    return leases.length === 0 ? undefined : { leases }
+  },
+}

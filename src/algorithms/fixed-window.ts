@@ -1,0 +1,37 @@
+// Fixed window: at most `limit` units per window; a window opens at a key's first request
+// (not at wall-clock boundaries, so keys do not all reset in the same millisecond).
+import type { Algorithm } from './types.js'
+
+export interface FixedWindowState {
+  /** When the current window opened (ms). */
+  start: number
+  /** Units admitted in it. */
+  count: number
+}
+
+function current(state: FixedWindowState | undefined, windowMs: number, nowMs: number): FixedWindowState {
+  // A clock that stepped backwards stays in the stored window: it never opens a fresh one.
+  if (state === undefined || nowMs >= state.start + windowMs) return { start: nowMs, count: 0 }
+  return state
+}
+
+export const fixedWindow: Algorithm<FixedWindowState> = {
+  consume(state, policy, nowMs, cost, peek) {
+    const window = current(state, policy.windowMs, nowMs)
+    const end = window.start + policy.windowMs
+    const allowed = window.count + cost <= policy.limit
+    const count = allowed && !peek ? window.count + cost : window.count
+    return {
+      allowed,
+      state: count === window.count ? window : { start: window.start, count },
+      remaining: Math.max(0, policy.limit - count),
+      retryAfterMs: allowed ? 0 : end - nowMs,
+      resetMs: count > 0 ? end - nowMs : 0,
+    }
+  },
+  refund(state, policy, nowMs, amount) {
+    const window = current(state, policy.windowMs, nowMs)
+    const count = Math.max(0, window.count - amount)
+    return count === 0 ? undefined : { start: window.start, count }
+  },
+}

@@ -1,0 +1,72 @@
+// Sliding window counter: two counters per key (this window and the previous one, aligned to
+// multiples of the window) and a weighted estimate of the last window. Constant memory; assumes
+// the previous window's requests were spread evenly. All arithmetic is in integers scaled by the window.
+import type { Algorithm } from './types.js'
+
+export interface SlidingWindowCounterState {
+  /** Start (ms, a multiple of the window) of the current window. */
+  start: number
+  previous: number
+  current: number
+}
+
+interface View {
+  start: number
+  previous: number
+  current: number
+  /** ms since `start` (0 when the clock stepped backwards). */
+  elapsed: number
+}
+
+function view(state: SlidingWindowCounterState | undefined, windowMs: number, nowMs: number): View {
+  const start = Math.floor(nowMs / windowMs) * windowMs
+  if (state === undefined || start >= state.start + 2 * windowMs)
+    return { start, previous: 0, current: 0, elapsed: nowMs - start }
+  if (start < state.start) {
+    // The clock stepped backwards: stay at the start of the stored window, the most conservative point.
+    return { start: state.start, previous: state.previous, current: state.current, elapsed: 0 }
+  }
+  if (start === state.start)
+    return { start, previous: state.previous, current: state.current, elapsed: nowMs - start }
+  return { start, previous: state.current, current: 0, elapsed: nowMs - start }
+}
+
+export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
+  consume(state, policy, nowMs, cost, peek) {
+    const w = policy.windowMs
+    const v = view(state, w, nowMs)
+    // used x w = previous x (w - elapsed) + current x w
+    const used = v.previous * (w - v.elapsed) + v.current * w
+    const allowed = used + cost * w <= policy.limit * w
+    const current = allowed && !peek ? v.current + cost : v.current
+    const usedAfter = v.previous * (w - v.elapsed) + current * w
+    let retryAfterMs = 0
+    if (!allowed) {
+      // Non-zero only when the clock stepped backwards behind the stored window.
+      retryAfterMs = v.start + v.elapsed - nowMs
+      const room = policy.limit - v.current - cost
+      if (room >= 0) {
+        // Still in this window: wait until the previous window's weight has decayed enough.
+        retryAfterMs += w - v.elapsed - Math.floor((room * w) / v.previous)
+      } else {
+        // Only the next window can fit it, once this window's weight has decayed enough.
+        retryAfterMs += w - v.elapsed + (w - Math.floor(((policy.limit - cost) * w) / v.current))
+      }
+    }
+    const base = v.start - nowMs
+    const resetMs = current > 0 ? base + 2 * w : v.previous > 0 ? base + w : 0
+    return {
+      allowed,
+      state: { start: v.start, previous: v.previous, current },
+      remaining: Math.max(0, Math.floor((policy.limit * w - usedAfter) / w)),
+      retryAfterMs,
+      resetMs,
+    }
+  },
+  refund(state, policy, nowMs, amount) {
+    const v = view(state, policy.windowMs, nowMs)
+    const current = Math.max(0, v.current - amount)
+    const previous = Math.max(0, v.previous - Math.max(0, amount - v.current))
+    return current === 0 && previous === 0 ? undefined : { start: v.start, previous, current }
+  },
+}

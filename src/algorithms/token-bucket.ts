@@ -1,0 +1,48 @@
+// Token bucket: holds up to `capacity` (burst) tokens and refills `limit` tokens per window,
+// continuously (fractionally). The level is kept as tokens x windowMs, an integer, so refill is exact
+// and the Lua twin computes the very same numbers.
+import type { Algorithm } from './types.js'
+
+export interface TokenBucketState {
+  /** Tokens x windowMs at `at`. */
+  level: number
+  /** Time (ms) of the last update. */
+  at: number
+}
+
+function refill(
+  state: TokenBucketState | undefined,
+  limit: number,
+  full: number,
+  nowMs: number,
+): TokenBucketState {
+  if (state === undefined) return { level: full, at: nowMs }
+  // A clock that stepped backwards refills nothing and keeps the newest time seen.
+  const at = Math.max(nowMs, state.at)
+  return { level: Math.min(full, state.level + (at - state.at) * limit), at }
+}
+
+export const tokenBucket: Algorithm<TokenBucketState> = {
+  consume(state, policy, nowMs, cost, peek) {
+    const w = policy.windowMs
+    const full = policy.capacity * w
+    const now = refill(state, policy.limit, full, nowMs)
+    const need = cost * w
+    const allowed = now.level >= need
+    const level = allowed && !peek ? now.level - need : now.level
+    const lag = now.at - nowMs
+    return {
+      allowed,
+      state: { level, at: now.at },
+      remaining: Math.floor(level / w),
+      retryAfterMs: allowed ? 0 : lag + Math.ceil((need - now.level) / policy.limit),
+      resetMs: level >= full ? 0 : lag + Math.ceil((full - level) / policy.limit),
+    }
+  },
+  refund(state, policy, nowMs, amount) {
+    const full = policy.capacity * policy.windowMs
+    const now = refill(state, policy.limit, full, nowMs)
+    const level = Math.min(full, now.level + amount * policy.windowMs)
+    return level >= full ? undefined : { level, at: now.at }
+  },
+}

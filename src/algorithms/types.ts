@@ -1,0 +1,38 @@
+// The contract every algorithm meets: a pure state transition with no I/O and no clock of its own.
+import type { ResolvedPolicy } from '../policy.js'
+
+/** What one step decides. All times are whole milliseconds relative to `nowMs`. */
+export interface Outcome<S> {
+  allowed: boolean
+  /** The state to store when the step commits (only when allowed and consuming). */
+  state: S
+  /** Units left after this step (before it, when denied or peeking). Never negative. */
+  remaining: number
+  /** Wait until a request of this cost would pass; 0 when allowed. */
+  retryAfterMs: number
+  /** Wait until the key is back to full; also the time-to-live of the stored state (0 = delete it). */
+  resetMs: number
+}
+
+export interface Algorithm<S> {
+  /**
+   * Evaluate a request of `cost` at `nowMs`. With `peek`, `remaining` and `resetMs` describe the
+   * state as it is, and `state` is the state before the step.
+   */
+  consume(
+    state: S | undefined,
+    policy: ResolvedPolicy,
+    nowMs: number,
+    cost: number,
+    peek: boolean,
+    leaseId?: string,
+  ): Outcome<S>
+  /** Give back `amount` units (or release lease `leaseId`); `undefined` means the key is empty again. */
+  refund(
+    state: S | undefined,
+    policy: ResolvedPolicy,
+    nowMs: number,
+    amount: number,
+    leaseId?: string,
+  ): S | undefined
+}

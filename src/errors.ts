@@ -1,0 +1,72 @@
+// Every error Sluice throws on purpose: one class per kind, each with a stable `code`.
+// docs/errors.md lists the codes; tests assert on `code`, never on message text.
+
+export type SluiceErrorCode =
+  | 'SLUICE_INVALID_POLICY'
+  | 'SLUICE_INVALID_DURATION'
+  | 'SLUICE_INVALID_COST'
+  | 'SLUICE_INVALID_KEY'
+  | 'SLUICE_UNKNOWN_POLICY'
+  | 'SLUICE_INVALID_OPTIONS'
+  | 'SLUICE_STORE_ERROR'
+  | 'SLUICE_STORE_TIMEOUT'
+  | 'SLUICE_STORE_CLOSED'
+
+/** Base class of every error Sluice throws on purpose. `code` is stable across versions. */
+export class SluiceError extends Error {
+  readonly code: SluiceErrorCode
+  constructor(code: SluiceErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = new.target.name
+    this.code = code
+  }
+}
+
+/** A policy that cannot work: bad limit, unknown algorithm, burst below 1, ... */
+export class InvalidPolicyError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SLUICE_INVALID_POLICY', message, options)
+  }
+}
+
+/** A duration that is neither a positive integer of milliseconds nor a string like `10s`, `5m`, `1h`, `1d`. */
+export class InvalidDurationError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_INVALID_DURATION', message)
+  }
+}
+
+/** A cost that is not a positive integer, or larger than the policy can ever admit. */
+export class InvalidCostError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_INVALID_COST', message)
+  }
+}
+
+/** A key that is not a non-empty string. */
+export class InvalidKeyError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_INVALID_KEY', message)
+  }
+}
+
+/** A policy name the limiter was not configured with. */
+export class UnknownPolicyError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_UNKNOWN_POLICY', message)
+  }
+}
+
+/** Options of a limiter or store that do not fit (bad maxKeys, bad clock, ...). */
+export class InvalidOptionsError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SLUICE_INVALID_OPTIONS', message, options)
+  }
+}
+
+/** The store failed to answer (connection lost, script error). `cause` holds the client's error. */
+export class StoreError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SLUICE_STORE_ERROR', message, options)
+  }
+}

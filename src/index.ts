@@ -1,0 +1,34 @@
+// Sluice: rate limiting for Node.js. The public entry point.
+
+export type { Algorithm, Outcome } from './algorithms/index.js'
+export { algorithms } from './algorithms/index.js'
+export type { Duration } from './duration.js'
+export { parseDuration } from './duration.js'
+export type { SluiceErrorCode } from './errors.js'
+export {
+  InvalidCostError,
+  InvalidDurationError,
+  InvalidKeyError,
+  InvalidOptionsError,
+  InvalidPolicyError,
+  SluiceError,
+  StoreError,
+  UnknownPolicyError,
+} from './errors.js'
+export type {
+  AcquireDecision,
+  Check,
+  ConsumeOptions,
+  Decision,
+  DenyReason,
+  LayeredDecision,
+  Lease,
+  Limiter,
+  LimiterOptions,
+} from './limiter.js'
+export { createLimiter } from './limiter.js'
+export type { AlgorithmName, ConcurrencyPolicy, Policy, RatePolicy, ResolvedPolicy } from './policy.js'
+export { ALGORITHMS, resolvePolicy } from './policy.js'
+export type { Step, StepResult, Store, SyncStore } from './store.js'
+export type { MemoryStore, MemoryStoreOptions } from './stores/memory.js'
+export { memoryStore } from './stores/memory.js'

@@ -1,0 +1,293 @@
+// The limiter: named policies over one store. Validates every call before the store sees it, turns
+// store results into Decisions, and makes layered checks all-or-nothing.
+import { randomUUID } from 'node:crypto'
+import type { Duration } from './duration.js'
+import { parseDuration } from './duration.js'
+import { InvalidCostError, InvalidKeyError, InvalidOptionsError, UnknownPolicyError } from './errors.js'
+import type { Policy, ResolvedPolicy } from './policy.js'
+import { resolvePolicy } from './policy.js'
+import type { Step, StepResult, Store } from './store.js'
+import { isSyncStore } from './store.js'
+import { memoryStore } from './stores/memory.js'
+
+/** Why a request was denied. */
+export type DenyReason = 'limit' | 'blocked'
+
+/** The answer to one check. Times are whole milliseconds. */
+export interface Decision {
+  allowed: boolean
+  /** The most the key can spend at once: `burst` for token bucket and GCRA, `limit` otherwise. */
+  limit: number
+  /** Units left after this decision; never negative. */
+  remaining: number
+  /** Wait until the key is back to full. */
+  resetMs: number
+  /** Wait until this request would pass; 0 when allowed. */
+  retryAfterMs: number
+  policy: string
+  key: string
+  /** Present when denied. */
+  reason?: DenyReason
+}
+
+/** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */
+export interface LayeredDecision extends Decision {
+  /** One decision per check, in the order given. */
+  results: Decision[]
+  /** The policy of the first layer that denied, when denied. */
+  deniedBy?: string
+}
+
+/** A concurrency lease; call `release()` when the work is done. */
+export interface Lease {
+  readonly id: string
+  readonly policy: string
+  readonly key: string
+  readonly cost: number
+  release(): Promise<void>
+}
+
+export interface AcquireDecision extends Decision {
+  /** Present when allowed. */
+  lease?: Lease
+}
+
+export interface Check<Name extends string = string> {
+  policy: Name
+  key: string
+  cost?: number
+}
+
+export interface ConsumeOptions {
+  /** Units this request spends (weight). Default 1. */
+  cost?: number
+}
+
+export interface LimiterOptions<P extends Record<string, Policy>> {
+  /** Where counters live. Default: a fresh `memoryStore()`. */
+  store?: Store
+  policies: P
+}
+
+export interface Limiter<Name extends string = string> {
+  readonly store: Store
+  /** The validated policies, by name. */
+  readonly policies: Readonly<Record<Name, ResolvedPolicy>>
+  /** Spend `cost` (default 1) units of `policy` for `key`. */
+  consume(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
+  /** Layered: every check admits or none is charged. */
+  consume(checks: readonly Check<Name>[]): Promise<LayeredDecision>
+  /** Synchronous consume; only for stores that decide in-process (the memory store). */
+  consumeSync(policy: Name, key: string, options?: ConsumeOptions): Decision
+  /** What consume would decide, charging nothing. */
+  peek(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
+  peek(checks: readonly Check<Name>[]): Promise<LayeredDecision>
+  /** Give back `amount` (default 1) units, e.g. when the request turned out not to count. */
+  refund(policy: Name, key: string, amount?: number): Promise<void>
+  /** Forget the key's usage and any block on it. */
+  reset(policy: Name, key: string): Promise<void>
+  /** Deny every request of `key` under `policy` for `duration` (a penalty). */
+  block(policy: Name, key: string, duration: Duration): Promise<void>
+  /** Concurrency policies: take a lease of `cost` slots; release it when done. */
+  acquire(policy: Name, key: string, options?: ConsumeOptions): Promise<AcquireDecision>
+  /** Release a lease by id (same as `lease.release()`). */
+  release(policy: Name, key: string, leaseId: string): Promise<void>
+  close(): Promise<void>
+}
+
+/**
+ * Create a limiter over named policies.
+ * @example
+ * const limiter = createLimiter({ policies: { api: { algorithm: 'token-bucket', limit: 10, window: '1s' } } })
+ * const d = await limiter.consume('api', 'user-42')
+ */
+export function createLimiter<const P extends Record<string, Policy>>(
+  options: LimiterOptions<P>,
+): Limiter<keyof P & string> {
+  type Name = keyof P & string
+  if (
+    options === null ||
+    typeof options !== 'object' ||
+    options.policies === null ||
+    typeof options.policies !== 'object'
+  ) {
+    throw new InvalidOptionsError('createLimiter: pass { policies: { name: { algorithm, limit, window } } }')
+  }
+  const policies = new Map<string, ResolvedPolicy>()
+  for (const [name, policy] of Object.entries(options.policies))
+    policies.set(name, resolvePolicy(name, policy))
+  if (policies.size === 0)
+    throw new InvalidOptionsError('createLimiter: policies is empty; define at least one policy')
+  const store = options.store ?? memoryStore()
+  const syncStore = isSyncStore(store) ? store : undefined
+
+  function policyOf(name: unknown): ResolvedPolicy {
+    const policy = typeof name === 'string' ? policies.get(name) : undefined
+    if (policy === undefined) {
+      throw new UnknownPolicyError(
+        `unknown policy ${JSON.stringify(name)}; configured: ${[...policies.keys()].join(', ')}`,
+      )
+    }
+    return policy
+  }
+
+  function step(name: unknown, key: unknown, cost: unknown = 1, leaseId?: string): Step {
+    const policy = policyOf(name)
+    if (typeof key !== 'string' || key.length === 0) {
+      throw new InvalidKeyError(
+        `policy ${policy.name}: key must be a non-empty string, got ${key === '' ? 'an empty string' : typeof key}`,
+      )
+    }
+    if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost <= 0) {
+      throw new InvalidCostError(
+        `policy ${policy.name}: cost must be a positive whole number, got ${String(cost)}`,
+      )
+    }
+    if (cost > policy.capacity) {
+      throw new InvalidCostError(
+        `policy ${policy.name}: cost ${cost} can never be admitted (capacity ${policy.capacity}); lower the cost or raise ${policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra' ? 'burst' : 'limit'}`,
+      )
+    }
+    return leaseId === undefined ? { policy, key, cost } : { policy, key, cost, leaseId }
+  }
+
+  function decision(s: Step, r: StepResult): Decision {
+    const d: Decision = {
+      allowed: r.allowed,
+      limit: s.policy.capacity,
+      remaining: r.remaining,
+      resetMs: r.resetMs,
+      retryAfterMs: r.retryAfterMs,
+      policy: s.policy.name,
+      key: s.key,
+    }
+    if (!r.allowed) d.reason = r.blocked ? 'blocked' : 'limit'
+    return d
+  }
+
+  function layered(steps: readonly Step[], results: readonly StepResult[]): LayeredDecision {
+    const decisions = steps.map((s, i) => decision(s, results[i]!))
+    const denied = decisions.find((d) => !d.allowed)
+    // Allowed: headline the layer closest to its limit (smallest share left).
+    const headline =
+      denied ??
+      decisions.reduce((closest, d) =>
+        d.remaining * closest.limit < closest.remaining * d.limit ? d : closest,
+      )
+    const out: LayeredDecision = { ...headline, results: decisions }
+    if (denied !== undefined) out.deniedBy = denied.policy
+    return out
+  }
+
+  function checksToSteps(checks: unknown): Step[] {
+    if (!Array.isArray(checks) || checks.length === 0) {
+      throw new InvalidOptionsError('layered consume: pass a non-empty array of { policy, key, cost? }')
+    }
+    const steps = checks.map((c: Check) => step(c?.policy, c?.key, c?.cost ?? 1))
+    const seen = new Set<string>()
+    for (const s of steps) {
+      const id = `${s.policy.name}:${s.key}`
+      if (seen.has(id))
+        throw new InvalidOptionsError(
+          `layered consume: policy ${s.policy.name} and key ${JSON.stringify(s.key)} appear twice; merge them into one check with the summed cost`,
+        )
+      seen.add(id)
+    }
+    return steps
+  }
+
+  async function run(
+    mode: 'consume' | 'peek',
+    a: unknown,
+    key?: unknown,
+    opts?: ConsumeOptions,
+  ): Promise<Decision | LayeredDecision> {
+    if (Array.isArray(a)) {
+      const steps = checksToSteps(a)
+      return layered(steps, await store.apply(steps, mode))
+    }
+    const s = step(a, key, opts?.cost ?? 1)
+    const [r] = await store.apply([s], mode)
+    return decision(s, r!)
+  }
+
+  function consume(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
+  function consume(checks: readonly Check<Name>[]): Promise<LayeredDecision>
+  function consume(
+    a: Name | readonly Check<Name>[],
+    key?: string,
+    opts?: ConsumeOptions,
+  ): Promise<Decision | LayeredDecision> {
+    return run('consume', a, key, opts)
+  }
+  function peek(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
+  function peek(checks: readonly Check<Name>[]): Promise<LayeredDecision>
+  function peek(
+    a: Name | readonly Check<Name>[],
+    key?: string,
+    opts?: ConsumeOptions,
+  ): Promise<Decision | LayeredDecision> {
+    return run('peek', a, key, opts)
+  }
+
+  const limiter: Limiter<Name> = {
+    store,
+    policies: Object.fromEntries(policies) as Record<Name, ResolvedPolicy>,
+    consume,
+    peek,
+    consumeSync(policy, key, opts) {
+      if (syncStore === undefined) {
+        throw new InvalidOptionsError(
+          `consumeSync needs an in-process store; the ${store.name} store is asynchronous, use consume`,
+        )
+      }
+      const s = step(policy, key, opts?.cost ?? 1)
+      return decision(s, syncStore.applySync([s], 'consume')[0]!)
+    },
+    async refund(policy, key, amount = 1) {
+      await store.refund([step(policy, key, amount)])
+    },
+    async reset(policy, key) {
+      await store.reset([step(policy, key)])
+    },
+    async block(policy, key, duration) {
+      const durationMs = parseDuration(duration, 'block duration')
+      await store.block([step(policy, key)], durationMs)
+    },
+    async acquire(policy, key, opts) {
+      const id = randomUUID()
+      const s = step(policy, key, opts?.cost ?? 1, id)
+      if (s.policy.algorithm !== 'concurrency') {
+        throw new InvalidOptionsError(
+          `acquire: policy ${s.policy.name} is ${s.policy.algorithm}; acquire needs a concurrency policy, use consume`,
+        )
+      }
+      const [r] = await store.apply([s], 'consume')
+      const d: AcquireDecision = decision(s, r!)
+      if (d.allowed) {
+        let released = false
+        d.lease = {
+          id,
+          policy: s.policy.name,
+          key: s.key,
+          cost: s.cost,
+          async release() {
+            if (released) return
+            released = true
+            await store.refund([s])
+          },
+        }
+      }
+      return d
+    },
+    async release(policy, key, leaseId) {
+      if (typeof leaseId !== 'string' || leaseId.length === 0)
+        throw new InvalidOptionsError('release: pass the lease id from acquire')
+      await store.refund([step(policy, key, 1, leaseId)])
+    },
+    async close() {
+      await store.close()
+    },
+  }
+  return limiter
+}

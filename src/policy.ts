@@ -1,0 +1,118 @@
+// Policies as users write them, and the resolved form (integers only) that algorithms and stores use.
+import { z } from 'zod'
+import type { Duration } from './duration.js'
+import { parseDuration } from './duration.js'
+import { InvalidPolicyError } from './errors.js'
+
+export const ALGORITHMS = [
+  'fixed-window',
+  'sliding-window-log',
+  'sliding-window-counter',
+  'token-bucket',
+  'gcra',
+  'concurrency',
+] as const
+export type AlgorithmName = (typeof ALGORITHMS)[number]
+export type RateAlgorithmName = Exclude<AlgorithmName, 'concurrency'>
+
+/** `limit` requests per `window`. For token bucket and GCRA, `burst` is the capacity (default `limit`). */
+export interface RatePolicy {
+  algorithm: RateAlgorithmName
+  limit: number
+  window: Duration
+  burst?: number
+}
+
+/** At most `limit` leases held at once; a lease never released expires after `timeout`. */
+export interface ConcurrencyPolicy {
+  algorithm: 'concurrency'
+  limit: number
+  timeout: Duration
+}
+
+export type Policy = RatePolicy | ConcurrencyPolicy
+
+/** A policy after validation: integers only, durations in ms. What algorithms and stores see. */
+export interface ResolvedPolicy {
+  readonly name: string
+  readonly algorithm: AlgorithmName
+  /** Requests per window (rate algorithms) or simultaneous leases (concurrency). */
+  readonly limit: number
+  /** The window; for concurrency, the lease timeout. */
+  readonly windowMs: number
+  /** The most a key can spend at once: `burst` for token bucket and GCRA, `limit` otherwise. */
+  readonly capacity: number
+}
+
+// limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
+const MAX_PRODUCT = 2 ** 50
+const MAX_LOG_LIMIT = 1_000_000
+const POLICY_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+
+const positiveInt = (what: string) =>
+  z.number({ error: `${what} must be a number` }).refine((n) => Number.isSafeInteger(n) && n > 0, {
+    error: `${what} must be a positive whole number`,
+  })
+
+const durationSchema = z.union([z.number(), z.string()], { error: 'must be a duration like 10s or 5m' })
+
+const rateSchema = z.strictObject({
+  algorithm: z.enum(['fixed-window', 'sliding-window-log', 'sliding-window-counter', 'token-bucket', 'gcra']),
+  limit: positiveInt('limit'),
+  window: durationSchema,
+  burst: positiveInt('burst').optional(),
+})
+
+const concurrencySchema = z.strictObject({
+  algorithm: z.literal('concurrency'),
+  limit: positiveInt('limit'),
+  timeout: durationSchema,
+})
+
+/** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
+export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
+  if (!POLICY_NAME.test(name)) {
+    throw new InvalidPolicyError(
+      `policy name ${JSON.stringify(name)}: use 1-64 letters, digits, '_', '-' or '.'`,
+    )
+  }
+  const algorithm = (policy as { algorithm?: unknown } | null)?.algorithm
+  if (typeof algorithm !== 'string' || !(ALGORITHMS as readonly string[]).includes(algorithm)) {
+    throw new InvalidPolicyError(
+      `policies.${name}.algorithm: ${JSON.stringify(algorithm)} is not an algorithm; use one of ${ALGORITHMS.join(', ')}`,
+    )
+  }
+  const schema = algorithm === 'concurrency' ? concurrencySchema : rateSchema
+  const parsed = schema.safeParse(policy)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    const path = issue.path.length > 0 ? `.${issue.path.join('.')}` : ''
+    const detail =
+      issue.code === 'unrecognized_keys' ? `unknown option ${issue.keys.join(', ')}` : issue.message
+    throw new InvalidPolicyError(`policies.${name}${path}: ${detail}`)
+  }
+  const p = parsed.data
+  const limit = p.limit
+  const windowMs =
+    'timeout' in p
+      ? parseDuration(p.timeout, `policies.${name}.timeout`)
+      : parseDuration(p.window, `policies.${name}.window`)
+  const usesBurst = p.algorithm === 'token-bucket' || p.algorithm === 'gcra'
+  if (!usesBurst && 'burst' in p && p.burst !== undefined) {
+    throw new InvalidPolicyError(
+      `policies.${name}.burst: only token-bucket and gcra take a burst; remove it or change the algorithm`,
+    )
+  }
+  const capacity = usesBurst && 'burst' in p && p.burst !== undefined ? p.burst : limit
+  if (limit * windowMs > MAX_PRODUCT || capacity * windowMs > MAX_PRODUCT) {
+    throw new InvalidPolicyError(
+      `policies.${name}: limit (or burst) x window is too large to count exactly; use a shorter window or a smaller limit`,
+    )
+  }
+  if (p.algorithm === 'sliding-window-log' && limit > MAX_LOG_LIMIT) {
+    throw new InvalidPolicyError(
+      `policies.${name}.limit: sliding-window-log keeps one entry per request, so at most ${MAX_LOG_LIMIT}; use sliding-window-counter for larger limits`,
+    )
+  }
+  return Object.freeze({ name, algorithm: p.algorithm, limit, windowMs, capacity })
+}
