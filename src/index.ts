@@ -20,6 +20,8 @@ export type {
   Check,
   ConsumeOptions,
   Decision,
+  DecisionEvent,
+  DecisionListener,
   DenyReason,
   LayeredDecision,
   Lease,

@@ -63,10 +63,25 @@ export interface ConsumeOptions {
   cost?: number
 }
 
+/** One event per decision, for metrics, top keys and the dashboard. */
+export interface DecisionEvent {
+  readonly operation: 'consume' | 'peek' | 'acquire'
+  /** The decision as returned to the caller (a LayeredDecision for layered checks). */
+  readonly decision: Decision | LayeredDecision
+  /** Name of the store that decided (`memory`, `redis`, ...). */
+  readonly store: string
+  /** Time the store took, in seconds (high resolution). */
+  readonly storeSeconds: number
+}
+
+export type DecisionListener = (event: DecisionEvent) => void
+
 export interface LimiterOptions<P extends Record<string, Policy>> {
   /** Where counters live. Default: a fresh `memoryStore()`. */
   store?: Store
   policies: P
+  /** Called once per decision (after it is made, synchronously). Errors thrown by it are ignored. */
+  onDecision?: DecisionListener
 }
 
 export interface Limiter<Name extends string = string> {
@@ -92,6 +107,8 @@ export interface Limiter<Name extends string = string> {
   acquire(policy: Name, key: string, options?: ConsumeOptions): Promise<AcquireDecision>
   /** Release a lease by id (same as `lease.release()`). */
   release(policy: Name, key: string, leaseId: string): Promise<void>
+  /** Add a decision listener; returns a function that removes it. */
+  subscribe(listener: DecisionListener): () => void
   close(): Promise<void>
 }
 
@@ -120,6 +137,41 @@ export function createLimiter<const P extends Record<string, Policy>>(
     throw new InvalidOptionsError('createLimiter: policies is empty; define at least one policy')
   const store = options.store ?? memoryStore()
   const syncStore = isSyncStore(store) ? store : undefined
+  let listeners: DecisionListener[] = options.onDecision === undefined ? [] : [options.onDecision]
+
+  function emit(
+    operation: DecisionEvent['operation'],
+    decision: Decision | LayeredDecision,
+    started: number,
+  ): void {
+    const event: DecisionEvent = {
+      operation,
+      decision,
+      store: store.name,
+      storeSeconds: (performance.now() - started) / 1000,
+    }
+    for (const listener of listeners) {
+      try {
+        listener(event)
+      } catch {
+        // A broken listener must never break a decision.
+      }
+    }
+  }
+
+  /** Run the store; emit an event when anyone listens (timing costs nothing otherwise). */
+  async function decide<D extends Decision>(
+    operation: DecisionEvent['operation'],
+    steps: readonly Step[],
+    mode: 'consume' | 'peek',
+    build: (results: StepResult[]) => D,
+  ): Promise<D> {
+    if (listeners.length === 0) return build(await store.apply(steps, mode))
+    const started = performance.now()
+    const d = build(await store.apply(steps, mode))
+    emit(operation, d, started)
+    return d
+  }
 
   function policyOf(name: unknown): ResolvedPolicy {
     const policy = typeof name === 'string' ? policies.get(name) : undefined
@@ -204,11 +256,10 @@ export function createLimiter<const P extends Record<string, Policy>>(
   ): Promise<Decision | LayeredDecision> {
     if (Array.isArray(a)) {
       const steps = checksToSteps(a)
-      return layered(steps, await store.apply(steps, mode))
+      return decide(mode, steps, mode, (results) => layered(steps, results))
     }
     const s = step(a, key, opts?.cost ?? 1)
-    const [r] = await store.apply([s], mode)
-    return decision(s, r!)
+    return decide(mode, [s], mode, (results) => decision(s, results[0]!))
   }
 
   function consume(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
@@ -242,7 +293,11 @@ export function createLimiter<const P extends Record<string, Policy>>(
         )
       }
       const s = step(policy, key, opts?.cost ?? 1)
-      return decision(s, syncStore.applySync([s], 'consume')[0]!)
+      if (listeners.length === 0) return decision(s, syncStore.applySync([s], 'consume')[0]!)
+      const started = performance.now()
+      const d = decision(s, syncStore.applySync([s], 'consume')[0]!)
+      emit('consume', d, started)
+      return d
     },
     async refund(policy, key, amount = 1) {
       await store.refund([step(policy, key, amount)])
@@ -262,8 +317,9 @@ export function createLimiter<const P extends Record<string, Policy>>(
           `acquire: policy ${s.policy.name} is ${s.policy.algorithm}; acquire needs a concurrency policy, use consume`,
         )
       }
-      const [r] = await store.apply([s], 'consume')
-      const d: AcquireDecision = decision(s, r!)
+      const d: AcquireDecision = await decide('acquire', [s], 'consume', (results) =>
+        decision(s, results[0]!),
+      )
       if (d.allowed) {
         let released = false
         d.lease = {
@@ -284,6 +340,12 @@ export function createLimiter<const P extends Record<string, Policy>>(
       if (typeof leaseId !== 'string' || leaseId.length === 0)
         throw new InvalidOptionsError('release: pass the lease id from acquire')
       await store.refund([step(policy, key, 1, leaseId)])
+    },
+    subscribe(listener) {
+      listeners = [...listeners, listener]
+      return () => {
+        listeners = listeners.filter((l) => l !== listener)
+      }
     },
     async close() {
       await store.close()

@@ -8,7 +8,11 @@ import { type Vector, vectors } from './vectors.js'
 /** Builds a fresh, empty store whose clock is `now()` (ms). Called once per vector. */
 export type StoreFactory = (now: () => number) => Store | Promise<Store>
 
-export function runConformance(label: string, makeStore: StoreFactory, only: readonly Vector[] = vectors): void {
+export function runConformance(
+  label: string,
+  makeStore: StoreFactory,
+  only: readonly Vector[] = vectors,
+): void {
   describe(`conformance: ${label}`, () => {
     for (const vector of only) {
       it(vector.name, async () => {
@@ -20,7 +24,9 @@ export function runConformance(label: string, makeStore: StoreFactory, only: rea
           for (const [index, s] of vector.steps.entries()) {
             clock += s.after ?? 0
             const step: Step =
-              s.lease === undefined ? { policy, key, cost: s.cost ?? 1 } : { policy, key, cost: s.cost ?? 1, leaseId: s.lease }
+              s.lease === undefined
+                ? { policy, key, cost: s.cost ?? 1 }
+                : { policy, key, cost: s.cost ?? 1, leaseId: s.lease }
             const where = `${vector.name}, step ${index} (${s.op ?? 'consume'} at +${clock - (vector.start ?? 1_700_000_000_000)}ms)`
             switch (s.op ?? 'consume') {
               case 'consume':
