@@ -101,17 +101,21 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     at: number,
     peek: boolean,
   ): StepResult & { state: unknown } {
+    const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
     if (entry !== undefined && entry.blockedUntil > at) {
+      // A block adds a wait; it never shortens the one the units already impose (nothing is charged
+      // while blocked, so the state's own wait still holds when the block ends).
+      const left = entry.blockedUntil - at
+      const units = algorithms[step.policy.algorithm].consume(state, step.policy, at, step.cost, true)
       return {
         allowed: false,
         remaining: 0,
-        resetMs: entry.blockedUntil - at,
-        retryAfterMs: entry.blockedUntil - at,
+        resetMs: Math.max(left, units.resetMs),
+        retryAfterMs: Math.max(left, units.retryAfterMs),
         blocked: true,
         state: entry.state,
       }
     }
-    const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
     const outcome = algorithms[step.policy.algorithm].consume(
       state,
       step.policy,
