@@ -43,7 +43,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const generationSize = Math.floor(maxKeys / 2)
   let recent = new Map<string, Entry>()
   let old = new Map<string, Entry>()
-  let sweep: Iterator<[string, Entry]> = old.entries()
+  // Two cursors walk the generations a little on every write, dropping entries that have expired:
+  // idle keys go away without a timer, even when traffic moves on to other keys.
+  let sweepOld: Iterator<[string, Entry]> = old.entries()
+  let sweepRecent: Iterator<[string, Entry]> = recent.entries()
 
   const clock = (): number => Math.floor(now())
 
@@ -68,19 +71,26 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     if (recent.size >= generationSize) {
       old = recent
       recent = new Map()
-      sweep = old.entries()
+      sweepOld = old.entries()
+      sweepRecent = recent.entries()
     }
     recent.set(id, entry)
   }
 
-  /** Drop up to two expired entries of the old generation: idle keys go away without a timer. */
+  /** Look at one entry of each generation and drop it if it has expired. */
   function sweepSome(at: number): void {
-    for (let i = 0; i < 2; i++) {
-      const next = sweep.next()
-      if (next.done) return
-      const [id, entry] = next.value
+    const o = sweepOld.next()
+    if (!o.done) {
+      const [id, entry] = o.value
       if (entry.expiresAt <= at && entry.blockedUntil <= at) old.delete(id)
     }
+    const r = sweepRecent.next()
+    if (r.done) {
+      sweepRecent = recent.entries()
+      return
+    }
+    const [id, entry] = r.value
+    if (entry.expiresAt <= at && entry.blockedUntil <= at) recent.delete(id)
   }
 
   function write(id: string, entry: Entry | undefined, state: unknown, resetMs: number, at: number): void {
