@@ -31,8 +31,8 @@ describe('typed policy names', () => {
     await expect(limiter.consume('api', 'k', { cost: '2' })).rejects.toThrow()
     // @ts-expect-error the policies object checks the algorithm name
     expect(() => createLimiter({ policies: { p: { algorithm: 'leaky', limit: 1, window: '1s' } } })).toThrow()
-    // @ts-expect-error concurrency takes a timeout, not a window
     expect(() =>
+      // @ts-expect-error concurrency takes a timeout, not a window
       createLimiter({ policies: { p: { algorithm: 'concurrency', limit: 1, window: '1s' } } }),
     ).toThrow()
   })
