@@ -91,7 +91,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   let sweepOld = new Cursor(old)
   let sweepRecent = new Cursor(recent)
 
-  let updates = 0
+  let decisions = 0
 
   const clock = (): number => Math.floor(now())
 
@@ -167,8 +167,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     } else {
       entry.state = resetMs > 0 ? state : undefined
       entry.expiresAt = at + resetMs
-      // Updates add no key, so they sweep less often: enough to clear keys that went idle.
-      if ((++updates & 7) === 0) sweepSome(at)
     }
   }
 
@@ -224,6 +222,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const policy = step.policy
     const o = algorithms[policy.algorithm].consume(state, policy, at, step.cost, peek, step.leaseId)
     if (o.allowed && !peek) write(step, entry, o.state, o.resetMs, at)
+    // Every insert sweeps (in write); every 8th decision too, denied ones included, so keys that
+    // went idle are cleared even when the traffic left is all hitting its limits.
+    if ((++decisions & 7) === 0) sweepSome(at)
     return {
       allowed: o.allowed,
       remaining: o.remaining,
