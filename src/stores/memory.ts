@@ -100,8 +100,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
    * expired entry is reused in place rather than deleted and re-created: a key that refills between
    * hits would otherwise churn the Map on every decision. The sweepers delete the ones nobody touches.
    */
+  // The recent generation's table of the last policy read: saves a lookup per decision.
+  let lastPolicy = ''
+  let lastTable: Map<string, Entry> | undefined
+
   function read(policy: string, key: string): Entry | undefined {
-    const entry = recent.get(policy)?.get(key)
+    if (policy !== lastPolicy || lastTable === undefined) {
+      lastPolicy = policy
+      lastTable = recent.get(policy)
+    }
+    const entry = lastTable?.get(key)
     if (entry !== undefined) {
       entry.touched = true
       return entry
@@ -124,11 +132,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       recentSize = 0
       sweepOld = new Cursor(old)
       sweepRecent = new Cursor(recent)
+      lastTable = undefined
     }
     let table = recent.get(policy)
     if (table === undefined) {
       table = new Map()
       recent.set(policy, table)
+      lastTable = undefined
     }
     table.set(key, entry)
     recentSize++
@@ -294,6 +304,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       }
     },
     async close() {
+      lastTable = undefined
       recent = new Map()
       old = new Map()
       recentSize = 0
