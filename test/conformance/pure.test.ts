@@ -41,7 +41,7 @@ function pureStore(now: () => number): Store {
       const at = now()
       const evaluated = steps.map((s) => evaluate(s, at, mode === 'peek'))
       if (mode === 'consume' && evaluated.every((e) => e.result.allowed))
-        steps.forEach((s, i) => states.set(id(s), evaluated[i]!.state))
+        for (const [i, s] of steps.entries()) states.set(id(s), evaluated[i]!.state)
       return evaluated.map((e) => e.result)
     },
     async refund(steps) {
