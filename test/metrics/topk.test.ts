@@ -19,7 +19,10 @@ function zipfStream(n: number, keys: number, s: number, seed: number): string[] 
   const sum = weights.reduce((a, b) => a + b, 0)
   const cdf: number[] = []
   let acc = 0
-  for (const w of weights) cdf.push((acc += w / sum))
+  for (const w of weights) {
+    acc += w / sum
+    cdf.push(acc)
+  }
   const rnd = random(seed)
   const out: string[] = []
   for (let i = 0; i < n; i++) {
