@@ -9,7 +9,9 @@ header { display: flex; align-items: baseline; gap: 16px; padding: 12px 20px; ba
 header h1 { font-size: 18px; margin: 0; }
 #status { color: var(--muted); }
 #status.live { color: var(--ok); }
-main { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 16px; padding: 16px 20px; }
+main { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 16px; padding: 16px 20px; align-items: start; }
+.wide { grid-column: span 2; }
+@media (max-width: 1100px) { main { grid-template-columns: minmax(0, 1fr); } .wide { grid-column: auto; } }
 section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; }
 section h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); margin: 0 0 8px; }
 .tiles { display: flex; gap: 24px; }
@@ -17,13 +19,13 @@ section h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .04em; 
 .tile span { color: var(--muted); }
 table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
 th, td { text-align: right; padding: 3px 6px; border-bottom: 1px solid #eaeef2; white-space: nowrap; }
-th:first-child, td:first-child, td.key { text-align: left; }
+th:first-child, td:first-child, .l, td.key { text-align: left; }
 td.key { max-width: 260px; overflow: hidden; text-overflow: ellipsis; font-family: ui-monospace, monospace; }
 .allowed { color: var(--ok); } .denied { color: var(--bad); }
 .badge { display: inline-block; padding: 0 8px; border-radius: 10px; color: #fff; font-size: 12px; }
 .up { background: var(--ok); } .down { background: var(--bad); } .unknown { background: var(--muted); }
 .closed { background: var(--ok); } .half-open { background: var(--warn); } .open { background: var(--bad); }
-.chart { margin-bottom: 10px; } .chart svg { width: 100%; height: 110px; display: block; }
+.chart { margin-bottom: 10px; } .chart svg { width: 100%; height: auto; display: block; }
 .chart .title { display: flex; justify-content: space-between; color: var(--muted); }
 .empty { color: var(--muted); font-style: italic; }
 `
@@ -45,11 +47,10 @@ function fill(tbody, rows, empty, cols) {
 }
 const SVG = 'http://www.w3.org/2000/svg';
 function chart(p) {
-  const w = 600, h = 100, n = p.series.allowed.length;
+  const w = 600, h = 90, n = p.series.allowed.length;
   const max = Math.max(1, ...p.series.allowed, ...p.series.denied);
   const svg = document.createElementNS(SVG, 'svg');
   svg.setAttribute('viewBox', '0 0 ' + w + ' ' + (h + 14));
-  svg.setAttribute('preserveAspectRatio', 'none');
   for (const frac of [0, 0.5, 1]) {
     const y = h - frac * h;
     const g = document.createElementNS(SVG, 'line');
@@ -64,8 +65,8 @@ function chart(p) {
     svg.append(line);
   }
   const label = document.createElementNS(SVG, 'text');
-  Object.entries({ x: 2, y: 10, 'font-size': 10, fill: '#57606a' }).forEach(([k, v]) => label.setAttribute(k, v));
-  label.textContent = max + '/s';
+  Object.entries({ x: 2, y: 11, 'font-size': 11, fill: '#57606a' }).forEach(([k, v]) => label.setAttribute(k, v));
+  label.textContent = 'max ' + max + '/s';
   svg.append(label);
   const wrap = el('div', { class: 'chart', 'data-policy': p.policy },
     el('div', { class: 'title' }, el('b', {}, p.policy),
@@ -105,7 +106,7 @@ function render(s) {
   $('top1').textContent = s.topAdmitted.filter((t) => t.total > 0).map((t) =>
     t.policy + ': top 1% of ~' + t.distinctKeys + ' keys send ' + (t.topOnePercentShare == null ? '?' : pct(t.topOnePercentShare))).join(' · ') || '–';
   fill($('spikes'), s.spikes.map((sp) => el('tr', {},
-    el('td', {}, new Date(sp.at).toLocaleTimeString()), el('td', {}, sp.policy),
+    el('td', {}, new Date(sp.at).toLocaleTimeString()), el('td', { class: 'l' }, sp.policy),
     el('td', { class: 'key', title: sp.key ?? '' }, sp.scope === 'key' ? sp.key : '(whole policy)'),
     el('td', {}, sp.rate.toFixed(0) + '/s'), el('td', {}, sp.ratio.toFixed(1) + '×'))), 'no spikes', 5);
   $('updated').textContent = new Date(s.at).toLocaleTimeString();
@@ -138,12 +139,12 @@ export function dashboardPage(base: string): string {
     <div class="tile"><b id="total-denied" class="denied">–</b><span>denied total</span></div>
   </div>
 </section>
-<section>
+<section class="wide">
   <h2>Policies</h2>
   <table><thead><tr><th>policy</th><th>allowed/s</th><th>denied/s</th><th>429 share</th><th>allowed</th><th>denied</th><th>degraded</th></tr></thead>
   <tbody id="policies"></tbody></table>
 </section>
-<section>
+<section class="wide">
   <h2>Decisions per second</h2>
   <div id="charts"></div>
 </section>
@@ -154,13 +155,13 @@ export function dashboardPage(base: string): string {
 </section>
 <section>
   <h2>Top limited keys (last minute)</h2>
-  <table><thead><tr><th>policy</th><th>key</th><th>denied</th><th>share</th></tr></thead>
+  <table><thead><tr><th>policy</th><th class="l">key</th><th>denied</th><th>share</th></tr></thead>
   <tbody id="top"></tbody></table>
   <p id="top1" class="empty">–</p>
 </section>
-<section>
+<section class="wide">
   <h2>Recent spikes</h2>
-  <table><thead><tr><th>when</th><th>policy</th><th>key</th><th>rate</th><th>vs baseline</th></tr></thead>
+  <table><thead><tr><th>when</th><th class="l">policy</th><th class="l">key</th><th>rate</th><th>vs baseline</th></tr></thead>
   <tbody id="spikes"></tbody></table>
 </section>
 </main>
