@@ -30,6 +30,8 @@ export interface ObservabilityOptions {
   dashboardPath?: string
   /** How often the dashboard gets a new snapshot, ms. Default 1000. */
   pushIntervalMs?: number
+  /** Decisions are counted in batches applied this often, ms (also when a batch holds 4096 keys). Default 100. */
+  flushMs?: number
   /** Clock in ms. Default `Date.now`. */
   now?: () => number
 }
@@ -88,10 +90,22 @@ export interface Observability {
   topKeys(options?: { policy?: string; side?: 'denied' | 'admitted'; k?: number }): TopKeysReport[]
   /** Recent spikes, newest first. */
   spikes(): Spike[]
+  /** Apply decisions counted since the last batch now (a timer does it every `flushMs`). */
+  flush(): void
   onSpike(listener: (spike: Spike) => void): () => void
   snapshot(): DashboardSnapshot
   /** Stop listening to the limiter, end SSE streams and timers. Does not close the limiter. */
   close(): void
+}
+
+const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
+/** Distinct keys a batch may hold before it is flushed early (bounds its memory). */
+const MAX_BATCH_KEYS = 4096
+
+interface Batch {
+  outcomes: Record<Outcome, number>
+  admitted: Map<string, number>
+  denied: Map<string, number>
 }
 
 const EMPTY_TOTALS = (): Record<Outcome, number> => ({ allowed: 0, denied: 0, degraded: 0 })
@@ -117,21 +131,62 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   const totals = new Map<string, Record<Outcome, number>>()
   const tops = new Map<string, { denied: SlidingTopK; admitted: SlidingTopK }>()
 
-  function count(policy: string, key: string, outcome: Outcome, allowed: boolean, at: number): void {
-    let t = totals.get(policy)
-    if (t === undefined) {
-      t = EMPTY_TOTALS()
-      totals.set(policy, t)
+  // The hot path only counts into a small batch (per policy: outcomes, and keys by side); every
+  // `flushMs`, or sooner when the batch holds many keys, the batch goes into the series, top-K and
+  // spike detector with weights. A key seen 1000 times in a batch costs one summary update, and no
+  // clock is read per decision. Time is resolved to the flush, i.e. to within `flushMs`.
+  let batch = new Map<string, Batch>()
+  let batchKeys = 0
+
+  function count(policy: string, key: string, outcome: Outcome, allowed: boolean): void {
+    let b = batch.get(policy)
+    if (b === undefined) {
+      b = { outcomes: EMPTY_TOTALS(), admitted: new Map(), denied: new Map() }
+      batch.set(policy, b)
     }
-    t[outcome]++
-    series.add(policy, outcome, at)
-    let top = tops.get(policy)
-    if (top === undefined) {
-      top = { denied: new SlidingTopK(topOptions), admitted: new SlidingTopK(topOptions) }
-      tops.set(policy, top)
+    b.outcomes[outcome]++
+    const keys = allowed ? b.admitted : b.denied
+    const n = keys.get(key)
+    if (n !== undefined) keys.set(key, n + 1)
+    else {
+      keys.set(key, 1)
+      if (++batchKeys >= MAX_BATCH_KEYS) flush()
     }
-    ;(allowed ? top.admitted : top.denied).add(key, at)
-    detector.record(policy, key, at)
+  }
+
+  /** Apply the pending batch now (a timer does it every `flushMs`). */
+  function flush(): void {
+    if (batch.size === 0) return
+    const at = now()
+    const pending = batch
+    batch = new Map()
+    batchKeys = 0
+    for (const [policy, b] of pending) {
+      let t = totals.get(policy)
+      if (t === undefined) {
+        t = EMPTY_TOTALS()
+        totals.set(policy, t)
+      }
+      let top = tops.get(policy)
+      if (top === undefined) {
+        top = { denied: new SlidingTopK(topOptions), admitted: new SlidingTopK(topOptions) }
+        tops.set(policy, top)
+      }
+      for (const outcome of OUTCOMES) {
+        const n = b.outcomes[outcome]
+        if (n === 0) continue
+        t[outcome] += n
+        series.add(policy, outcome, at, n)
+      }
+      for (const [key, n] of b.admitted) {
+        top.admitted.add(key, at, n)
+        detector.record(policy, key, at, n)
+      }
+      for (const [key, n] of b.denied) {
+        top.denied.add(key, at, n)
+        detector.record(policy, key, at, n)
+      }
+    }
   }
 
   const listener = (event: DecisionEvent): void => {
@@ -143,26 +198,30 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     }
     samples.add(event.storeSeconds)
     if (event.operation === 'peek') return
-    const at = now()
     const d = event.decision
     const outcome = outcomeOf(d)
     // Same counting rule as sluice_decisions_total (see countedLayers), with keys for top-K.
-    if (!('results' in d)) count(d.policy, d.key, outcome, d.allowed, at)
+    if (!('results' in d)) count(d.policy, d.key, outcome, d.allowed)
     else if (outcome === 'allowed')
-      for (const r of (d as LayeredDecision).results) count(r.policy, r.key, outcome, true, at)
+      for (const r of (d as LayeredDecision).results) count(r.policy, r.key, outcome, true)
     else {
       const decider = d.results.find((r) => r.policy === d.deniedBy) ?? d
-      count(decider.policy, decider.key, outcome, d.allowed, at)
+      count(decider.policy, decider.key, outcome, d.allowed)
     }
   }
   const unsubscribe = options.limiter.subscribe(listener)
   // Quiet intervals must close too, or a policy that went silent would never update its baseline.
-  const spikeTimer = setInterval(() => detector.tick(now()), detector.intervalMs)
-  spikeTimer.unref()
+  const flushMs = options.flushMs ?? 100
+  const flushTimer = setInterval(() => {
+    flush()
+    detector.tick(now())
+  }, flushMs)
+  flushTimer.unref()
 
   function topKeys(
     opts: { policy?: string; side?: 'denied' | 'admitted'; k?: number } = {},
   ): TopKeysReport[] {
+    flush()
     const at = now()
     const out: TopKeysReport[] = []
     for (const [policy, pair] of tops) {
@@ -184,6 +243,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   }
 
   function snapshot(): DashboardSnapshot {
+    flush()
     const at = now()
     let denied10 = 0
     let all10 = 0
@@ -257,12 +317,17 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     metricsHandler,
     dashboardHandler: dashboard.handler,
     topKeys,
-    spikes: () => detector.recent(),
+    flush,
+    spikes: () => {
+      flush()
+      return detector.recent()
+    },
     onSpike: (l) => detector.onSpike(l),
     snapshot,
     close() {
       unsubscribe()
-      clearInterval(spikeTimer)
+      clearInterval(flushTimer)
+      flush()
       dashboard.close()
     },
   }

@@ -1,7 +1,7 @@
 // Prometheus metrics (prom-client) fed by limiter decision events, plus a small input API for the
 // parts of the limiter that report health rather than decisions (store errors, store up/down,
 // circuit breaker, local deny cache). Label values are policy and store names only: never a key.
-import type { Counter, Gauge, Histogram } from 'prom-client'
+import type { Counter, Gauge } from 'prom-client'
 import * as prom from 'prom-client'
 import { InvalidOptionsError } from '../errors.js'
 import type { Decision, DecisionEvent, LayeredDecision } from '../limiter.js'
@@ -17,6 +17,8 @@ export const CIRCUIT_STATE_VALUE: Readonly<Record<CircuitState, number>> = {
   'half-open': 1,
   open: 2,
 }
+
+const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
 
 /** Label value used once a label has seen `maxLabelValues` distinct values. */
 export const OTHER_LABEL = '_other'
@@ -107,19 +109,40 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
   const storeLabel = boundedLabel(maxLabelValues)
   const registers = [registry]
 
-  const decisions: Counter<'policy' | 'outcome'> = new prom.Counter({
+  // The hot path only adds to plain numbers; prom-client reads them when scraped. (A prom-client
+  // child's inc/observe validates and hashes labels on every call: ~20x a Map update, measured in
+  // bench/cases/metrics.ts.)
+  // Keyed by the policy name as given (no string building on the hot path: a concatenated key costs
+  // more than everything else here together); several names may share one folded label.
+  const decisionCounts = new Map<string, { label: string; counts: Record<Outcome, number> }>()
+  const publishedDecisions = new Map<string, Record<Outcome, number>>()
+  const cacheHitCounts = new Map<string, { count: number; published: number }>()
+  new prom.Counter<'policy' | 'outcome'>({
     name: 'sluice_decisions_total',
     help: 'Rate limit decisions by policy and outcome (allowed, denied, degraded).',
     labelNames: ['policy', 'outcome'],
     registers,
+    collect() {
+      for (const [policy, c] of decisionCounts) {
+        let published = publishedDecisions.get(policy)
+        if (published === undefined) {
+          published = { allowed: 0, denied: 0, degraded: 0 }
+          publishedDecisions.set(policy, published)
+        }
+        for (const outcome of OUTCOMES) {
+          const delta = c.counts[outcome] - published[outcome]
+          if (delta > 0) this.labels(c.label, outcome).inc(delta)
+          published[outcome] = c.counts[outcome]
+        }
+      }
+    },
   })
-  const storeDuration: Histogram<'store' | 'operation'> = new prom.Histogram({
-    name: 'sluice_store_duration_seconds',
-    help: 'Time the store took to decide, by store and operation (consume, peek, acquire).',
-    labelNames: ['store', 'operation'],
-    buckets: [...(options.durationBuckets ?? DEFAULT_BUCKETS)],
-    registers,
-  })
+  const storeDuration = new PulledHistogram(
+    'sluice_store_duration_seconds',
+    'Time the store took to decide, by store and operation (consume, peek, acquire).',
+    [...(options.durationBuckets ?? DEFAULT_BUCKETS)],
+  )
+  registry.registerMetric(storeDuration as unknown as prom.Metric)
   const storeErrors: Counter<'store'> = new prom.Counter({
     name: 'sluice_store_errors_total',
     help: 'Store operations that failed (connection lost, timeout, script error).',
@@ -132,11 +155,17 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     labelNames: ['store'],
     registers,
   })
-  const localCacheHits: Counter<'policy'> = new prom.Counter({
+  new prom.Counter({
     name: 'sluice_local_cache_hits_total',
     help: 'Requests denied from the local deny cache without a store round trip.',
     labelNames: ['policy'],
     registers,
+    collect() {
+      for (const [policy, c] of cacheHitCounts) {
+        if (c.count > c.published) this.labels(policy).inc(c.count - c.published)
+        c.published = c.count
+      }
+    },
   })
   const circuitState: Gauge<'store'> = new prom.Gauge({
     name: 'sluice_circuit_state',
@@ -145,9 +174,6 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     registers,
   })
 
-  // Label children cached by name: the hot path does a Map lookup and an add, no label hashing.
-  const decisionChildren = new Map<string, prom.Counter.Internal>()
-  const durationChildren = new Map<string, prom.Histogram.Internal<'store' | 'operation'>>()
   const health = new Map<string, StoreHealth>()
 
   function healthOf(store: string): StoreHealth {
@@ -160,26 +186,21 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
   }
 
   function countDecision(policy: string, outcome: Outcome): void {
-    const id = `${policy}\u0000${outcome}`
-    let child = decisionChildren.get(id)
-    if (child === undefined) {
-      child = decisions.labels(policyLabel(policy), outcome)
-      decisionChildren.set(id, child)
+    let c = decisionCounts.get(policy)
+    if (c === undefined) {
+      c = { label: policyLabel(policy), counts: { allowed: 0, denied: 0, degraded: 0 } }
+      decisionCounts.set(policy, c)
     }
-    child.inc()
+    c.counts[outcome]++
   }
 
   function observe(event: DecisionEvent): void {
-    const id = `${event.store}\u0000${event.operation}`
-    let child = durationChildren.get(id)
-    if (child === undefined) {
-      child = storeDuration.labels(storeLabel(event.store), event.operation)
-      durationChildren.set(id, child)
-    }
-    child.observe(event.storeSeconds)
+    storeDuration.observe(event.store, event.operation, event.storeSeconds, storeLabel)
     // A peek charges nothing and decides nothing: it is timed, not counted as a decision.
     if (event.operation === 'peek') return
-    for (const { policy, outcome } of countedLayers(event.decision)) countDecision(policy, outcome)
+    const d = event.decision
+    if (!('results' in d)) countDecision(d.policy, outcomeOf(d))
+    else for (const { policy, outcome } of countedLayers(d)) countDecision(policy, outcome)
   }
 
   return {
@@ -207,10 +228,104 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
       healthOf(label).circuit = state
     },
     recordLocalCacheHit(policy) {
-      localCacheHits.labels(policyLabel(policy)).inc()
+      const label = policyLabel(policy)
+      const c = cacheHitCounts.get(label)
+      if (c !== undefined) c.count++
+      else cacheHitCounts.set(label, { count: 1, published: 0 })
     },
     storeHealth() {
       return [...health.values()].map((h) => ({ ...h }))
     },
+  }
+}
+
+/** One exposition line as prom-client's registry formats it (its typings call the type an enum; it is a string). */
+interface PulledValue {
+  metricName: string
+  labels: Record<string, string | number>
+  value: number
+}
+
+interface Series {
+  labels: { store: string; operation: string }
+  /** Per bucket (not cumulative); the last slot is above every bound. */
+  buckets: Float64Array
+  sum: number
+  count: number
+}
+
+/**
+ * A histogram by store and operation whose samples land in plain arrays and that prom-client reads
+ * at scrape time (the registry only needs `name`, `help`, `type`, `get()` and `reset()`). The
+ * exposition is the same as a prom-client Histogram's.
+ */
+class PulledHistogram {
+  readonly type = 'histogram'
+  readonly aggregator = 'sum'
+  /** By store name as given, then operation; folded store names share one Series. */
+  private series = new Map<string, Map<string, Series>>()
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly bounds: readonly number[],
+  ) {}
+
+  observe(store: string, operation: string, seconds: number, label: (store: string) => string): void {
+    let byOperation = this.series.get(store)
+    if (byOperation === undefined) {
+      const labelled = label(store)
+      byOperation = this.series.get(labelled) ?? new Map()
+      this.series.set(store, byOperation)
+      this.series.set(labelled, byOperation)
+    }
+    let s = byOperation.get(operation)
+    if (s === undefined) {
+      s = {
+        labels: { store: label(store), operation },
+        buckets: new Float64Array(this.bounds.length + 1),
+        sum: 0,
+        count: 0,
+      }
+      byOperation.set(operation, s)
+    }
+    let i = 0
+    while (i < this.bounds.length && seconds > this.bounds[i]!) i++
+    s.buckets[i]!++
+    s.sum += seconds
+    s.count++
+  }
+
+  async get(): Promise<{
+    name: string
+    help: string
+    type: string
+    aggregator: string
+    values: PulledValue[]
+  }> {
+    const values: PulledValue[] = []
+    const all = new Set<Series>()
+    for (const byOperation of this.series.values()) for (const s of byOperation.values()) all.add(s)
+    for (const s of all) {
+      let cumulative = 0
+      this.bounds.forEach((bound, i) => {
+        cumulative += s.buckets[i]!
+        values.push({
+          metricName: `${this.name}_bucket`,
+          labels: { ...s.labels, le: bound },
+          value: cumulative,
+        })
+      })
+      values.push(
+        { metricName: `${this.name}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: s.count },
+        { metricName: `${this.name}_sum`, labels: s.labels, value: s.sum },
+        { metricName: `${this.name}_count`, labels: s.labels, value: s.count },
+      )
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values }
+  }
+
+  reset(): void {
+    this.series = new Map()
   }
 }

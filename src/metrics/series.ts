@@ -19,7 +19,7 @@ export class RateSeries {
     this.length = length
   }
 
-  add(policy: string, outcome: Outcome, now: number): void {
+  add(policy: string, outcome: Outcome, now: number, count = 1): void {
     let ring = this.rings.get(policy)
     if (ring === undefined) {
       ring = {
@@ -38,7 +38,7 @@ export class RateSeries {
       ring.seconds[slot] = second
       for (const o of OUTCOMES) ring.counts[o][slot] = 0
     }
-    ring.counts[outcome][slot]! += 1
+    ring.counts[outcome][slot]! += count
   }
 
   policies(): string[] {

@@ -46,20 +46,21 @@ export class SpaceSaving {
     return this.heap.length < this.capacity ? 0 : (this.heap[0]?.count ?? 0)
   }
 
-  add(key: string, weight = 1): void {
+  /** Count `weight` for `key`; returns false when the key was already tracked. */
+  add(key: string, weight = 1): boolean {
     this.total += weight
     const existing = this.byKey.get(key)
     if (existing !== undefined) {
       existing.count += weight
       this.siftDown(existing.slot)
-      return
+      return false
     }
     if (this.heap.length < this.capacity) {
       const counter: Counter = { key, count: weight, error: 0, slot: this.heap.length }
       this.heap.push(counter)
       this.byKey.set(key, counter)
       this.siftUp(counter.slot)
-      return
+      return true
     }
     // Replace the smallest counter: the newcomer inherits its count as possible overcount.
     const smallest = this.heap[0]!
@@ -69,6 +70,7 @@ export class SpaceSaving {
     smallest.key = key
     this.byKey.set(key, smallest)
     this.siftDown(0)
+    return true
   }
 
   get(key: string): HeavyHitter | undefined {
@@ -233,8 +235,9 @@ export class SlidingTopK {
       bucket = { start, summary: new SpaceSaving(this.capacity), distinct: new DistinctCounter() }
       this.ring[index] = bucket
     }
-    bucket.summary.add(key, weight)
-    bucket.distinct.add(key)
+    // A key the bucket's summary already tracks went into its HyperLogLog when it was first
+    // tracked; adding it again changes nothing, so the hash is skipped for heavy hitters.
+    if (bucket.summary.add(key, weight)) bucket.distinct.add(key)
   }
 
   /** The `k` heaviest keys of the horizon ending at `now`. */

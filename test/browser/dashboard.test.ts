@@ -1,8 +1,10 @@
 // End to end: a real HTTP API limited by Sluice, the dashboard in headless Chromium, traffic over
 // real sockets. The page's numbers must move while traffic flows and settle on what /metrics says.
-import { existsSync, mkdirSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -136,8 +138,14 @@ describe('dashboard in headless Chromium', () => {
 
     obs.metrics.setStoreUp('memory', true) // true for the in-process store
     await expect.poll(() => text('#stores tr[data-store="memory"]')).toContain('up')
-    mkdirSync('docs', { recursive: true })
-    await page.screenshot({ path: 'docs/dashboard.png', fullPage: true })
+    // The screenshot is always taken; it replaces docs/dashboard.png only when asked to
+    // (SLUICE_UPDATE_SCREENSHOT=1), so a test run does not dirty the tree.
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-dashboard-'))
+    const shot = join(dir, 'dashboard.png')
+    await page.screenshot({ path: shot, fullPage: true })
+    expect(statSync(shot).size).toBeGreaterThan(10_000)
+    if (process.env.SLUICE_UPDATE_SCREENSHOT === '1') copyFileSync(shot, 'docs/dashboard.png')
+    rmSync(dir, { recursive: true, force: true })
 
     // Health inputs from the failure-handling work reach the page as well.
     obs.metrics.setStoreUp('memory', false)

@@ -146,11 +146,15 @@ describe('createObservability over node:http', () => {
     for (let second = 0; second < 10; second++) {
       now = second * 1000
       for (let i = 0; i < 4; i++) await limiter.consume('api', `user-${i}`)
+      obs.flush() // what the flush timer does every 100 ms on a real clock
     }
     now = 10_000
     for (let i = 0; i < 200; i++) await limiter.consume('api', 'scraper')
+    obs.flush()
+    expect(spikes).toEqual([]) // the interval is still open
     now = 11_000
-    await limiter.consume('api', 'user-0') // closes the interval
+    await limiter.consume('api', 'user-0')
+    obs.flush() // closes the interval
     expect(spikes.map((s) => [s.scope, s.key, s.rate])).toEqual([
       ['policy', undefined, 200],
       ['key', 'scraper', 200],
@@ -161,6 +165,7 @@ describe('createObservability over node:http', () => {
     for (let i = 0; i < 500; i++) await limiter.consume('api', 'after-close')
     now = 13_000
     await limiter.consume('api', 'user-0')
+    obs.flush()
     expect(spikes).toHaveLength(2)
     expect(obs.topKeys({ side: 'admitted' })[0]!.keys.some((k) => k.key === 'after-close')).toBe(false)
   })

@@ -64,6 +64,47 @@ describe('createMetrics fed by limiter events', () => {
     expect(sample(text, 'sluice_decisions_total', { policy: 'perIp', outcome: 'denied' })).toBeUndefined()
   })
 
+  it('publishes each count once: scraping twice does not double it, new decisions add to it', async () => {
+    const { metrics, limiter } = setup()
+    await limiter.consume('api', 'a')
+    const first = await metrics.registry.metrics()
+    const second = await metrics.registry.metrics()
+    expect(sample(first, 'sluice_decisions_total', { policy: 'api', outcome: 'allowed' })).toBe(1)
+    expect(sample(second, 'sluice_decisions_total', { policy: 'api', outcome: 'allowed' })).toBe(1)
+    await limiter.consume('api', 'a')
+    const third = await metrics.registry.metrics()
+    expect(sample(third, 'sluice_decisions_total', { policy: 'api', outcome: 'allowed' })).toBe(2)
+    expect(
+      sample(third, 'sluice_store_duration_seconds_count', { store: 'memory', operation: 'consume' }),
+    ).toBe(2)
+  })
+
+  it('fills histogram buckets cumulatively, like a prom-client Histogram', async () => {
+    const metrics = createMetrics({ durationBuckets: [0.001, 0.01] })
+    const decision: Decision = {
+      allowed: true,
+      limit: 1,
+      remaining: 0,
+      resetMs: 1,
+      retryAfterMs: 0,
+      policy: 'p',
+      key: 'k',
+    }
+    for (const storeSeconds of [0.0005, 0.005, 0.005, 0.5])
+      metrics.observe({ operation: 'consume', decision, store: 'redis', storeSeconds })
+    const text = await metrics.registry.metrics()
+    const labels = { store: 'redis', operation: 'consume' }
+    expect(text).toContain('# TYPE sluice_store_duration_seconds histogram')
+    expect(sample(text, 'sluice_store_duration_seconds_bucket', { ...labels, le: '0.001' })).toBe(1)
+    expect(sample(text, 'sluice_store_duration_seconds_bucket', { ...labels, le: '0.01' })).toBe(3)
+    expect(sample(text, 'sluice_store_duration_seconds_bucket', { ...labels, le: '+Inf' })).toBe(4)
+    expect(sample(text, 'sluice_store_duration_seconds_sum', labels)).toBeCloseTo(0.5105, 9)
+    expect(sample(text, 'sluice_store_duration_seconds_count', labels)).toBe(4)
+    // Also readable as JSON through the registry, the way prom-client aggregators read it.
+    const json = await metrics.registry.getMetricsAsJSON()
+    expect(json.find((m) => m.name === 'sluice_store_duration_seconds')?.values).toHaveLength(5)
+  })
+
   it('folds policy label values past maxLabelValues into _other', async () => {
     const { metrics, limiter } = setup(2)
     await limiter.consume('api', 'a')
