@@ -135,6 +135,22 @@ describe('createObservability over node:http', () => {
     obs.close()
   })
 
+  it('bounds a batch: 4096 distinct keys are applied at once, stamped with the time they came in', async () => {
+    let now = 0
+    const limiter = createLimiter({
+      policies: { api: { algorithm: 'fixed-window', limit: 10, window: '1m' } },
+    })
+    const obs = createObservability({ limiter, now: () => now, topKeys: { horizonMs: 60_000 } })
+    for (let i = 0; i < 4096; i++) limiter.consumeSync('api', `ip-${i}`) // the batch fills and is applied at t=0
+    for (let i = 0; i < 10; i++) limiter.consumeSync('api', 'late')
+    now = 90_000 // the t=0 bucket has left the horizon; the 10 late decisions are applied now
+    const [admitted] = obs.topKeys({ policy: 'api', side: 'admitted' })
+    expect(admitted!.total).toBe(10)
+    expect(admitted!.keys).toEqual([{ key: 'late', count: 10, maxError: 0 }])
+    expect(obs.snapshot().policies[0]!.totals.allowed).toBe(4106)
+    obs.close()
+  })
+
   it('emits a spike when one key jumps far above its baseline, and stops listening on close', async () => {
     let now = 0
     const limiter = createLimiter({
