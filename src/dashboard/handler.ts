@@ -63,7 +63,9 @@ export function createDashboard<S>(options: DashboardOptions<S>): Dashboard {
   }
 
   function handler(req: IncomingMessage, res: ServerResponse): void {
-    const pathname = new URL(req.url ?? '/', 'http://localhost').pathname.replace(/\/+$/, '')
+    // Express's app.use('/dashboard', ...) strips its mount path from req.url; originalUrl keeps it.
+    const url = (req as IncomingMessage & { originalUrl?: string }).originalUrl ?? req.url ?? '/'
+    const pathname = new URL(url, 'http://localhost').pathname.replace(/\/+$/, '')
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' })
       res.end('method not allowed\n')

@@ -93,6 +93,33 @@ describe('createObservability over node:http', () => {
     expect((await fetch(`${mounted.url}/ops/limits`, { method: 'POST' })).status).toBe(405)
   })
 
+  it('mounts in Express 5 with app.get and app.use', async () => {
+    const { default: express } = await import('express')
+    const limiter = createLimiter({ policies })
+    const obs = createObservability({ limiter })
+    const app = express()
+    app.get('/metrics', obs.metricsHandler)
+    app.use('/dashboard', obs.dashboardHandler)
+    const server = app.listen(0, '127.0.0.1')
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()))
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+    try {
+      await limiter.consume('api', 'a')
+      expect(await (await fetch(`${url}/metrics`)).text()).toContain(
+        'sluice_decisions_total{policy="api",outcome="allowed"} 1',
+      )
+      const page = await fetch(`${url}/dashboard`)
+      expect(page.status).toBe(200)
+      expect(await page.text()).toContain('<title>Sluice dashboard</title>')
+      const snap = (await (await fetch(`${url}/dashboard/snapshot.json`)).json()) as DashboardSnapshot
+      expect(snap.policies[0]!.totals.allowed).toBe(1)
+    } finally {
+      obs.close()
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  })
+
   it('streams snapshots over SSE that move with traffic', async () => {
     const limiter = createLimiter({ policies })
     const obs = createObservability({ limiter, pushIntervalMs: 100 })
