@@ -104,8 +104,8 @@ const MAX_BATCH_KEYS = 4096
 
 interface Batch {
   outcomes: Record<Outcome, number>
-  admitted: Map<string, number>
-  denied: Map<string, number>
+  admitted: Map<string, { n: number }>
+  denied: Map<string, { n: number }>
 }
 
 const EMPTY_TOTALS = (): Record<Outcome, number> => ({ allowed: 0, denied: 0, degraded: 0 })
@@ -146,10 +146,11 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     }
     b.outcomes[outcome]++
     const keys = allowed ? b.admitted : b.denied
-    const n = keys.get(key)
-    if (n !== undefined) keys.set(key, n + 1)
+    // A counter object: a repeat key is one Map lookup, not a get and a set.
+    const counter = keys.get(key)
+    if (counter !== undefined) counter.n++
     else {
-      keys.set(key, 1)
+      keys.set(key, { n: 1 })
       if (++batchKeys >= MAX_BATCH_KEYS) flush()
     }
   }
@@ -178,11 +179,11 @@ export function createObservability(options: ObservabilityOptions): Observabilit
         t[outcome] += n
         series.add(policy, outcome, at, n)
       }
-      for (const [key, n] of b.admitted) {
+      for (const [key, { n }] of b.admitted) {
         top.admitted.add(key, at, n)
         detector.record(policy, key, at, n)
       }
-      for (const [key, n] of b.denied) {
+      for (const [key, { n }] of b.denied) {
         top.denied.add(key, at, n)
         detector.record(policy, key, at, n)
       }
