@@ -33,7 +33,8 @@ const limiter = createLimiter({
 const obs = createObservability({
   limiter,
   pushIntervalMs: 200,
-  spikes: { intervalMs: 250, warmupIntervals: 3, factor: 10, minRate: 5 },
+  // A low floor (2 req/s) so the burst is flagged even when a loaded machine spreads it over intervals.
+  spikes: { intervalMs: 250, warmupIntervals: 3, factor: 10, minRate: 2 },
 })
 // A small API: /api/<policy>?key=... answers 200 or 429, like an app behind the middleware would.
 const server = createServer((req, res) => {
