@@ -5,9 +5,10 @@ export default defineConfig({
   entry: {
     index: 'src/index.ts',
     cli: 'src/cli.ts',
+    metrics: 'src/metrics/index.ts',
   },
   format: ['esm', 'cjs'],
-  dts: { entry: { index: 'src/index.ts' } },
+  dts: { entry: { index: 'src/index.ts', metrics: 'src/metrics/index.ts' } },
   target: 'node20',
   platform: 'node',
   sourcemap: true,

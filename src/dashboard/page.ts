@@ -1,0 +1,172 @@
+// The dashboard page: one self-contained HTML document (inline CSS and script, no CDN, works
+// offline) that draws snapshots from `<base>/events` with plain SVG.
+
+const STYLE = `
+:root { --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; --muted: #57606a; --line: #d0d7de; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328; background: #f6f8fa; }
+header { display: flex; align-items: baseline; gap: 16px; padding: 12px 20px; background: #fff; border-bottom: 1px solid var(--line); }
+header h1 { font-size: 18px; margin: 0; }
+#status { color: var(--muted); }
+#status.live { color: var(--ok); }
+main { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 16px; padding: 16px 20px; align-items: start; }
+.wide { grid-column: span 2; }
+@media (max-width: 1100px) { main { grid-template-columns: minmax(0, 1fr); } .wide { grid-column: auto; } }
+section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; }
+section h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); margin: 0 0 8px; }
+.tiles { display: flex; gap: 24px; }
+.tile b { display: block; font-size: 28px; font-variant-numeric: tabular-nums; }
+.tile span { color: var(--muted); }
+table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th, td { text-align: right; padding: 3px 6px; border-bottom: 1px solid #eaeef2; white-space: nowrap; }
+th:first-child, td:first-child, .l, td.key { text-align: left; }
+td.key { max-width: 260px; overflow: hidden; text-overflow: ellipsis; font-family: ui-monospace, monospace; }
+.allowed { color: var(--ok); } .denied { color: var(--bad); }
+.badge { display: inline-block; padding: 0 8px; border-radius: 10px; color: #fff; font-size: 12px; }
+.up { background: var(--ok); } .down { background: var(--bad); } .unknown { background: var(--muted); }
+.closed { background: var(--ok); } .half-open { background: var(--warn); } .open { background: var(--bad); }
+.chart { margin-bottom: 10px; } .chart svg { width: 100%; height: auto; display: block; }
+.chart .title { display: flex; justify-content: space-between; color: var(--muted); }
+.empty { color: var(--muted); font-style: italic; }
+`
+
+// Runs in the browser. Builds DOM with textContent only: keys are user input and never become HTML.
+const SCRIPT = `
+const BASE = document.body.dataset.base;
+const $ = (id) => document.getElementById(id);
+const pct = (x) => (x * 100).toFixed(1) + '%';
+const ms = (x) => x == null ? '–' : x < 1 ? x.toFixed(3) + ' ms' : x.toFixed(1) + ' ms';
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+function fill(tbody, rows, empty, cols) {
+  tbody.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { class: 'empty', colspan: cols }, empty))]));
+}
+const SVG = 'http://www.w3.org/2000/svg';
+function chart(p) {
+  const w = 600, h = 90, n = p.series.allowed.length;
+  const max = Math.max(1, ...p.series.allowed, ...p.series.denied);
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('viewBox', '0 0 ' + w + ' ' + (h + 14));
+  for (const frac of [0, 0.5, 1]) {
+    const y = h - frac * h;
+    const g = document.createElementNS(SVG, 'line');
+    Object.entries({ x1: 0, x2: w, y1: y, y2: y, stroke: '#eaeef2' }).forEach(([k, v]) => g.setAttribute(k, v));
+    svg.append(g);
+  }
+  for (const [name, color] of [['allowed', '#1a7f37'], ['denied', '#cf222e']]) {
+    const pts = p.series[name].map((v, i) => (i * w / (n - 1)).toFixed(1) + ',' + (h - v / max * h).toFixed(1));
+    const line = document.createElementNS(SVG, 'polyline');
+    Object.entries({ points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': 2, 'vector-effect': 'non-scaling-stroke' })
+      .forEach(([k, v]) => line.setAttribute(k, v));
+    svg.append(line);
+  }
+  const label = document.createElementNS(SVG, 'text');
+  Object.entries({ x: 2, y: 11, 'font-size': 11, fill: '#57606a' }).forEach(([k, v]) => label.setAttribute(k, v));
+  label.textContent = 'max ' + max + '/s';
+  svg.append(label);
+  const wrap = el('div', { class: 'chart', 'data-policy': p.policy },
+    el('div', { class: 'title' }, el('b', {}, p.policy),
+      el('span', {}, el('span', { class: 'allowed' }, '— allowed '), el('span', { class: 'denied' }, '— denied'), ' · last ' + n + ' s')));
+  wrap.append(svg);
+  return wrap;
+}
+function render(s) {
+  let allowed = 0, denied = 0, allowedRate = 0, deniedRate = 0;
+  for (const p of s.policies) { allowed += p.totals.allowed; denied += p.totals.denied; allowedRate += p.perSecond.allowed; deniedRate += p.perSecond.denied; }
+  $('share').textContent = pct(s.deniedShare10s);
+  $('total-allowed').textContent = allowed;
+  $('total-denied').textContent = denied;
+  $('rate').textContent = allowedRate + ' / ' + deniedRate;
+  fill($('policies'), s.policies.map((p) => el('tr', { 'data-policy': p.policy },
+    el('td', {}, p.policy),
+    el('td', { class: 'allowed-rate allowed' }, p.perSecond.allowed),
+    el('td', { class: 'denied-rate denied' }, p.perSecond.denied),
+    el('td', { class: 'share' }, pct(p.deniedShare10s)),
+    el('td', { class: 'allowed-total' }, p.totals.allowed),
+    el('td', { class: 'denied-total' }, p.totals.denied),
+    el('td', { class: 'degraded-total' }, p.totals.degraded))), 'no decisions yet', 7);
+  $('charts').replaceChildren(...s.policies.map(chart));
+  fill($('stores'), s.stores.map((st) => el('tr', { 'data-store': st.store },
+    el('td', {}, st.store),
+    el('td', {}, el('span', { class: 'badge ' + (st.up == null ? 'unknown' : st.up ? 'up' : 'down') }, st.up == null ? 'not reported' : st.up ? 'up' : 'down')),
+    el('td', {}, el('span', { class: 'badge ' + (st.circuit ?? 'unknown') }, st.circuit ?? 'not reported')),
+    el('td', { class: 'p50' }, ms(st.p50Ms)),
+    el('td', { class: 'p99' }, ms(st.p99Ms)),
+    el('td', { class: 'errors' }, st.errors))), 'no store activity yet', 6);
+  const limited = s.topDenied.flatMap((t) => t.keys.map((k) => ({ ...k, policy: t.policy, total: t.total })))
+    .sort((a, b) => b.count - a.count).slice(0, 10);
+  fill($('top'), limited.map((k) => el('tr', {},
+    el('td', {}, k.policy), el('td', { class: 'key', title: k.key }, k.key),
+    el('td', { class: 'count' }, k.count + (k.maxError ? ' ±' + k.maxError : '')),
+    el('td', {}, pct(k.count / Math.max(1, k.total))))), 'nobody is being limited', 4);
+  $('top1').textContent = s.topAdmitted.filter((t) => t.total > 0).map((t) =>
+    t.policy + ': top 1% of ~' + t.distinctKeys + ' keys send ' + (t.topOnePercentShare == null ? '?' : pct(t.topOnePercentShare))).join(' · ') || '–';
+  fill($('spikes'), s.spikes.map((sp) => el('tr', {},
+    el('td', {}, new Date(sp.at).toLocaleTimeString()), el('td', { class: 'l' }, sp.policy),
+    el('td', { class: 'key', title: sp.key ?? '' }, sp.scope === 'key' ? sp.key : '(whole policy)'),
+    el('td', {}, sp.rate.toFixed(0) + '/s'), el('td', {}, sp.ratio.toFixed(1) + '×'))), 'no spikes', 5);
+  $('updated').textContent = new Date(s.at).toLocaleTimeString();
+}
+const source = new EventSource(BASE + '/events');
+source.onopen = () => { $('status').textContent = 'live'; $('status').className = 'live'; };
+source.onerror = () => { $('status').textContent = 'reconnecting…'; $('status').className = ''; };
+source.onmessage = (e) => render(JSON.parse(e.data));
+`
+
+/** The page for a dashboard mounted at `base` (already validated as a plain path). */
+export function dashboardPage(base: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sluice dashboard</title>
+<style>${STYLE}</style>
+</head>
+<body data-base="${base}">
+<header><h1>Sluice</h1><span id="status">connecting…</span><span>updated <span id="updated">–</span></span></header>
+<main>
+<section>
+  <h2>Now</h2>
+  <div class="tiles">
+    <div class="tile"><b id="share">–</b><span>429 share, last 10 s</span></div>
+    <div class="tile"><b id="rate">–</b><span>allowed / denied per s</span></div>
+    <div class="tile"><b id="total-allowed" class="allowed">–</b><span>allowed total</span></div>
+    <div class="tile"><b id="total-denied" class="denied">–</b><span>denied total</span></div>
+  </div>
+</section>
+<section class="wide">
+  <h2>Policies</h2>
+  <table><thead><tr><th>policy</th><th>allowed/s</th><th>denied/s</th><th>429 share</th><th>allowed</th><th>denied</th><th>degraded</th></tr></thead>
+  <tbody id="policies"></tbody></table>
+</section>
+<section class="wide">
+  <h2>Decisions per second</h2>
+  <div id="charts"></div>
+</section>
+<section>
+  <h2>Stores</h2>
+  <table><thead><tr><th>store</th><th>up</th><th>circuit</th><th>p50</th><th>p99</th><th>errors</th></tr></thead>
+  <tbody id="stores"></tbody></table>
+</section>
+<section>
+  <h2>Top limited keys (last minute)</h2>
+  <table><thead><tr><th>policy</th><th class="l">key</th><th>denied</th><th>share</th></tr></thead>
+  <tbody id="top"></tbody></table>
+  <p id="top1" class="empty">–</p>
+</section>
+<section class="wide">
+  <h2>Recent spikes</h2>
+  <table><thead><tr><th>when</th><th class="l">policy</th><th class="l">key</th><th>rate</th><th>vs baseline</th></tr></thead>
+  <tbody id="spikes"></tbody></table>
+</section>
+</main>
+<script>${SCRIPT}</script>
+</body>
+</html>
+`
+}

@@ -1,0 +1,335 @@
+// Everything an operator looks at, wired to one limiter: Prometheus metrics, top keys, spikes, and
+// the live dashboard, as plain node:http handlers that any server (or the Sluice service) can mount.
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Registry } from 'prom-client'
+import { createDashboard } from '../dashboard/handler.js'
+import { InvalidOptionsError } from '../errors.js'
+import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limiter.js'
+import type { MetricsOptions, Outcome, SluiceMetrics, StoreHealth } from './prometheus.js'
+import { createMetrics, outcomeOf } from './prometheus.js'
+import { RateSeries, RecentSamples } from './series.js'
+import type { Spike, SpikeDetectorOptions } from './spikes.js'
+import { SpikeDetector } from './spikes.js'
+import type { HeavyHitter, SlidingTopKOptions } from './topk.js'
+import { SlidingTopK } from './topk.js'
+
+/** A node:http request handler (also fits Express and `@hono/node-server` raw handlers). */
+export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
+
+export interface ObservabilityOptions {
+  /** The limiter to watch (anything with `subscribe`). */
+  limiter: { subscribe(listener: DecisionListener): () => void }
+  /** Prometheus registry. Default: a new one. */
+  registry?: Registry
+  /** Bounds of the Prometheus labels and histogram buckets. */
+  metrics?: Omit<MetricsOptions, 'registry'>
+  /** Top keys: horizon, buckets and counters per bucket. Defaults: 60 s, 6 buckets, 128 counters. */
+  topKeys?: SlidingTopKOptions
+  spikes?: SpikeDetectorOptions
+  /** Where `dashboardHandler` answers: the page here, SSE at `<path>/events`. Default `/dashboard`. */
+  dashboardPath?: string
+  /** How often the dashboard gets a new snapshot, ms. Default 1000. */
+  pushIntervalMs?: number
+  /** Decisions are counted in batches applied this often, ms (also when a batch holds 4096 keys). Default 100. */
+  flushMs?: number
+  /** Clock in ms. Default `Date.now`. */
+  now?: () => number
+}
+
+/** Heavy hitters of one policy and one side (keys denied, or keys admitted). */
+export interface TopKeysReport {
+  policy: string
+  side: 'denied' | 'admitted'
+  /** Requests in the horizon on this side. */
+  total: number
+  /** Estimated distinct keys in the horizon. */
+  distinctKeys: number
+  /** Share of `total` from the top 1% of keys; `null` when that is more keys than are tracked. */
+  topOnePercentShare: number | null
+  keys: HeavyHitter[]
+}
+
+export interface PolicySnapshot {
+  policy: string
+  /** Since start, as in `sluice_decisions_total`. */
+  totals: Record<Outcome, number>
+  /** Last complete second. */
+  perSecond: Record<Outcome, number>
+  /** Denied / all decisions over the last 10 seconds (0 when idle). */
+  deniedShare10s: number
+  /** Per-second counts, oldest first, for the charts. */
+  series: Record<Outcome, number[]>
+}
+
+export interface StoreSnapshot extends StoreHealth {
+  /** Store latency over the most recent decisions, ms; `null` before the first. */
+  p50Ms: number | null
+  p99Ms: number | null
+  samples: number
+}
+
+/** What the dashboard shows; pushed over Server-Sent Events and served at `<path>/snapshot.json`. */
+export interface DashboardSnapshot {
+  at: number
+  policies: PolicySnapshot[]
+  /** Denied / all decisions over the last 10 seconds, all policies. */
+  deniedShare10s: number
+  stores: StoreSnapshot[]
+  topDenied: TopKeysReport[]
+  topAdmitted: TopKeysReport[]
+  spikes: Spike[]
+}
+
+export interface Observability {
+  readonly metrics: SluiceMetrics
+  /** Serves the Prometheus exposition (mount at `/metrics`). */
+  metricsHandler: NodeHandler
+  /** Serves the dashboard page, `/events` (SSE) and `/snapshot.json` under `dashboardPath`; 404 elsewhere. */
+  dashboardHandler: NodeHandler
+  /** Heavy hitters per policy and side, heaviest first. */
+  topKeys(options?: { policy?: string; side?: 'denied' | 'admitted'; k?: number }): TopKeysReport[]
+  /** Recent spikes, newest first. */
+  spikes(): Spike[]
+  /** Apply decisions counted since the last batch now (a timer does it every `flushMs`). */
+  flush(): void
+  onSpike(listener: (spike: Spike) => void): () => void
+  snapshot(): DashboardSnapshot
+  /** Stop listening to the limiter, end SSE streams and timers. Does not close the limiter. */
+  close(): void
+}
+
+const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
+/** Distinct keys a batch may hold before it is flushed early (bounds its memory). */
+const MAX_BATCH_KEYS = 4096
+
+interface Batch {
+  outcomes: Record<Outcome, number>
+  admitted: Map<string, { n: number }>
+  denied: Map<string, { n: number }>
+}
+
+const EMPTY_TOTALS = (): Record<Outcome, number> => ({ allowed: 0, denied: 0, degraded: 0 })
+
+/**
+ * Watch a limiter: metrics, top keys, spikes, dashboard.
+ * @example
+ * const obs = createObservability({ limiter })
+ * http.createServer((req, res) =>
+ *   req.url === '/metrics' ? obs.metricsHandler(req, res) : obs.dashboardHandler(req, res)).listen(9464)
+ */
+export function createObservability(options: ObservabilityOptions): Observability {
+  if (options === null || typeof options !== 'object' || typeof options.limiter?.subscribe !== 'function')
+    throw new InvalidOptionsError('createObservability: pass { limiter } (a limiter from createLimiter)')
+  const now = options.now ?? Date.now
+  const metricsOptions: MetricsOptions = { ...options.metrics }
+  if (options.registry !== undefined) metricsOptions.registry = options.registry
+  const metrics = createMetrics(metricsOptions)
+  const topOptions = options.topKeys ?? {}
+  const detector = new SpikeDetector(options.spikes)
+  const series = new RateSeries(60)
+  const latency = new Map<string, RecentSamples>()
+  const totals = new Map<string, Record<Outcome, number>>()
+  const tops = new Map<string, { denied: SlidingTopK; admitted: SlidingTopK }>()
+
+  // The hot path only counts into a small batch (per policy: outcomes, and keys by side); every
+  // `flushMs`, or sooner when the batch holds many keys, the batch goes into the series, top-K and
+  // spike detector with weights. A key seen 1000 times in a batch costs one summary update, and no
+  // clock is read per decision. Time is resolved to the flush, i.e. to within `flushMs`.
+  let batch = new Map<string, Batch>()
+  let batchKeys = 0
+
+  function count(policy: string, key: string, outcome: Outcome, allowed: boolean): void {
+    let b = batch.get(policy)
+    if (b === undefined) {
+      b = { outcomes: EMPTY_TOTALS(), admitted: new Map(), denied: new Map() }
+      batch.set(policy, b)
+    }
+    b.outcomes[outcome]++
+    const keys = allowed ? b.admitted : b.denied
+    // A counter object: a repeat key is one Map lookup, not a get and a set.
+    const counter = keys.get(key)
+    if (counter !== undefined) counter.n++
+    else {
+      keys.set(key, { n: 1 })
+      if (++batchKeys >= MAX_BATCH_KEYS) flush()
+    }
+  }
+
+  /** Apply the pending batch now (a timer does it every `flushMs`). */
+  function flush(): void {
+    if (batch.size === 0) return
+    const at = now()
+    const pending = batch
+    batch = new Map()
+    batchKeys = 0
+    for (const [policy, b] of pending) {
+      let t = totals.get(policy)
+      if (t === undefined) {
+        t = EMPTY_TOTALS()
+        totals.set(policy, t)
+      }
+      let top = tops.get(policy)
+      if (top === undefined) {
+        top = { denied: new SlidingTopK(topOptions), admitted: new SlidingTopK(topOptions) }
+        tops.set(policy, top)
+      }
+      for (const outcome of OUTCOMES) {
+        const n = b.outcomes[outcome]
+        if (n === 0) continue
+        t[outcome] += n
+        series.add(policy, outcome, at, n)
+      }
+      for (const [key, { n }] of b.admitted) {
+        top.admitted.add(key, at, n)
+        detector.record(policy, key, at, n)
+      }
+      for (const [key, { n }] of b.denied) {
+        top.denied.add(key, at, n)
+        detector.record(policy, key, at, n)
+      }
+    }
+  }
+
+  const listener = (event: DecisionEvent): void => {
+    metrics.observe(event)
+    let samples = latency.get(event.store)
+    if (samples === undefined) {
+      samples = new RecentSamples(1024)
+      latency.set(event.store, samples)
+    }
+    samples.add(event.storeSeconds)
+    if (event.operation === 'peek') return
+    const d = event.decision
+    const outcome = outcomeOf(d)
+    // Same counting rule as sluice_decisions_total (see countedLayers), with keys for top-K.
+    if (!('results' in d)) count(d.policy, d.key, outcome, d.allowed)
+    else if (outcome === 'allowed')
+      for (const r of (d as LayeredDecision).results) count(r.policy, r.key, outcome, true)
+    else {
+      const decider = d.results.find((r) => r.policy === d.deniedBy) ?? d
+      count(decider.policy, decider.key, outcome, d.allowed)
+    }
+  }
+  const unsubscribe = options.limiter.subscribe(listener)
+  // Quiet intervals must close too, or a policy that went silent would never update its baseline.
+  const flushMs = options.flushMs ?? 100
+  const flushTimer = setInterval(() => {
+    flush()
+    detector.tick(now())
+  }, flushMs)
+  flushTimer.unref()
+
+  function topKeys(
+    opts: { policy?: string; side?: 'denied' | 'admitted'; k?: number } = {},
+  ): TopKeysReport[] {
+    flush()
+    const at = now()
+    const out: TopKeysReport[] = []
+    for (const [policy, pair] of tops) {
+      if (opts.policy !== undefined && opts.policy !== policy) continue
+      for (const side of ['denied', 'admitted'] as const) {
+        if (opts.side !== undefined && opts.side !== side) continue
+        const r = pair[side].report(at, opts.k ?? 10)
+        out.push({
+          policy,
+          side,
+          total: r.total,
+          distinctKeys: r.distinctKeys,
+          topOnePercentShare: r.topOnePercentShare,
+          keys: r.top,
+        })
+      }
+    }
+    return out
+  }
+
+  function snapshot(): DashboardSnapshot {
+    flush()
+    const at = now()
+    let denied10 = 0
+    let all10 = 0
+    const policies: PolicySnapshot[] = series.policies().map((policy) => {
+      const s = {
+        allowed: series.read(policy, 'allowed', at),
+        denied: series.read(policy, 'denied', at),
+        degraded: series.read(policy, 'degraded', at),
+      }
+      const last = s.allowed.length - 1
+      let d = 0
+      let a = 0
+      for (let i = Math.max(0, last - 9); i <= last; i++) {
+        d += s.denied[i]!
+        a += s.allowed[i]! + s.denied[i]! + s.degraded[i]!
+      }
+      denied10 += d
+      all10 += a
+      return {
+        policy,
+        totals: { ...(totals.get(policy) ?? EMPTY_TOTALS()) },
+        perSecond: { allowed: s.allowed[last]!, denied: s.denied[last]!, degraded: s.degraded[last]! },
+        deniedShare10s: a === 0 ? 0 : d / a,
+        series: s,
+      }
+    })
+    const health = new Map(metrics.storeHealth().map((h) => [h.store, h]))
+    const storeNames = new Set([...latency.keys(), ...health.keys()])
+    const stores: StoreSnapshot[] = [...storeNames].map((store) => {
+      const samples = latency.get(store)
+      const [p50, p99] = samples?.quantiles([0.5, 0.99]) ?? [null, null]
+      return {
+        ...(health.get(store) ?? { store, up: null, circuit: null, errors: 0 }),
+        p50Ms: p50 == null ? null : p50 * 1000,
+        p99Ms: p99 == null ? null : p99 * 1000,
+        samples: samples?.count ?? 0,
+      }
+    })
+    return {
+      at,
+      policies,
+      deniedShare10s: all10 === 0 ? 0 : denied10 / all10,
+      stores,
+      topDenied: topKeys({ side: 'denied', k: 10 }),
+      topAdmitted: topKeys({ side: 'admitted', k: 10 }),
+      spikes: detector.recent().slice(0, 20),
+    }
+  }
+
+  const dashboard = createDashboard({
+    path: options.dashboardPath ?? '/dashboard',
+    intervalMs: options.pushIntervalMs ?? 1000,
+    snapshot,
+  })
+
+  const metricsHandler: NodeHandler = (_req, res) => {
+    metrics.registry.metrics().then(
+      (text) => {
+        res.writeHead(200, { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' })
+        res.end(text)
+      },
+      (error: unknown) => {
+        res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' })
+        res.end(`metrics collection failed: ${String(error)}\n`)
+      },
+    )
+  }
+
+  return {
+    metrics,
+    metricsHandler,
+    dashboardHandler: dashboard.handler,
+    topKeys,
+    flush,
+    spikes: () => {
+      flush()
+      return detector.recent()
+    },
+    onSpike: (l) => detector.onSpike(l),
+    snapshot,
+    close() {
+      unsubscribe()
+      clearInterval(flushTimer)
+      flush()
+      dashboard.close()
+    },
+  }
+}

@@ -1,0 +1,331 @@
+// Prometheus metrics (prom-client) fed by limiter decision events, plus a small input API for the
+// parts of the limiter that report health rather than decisions (store errors, store up/down,
+// circuit breaker, local deny cache). Label values are policy and store names only: never a key.
+import type { Counter, Gauge } from 'prom-client'
+import * as prom from 'prom-client'
+import { InvalidOptionsError } from '../errors.js'
+import type { Decision, DecisionEvent, LayeredDecision } from '../limiter.js'
+
+/** How a decision ended, as counted in `sluice_decisions_total{outcome}`. */
+export type Outcome = 'allowed' | 'denied' | 'degraded'
+
+/** Circuit breaker states; `sluice_circuit_state` exports them as 0, 1 and 2. */
+export type CircuitState = 'closed' | 'half-open' | 'open'
+
+export const CIRCUIT_STATE_VALUE: Readonly<Record<CircuitState, number>> = {
+  closed: 0,
+  'half-open': 1,
+  open: 2,
+}
+
+const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
+
+/** Label value used once a label has seen `maxLabelValues` distinct values. */
+export const OTHER_LABEL = '_other'
+
+export interface MetricsOptions {
+  /** Where the metrics are registered. Default: a new Registry (not prom-client's global one). */
+  registry?: prom.Registry
+  /** Distinct values kept per label (policy, store, operation); more fold into `_other`. Default 100. */
+  maxLabelValues?: number
+  /** Buckets of `sluice_store_duration_seconds`, in seconds. */
+  durationBuckets?: readonly number[]
+}
+
+/** The health of one store as last reported through the input API. */
+export interface StoreHealth {
+  store: string
+  /** `null` until `setStoreUp` was called for this store. */
+  up: boolean | null
+  /** `null` until `setCircuitState` was called for this store. */
+  circuit: CircuitState | null
+  errors: number
+}
+
+export interface SluiceMetrics {
+  readonly registry: prom.Registry
+  /** Count one decision event (what `limiter.subscribe` delivers). */
+  observe(event: DecisionEvent): void
+  /** The store failed one operation (connection lost, timeout, script error). */
+  recordStoreError(store: string): void
+  /** The store is reachable (`true`) or not (`false`). */
+  setStoreUp(store: string, up: boolean): void
+  /** The circuit breaker in front of `store` changed state. */
+  setCircuitState(store: string, state: CircuitState): void
+  /** A request was denied from the local deny cache without asking the store. */
+  recordLocalCacheHit(policy: string): void
+  /** Store health as reported so far, for the dashboard. */
+  storeHealth(): StoreHealth[]
+}
+
+const DEFAULT_BUCKETS = [
+  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
+]
+
+/**
+ * The outcome of a decision. `degraded`: a decision made without the store's say (the failure
+ * handling work marks these with a `reason` other than `limit` or `blocked`, e.g. `store_unavailable`).
+ */
+export function outcomeOf(decision: Decision): Outcome {
+  const reason: string | undefined = decision.reason
+  if (reason !== undefined && reason !== 'limit' && reason !== 'blocked') return 'degraded'
+  return decision.allowed ? 'allowed' : 'denied'
+}
+
+/**
+ * The (policy, outcome) pairs one decision counts for. A plain decision counts once. A layered one
+ * that passed counts as allowed under every layer (each was charged); a denied one counts as denied
+ * under the layer that denied only (the others were not charged and did not decide).
+ */
+export function countedLayers(decision: Decision | LayeredDecision): { policy: string; outcome: Outcome }[] {
+  const outcome = outcomeOf(decision)
+  if (!('results' in decision)) return [{ policy: decision.policy, outcome }]
+  if (outcome === 'allowed') return decision.results.map((r) => ({ policy: r.policy, outcome }))
+  return [{ policy: decision.deniedBy ?? decision.policy, outcome }]
+}
+
+/** Keeps a label's values bounded: the first `max` distinct values pass, the rest become `_other`. */
+function boundedLabel(max: number): (value: string) => string {
+  const seen = new Set<string>()
+  return (value) => {
+    if (seen.has(value)) return value
+    if (seen.size >= max) return OTHER_LABEL
+    seen.add(value)
+    return value
+  }
+}
+
+/**
+ * Create Sluice's Prometheus metrics in `registry` and return their inputs.
+ * @example
+ * const metrics = createMetrics()
+ * limiter.subscribe(metrics.observe)
+ * res.end(await metrics.registry.metrics())
+ */
+export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
+  const registry = options.registry ?? new prom.Registry()
+  const maxLabelValues = options.maxLabelValues ?? 100
+  const policyLabel = boundedLabel(maxLabelValues)
+  const storeLabel = boundedLabel(maxLabelValues)
+  const registers = [registry]
+
+  // The hot path only adds to plain numbers; prom-client reads them when scraped. (A prom-client
+  // child's inc/observe validates and hashes labels on every call: ~20x a Map update, measured in
+  // bench/cases/metrics.ts.)
+  // Keyed by the policy name as given (no string building on the hot path: a concatenated key costs
+  // more than everything else here together); several names may share one folded label.
+  const decisionCounts = new Map<string, { label: string; counts: Record<Outcome, number> }>()
+  const publishedDecisions = new Map<string, Record<Outcome, number>>()
+  const cacheHitCounts = new Map<string, { count: number; published: number }>()
+  new prom.Counter<'policy' | 'outcome'>({
+    name: 'sluice_decisions_total',
+    help: 'Rate limit decisions by policy and outcome (allowed, denied, degraded).',
+    labelNames: ['policy', 'outcome'],
+    registers,
+    collect() {
+      for (const [policy, c] of decisionCounts) {
+        let published = publishedDecisions.get(policy)
+        if (published === undefined) {
+          published = { allowed: 0, denied: 0, degraded: 0 }
+          publishedDecisions.set(policy, published)
+        }
+        for (const outcome of OUTCOMES) {
+          const delta = c.counts[outcome] - published[outcome]
+          if (delta > 0) this.labels(c.label, outcome).inc(delta)
+          published[outcome] = c.counts[outcome]
+        }
+      }
+    },
+  })
+  const storeDuration = new PulledHistogram(
+    'sluice_store_duration_seconds',
+    'Time the store took to decide, by store and operation (consume, peek, acquire).',
+    [...(options.durationBuckets ?? DEFAULT_BUCKETS)],
+  )
+  registry.registerMetric(storeDuration as unknown as prom.Metric)
+  const storeErrors: Counter<'store'> = new prom.Counter({
+    name: 'sluice_store_errors_total',
+    help: 'Store operations that failed (connection lost, timeout, script error).',
+    labelNames: ['store'],
+    registers,
+  })
+  const storeUp: Gauge<'store'> = new prom.Gauge({
+    name: 'sluice_store_up',
+    help: '1 when the store is reachable, 0 when not.',
+    labelNames: ['store'],
+    registers,
+  })
+  new prom.Counter({
+    name: 'sluice_local_cache_hits_total',
+    help: 'Requests denied from the local deny cache without a store round trip.',
+    labelNames: ['policy'],
+    registers,
+    collect() {
+      for (const [policy, c] of cacheHitCounts) {
+        if (c.count > c.published) this.labels(policy).inc(c.count - c.published)
+        c.published = c.count
+      }
+    },
+  })
+  const circuitState: Gauge<'store'> = new prom.Gauge({
+    name: 'sluice_circuit_state',
+    help: 'Circuit breaker state per store: 0 closed, 1 half-open, 2 open.',
+    labelNames: ['store'],
+    registers,
+  })
+
+  const health = new Map<string, StoreHealth>()
+
+  function healthOf(store: string): StoreHealth {
+    let h = health.get(store)
+    if (h === undefined) {
+      h = { store, up: null, circuit: null, errors: 0 }
+      health.set(store, h)
+    }
+    return h
+  }
+
+  function countDecision(policy: string, outcome: Outcome): void {
+    let c = decisionCounts.get(policy)
+    if (c === undefined) {
+      c = { label: policyLabel(policy), counts: { allowed: 0, denied: 0, degraded: 0 } }
+      decisionCounts.set(policy, c)
+    }
+    c.counts[outcome]++
+  }
+
+  function observe(event: DecisionEvent): void {
+    storeDuration.observe(event.store, event.operation, event.storeSeconds, storeLabel)
+    // A peek charges nothing and decides nothing: it is timed, not counted as a decision.
+    if (event.operation === 'peek') return
+    const d = event.decision
+    if (!('results' in d)) countDecision(d.policy, outcomeOf(d))
+    else for (const { policy, outcome } of countedLayers(d)) countDecision(policy, outcome)
+  }
+
+  return {
+    registry,
+    observe,
+    recordStoreError(store) {
+      const label = storeLabel(store)
+      storeErrors.labels(label).inc()
+      healthOf(label).errors++
+    },
+    setStoreUp(store, up) {
+      const label = storeLabel(store)
+      storeUp.labels(label).set(up ? 1 : 0)
+      healthOf(label).up = up
+    },
+    setCircuitState(store, state) {
+      const value = CIRCUIT_STATE_VALUE[state]
+      if (value === undefined) {
+        throw new InvalidOptionsError(
+          `setCircuitState: state must be closed, half-open or open, got ${JSON.stringify(state)}`,
+        )
+      }
+      const label = storeLabel(store)
+      circuitState.labels(label).set(value)
+      healthOf(label).circuit = state
+    },
+    recordLocalCacheHit(policy) {
+      const label = policyLabel(policy)
+      const c = cacheHitCounts.get(label)
+      if (c !== undefined) c.count++
+      else cacheHitCounts.set(label, { count: 1, published: 0 })
+    },
+    storeHealth() {
+      return [...health.values()].map((h) => ({ ...h }))
+    },
+  }
+}
+
+/** One exposition line as prom-client's registry formats it (its typings call the type an enum; it is a string). */
+interface PulledValue {
+  metricName: string
+  labels: Record<string, string | number>
+  value: number
+}
+
+interface Series {
+  labels: { store: string; operation: string }
+  /** Per bucket (not cumulative); the last slot is above every bound. */
+  buckets: Float64Array
+  sum: number
+  count: number
+}
+
+/**
+ * A histogram by store and operation whose samples land in plain arrays and that prom-client reads
+ * at scrape time (the registry only needs `name`, `help`, `type`, `get()` and `reset()`). The
+ * exposition is the same as a prom-client Histogram's.
+ */
+class PulledHistogram {
+  readonly type = 'histogram'
+  readonly aggregator = 'sum'
+  /** By store name as given, then operation; folded store names share one Series. */
+  private series = new Map<string, Map<string, Series>>()
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly bounds: readonly number[],
+  ) {}
+
+  observe(store: string, operation: string, seconds: number, label: (store: string) => string): void {
+    let byOperation = this.series.get(store)
+    if (byOperation === undefined) {
+      const labelled = label(store)
+      byOperation = this.series.get(labelled) ?? new Map()
+      this.series.set(store, byOperation)
+      this.series.set(labelled, byOperation)
+    }
+    let s = byOperation.get(operation)
+    if (s === undefined) {
+      s = {
+        labels: { store: label(store), operation },
+        buckets: new Float64Array(this.bounds.length + 1),
+        sum: 0,
+        count: 0,
+      }
+      byOperation.set(operation, s)
+    }
+    let i = 0
+    while (i < this.bounds.length && seconds > this.bounds[i]!) i++
+    s.buckets[i]!++
+    s.sum += seconds
+    s.count++
+  }
+
+  async get(): Promise<{
+    name: string
+    help: string
+    type: string
+    aggregator: string
+    values: PulledValue[]
+  }> {
+    const values: PulledValue[] = []
+    const all = new Set<Series>()
+    for (const byOperation of this.series.values()) for (const s of byOperation.values()) all.add(s)
+    for (const s of all) {
+      let cumulative = 0
+      this.bounds.forEach((bound, i) => {
+        cumulative += s.buckets[i]!
+        values.push({
+          metricName: `${this.name}_bucket`,
+          labels: { ...s.labels, le: bound },
+          value: cumulative,
+        })
+      })
+      values.push(
+        { metricName: `${this.name}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: s.count },
+        { metricName: `${this.name}_sum`, labels: s.labels, value: s.sum },
+        { metricName: `${this.name}_count`, labels: s.labels, value: s.count },
+      )
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values }
+  }
+
+  reset(): void {
+    this.series = new Map()
+  }
+}

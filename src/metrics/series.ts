@@ -1,0 +1,92 @@
+// Small fixed-size time series for the dashboard: decisions per second per policy over the last
+// minute or so, and recent store latencies for p50/p99. Fixed memory per policy and per store.
+import type { Outcome } from './prometheus.js'
+
+const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
+
+interface Ring {
+  /** Which whole second each slot currently holds. */
+  seconds: Float64Array
+  counts: Record<Outcome, Float64Array>
+}
+
+/** Per-second counts of decisions by policy and outcome, for the last `length` seconds. */
+export class RateSeries {
+  readonly length: number
+  private readonly rings = new Map<string, Ring>()
+
+  constructor(length = 60) {
+    this.length = length
+  }
+
+  add(policy: string, outcome: Outcome, now: number, count = 1): void {
+    let ring = this.rings.get(policy)
+    if (ring === undefined) {
+      ring = {
+        seconds: new Float64Array(this.length).fill(-1),
+        counts: {
+          allowed: new Float64Array(this.length),
+          denied: new Float64Array(this.length),
+          degraded: new Float64Array(this.length),
+        },
+      }
+      this.rings.set(policy, ring)
+    }
+    const second = Math.floor(now / 1000)
+    const slot = second % this.length
+    if (ring.seconds[slot] !== second) {
+      ring.seconds[slot] = second
+      for (const o of OUTCOMES) ring.counts[o][slot] = 0
+    }
+    ring.counts[outcome][slot]! += count
+  }
+
+  policies(): string[] {
+    return [...this.rings.keys()]
+  }
+
+  /**
+   * Counts of the last `length` whole seconds before the one containing `now`, oldest first
+   * (the current second is still filling, so it is left out).
+   */
+  read(policy: string, outcome: Outcome, now: number): number[] {
+    const ring = this.rings.get(policy)
+    const out = new Array<number>(this.length).fill(0)
+    if (ring === undefined) return out
+    const current = Math.floor(now / 1000)
+    for (let i = 0; i < this.length; i++) {
+      const second = current - this.length + i
+      const slot = ((second % this.length) + this.length) % this.length
+      if (ring.seconds[slot] === second) out[i] = ring.counts[outcome][slot]!
+    }
+    return out
+  }
+}
+
+/** The most recent `size` samples; quantiles over them. */
+export class RecentSamples {
+  private readonly values: Float64Array
+  private next = 0
+  private filled = 0
+
+  constructor(size = 1024) {
+    this.values = new Float64Array(size)
+  }
+
+  add(value: number): void {
+    this.values[this.next] = value
+    this.next = (this.next + 1) % this.values.length
+    if (this.filled < this.values.length) this.filled++
+  }
+
+  get count(): number {
+    return this.filled
+  }
+
+  /** Quantiles (0..1) by nearest rank; `null` when there are no samples. */
+  quantiles(qs: readonly number[]): (number | null)[] {
+    if (this.filled === 0) return qs.map(() => null)
+    const sorted = this.values.slice(0, this.filled).sort()
+    return qs.map((q) => sorted[Math.min(this.filled - 1, Math.max(0, Math.ceil(q * this.filled) - 1))]!)
+  }
+}
