@@ -314,6 +314,7 @@ describe('options and lifecycle', () => {
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,
     })
+    dead.on('error', () => {})
     const store = redisStore(dead)
     const step = { policy: policy('p', { algorithm: 'gcra', limit: 1, window: 1000 }), key: 'k', cost: 1 }
     await expect(store.apply([step], 'consume')).rejects.toMatchObject({ code: 'SLUICE_STORE_ERROR' })
