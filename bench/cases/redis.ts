@@ -15,20 +15,7 @@ import { type AlgorithmName, type Policy, resolvePolicy } from '../../src/policy
 import { redisStore } from '../../src/stores/redis/index.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
-
-// The shapes of bench/types.ts (BenchRow, BenchOptions, BenchCase), repeated so this file stands alone.
-interface BenchRow {
-  subject: string
-  metric: string
-  value: number
-  unit: string
-  ratio?: number
-  note?: string
-}
-interface BenchCase {
-  name: string
-  run(opts: { quick: boolean }): Promise<BenchRow[]>
-}
+import type { BenchCase, BenchRow } from '../types.js'
 
 const run = promisify(execFile)
 const KEYS = 10_000
@@ -94,9 +81,9 @@ async function throughput(subject: Subject, inFlight: number, ms: number) {
   return { rate: (latencies.length / elapsed) * 1000, p50: pct(0.5), p99: pct(0.99) }
 }
 
-/** redis-benchmark EVALSHA of the apply script with one token-bucket step, 64 clients. */
+/** redis-benchmark EVALSHA of the token-bucket apply script (what the store sends), 64 clients. */
 async function redisBenchmark(port: number, pipeline: number, requests: number): Promise<number> {
-  const sha = createHash('sha1').update(luaSources.apply).digest('hex')
+  const sha = createHash('sha1').update(luaSources['apply/token-bucket']).digest('hex')
   const args = ['-h', '127.0.0.1', '-p', String(port), '-c', '64', '-n', String(requests), '-r', String(KEYS)]
   args.push(
     '-P',
@@ -209,7 +196,7 @@ export const benchCase: BenchCase = {
       }
 
       // The server's own limit for Sluice's script (no Node.js client in the way).
-      await client.script('LOAD', luaSources.apply)
+      await client.script('LOAD', luaSources['apply/token-bucket'])
       const requests = quick ? 50_000 : 300_000
       for (const pipeline of [1, 16]) {
         const rate = await redisBenchmark(server.port, pipeline, requests)
