@@ -44,7 +44,9 @@ const started = performance.now()
 for (let i = 0; i < keys; i++) {
   limiter.consumeSync('p', `user-${i}`)
   if ((i & 1023) === 0 && store.size > maxSizeSeen) maxSizeSeen = store.size
-  if (i === half) {
+  // Sampled after the same number of inserts in each half, so both samples meet the two
+  // generations at the same phase (the store's size swings between maxKeys/2 and maxKeys).
+  if (i + 1 === half) {
     heapAtHalf = heap()
     sizeAtHalf = store.size
   }

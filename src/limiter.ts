@@ -189,13 +189,20 @@ export function createLimiter<const P extends Record<string, Policy>>(
     return d
   }
 
+  // The last policy looked up: most traffic names the same policy again, and comparing the same
+  // string is cheaper than hashing it.
+  let lastName: unknown
+  let lastPolicy: ResolvedPolicy | undefined
   function policyOf(name: unknown): ResolvedPolicy {
+    if (name === lastName && lastPolicy !== undefined) return lastPolicy
     const policy = typeof name === 'string' ? policies.get(name) : undefined
     if (policy === undefined) {
       throw new UnknownPolicyError(
         `unknown policy ${JSON.stringify(name)}; configured: ${[...policies.keys()].join(', ')}`,
       )
     }
+    lastName = name
+    lastPolicy = policy
     return policy
   }
 

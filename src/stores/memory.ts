@@ -91,7 +91,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   let sweepOld = new Cursor(old)
   let sweepRecent = new Cursor(recent)
 
-  let updates = 0
+  let decisions = 0
 
   const clock = (): number => Math.floor(now())
 
@@ -100,8 +100,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
    * expired entry is reused in place rather than deleted and re-created: a key that refills between
    * hits would otherwise churn the Map on every decision. The sweepers delete the ones nobody touches.
    */
+  // The recent generation's table of the last policy read: saves a lookup per decision.
+  let lastPolicy = ''
+  let lastTable: Map<string, Entry> | undefined
+
   function read(policy: string, key: string): Entry | undefined {
-    const entry = recent.get(policy)?.get(key)
+    if (policy !== lastPolicy || lastTable === undefined) {
+      lastPolicy = policy
+      lastTable = recent.get(policy)
+    }
+    const entry = lastTable?.get(key)
     if (entry !== undefined) {
       entry.touched = true
       return entry
@@ -124,11 +132,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       recentSize = 0
       sweepOld = new Cursor(old)
       sweepRecent = new Cursor(recent)
+      lastTable = undefined
     }
     let table = recent.get(policy)
     if (table === undefined) {
       table = new Map()
       recent.set(policy, table)
+      lastTable = undefined
     }
     table.set(key, entry)
     recentSize++
@@ -167,8 +177,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     } else {
       entry.state = resetMs > 0 ? state : undefined
       entry.expiresAt = at + resetMs
-      // Updates add no key, so they sweep less often: enough to clear keys that went idle.
-      if ((++updates & 7) === 0) sweepSome(at)
     }
   }
 
@@ -224,6 +232,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const policy = step.policy
     const o = algorithms[policy.algorithm].consume(state, policy, at, step.cost, peek, step.leaseId)
     if (o.allowed && !peek) write(step, entry, o.state, o.resetMs, at)
+    // Every insert sweeps (in write); every 8th decision too, denied ones included, so keys that
+    // went idle are cleared even when the traffic left is all hitting its limits.
+    if ((++decisions & 7) === 0) sweepSome(at)
     return {
       allowed: o.allowed,
       remaining: o.remaining,
@@ -293,6 +304,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       }
     },
     async close() {
+      lastTable = undefined
       recent = new Map()
       old = new Map()
       recentSize = 0
