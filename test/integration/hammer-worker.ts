@@ -24,7 +24,6 @@ const client = config.cluster
 const store = redisStore(client, { prefix: config.prefix })
 const admitted: Record<string, number> = {}
 
-await store.apply([], 'peek')
 await new Promise((r) => setTimeout(r, Math.max(0, config.startAt - Date.now())))
 await Promise.all(
   config.algorithms.map(async (algorithm) => {
