@@ -31,6 +31,17 @@ export interface RedisClusterServers {
 }
 
 const live = new Set<ChildProcess>()
+const dirs = new Set<string>()
+
+/** Remove a server's data directory; never throws (a leftover temp dir must not fail a run). */
+function removeDir(dir: string): void {
+  dirs.delete(dir)
+  try {
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
+  } catch {
+    // left in the OS temp dir
+  }
+}
 let hooked = false
 
 function hookExit(): void {
@@ -38,6 +49,7 @@ function hookExit(): void {
   hooked = true
   const killAll = () => {
     for (const child of live) child.kill('SIGKILL')
+    for (const dir of dirs) removeDir(dir)
   }
   process.on('exit', killAll)
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -137,13 +149,14 @@ async function startNode(dir: string, extra: (port: number) => string[]): Promis
 /** Start one standalone redis-server on a free port. */
 export async function startRedis(): Promise<RedisServer> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-redis-'))
+  dirs.add(dir)
   const [port, child] = await startNode(dir, () => [])
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
     async stop() {
       await stopServer(child)
-      rmSync(dir, { recursive: true, force: true })
+      removeDir(dir)
     },
   }
 }
@@ -151,10 +164,11 @@ export async function startRedis(): Promise<RedisServer> {
 /** Start a 3-master, 3-replica Redis Cluster on free ports and wait until it serves every slot. */
 export async function startCluster(): Promise<RedisClusterServers> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-cluster-'))
+  dirs.add(dir)
   const children = new Map<number, ChildProcess>()
   const stop = async () => {
     await Promise.all([...children.values()].map(stopServer))
-    rmSync(dir, { recursive: true, force: true })
+    removeDir(dir)
   }
   try {
     const started = await Promise.all(
