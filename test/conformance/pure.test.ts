@@ -40,9 +40,13 @@ function pureStore(now: () => number): Store {
     async apply(steps, mode) {
       const at = now()
       const evaluated = steps.map((s) => evaluate(s, at, mode === 'peek'))
-      if (mode === 'consume' && evaluated.every((e) => e.result.allowed))
+      if (mode === 'peek') return evaluated.map((e) => e.result)
+      if (evaluated.every((e) => e.result.allowed)) {
         for (const [i, s] of steps.entries()) states.set(id(s), evaluated[i]!.state)
-      return evaluated.map((e) => e.result)
+        return evaluated.map((e) => e.result)
+      }
+      // Nothing is charged: a layer that would admit reports its state as it is.
+      return evaluated.map((e, i) => (e.result.allowed ? evaluate(steps[i]!, at, true).result : e.result))
     },
     async refund(steps) {
       for (const s of steps) {

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest'
 import { resolvePolicy } from '../../src/policy.js'
 import type { Step, StepResult, Store } from '../../src/store.js'
-import { type Vector, vectors } from './vectors.js'
+import { type Vector, type VectorStep, vectors } from './vectors.js'
 
 /** Builds a fresh, empty store whose clock is `now()` (ms). Called once per vector. */
 export type StoreFactory = (now: () => number) => Store | Promise<Store>
@@ -32,30 +32,44 @@ export function runConformance(
         const store = await makeStore(() => clock)
         try {
           const policy = resolvePolicy('p', vector.policy)
+          const named = new Map([['p', policy]])
+          for (const [name, extra] of Object.entries(vector.policies ?? {}))
+            named.set(name, resolvePolicy(name, extra))
           const key = vector.key ?? `k-${vector.name}`
           for (const [index, s] of vector.steps.entries()) {
             clock += s.after ?? 0
-            const step: Step =
+            // One step, or several applied as one atomic unit (a layered check).
+            const layers: NonNullable<VectorStep['layers']> = s.layers ?? [
               s.lease === undefined
-                ? { policy, key, cost: s.cost ?? 1 }
-                : { policy, key, cost: s.cost ?? 1, leaseId: s.lease }
+                ? { policy: 'p', cost: s.cost ?? 1 }
+                : { policy: 'p', cost: s.cost ?? 1, lease: s.lease },
+            ]
+            const steps: Step[] = layers.map((layer) => {
+              const p = named.get(layer.policy)
+              if (p === undefined) throw new Error(`${vector.name}: no policy ${layer.policy}`)
+              const base = { policy: p, key: layer.key ?? key, cost: layer.cost ?? 1 }
+              return layer.lease === undefined ? base : { ...base, leaseId: layer.lease }
+            })
             const where = `${vector.name}, step ${index} (${s.op ?? 'consume'} at +${clock - (vector.start ?? 1_700_000_000_000)}ms)`
             switch (s.op ?? 'consume') {
               case 'consume':
               case 'peek': {
-                const [result] = await store.apply([step], s.op === 'peek' ? 'peek' : 'consume')
-                checkInvariants(result, policy.capacity, where)
-                if (s.expect !== undefined) expect(result, where).toMatchObject(s.expect)
+                const results = await store.apply(steps, s.op === 'peek' ? 'peek' : 'consume')
+                expect(results, where).toHaveLength(steps.length)
+                for (const [i, result] of results.entries())
+                  checkInvariants(result, steps[i]!.policy.capacity, `${where}, layer ${i}`)
+                if (s.expect !== undefined) expect(results[0], where).toMatchObject(s.expect)
+                if (s.expectLayers !== undefined) expect(results, where).toMatchObject(s.expectLayers)
                 break
               }
               case 'refund':
-                await store.refund([step])
+                await store.refund(steps)
                 break
               case 'reset':
-                await store.reset([step])
+                await store.reset(steps)
                 break
               case 'block':
-                await store.block([step], s.blockMs ?? 1000)
+                await store.block(steps, s.blockMs ?? 1000)
                 break
             }
           }

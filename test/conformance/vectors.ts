@@ -20,7 +20,15 @@ export interface VectorStep {
   lease?: string
   /** For op 'block'. */
   blockMs?: number
+  /** The result (the first layer's, for a layered step). */
   expect?: ExpectedResult
+  /**
+   * Several (policy, key, cost) applied as one atomic unit: consume commits all or none. `policy` is
+   * `'p'` (the vector's policy) or a name from `Vector.policies`; `key` defaults to the vector's key.
+   */
+  layers?: { policy: string; key?: string; cost?: number; lease?: string }[]
+  /** One expectation per layer, in order. */
+  expectLayers?: ExpectedResult[]
 }
 
 export interface Vector {
@@ -29,6 +37,8 @@ export interface Vector {
   /** Clock at the first step (default 1_700_000_000_000, a multiple of 100_000 ms). */
   start?: number
   key?: string
+  /** More named policies, for layered steps. */
+  policies?: Record<string, Policy>
   steps: VectorStep[]
 }
 
@@ -908,6 +918,138 @@ const everyAlgorithm: Vector[] = Object.entries(rateOf).flatMap(([name, policy])
   },
 ])
 
+/** Layered steps: every store must evaluate all layers, then commit all of them or none. */
+const layered: Vector[] = [
+  {
+    name: 'layered: a denying layer charges no layer; the admitting one reports itself uncharged',
+    policy: fw(2),
+    policies: { b: tb(10, 1) },
+    steps: [
+      {
+        layers: [{ policy: 'p' }, { policy: 'b' }],
+        expectLayers: [
+          { allowed: true, remaining: 1 },
+          { allowed: true, remaining: 0, resetMs: 100 },
+        ],
+      },
+      // b is empty for 100 ms: p would admit (1 left) but is not charged.
+      {
+        after: 40,
+        layers: [{ policy: 'p' }, { policy: 'b' }],
+        expectLayers: [
+          { allowed: true, remaining: 1, resetMs: 960 },
+          { allowed: false, remaining: 0, retryAfterMs: 60 },
+        ],
+      },
+      { layers: [{ policy: 'p' }], op: 'peek', expectLayers: [{ remaining: 1 }] },
+      {
+        after: 60,
+        layers: [{ policy: 'p' }, { policy: 'b' }],
+        expectLayers: [
+          { allowed: true, remaining: 0 },
+          { allowed: true, remaining: 0 },
+        ],
+      },
+    ],
+  },
+  {
+    name: 'layered: several layers deny; each reports its own wait',
+    policy: swl(1),
+    policies: { q: gcra(1, 1, '10s') },
+    steps: [
+      { layers: [{ policy: 'p' }, { policy: 'q' }] },
+      {
+        after: 500,
+        layers: [{ policy: 'p' }, { policy: 'q' }],
+        expectLayers: [
+          { allowed: false, retryAfterMs: 500 },
+          { allowed: false, retryAfterMs: 9500 },
+        ],
+      },
+    ],
+  },
+  {
+    name: 'layered: different keys of one policy are separate layers',
+    policy: fw(1),
+    steps: [
+      { layers: [{ policy: 'p', key: 'ip' }] },
+      {
+        layers: [
+          { policy: 'p', key: 'user' },
+          { policy: 'p', key: 'ip' },
+        ],
+        expectLayers: [{ allowed: true, remaining: 1 }, { allowed: false }],
+      },
+      // The user key was not charged by the denied check.
+      { layers: [{ policy: 'p', key: 'user' }], expectLayers: [{ allowed: true, remaining: 0 }] },
+    ],
+  },
+  {
+    name: 'layered: a blocked layer denies the unit; the others are not charged',
+    policy: conc(2),
+    policies: { r: swc(5) },
+    steps: [
+      { op: 'block', layers: [{ policy: 'r' }], blockMs: 300 },
+      {
+        layers: [
+          { policy: 'p', lease: 'a' },
+          { policy: 'r', cost: 2 },
+        ],
+        expectLayers: [
+          { allowed: true, remaining: 2 },
+          { allowed: false, blocked: true, retryAfterMs: 300 },
+        ],
+      },
+      {
+        after: 300,
+        layers: [{ policy: 'p', lease: 'b', cost: 2 }],
+        expectLayers: [{ allowed: true, remaining: 0 }],
+      },
+    ],
+  },
+  {
+    name: 'layered: all admit, all are charged; refund and reset act on every layer given',
+    policy: tb(10, 3),
+    policies: { w: fw(3) },
+    steps: [
+      {
+        layers: [
+          { policy: 'p', cost: 2 },
+          { policy: 'w', cost: 3 },
+        ],
+        expectLayers: [
+          { allowed: true, remaining: 1, resetMs: 200 },
+          { allowed: true, remaining: 0, resetMs: 1000 },
+        ],
+      },
+      {
+        op: 'refund',
+        layers: [
+          { policy: 'p', cost: 1 },
+          { policy: 'w', cost: 1 },
+        ],
+      },
+      {
+        op: 'peek',
+        layers: [{ policy: 'p' }, { policy: 'w' }],
+        expectLayers: [
+          { allowed: true, remaining: 2, resetMs: 100 },
+          { allowed: true, remaining: 1, resetMs: 1000 },
+        ],
+      },
+      { op: 'reset', layers: [{ policy: 'p' }, { policy: 'w' }] },
+      {
+        op: 'peek',
+        layers: [{ policy: 'p' }, { policy: 'w' }],
+        expectLayers: [
+          { remaining: 3, resetMs: 0 },
+          { remaining: 3, resetMs: 0 },
+        ],
+      },
+    ],
+  },
+]
+
 export const vectors: Vector[] = [
   ...fixedWindow,
   ...slidingWindowLog,
@@ -916,4 +1058,5 @@ export const vectors: Vector[] = [
   ...gcraVectors,
   ...concurrency,
   ...everyAlgorithm,
+  ...layered,
 ]
