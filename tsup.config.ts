@@ -1,19 +1,23 @@
 import { defineConfig } from 'tsup'
 
-// One entry per public subpath; each is built as ESM (.js) and CommonJS (.cjs) with types for both.
+// One entry per public subpath (add a line here and the matching "exports" entry in package.json).
+const publicEntries = {
+  index: 'src/index.ts',
+  metrics: 'src/metrics/index.ts',
+  redis: 'src/stores/redis/index.ts',
+}
+
+// Each entry is built as ESM (.js) and CommonJS (.cjs) with types for both. Shared code goes into
+// common chunks, so `instanceof SluiceError` holds across subpaths.
 export default defineConfig({
-  entry: {
-    index: 'src/index.ts',
-    cli: 'src/cli.ts',
-    metrics: 'src/metrics/index.ts',
-  },
+  entry: { ...publicEntries, cli: 'src/cli.ts' },
   format: ['esm', 'cjs'],
-  dts: { entry: { index: 'src/index.ts', metrics: 'src/metrics/index.ts' } },
+  dts: { entry: publicEntries },
   target: 'node20',
   platform: 'node',
   sourcemap: true,
   clean: true,
-  splitting: false,
+  splitting: true,
   shims: true,
   loader: { '.lua': 'text' },
 })

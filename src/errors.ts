@@ -70,3 +70,10 @@ export class StoreError extends SluiceError {
     super('SLUICE_STORE_ERROR', message, options)
   }
 }
+
+/** A call on a store after `close()`. */
+export class StoreClosedError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_STORE_CLOSED', message)
+  }
+}
