@@ -5,9 +5,21 @@ export default defineConfig({
   entry: {
     index: 'src/index.ts',
     cli: 'src/cli.ts',
+    express: 'src/adapters/express.ts',
+    fastify: 'src/adapters/fastify.ts',
+    hono: 'src/adapters/hono.ts',
+    node: 'src/adapters/node.ts',
   },
   format: ['esm', 'cjs'],
-  dts: { entry: { index: 'src/index.ts' } },
+  dts: {
+    entry: {
+      index: 'src/index.ts',
+      express: 'src/adapters/express.ts',
+      fastify: 'src/adapters/fastify.ts',
+      hono: 'src/adapters/hono.ts',
+      node: 'src/adapters/node.ts',
+    },
+  },
   target: 'node20',
   platform: 'node',
   sourcemap: true,
