@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto'
 import { z } from 'zod'
 import { InvalidOptionsError } from '../errors.js'
 import type { Check, Decision, LayeredDecision } from '../limiter.js'
+import { isSyncStore } from '../store.js'
 import { rateLimitBody, rateLimitHeaders } from './headers.js'
 import { clientIpResolver, groupIp, ipMatcher, parseIp } from './ip.js'
 import { type TierResolver, tierResolver } from './tiers.js'
@@ -209,6 +210,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     }
   }
 
+  const syncStore = isSyncStore(limiter.store)
   const ipResolver = clientIpResolver({
     trustProxy: options.trustProxy ?? false,
     header: settings.proxyHeader,
@@ -224,6 +226,23 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       throw new InvalidOptionsError('tiers: pass { resolve(request), default: "free" }')
     if (options.tiers.cacheBy !== undefined) validateKey(options.tiers.cacheBy, 'tiers.cacheBy')
     tiers = tierResolver(options.tiers, tierNames, logger)
+  }
+
+  // Clients repeat: remember the key of recent addresses (bounded; cleared when full).
+  const ipKeys = new Map<string, string>()
+  function ipKey(ip: string | undefined): string {
+    if (ip === undefined) return 'ip:unknown'
+    let key = ipKeys.get(ip)
+    if (key === undefined) {
+      const parsed = parseIp(ip)
+      key =
+        parsed === undefined
+          ? 'ip:unknown'
+          : `ip:${groupIp(parsed.address, parsed.family, settings.ipv6Prefix)}`
+      if (ipKeys.size >= 10_000) ipKeys.clear()
+      ipKeys.set(ip, key)
+    }
+    return key
   }
 
   /** Per-request memo of the pieces keys are made of. */
@@ -254,13 +273,8 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     }
     part(kind: KeyKind): string | undefined {
       switch (kind) {
-        case 'ip': {
-          const ip = this.ip()
-          const parsed = ip === undefined ? undefined : parseIp(ip)
-          return parsed === undefined
-            ? 'ip:unknown'
-            : `ip:${groupIp(parsed.address, parsed.family, settings.ipv6Prefix)}`
-        }
+        case 'ip':
+          return ipKey(this.ip())
         case 'user': {
           const user = this.user()
           return user === undefined ? undefined : `user:${user}`
@@ -363,7 +377,15 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     }
     if (checks.size === 0) return { action: 'continue', headers: {} }
 
-    const decision: Decision | LayeredDecision = await limiter.consume([...checks.values()])
+    let decision: Decision | LayeredDecision
+    if (checks.size === 1) {
+      // One layer: the plain consume, synchronous when the store decides in-process (memory).
+      const only = checks.values().next().value as Check
+      decision =
+        syncStore && only.cost === 1
+          ? limiter.consumeSync(only.policy, only.key)
+          : await limiter.consume(only.policy, only.key, { cost: only.cost ?? 1 })
+    } else decision = await limiter.consume([...checks.values()])
     const headers = rateLimitHeaders(decision, policies, { headers: settings.headers, nowMs: now() })
     notify({ request, route: routeId, tier, decision, shadow })
     if (decision.allowed) return { action: 'continue', headers, decision }

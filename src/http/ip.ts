@@ -150,6 +150,8 @@ export function clientIpResolver(options: ClientIpOptions): ClientIpResolver {
 
   return {
     resolve(remoteAddress, value) {
+      // No proxy to believe: the peer as given (callers normalise it when they key on it).
+      if (trustProxy === false) return remoteAddress
       const peer = remoteAddress === undefined ? undefined : parseIp(remoteAddress)?.address
       if (remoteAddress !== undefined && peer === undefined) return undefined
       if (value === undefined || hops === 0 || !trusted(peer)) return peer
