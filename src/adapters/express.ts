@@ -37,21 +37,23 @@ export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimite
     (req, res, next) => {
       const pattern = req.route?.path
       const route = pattern === undefined ? undefined : `${req.baseUrl ?? ''}${String(pattern)}`
-      http
-        .check(
-          {
-            method: req.method ?? 'GET',
-            route,
-            path: req.path ?? pathOf(req.url),
-            remoteAddress: req.socket.remoteAddress,
-            header: (name) => headerValue(req.headers[name]),
-            raw: req,
-          },
-          routeOptions,
-        )
-        .then((outcome) => {
-          if (!sendOutcome(res, outcome)) next()
+      const outcome = http.check(
+        {
+          method: req.method ?? 'GET',
+          route,
+          path: req.path ?? pathOf(req.url),
+          remoteAddress: req.socket.remoteAddress,
+          header: (name) => headerValue(req.headers[name]),
+          raw: req,
+        },
+        routeOptions,
+      )
+      // check() never rejects; the common case (memory store) is not even a promise.
+      if (outcome instanceof Promise) {
+        outcome.then((o) => {
+          if (!sendOutcome(res, o)) next()
         }, next)
+      } else if (!sendOutcome(res, outcome)) next()
     }
   const middleware = make(undefined) as ExpressLimiter
   middleware.route = (options) => make(http.prepare(options, 'express route options'))

@@ -2,7 +2,7 @@
 // config: `app.post('/reports', { config: { sluice: { cost: 5 } } }, handler)`.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
-import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
+import type { HttpLimiter, HttpLimiterOptions, HttpOutcome, RouteOptions } from '../http/index.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -28,21 +28,32 @@ export function sluice(
     if (routeOptions !== undefined)
       http.prepare(routeOptions, `route ${route.method} ${route.url} config.sluice`)
   })
-  instance.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    const outcome = await http.check(
-      {
-        method: request.method,
-        route: request.routeOptions.url,
-        path: pathOf(request.raw.url),
-        remoteAddress: request.raw.socket.remoteAddress,
-        header: (name) => headerValue(request.headers[name]),
-        raw: request,
-      },
-      request.routeOptions.config.sluice,
-    )
-    reply.headers(outcome.headers)
-    if (outcome.action === 'respond') return reply.code(outcome.status).send(outcome.body)
-  })
+  // A callback hook, so the common case (memory store) answers without a promise.
+  instance.addHook(
+    'onRequest',
+    (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
+      const outcome = http.check(
+        {
+          method: request.method,
+          route: request.routeOptions.url,
+          path: pathOf(request.raw.url),
+          remoteAddress: request.raw.socket.remoteAddress,
+          header: (name) => headerValue(request.headers[name]),
+          raw: request,
+        },
+        request.routeOptions.config.sluice,
+      )
+      const apply = (o: HttpOutcome): void => {
+        reply.headers(o.headers)
+        // Answering from the hook: send and do not call next.
+        if (o.action === 'respond') reply.code(o.status).send(o.body)
+        else next()
+      }
+      // check() never rejects.
+      if (outcome instanceof Promise) outcome.then(apply)
+      else apply(outcome)
+    },
+  )
   done()
 }
 

@@ -52,16 +52,12 @@ export function withSluice(
   const http = asHttpLimiter(limiter)
   return (req, res) => {
     const route = options.route?.(req)
-    http.check(nodeRequest(req, route), options.routeOptions?.(route)).then(
-      (outcome) => {
-        if (!sendOutcome(res, outcome)) handler(req, res)
-      },
-      (error: unknown) => {
-        // check() does not throw; this is a last guard so a request is never left hanging.
-        res.statusCode = 500
-        res.end()
-        throw error
-      },
-    )
+    const outcome = http.check(nodeRequest(req, route), options.routeOptions?.(route))
+    // check() never rejects; the common case (memory store) is not even a promise.
+    if (outcome instanceof Promise) {
+      outcome.then((o) => {
+        if (!sendOutcome(res, o)) handler(req, res)
+      })
+    } else if (!sendOutcome(res, outcome)) handler(req, res)
   }
 }

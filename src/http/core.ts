@@ -21,8 +21,12 @@ import type {
 } from './types.js'
 
 export interface HttpLimiter {
-  /** Decide one request. Never throws: failures become a 500 (or, with `onError: 'open'`, a pass). */
-  check(request: HttpRequestInfo, routeOptions?: RouteOptions): Promise<HttpOutcome>
+  /**
+   * Decide one request. Never throws and never rejects: failures become a 500 (or, with
+   * `onError: 'open'`, a pass). Returns the outcome directly when no I/O was needed (memory store,
+   * one layer, no tier look-up), a promise otherwise; `await` works on both.
+   */
+  check(request: HttpRequestInfo, routeOptions?: RouteOptions): HttpOutcome | Promise<HttpOutcome>
   /** Validate per-route options now (at route registration) rather than on the first request. Returns them. */
   prepare(routeOptions: RouteOptions, where?: string): RouteOptions
   readonly options: Readonly<HttpLimiterOptions>
@@ -332,7 +336,14 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     }
   }
 
-  async function decide(request: HttpRequestInfo, extra: RouteOptions | undefined): Promise<HttpOutcome> {
+  /**
+   * Decide one request. Synchronous when nothing needs to wait (no tier look-up, a single layer on an
+   * in-process store), so the common case costs no promise hops; a promise otherwise.
+   */
+  function decide(
+    request: HttpRequestInfo,
+    extra: RouteOptions | undefined,
+  ): HttpOutcome | Promise<HttpOutcome> {
     const method = methodOf(request.method)
     const routeId = `${method} ${request.route ?? '*'}`
     const route = routeFor(routeId, request.route, extra)
@@ -341,30 +352,36 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     if (options.skip?.when?.(request) === true) return { action: 'continue', headers: {} }
     const keys = new RequestKeys(request, routeId)
     if (skipIp?.(keys.ip()) === true) return { action: 'continue', headers: {} }
-    const shadow = settings.shadow
     if (denyIp?.(keys.ip()) === true || options.deny?.when?.(request) === true) {
-      if (!shadow) return respond(403, 'forbidden', 'This client is not allowed to call this API.')
+      if (!settings.shadow) return respond(403, 'forbidden', 'This client is not allowed to call this API.')
       logger.warn({ route: routeId, ip: keys.ip() }, 'sluice: shadow mode would refuse a denied client')
       return { action: 'continue', headers: {}, wouldDeny: true }
     }
-
     const rules = route === undefined ? globalRules : [...globalRules, ...route.rules]
     const routeCost = route?.options.cost ?? 1
-    let tier: string | undefined
+    if (tiers !== undefined && rules.some((r) => typeof r.rule.policy !== 'string' && r.applies(routeId))) {
+      const identity = keys.key(options.tiers?.cacheBy ?? 'user')
+      return tiers.tierOf(request, identity).then((tier) => charge(keys, rules, routeCost, tier))
+    }
+    return charge(keys, rules, routeCost, undefined)
+  }
+
+  /** Build the layered check for the request and spend it. */
+  function charge(
+    keys: RequestKeys,
+    rules: readonly CompiledRule[],
+    routeCost: number,
+    tier: string | undefined,
+  ): HttpOutcome | Promise<HttpOutcome> {
     const checks = new Map<string, Check>()
     for (const { rule, applies } of rules) {
-      if (!applies(routeId)) continue
-      let policy: string | null | undefined
-      if (typeof rule.policy === 'string') policy = rule.policy
-      else {
-        if (tier === undefined && tiers !== undefined) {
-          const identity = keys.key(options.tiers?.cacheBy ?? 'user')
-          tier = await tiers.tierOf(request, identity)
-        }
-        policy = Object.hasOwn(rule.policy, tier ?? '')
-          ? rule.policy[tier ?? '']
-          : rule.policy[options.tiers!.default]
-      }
+      if (!applies(keys.routeId)) continue
+      const policy =
+        typeof rule.policy === 'string'
+          ? rule.policy
+          : Object.hasOwn(rule.policy, tier ?? '')
+            ? rule.policy[tier ?? '']
+            : rule.policy[options.tiers?.default ?? '']
       if (policy === null || policy === undefined) continue
       if (rule.key === 'ip' && keys.ip() === undefined && settings.missingIp === 'reject')
         return respond(400, 'bad_request', 'The client address is unknown; requests must come over TCP/IP.')
@@ -376,29 +393,31 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       checks.set(id, { policy, key, cost: (existing?.cost ?? 0) + cost })
     }
     if (checks.size === 0) return { action: 'continue', headers: {} }
-
-    let decision: Decision | LayeredDecision
     if (checks.size === 1) {
       // One layer: the plain consume, synchronous when the store decides in-process (memory).
       const only = checks.values().next().value as Check
-      decision =
-        syncStore && only.cost === 1
-          ? limiter.consumeSync(only.policy, only.key)
-          : await limiter.consume(only.policy, only.key, { cost: only.cost ?? 1 })
-    } else decision = await limiter.consume([...checks.values()])
+      const cost = { cost: only.cost ?? 1 }
+      if (syncStore) return conclude(keys, tier, limiter.consumeSync(only.policy, only.key, cost))
+      return limiter.consume(only.policy, only.key, cost).then((d) => conclude(keys, tier, d))
+    }
+    return limiter.consume([...checks.values()]).then((d) => conclude(keys, tier, d))
+  }
+
+  /** Turn a decision into headers and, when refused (and not in shadow mode), a response. */
+  function conclude(
+    keys: RequestKeys,
+    tier: string | undefined,
+    decision: Decision | LayeredDecision,
+  ): HttpOutcome {
+    const { request, routeId } = keys
+    const shadow = settings.shadow
     const headers = rateLimitHeaders(decision, policies, { headers: settings.headers, nowMs: now() })
     notify({ request, route: routeId, tier, decision, shadow })
     if (decision.allowed) return { action: 'continue', headers, decision }
     if (shadow) {
       delete headers['Retry-After']
-      logger.warn(
-        {
-          route: routeId,
-          policy: (decision as LayeredDecision).deniedBy ?? decision.policy,
-          key: decision.key,
-        },
-        'sluice: shadow mode would refuse',
-      )
+      const policy = (decision as LayeredDecision).deniedBy ?? decision.policy
+      logger.warn({ route: routeId, policy, key: decision.key }, 'sluice: shadow mode would refuse')
       return { action: 'continue', headers, decision, wouldDeny: true }
     }
     const body = rateLimitBody(decision, settings.body)
@@ -411,22 +430,26 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     return { action: 'respond', decision, ...(custom ?? response) }
   }
 
+  function failed(request: HttpRequestInfo, error: unknown): HttpOutcome {
+    logger.error({ err: error, method: request.method, route: request.route }, 'sluice: rate limiting failed')
+    if (settings.onError === 'open') return { action: 'continue', headers: {} }
+    return respond(500, 'rate_limiter_error', 'The rate limiter failed; the error is in the server log.')
+  }
+
   return {
     options,
     prepare(routeOptions, where = 'route options') {
       prepared(routeOptions, where)
       return routeOptions
     },
-    async check(request, routeOptions) {
+    check(request, routeOptions) {
       try {
-        return await decide(request, routeOptions)
+        const outcome = decide(request, routeOptions)
+        return outcome instanceof Promise
+          ? outcome.catch((error: unknown) => failed(request, error))
+          : outcome
       } catch (error) {
-        logger.error(
-          { err: error, method: request.method, route: request.route },
-          'sluice: rate limiting failed',
-        )
-        if (settings.onError === 'open') return { action: 'continue', headers: {} }
-        return respond(500, 'rate_limiter_error', 'The rate limiter failed; the error is in the server log.')
+        return failed(request, error)
       }
     },
   }
