@@ -3,14 +3,14 @@
 // Redis store are available), @fastify/rate-limit and express-rate-limit (memory and Redis).
 // Reports requests/s as a share of the no-limiter server and server CPU microseconds per request.
 //
-//   node --import tsx bench/cases/http.ts [--quick]      (the child role: `... http.ts serve <variant>`)
+//   npm run build && node --import tsx bench/cases/http.ts [--quick]   (servers: bench/cases/http-server.mjs)
 import { type ChildProcess, execFileSync, fork } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
 
 export interface BenchRow {
   subject: string
@@ -22,85 +22,13 @@ export interface BenchRow {
 }
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const REDIS_STORE = join(ROOT, 'src/stores/redis/index.ts')
+const SERVER = fileURLToPath(new URL('./http-server.mjs', import.meta.url))
+/** The servers run the built package: `npm run bench` builds first. */
+const REDIS_STORE = join(ROOT, 'dist/redis.js')
 const FRAMEWORKS = ['fastify', 'express'] as const
 type Framework = (typeof FRAMEWORKS)[number]
 const LIMITERS = ['none', 'sluice-memory', 'sluice-redis', 'peer-memory', 'peer-redis'] as const
 type LimiterVariant = (typeof LIMITERS)[number]
-/** Never reached during a run: the limiters decide on every request but never refuse. */
-const LIMIT = 1_000_000_000
-
-// ---------------------------------------------------------------- child: one server
-async function serve(framework: Framework, variant: LimiterVariant, redisPort: number): Promise<void> {
-  const { Redis } = variant.endsWith('redis') ? await import('ioredis') : { Redis: undefined }
-  const redis =
-    Redis === undefined ? undefined : new Redis(redisPort, '127.0.0.1', { maxRetriesPerRequest: 1 })
-  let sluiceCore: import('../../src/http/index.js').HttpLimiter | undefined
-  if (variant.startsWith('sluice')) {
-    const { createLimiter } = await import('../../src/limiter.js')
-    const { createHttpLimiter } = await import('../../src/http/index.js')
-    let store: import('../../src/store.js').Store | undefined
-    if (variant === 'sluice-redis') {
-      const mod = (await import(pathToFileURL(REDIS_STORE).href)) as {
-        redisStore(client: unknown): import('../../src/store.js').Store
-      }
-      store = mod.redisStore(redis)
-    }
-    const limiter = createLimiter({
-      ...(store === undefined ? {} : { store }),
-      policies: { perIp: { algorithm: 'fixed-window', limit: LIMIT, window: '1m' } },
-    })
-    sluiceCore = createHttpLimiter({ limiter, rules: [{ policy: 'perIp', key: 'ip' }] })
-  }
-  let port: number
-  if (framework === 'fastify') {
-    const Fastify = (await import('fastify')).default
-    const app = Fastify()
-    if (sluiceCore !== undefined) {
-      const { sluice } = await import('../../src/adapters/fastify.js')
-      await app.register(sluice, { http: sluiceCore })
-    } else if (variant.startsWith('peer')) {
-      const rateLimit = (await import('@fastify/rate-limit')).default
-      await app.register(rateLimit, { max: LIMIT, timeWindow: 60_000, ...(redis ? { redis } : {}) })
-    }
-    app.get('/', async () => ({ hello: 'world' }))
-    await app.listen({ port: 0, host: '127.0.0.1' })
-    const address = app.server.address()
-    port = typeof address === 'object' && address !== null ? address.port : 0
-  } else {
-    const express = (await import('express')).default
-    const app = express()
-    const handlers: import('express').RequestHandler[] = []
-    if (sluiceCore !== undefined) {
-      const { sluice } = await import('../../src/adapters/express.js')
-      handlers.push(sluice(sluiceCore) as unknown as import('express').RequestHandler)
-    } else if (variant.startsWith('peer')) {
-      const { rateLimit } = await import('express-rate-limit')
-      let store: import('express-rate-limit').Store | undefined
-      if (redis !== undefined) {
-        const { RedisStore } = await import('rate-limit-redis')
-        store = new RedisStore({
-          sendCommand: (command: string, ...args: string[]) =>
-            redis.call(command, ...args) as Promise<import('rate-limit-redis').RedisReply>,
-        })
-      }
-      handlers.push(rateLimit({ windowMs: 60_000, limit: LIMIT, ...(store ? { store } : {}) }))
-    }
-    app.get('/', ...handlers, (_req, res) => {
-      res.json({ hello: 'world' })
-    })
-    port = await new Promise<number>((resolve) => {
-      const server = app.listen(0, '127.0.0.1', () => {
-        const address = server.address()
-        resolve(typeof address === 'object' && address !== null ? address.port : 0)
-      })
-    })
-  }
-  process.on('message', (message) => {
-    if (message === 'cpu') process.send?.({ cpu: process.cpuUsage() })
-  })
-  process.send?.({ ready: port })
-}
 
 // ---------------------------------------------------------------- parent: load and measure
 /** The part of autocannon's API used here (it ships no types). */
@@ -142,8 +70,8 @@ async function measure(
   redisPort: number,
   seconds: number,
 ): Promise<Measured> {
-  const child = fork(fileURLToPath(import.meta.url), ['serve', framework, variant, String(redisPort)], {
-    execArgv: ['--import', 'tsx'],
+  const child = fork(SERVER, [framework, variant, String(redisPort)], {
+    execArgv: [],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   })
   try {
@@ -305,9 +233,7 @@ export const benchCase = {
 }
 
 const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]
-if (isMain && process.argv[2] === 'serve') {
-  await serve(process.argv[3] as Framework, process.argv[4] as LimiterVariant, Number(process.argv[5]))
-} else if (isMain) {
+if (isMain) {
   const rows = await benchCase.run({ quick: process.argv.includes('--quick') })
   for (const r of rows) {
     const ratio = r.ratio === undefined ? '' : ` (${r.ratio.toFixed(2)}x no limiter)`
