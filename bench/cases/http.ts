@@ -161,6 +161,50 @@ async function startRedis(): Promise<{ port: number; stop(): void } | undefined>
   }
 }
 
+/**
+ * The core's own cost, in process (no sockets, no framework): check() of one request against one
+ * memory layer, next to the bare limiter call it wraps. Best of three runs.
+ */
+async function coreCost(quick: boolean): Promise<BenchRow[]> {
+  const { createLimiter } = await import('../../src/limiter.js')
+  const { createHttpLimiter } = await import('../../src/http/index.js')
+  const limiter = createLimiter({
+    policies: { perIp: { algorithm: 'fixed-window', limit: 2 ** 40, window: '1s' } },
+  })
+  const http = createHttpLimiter({ limiter, rules: [{ policy: 'perIp', key: 'ip' }] })
+  const request = {
+    method: 'GET',
+    route: '/',
+    path: '/',
+    remoteAddress: '127.0.0.1',
+    header: () => undefined,
+    raw: undefined,
+  }
+  const n = quick ? 50_000 : 300_000
+  const time = (fn: () => unknown): number => {
+    let best = Number.POSITIVE_INFINITY
+    for (let round = 0; round < 3; round++) {
+      const started = performance.now()
+      for (let i = 0; i < n; i++) fn()
+      best = Math.min(best, ((performance.now() - started) * 1000) / n)
+    }
+    return best
+  }
+  const bare = time(() => limiter.consumeSync('perIp', 'ip:127.0.0.1'))
+  const check = time(() => http.check(request))
+  return [
+    { subject: 'limiter.consumeSync (memory, 1 policy)', metric: 'time per call', value: bare, unit: 'µs' },
+    {
+      subject: 'HTTP core check() (memory, 1 layer, headers both)',
+      metric: 'time per call',
+      value: check,
+      unit: 'µs',
+      ratio: check / bare,
+      note: 'ratio: vs consumeSync',
+    },
+  ]
+}
+
 const PEER: Record<Framework, string> = { fastify: '@fastify/rate-limit', express: 'express-rate-limit' }
 
 export const benchCase = {
@@ -172,8 +216,8 @@ export const benchCase = {
   async run({ quick }: { quick: boolean }): Promise<BenchRow[]> {
     const seconds = quick ? 2 : 5
     const rounds = quick ? 1 : 3
+    const rows: BenchRow[] = await coreCost(quick)
     const redis = await startRedis()
-    const rows: BenchRow[] = []
     try {
       for (const framework of FRAMEWORKS) {
         const best = new Map<LimiterVariant, Measured>()
