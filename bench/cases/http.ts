@@ -226,7 +226,7 @@ export const benchCase = {
           if (variant.endsWith('redis') && redis === undefined)
             skipped.set(variant, 'no redis-server on PATH')
           else if (variant === 'sluice-redis' && !existsSync(REDIS_STORE))
-            skipped.set(variant, 'Redis store not on this branch')
+            skipped.set(variant, 'no dist/redis.js (the Redis store is not built on this branch)')
         }
         for (let round = 0; round < rounds; round++) {
           for (const variant of LIMITERS) {
@@ -280,7 +280,7 @@ const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) =
 if (isMain) {
   const rows = await benchCase.run({ quick: process.argv.includes('--quick') })
   for (const r of rows) {
-    const ratio = r.ratio === undefined ? '' : ` (${r.ratio.toFixed(2)}x no limiter)`
+    const ratio = r.ratio === undefined ? '' : ` (${r.ratio.toFixed(2)}x)`
     console.log(
       `${r.subject.padEnd(44)} ${r.metric.padEnd(24)} ${String(r.value).padStart(8)} ${r.unit}${ratio}${r.note ? `  ${r.note}` : ''}`,
     )
