@@ -373,7 +373,8 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     routeCost: number,
     tier: string | undefined,
   ): HttpOutcome | Promise<HttpOutcome> {
-    const checks = new Map<string, Check>()
+    // Rules are few: a list with a linear merge beats a Map keyed by concatenated strings.
+    const checks: Check[] = []
     for (const { rule, applies } of rules) {
       if (!applies(keys.routeId)) continue
       const policy =
@@ -388,19 +389,19 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       const key = keys.key(rule.key)
       if (key === undefined) continue
       const cost = rule.cost ?? routeCost
-      const id = `${policy}\n${key}`
-      const existing = checks.get(id)
-      checks.set(id, { policy, key, cost: (existing?.cost ?? 0) + cost })
+      const same = checks.findIndex((c) => c.policy === policy && c.key === key)
+      if (same < 0) checks.push({ policy, key, cost })
+      else checks[same] = { policy, key, cost: (checks[same]?.cost ?? 0) + cost }
     }
-    if (checks.size === 0) return { action: 'continue', headers: {} }
-    if (checks.size === 1) {
+    const only = checks.length === 1 ? checks[0] : undefined
+    if (only !== undefined) {
       // One layer: the plain consume, synchronous when the store decides in-process (memory).
-      const only = checks.values().next().value as Check
       const cost = { cost: only.cost ?? 1 }
       if (syncStore) return conclude(keys, tier, limiter.consumeSync(only.policy, only.key, cost))
       return limiter.consume(only.policy, only.key, cost).then((d) => conclude(keys, tier, d))
     }
-    return limiter.consume([...checks.values()]).then((d) => conclude(keys, tier, d))
+    if (checks.length === 0) return { action: 'continue', headers: {} }
+    return limiter.consume(checks).then((d) => conclude(keys, tier, d))
   }
 
   /** Turn a decision into headers and, when refused (and not in shadow mode), a response. */
