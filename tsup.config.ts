@@ -5,6 +5,10 @@ const publicEntries = {
   index: 'src/index.ts',
   metrics: 'src/metrics/index.ts',
   redis: 'src/stores/redis/index.ts',
+  express: 'src/adapters/express.ts',
+  fastify: 'src/adapters/fastify.ts',
+  hono: 'src/adapters/hono.ts',
+  node: 'src/adapters/node.ts',
 }
 
 // Each entry is built as ESM (.js) and CommonJS (.cjs) with types for both. Shared code goes into
