@@ -1,0 +1,173 @@
+// What the client sees: rate-limit response headers and the 429 body, as pure functions of a
+// Decision. Shared by every adapter and by the decision service (its nginx auth endpoint).
+import type { Decision, LayeredDecision } from '../limiter.js'
+import type { ResolvedPolicy } from '../policy.js'
+
+/**
+ * Which header families to send:
+ * - `legacy`: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (Unix seconds);
+ * - `draft`: IETF `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-08+);
+ * - `both` (the default in the adapters) or `none`.
+ * `Retry-After` is sent on every denial whatever the family, unless `none`.
+ */
+export type HeaderFamilies = 'legacy' | 'draft' | 'both' | 'none'
+
+export interface RateLimitHeaderOptions {
+  headers: HeaderFamilies
+  /** The wall clock (ms since the epoch) used to turn relative times into `X-RateLimit-Reset`. */
+  nowMs: number
+}
+
+/** The layers of a decision: every layer of a layered decision, or the single decision itself. */
+export function layersOf(decision: Decision | LayeredDecision): readonly Decision[] {
+  return 'results' in decision && Array.isArray(decision.results) && decision.results.length > 0
+    ? decision.results
+    : [decision]
+}
+
+/**
+ * The layer the headers describe: on a denial the denying layer that asks for the longest wait,
+ * otherwise the layer closest to its limit (smallest share left; ties: the later reset).
+ */
+export function headlineLayer(decision: Decision | LayeredDecision): Decision {
+  const layers = layersOf(decision)
+  const denied = layers.filter((d) => !d.allowed)
+  if (denied.length > 0) return denied.reduce((a, b) => (safe(b.retryAfterMs) > safe(a.retryAfterMs) ? b : a))
+  return layers.reduce((a, b) => {
+    const shareB = safe(b.remaining) * safe(a.limit)
+    const shareA = safe(a.remaining) * safe(b.limit)
+    return shareB < shareA || (shareB === shareA && safe(b.resetMs) > safe(a.resetMs)) ? b : a
+  })
+}
+
+/** Whole seconds, rounded up, never negative. */
+function seconds(ms: number): number {
+  return Math.ceil(safe(ms) / 1000)
+}
+
+/** A finite, non-negative whole number (NaN and negatives become 0). */
+function safe(n: number): number {
+  return Number.isFinite(n) && n > 0 ? Math.floor(n) : 0
+}
+
+/** `Retry-After` for a denial: the longest wait of any denying layer, in whole seconds, at least 1. */
+export function retryAfterSeconds(decision: Decision | LayeredDecision): number {
+  let waitMs = 0
+  for (const d of layersOf(decision)) if (!d.allowed) waitMs = Math.max(waitMs, safe(d.retryAfterMs))
+  if (waitMs === 0) waitMs = safe(decision.retryAfterMs)
+  return Math.max(1, seconds(waitMs))
+}
+
+/** A Structured Field string (RFC 8941 sf-string): printable ASCII, `"` and `\` escaped. */
+function sfString(value: string): string {
+  return `"${value.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, '\\$&')}"`
+}
+
+/**
+ * One `RateLimit-Policy` item: `"name";q=<quota>;w=<window seconds>`. Windows that are not whole
+ * seconds are expressed over the nearest whole number of seconds with the quota scaled (rounded down), so
+ * the advertised rate never exceeds the real one. Concurrency policies have no window: `q` only.
+ */
+function policyItem(layer: Decision, policy: ResolvedPolicy | undefined): string {
+  const name = sfString(layer.policy)
+  if (policy === undefined) return `${name};q=${safe(layer.limit)}`
+  if (policy.algorithm === 'concurrency') return `${name};q=${safe(policy.limit)}`
+  const windowSeconds = Math.max(1, Math.round(policy.windowMs / 1000))
+  const quota =
+    windowSeconds * 1000 === policy.windowMs
+      ? policy.limit
+      : Math.max(1, Math.floor((policy.limit * windowSeconds * 1000) / policy.windowMs))
+  return `${name};q=${safe(quota)};w=${windowSeconds}`
+}
+
+/** One `RateLimit` item: `"name";r=<remaining>;t=<seconds until the quota resets>`. */
+function stateItem(layer: Decision): string {
+  const resetSeconds = layer.allowed ? seconds(layer.resetMs) : Math.max(1, seconds(layer.resetMs))
+  return `${sfString(layer.policy)};r=${safe(layer.remaining)};t=${resetSeconds}`
+}
+
+/**
+ * The rate-limit headers for one decision. Legacy headers describe the layer closest to its limit
+ * (the denying one on a 429); the IETF fields list every layer, one item each. Numbers are never
+ * negative; `Retry-After` (whole seconds, rounded up, at least 1) is present only on a denial.
+ * @example
+ * const d = await limiter.consume([{ policy: 'perIp', key: ip }, { policy: 'perUser', key: user }])
+ * for (const [name, value] of Object.entries(rateLimitHeaders(d, limiter.policies, { headers: 'both', nowMs: Date.now() })))
+ *   res.setHeader(name, value)
+ */
+export function rateLimitHeaders(
+  decision: Decision | LayeredDecision,
+  policies: Readonly<Record<string, ResolvedPolicy>>,
+  options: RateLimitHeaderOptions,
+): Record<string, string> {
+  const out: Record<string, string> = {}
+  const families = options.headers
+  if (families === 'none') return out
+  const headline = headlineLayer(decision)
+  if (families === 'legacy' || families === 'both') {
+    out['X-RateLimit-Limit'] = String(safe(headline.limit))
+    out['X-RateLimit-Remaining'] = String(safe(headline.remaining))
+    const resetMs = headline.allowed ? safe(headline.resetMs) : Math.max(safe(headline.resetMs), 1)
+    out['X-RateLimit-Reset'] = String(Math.ceil((safe(options.nowMs) + resetMs) / 1000))
+  }
+  if (families === 'draft' || families === 'both') {
+    const layers = layersOf(decision)
+    out['RateLimit-Policy'] = layers
+      .map((l) => policyItem(l, Object.hasOwn(policies, l.policy) ? policies[l.policy] : undefined))
+      .join(', ')
+    out.RateLimit = layers.map(stateItem).join(', ')
+  }
+  if (!decision.allowed) out['Retry-After'] = String(retryAfterSeconds(decision))
+  return out
+}
+
+export interface RateLimitBody {
+  status: number
+  contentType: string
+  body: string
+}
+
+/**
+ * The response body for a decision. Denied: status 429 with
+ * `{"error":"rate_limit_exceeded","message":"Too many requests. Please try again in N seconds.","retry_after":N,"policy":"<layer>"}`
+ * (`format: 'json'`, the default) or an RFC 9457 problem document (`format: 'problem'`,
+ * `application/problem+json`). Allowed: status 200 with `{"allowed":true,"remaining":N}`.
+ */
+export function rateLimitBody(
+  decision: Decision | LayeredDecision,
+  format: 'json' | 'problem' = 'json',
+): RateLimitBody {
+  if (decision.allowed) {
+    const remaining = safe(headlineLayer(decision).remaining)
+    return {
+      status: 200,
+      contentType: 'application/json',
+      body: JSON.stringify({ allowed: true, remaining }),
+    }
+  }
+  const retryAfter = retryAfterSeconds(decision)
+  const policy =
+    'deniedBy' in decision && typeof decision.deniedBy === 'string'
+      ? decision.deniedBy
+      : headlineLayer(decision).policy
+  const message = `Too many requests. Please try again in ${retryAfter} ${retryAfter === 1 ? 'second' : 'seconds'}.`
+  if (format === 'problem') {
+    return {
+      status: 429,
+      contentType: 'application/problem+json',
+      body: JSON.stringify({
+        type: 'about:blank',
+        title: 'Too Many Requests',
+        status: 429,
+        detail: message,
+        retry_after: retryAfter,
+        policy,
+      }),
+    }
+  }
+  return {
+    status: 429,
+    contentType: 'application/json',
+    body: JSON.stringify({ error: 'rate_limit_exceeded', message, retry_after: retryAfter, policy }),
+  }
+}
