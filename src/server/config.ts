@@ -2,8 +2,8 @@
 // library's own resolvePolicy, and turned into the limiter policy table (one entry per policy x tier).
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
 import type { Document } from 'yaml'
+import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
 import { z } from 'zod'
 import { InvalidConfigError, InvalidDurationError, SluiceError } from '../errors.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
@@ -61,7 +61,9 @@ const failMode = z.enum(FAIL_MODES, { error: `must be one of ${FAIL_MODES.join('
 const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, { error: 'must be an HTTP header name' })
 
 const topSchema = z.strictObject({
-  store: z.string({ error: 'must be a store URL: memory, redis://host:port, rediss://, redis+cluster://' }).optional(),
+  store: z
+    .string({ error: 'must be a store URL: memory, redis://host:port, rediss://, redis+cluster://' })
+    .optional(),
   prefix: z
     .string()
     .regex(/^[A-Za-z0-9_:.-]{1,64}$/, { error: "must be 1-64 letters, digits, '_', ':', '.' or '-'" })
@@ -242,16 +244,25 @@ export function parseConfig(text: string, file: string): ServiceConfig {
   for (const name of policyNames) {
     const where = ['policies', name]
     if (!NAME.test(name))
-      throw loc.error(where, `policies.${name}: a policy name is a letter then up to 31 letters, digits, '_' or '-'`)
+      throw loc.error(
+        where,
+        `policies.${name}: a policy name is a letter then up to 31 letters, digits, '_' or '-'`,
+      )
     const written = top.policies[name]
     if (!isRecord(written))
-      throw loc.error(where, `policies.${name}: must be a map like { algorithm: token-bucket, limit: 100, window: 1m }`)
+      throw loc.error(
+        where,
+        `policies.${name}: must be a map like { algorithm: token-bucket, limit: 100, window: 1m }`,
+      )
     const { onStoreError: own, ...policy } = written
     let mode = onStoreError
     if (own !== undefined) {
       const checked = failMode.safeParse(own)
       if (!checked.success)
-        throw loc.error([...where, 'onStoreError'], `policies.${name}.onStoreError: ${checked.error.issues[0]!.message}`)
+        throw loc.error(
+          [...where, 'onStoreError'],
+          `policies.${name}.onStoreError: ${checked.error.issues[0]!.message}`,
+        )
       mode = checked.data
     }
     const entry = resolveEntry(loc, where, name, undefined, policy, mode)
@@ -264,13 +275,19 @@ export function parseConfig(text: string, file: string): ServiceConfig {
   const tierEntries = new Map<string, PolicyEntry>()
   for (const tier of tierNames) {
     if (!TIER.test(tier))
-      throw loc.error(['tiers', tier], `tiers.${tier}: a tier name is a letter then up to 15 letters, digits, '_' or '-'`)
+      throw loc.error(
+        ['tiers', tier],
+        `tiers.${tier}: a tier name is a letter then up to 15 letters, digits, '_' or '-'`,
+      )
     const overrides = top.tiers?.[tier] ?? {}
     for (const [name, override] of Object.entries(overrides)) {
       const where = ['tiers', tier, name]
       const base = bases.get(name)
       if (base === undefined)
-        throw loc.error(where, `${dotted(where)}: no policy named ${name}; configured: ${policyNames.join(', ')}`)
+        throw loc.error(
+          where,
+          `${dotted(where)}: no policy named ${name}; configured: ${policyNames.join(', ')}`,
+        )
       if (!isRecord(override))
         throw loc.error(where, `${dotted(where)}: must be a map of overrides like { limit: 1000 }`)
       if ('onStoreError' in override)
@@ -294,7 +311,10 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     tierNames,
     entries,
     adminToken: top.admin?.token,
-    authz: { keyHeader: top.authz?.keyHeader?.toLowerCase(), tierHeader: top.authz?.tierHeader?.toLowerCase() },
+    authz: {
+      keyHeader: top.authz?.keyHeader?.toLowerCase(),
+      tierHeader: top.authz?.tierHeader?.toLowerCase(),
+    },
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined
@@ -341,7 +361,9 @@ export function describeConfig(config: ServiceConfig): string {
       r.algorithm === 'concurrency'
         ? `${r.limit} at once, lease timeout ${r.windowMs}ms`
         : `${r.limit} per ${r.windowMs}ms, capacity ${r.capacity}`
-    lines.push(`    ${label}: ${r.algorithm}, ${shape}, onStoreError ${entry.onStoreError} [${entry.internalName}]`)
+    lines.push(
+      `    ${label}: ${r.algorithm}, ${shape}, onStoreError ${entry.onStoreError} [${entry.internalName}]`,
+    )
   }
   return `${lines.join('\n')}\n`
 }
