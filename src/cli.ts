@@ -49,8 +49,14 @@ function defaultConfigPath(): string {
   return resolve(dirname(fileURLToPath(import.meta.url)), '..', 'examples', 'sluice.yaml')
 }
 
+/** An environment variable, with empty meaning unset. */
+function env(name: string): string | undefined {
+  const value = process.env[name]
+  return value === undefined || value === '' ? undefined : value
+}
+
 function configPath(flag: string | undefined): string {
-  return flag ?? process.env.SLUICE_CONFIG ?? defaultConfigPath()
+  return flag ?? env('SLUICE_CONFIG') ?? defaultConfigPath()
 }
 
 function failAndExit(error: unknown): never {
@@ -93,12 +99,12 @@ async function serve(argv: string[]): Promise<void> {
     return
   }
   const file = configPath(values.config)
-  const portText = values.port ?? process.env.SLUICE_PORT ?? '8080'
+  const portText = values.port ?? env('SLUICE_PORT') ?? '8080'
   const port = Number(portText)
   if (!/^\d{1,5}$/.test(portText) || port > 65535)
     failAndExit(`--port ${portText}: use a number from 0 to 65535`)
-  const host = values.host ?? process.env.SLUICE_HOST ?? '127.0.0.1'
-  const logger = pino({ level: process.env.SLUICE_LOG_LEVEL ?? 'info' })
+  const host = values.host ?? env('SLUICE_HOST') ?? '127.0.0.1'
+  const logger = pino({ level: env('SLUICE_LOG_LEVEL') ?? 'info' })
 
   let config: ServiceConfig
   try {
@@ -106,17 +112,12 @@ async function serve(argv: string[]): Promise<void> {
   } catch (error) {
     failAndExit(error)
   }
-  const storeUrl = values.store ?? process.env.SLUICE_STORE ?? process.env.REDIS_URL ?? config.store
+  const storeUrl = values.store ?? env('SLUICE_STORE') ?? env('REDIS_URL') ?? config.store
   let service: ReturnType<typeof createService>
   try {
     const store = await openStore(storeUrl, { prefix: config.prefix })
-    const adminToken = process.env.SLUICE_ADMIN_TOKEN
-    service = createService({
-      config,
-      store,
-      logger,
-      ...(adminToken !== undefined && adminToken !== '' ? { adminToken } : {}),
-    })
+    const adminToken = env('SLUICE_ADMIN_TOKEN')
+    service = createService({ config, store, logger, ...(adminToken === undefined ? {} : { adminToken }) })
   } catch (error) {
     failAndExit(error)
   }
@@ -134,7 +135,7 @@ async function serve(argv: string[]): Promise<void> {
       `  POST ${url}/v1/check     {"policy":"${config.policyNames[0]}","key":"user-42"}`,
       `  POST ${url}/v1/peek`,
       `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,
-      `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || process.env.SLUICE_ADMIN_TOKEN ? 'on' : 'off'})`,
+      `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || env('SLUICE_ADMIN_TOKEN') ? 'on' : 'off'})`,
       `  GET  ${url}/healthz  ${url}/readyz  ${url}/metrics`,
       '',
     ].join('\n'),

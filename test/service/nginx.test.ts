@@ -1,10 +1,11 @@
 // A real nginx (Debian package) in front of a tiny upstream, asking the service through
 // auth_request with exactly examples/nginx/sluice.conf (only its three ports replaced).
-import { spawn, spawnSync } from 'node:child_process'
+
 import type { ChildProcess } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:http'
 import type { Server } from 'node:http'
+import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -45,7 +46,8 @@ describe('nginx auth_request in front of the service', () => {
   let dir = ''
 
   beforeAll(async () => {
-    if (nginxBinary === undefined) throw new Error('nginx is not installed: apt-get install -y nginx (.ci/run does)')
+    if (nginxBinary === undefined)
+      throw new Error('nginx is not installed: apt-get install -y nginx (.ci/run does)')
     sluice = await startService('policies:\n  api: { algorithm: fixed-window, limit: 3, window: 1m }\n')
     upstream = createServer((_req, res) => {
       upstreamHits++
@@ -86,9 +88,13 @@ describe('nginx auth_request in front of the service', () => {
         '',
       ].join('\n'),
     )
-    nginx = spawn(nginxBinary, ['-p', dir, '-e', join(dir, 'logs', 'startup.log'), '-c', join(dir, 'nginx.conf')], {
-      stdio: 'ignore',
-    })
+    nginx = spawn(
+      nginxBinary,
+      ['-p', dir, '-e', join(dir, 'logs', 'startup.log'), '-c', join(dir, 'nginx.conf')],
+      {
+        stdio: 'ignore',
+      },
+    )
     await waitForPort(nginxPort, 10_000)
   })
 
