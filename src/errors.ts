@@ -72,6 +72,13 @@ export class StoreError extends SluiceError {
   }
 }
 
+/** A call on a store after `close()`. */
+export class StoreClosedError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_STORE_CLOSED', message)
+  }
+}
+
 /** A service config file that cannot be used; the message names the file, line and path. */
 export class InvalidConfigError extends SluiceError {
   constructor(message: string, options?: { cause?: unknown }) {
