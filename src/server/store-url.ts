@@ -1,6 +1,7 @@
 // Store URLs for the service: `memory`, `redis://host:port[/db]`, `rediss://...`,
 // `redis+cluster://host1:port1,host2:port2`. Parsed here, opened with ioredis.
-import { InvalidConfigError } from '../errors.js'
+import { InvalidConfigError, StoreError } from '../errors.js'
+import type { Store } from '../store.js'
 import type { StoreHandle } from './service.js'
 import { memoryStoreHandle } from './service.js'
 
@@ -111,10 +112,65 @@ export interface OpenStoreOptions {
   prefix: string
 }
 
-/** Open the store a URL names. Redis stores connect before this resolves (or it rejects). */
+const CONNECT_TIMEOUT_MS = 5000
+const COMMAND_TIMEOUT_MS = 1000
+
+/**
+ * Open the store a URL names. Redis stores connect (ioredis, loaded only then) before this resolves,
+ * or it rejects with a `StoreError`. Closing the handle's store also closes the client.
+ */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
   if (spec.kind === 'memory') return memoryStoreHandle()
-  void options
-  throw new InvalidConfigError(`store ${redactStoreUrl(url)}: Redis stores are not available in this build`)
+  const { Redis, Cluster } = await import('ioredis')
+  const { redisStore } = await import('../stores/redis/index.js')
+  const auth = {
+    ...(spec.username === undefined ? {} : { username: spec.username }),
+    ...(spec.password === undefined ? {} : { password: spec.password }),
+    ...(spec.tls ? { tls: {} } : {}),
+  }
+  // A decision must not wait on a dead Redis: fail fast (the caller answers 503) instead of queueing.
+  const common = {
+    lazyConnect: true,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    maxRetriesPerRequest: 1,
+  }
+  const client =
+    spec.kind === 'redis'
+      ? new Redis({ ...common, ...auth, host: spec.host, port: spec.port, db: spec.db })
+      : new Cluster(
+          spec.nodes.map((n) => ({ host: n.host, port: n.port })),
+          { lazyConnect: true, redisOptions: { ...common, ...auth } },
+        )
+  // ioredis reports connection trouble as 'error' events; the store and /readyz report it instead.
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    await client.ping()
+  } catch (error) {
+    client.disconnect()
+    throw new StoreError(`cannot connect to ${redactStoreUrl(url)}: ${(error as Error).message}`, {
+      cause: error,
+    })
+  }
+  const store = redisStore(client, { prefix: options.prefix })
+  const owned: Store = {
+    name: store.name,
+    apply: (steps, mode) => store.apply(steps, mode),
+    refund: (steps) => store.refund(steps),
+    block: (steps, durationMs) => store.block(steps, durationMs),
+    reset: (steps) => store.reset(steps),
+    async close() {
+      await store.close()
+      await client.quit().catch(() => client.disconnect())
+    },
+  }
+  return {
+    store: owned,
+    description: redactStoreUrl(url),
+    async ping() {
+      await client.ping()
+    },
+  }
 }

@@ -8,7 +8,7 @@ import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest'
 import { freePort, post } from './helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
@@ -133,6 +133,32 @@ describe('sluice serve (a real process)', () => {
     expect(JSON.parse(body)).toMatchObject({ allowed: true, policy: 'api' })
     expect(await proc!.exited).toBe(0)
     expect(proc!.output()).toContain('"msg":"stopped"')
+  })
+})
+
+describe('sluice serve --store', () => {
+  it('serves on the Redis a URL names (SLUICE_STORE), and refuses a bad URL', async () => {
+    const port = await freePort()
+    const redisUrl = inject('redis').url
+    const proc = start(['serve', '--port', String(port)], { SLUICE_STORE: redisUrl })
+    try {
+      await until('the banner', () => proc.output().includes('sluice serving on'))
+      expect(proc.output()).toContain(`store: ${redisUrl}`)
+      const url = `http://127.0.0.1:${port}`
+      expect((await post(`${url}/v1/check`, { policy: 'api', key: `cli-${Date.now()}` })).body).toMatchObject(
+        {
+          allowed: true,
+        },
+      )
+    } finally {
+      proc.child.kill('SIGTERM')
+      expect(await proc.exited).toBe(0)
+    }
+    const bad = spawnSync(process.execPath, [CLI, 'serve', '--port', '0', '--store', 'mysql://db'], {
+      encoding: 'utf8',
+    })
+    expect(bad.status).toBe(1)
+    expect(bad.stderr).toContain('use memory, redis://host:port')
   })
 })
 
