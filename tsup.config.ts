@@ -9,7 +9,9 @@ export default defineConfig({
     server: 'src/server/index.ts',
   },
   format: ['esm', 'cjs'],
-  dts: { entry: { index: 'src/index.ts', redis: 'src/stores/redis/index.ts', server: 'src/server/index.ts' } },
+  dts: {
+    entry: { index: 'src/index.ts', redis: 'src/stores/redis/index.ts', server: 'src/server/index.ts' },
+  },
   target: 'node20',
   platform: 'node',
   sourcemap: true,
