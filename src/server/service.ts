@@ -14,6 +14,7 @@ import type { Decision, DecisionListener, LayeredDecision, Limiter } from '../li
 import { createLimiter } from '../limiter.js'
 import type { ResolvedPolicy } from '../policy.js'
 import type { Store } from '../store.js'
+import { isSyncStore } from '../store.js'
 import { memoryStore } from '../stores/memory.js'
 import type { PolicyEntry, ServiceConfig } from './config.js'
 import { limiterPolicies } from './config.js'
@@ -102,6 +103,7 @@ export function createService(options: ServiceOptions): Service {
   let config = options.config
   let adminToken = options.adminToken ?? config.adminToken
   let limiter = buildLimiter(config)
+  const syncStore = isSyncStore(handle.store)
   let headerPolicies = policiesForHeaders(config)
 
   function buildLimiter(next: ServiceConfig): Limiter {
@@ -123,29 +125,35 @@ export function createService(options: ServiceOptions): Service {
   let closing = false
   let drained: (() => void) | undefined
 
+  function settle(req: IncomingMessage, res: ServerResponse, id: string, started: number): void {
+    inFlight--
+    if (started > 0) {
+      logger.debug(
+        {
+          reqId: id,
+          method: req.method,
+          url: req.url,
+          status: res.statusCode,
+          ms: performance.now() - started,
+        },
+        'request',
+      )
+    }
+    if (closing && inFlight === 0) drained?.()
+  }
+
   const server: Server = createServer((req, res) => {
     inFlight++
     const id = requestId(req)
     res.setHeader('x-request-id', id)
-    const started = performance.now()
-    route(req, res, id)
-      .catch((error: unknown) => fail(res, id, req, error))
-      .finally(() => {
-        inFlight--
-        if (logger.isLevelEnabled('debug')) {
-          logger.debug(
-            {
-              reqId: id,
-              method: req.method,
-              url: req.url,
-              status: res.statusCode,
-              ms: performance.now() - started,
-            },
-            'request',
-          )
-        }
-        if (closing && inFlight === 0) drained?.()
-      })
+    const started = logger.isLevelEnabled('debug') ? performance.now() : 0
+    route(req, res, id).then(
+      () => settle(req, res, id, started),
+      (error: unknown) => {
+        fail(res, id, req, error)
+        settle(req, res, id, started)
+      },
+    )
   })
   server.keepAliveTimeout = 65_000
 
@@ -254,10 +262,13 @@ export function createService(options: ServiceOptions): Service {
     if (!request.layered) {
       const check = request.checks[0]!
       const options = { cost: check.cost ?? 1 }
+      // The memory store decides in-process: skip the promise round trip on the hot path.
       const d =
-        mode === 'consume'
-          ? await limiter.consume(check.policy, check.key, options)
-          : await limiter.peek(check.policy, check.key, options)
+        mode === 'peek'
+          ? await limiter.peek(check.policy, check.key, options)
+          : syncStore
+            ? limiter.consumeSync(check.policy, check.key, options)
+            : await limiter.consume(check.policy, check.key, options)
       return JSON.stringify(present(d, request.entries[0]!))
     }
     const d = mode === 'consume' ? await limiter.consume(request.checks) : await limiter.peek(request.checks)
