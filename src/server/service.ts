@@ -9,7 +9,7 @@ import type { Logger } from 'pino'
 import { pino } from 'pino'
 import { Registry } from 'prom-client'
 import { InvalidDurationError, SluiceError } from '../errors.js'
-import { rateLimitHeaders } from '../http/headers.js'
+import { rateLimitBody, rateLimitHeaders } from '../http/headers.js'
 import type { Decision, DecisionListener, LayeredDecision, Limiter } from '../limiter.js'
 import { createLimiter } from '../limiter.js'
 import type { ResolvedPolicy } from '../policy.js'
@@ -335,7 +335,9 @@ export function createService(options: ServiceOptions): Service {
     const policies = { [entry.name]: headerPolicies.get(entry.internalName)! }
     const named: Decision = { ...d, policy: entry.name }
     const headers = rateLimitHeaders(named, policies, { headers: 'both', nowMs: Date.now() })
-    send(res, d.allowed ? 200 : 429, JSON.stringify(present(d, entry)), headers)
+    // The adapters' body: nginx drops it, Traefik forwardAuth passes a denial's body to the client.
+    const body = rateLimitBody(named)
+    send(res, body.status, body.body, headers)
   }
 
   function authorized(req: IncomingMessage): void {

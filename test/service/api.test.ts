@@ -134,7 +134,12 @@ describe('GET /v1/authz', () => {
     const retryAfter = Number(last!.headers.get('retry-after'))
     expect(retryAfter).toBeGreaterThanOrEqual(1)
     expect(retryAfter).toBeLessThanOrEqual(60)
-    expect(last!.body).toMatchObject({ allowed: false, policy: 'api' })
+    expect(last!.body).toEqual({
+      error: 'rate_limit_exceeded',
+      message: expect.stringContaining(`try again in ${retryAfter} second`),
+      retry_after: retryAfter,
+      policy: 'api',
+    })
     // X-Forwarded-For: the last hop (what the proxy saw) is the key, not a client-supplied first entry.
     expect((await get(at('/v1/authz?policy=api'), { 'x-forwarded-for': '203.0.113.7' })).status).toBe(429)
     expect(
