@@ -17,6 +17,25 @@ export {
   UnknownPolicyError,
 } from './errors.js'
 export type {
+  DecisionInfo,
+  HeaderFamilies,
+  HttpLimiter,
+  HttpLimiterOptions,
+  HttpLogger,
+  HttpOutcome,
+  HttpRequestInfo,
+  HttpResponseSpec,
+  KeyKind,
+  KeySpec,
+  LimitedContext,
+  RateLimitBody,
+  RouteOptions,
+  Rule,
+  TierOptions,
+  TrustProxy,
+} from './http/index.js'
+export { createHttpLimiter, rateLimitBody, rateLimitHeaders } from './http/index.js'
+export type {
   AcquireDecision,
   Check,
   ConsumeOptions,

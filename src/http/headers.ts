@@ -31,13 +31,19 @@ export function layersOf(decision: Decision | LayeredDecision): readonly Decisio
  */
 export function headlineLayer(decision: Decision | LayeredDecision): Decision {
   const layers = layersOf(decision)
-  const denied = layers.filter((d) => !d.allowed)
-  if (denied.length > 0) return denied.reduce((a, b) => (safe(b.retryAfterMs) > safe(a.retryAfterMs) ? b : a))
-  return layers.reduce((a, b) => {
-    const shareB = safe(b.remaining) * safe(a.limit)
-    const shareA = safe(a.remaining) * safe(b.limit)
-    return shareB < shareA || (shareB === shareA && safe(b.resetMs) > safe(a.resetMs)) ? b : a
-  })
+  let best = layers[0] ?? decision
+  for (let i = 1; i < layers.length; i++) {
+    const d = layers[i]!
+    if (!best.allowed) {
+      if (!d.allowed && safe(d.retryAfterMs) > safe(best.retryAfterMs)) best = d
+    } else if (!d.allowed) best = d
+    else {
+      const share = safe(d.remaining) * safe(best.limit)
+      const bestShare = safe(best.remaining) * safe(d.limit)
+      if (share < bestShare || (share === bestShare && safe(d.resetMs) > safe(best.resetMs))) best = d
+    }
+  }
+  return best
 }
 
 /** Whole seconds, rounded up, never negative. */
@@ -60,8 +66,15 @@ export function retryAfterSeconds(decision: Decision | LayeredDecision): number 
 
 /** A Structured Field string (RFC 8941 sf-string): printable ASCII, `"` and `\` escaped. */
 function sfString(value: string): string {
-  return `"${value.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, '\\$&')}"`
+  let quoted = quotedNames.get(value)
+  if (quoted === undefined) {
+    quoted = `"${value.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, '\\$&')}"`
+    // Policy names come from configuration, so this stays small; the cap guards odd callers.
+    if (quotedNames.size < 1024) quotedNames.set(value, quoted)
+  }
+  return quoted
 }
+const quotedNames = new Map<string, string>()
 
 /**
  * One `RateLimit-Policy` item: `"name";q=<quota>;w=<window seconds>`. Windows that are not whole
@@ -69,8 +82,19 @@ function sfString(value: string): string {
  * the advertised rate never exceeds the real one. Concurrency policies have no window: `q` only.
  */
 function policyItem(layer: Decision, policy: ResolvedPolicy | undefined): string {
-  const name = sfString(layer.policy)
-  if (policy === undefined) return `${name};q=${safe(layer.limit)}`
+  if (policy === undefined) return `${sfString(layer.policy)};q=${safe(layer.limit)}`
+  let item = policyItems.get(policy)
+  if (item === undefined) {
+    item = describePolicy(policy)
+    policyItems.set(policy, item)
+  }
+  return item
+}
+/** Resolved policies are frozen, so their items never change. */
+const policyItems = new WeakMap<ResolvedPolicy, string>()
+
+function describePolicy(policy: ResolvedPolicy): string {
+  const name = sfString(policy.name)
   if (policy.algorithm === 'concurrency') return `${name};q=${safe(policy.limit)}`
   const windowSeconds = Math.max(1, Math.round(policy.windowMs / 1000))
   const quota =
@@ -112,10 +136,16 @@ export function rateLimitHeaders(
   }
   if (families === 'draft' || families === 'both') {
     const layers = layersOf(decision)
-    out['RateLimit-Policy'] = layers
-      .map((l) => policyItem(l, Object.hasOwn(policies, l.policy) ? policies[l.policy] : undefined))
-      .join(', ')
-    out.RateLimit = layers.map(stateItem).join(', ')
+    let policyField = ''
+    let stateField = ''
+    for (const l of layers) {
+      const separator = policyField === '' ? '' : ', '
+      policyField +=
+        separator + policyItem(l, Object.hasOwn(policies, l.policy) ? policies[l.policy] : undefined)
+      stateField += separator + stateItem(l)
+    }
+    out['RateLimit-Policy'] = policyField
+    out.RateLimit = stateField
   }
   if (!decision.allowed) out['Retry-After'] = String(retryAfterSeconds(decision))
   return out

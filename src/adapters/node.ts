@@ -1,0 +1,67 @@
+// sluice/node: wrap a plain node:http request handler with the shared HTTP core.
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
+import type {
+  HttpLimiter,
+  HttpLimiterOptions,
+  HttpOutcome,
+  HttpRequestInfo,
+  RouteOptions,
+} from '../http/index.js'
+
+export interface NodeAdapterOptions {
+  /** The route pattern of a request (node:http has no router). Default: none, so every request is `METHOD *`. */
+  route?: (req: IncomingMessage) => string | undefined
+}
+
+export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown
+
+/** The core's view of a node:http request. */
+export function nodeRequest(req: IncomingMessage, route: string | undefined): HttpRequestInfo {
+  return {
+    method: req.method ?? 'GET',
+    route,
+    path: pathOf(req.url),
+    remoteAddress: req.socket.remoteAddress,
+    header: (name) => headerValue(req.headers[name]),
+    raw: req,
+  }
+}
+
+/** Apply an outcome to a node:http response: set the headers; answer when refused. Returns true if answered. */
+export function sendOutcome(res: ServerResponse, outcome: HttpOutcome): boolean {
+  for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value)
+  if (outcome.action === 'continue') return false
+  res.statusCode = outcome.status
+  res.end(outcome.body)
+  return true
+}
+
+/**
+ * Wrap a node:http handler.
+ * @example
+ * http.createServer(withSluice({ limiter, rules: [{ policy: 'perIp', key: 'ip' }] }, (req, res) => res.end('ok')))
+ */
+export function withSluice(
+  limiter: HttpLimiter | HttpLimiterOptions,
+  handler: NodeHandler,
+  options: NodeAdapterOptions & {
+    routeOptions?: (route: string | undefined) => RouteOptions | undefined
+  } = {},
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const http = asHttpLimiter(limiter)
+  return (req, res) => {
+    const route = options.route?.(req)
+    http.check(nodeRequest(req, route), options.routeOptions?.(route)).then(
+      (outcome) => {
+        if (!sendOutcome(res, outcome)) handler(req, res)
+      },
+      (error: unknown) => {
+        // check() does not throw; this is a last guard so a request is never left hanging.
+        res.statusCode = 500
+        res.end()
+        throw error
+      },
+    )
+  }
+}

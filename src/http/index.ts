@@ -1,0 +1,21 @@
+// The framework-neutral HTTP layer: key extraction, layered rules, tiers, headers and 429 bodies.
+export type { HttpLimiter } from './core.js'
+export { asHttpLimiter, createHttpLimiter } from './core.js'
+export type { HeaderFamilies, RateLimitBody, RateLimitHeaderOptions } from './headers.js'
+export { headlineLayer, rateLimitBody, rateLimitHeaders, retryAfterSeconds } from './headers.js'
+export type { ClientIpOptions, ClientIpResolver, TrustProxy } from './ip.js'
+export { clientIpResolver, groupIp, ipMatcher, parseIp } from './ip.js'
+export type {
+  DecisionInfo,
+  HttpLimiterOptions,
+  HttpLogger,
+  HttpOutcome,
+  HttpRequestInfo,
+  HttpResponseSpec,
+  KeyKind,
+  KeySpec,
+  LimitedContext,
+  RouteOptions,
+  Rule,
+  TierOptions,
+} from './types.js'

@@ -1,0 +1,154 @@
+// The framework-neutral shapes the HTTP core works on: what an adapter hands in, what it gets back.
+import type { Decision, LayeredDecision, Limiter } from '../limiter.js'
+import type { HeaderFamilies } from './headers.js'
+import type { TrustProxy } from './ip.js'
+
+/** What the core needs to know about one request; each adapter builds this from its framework's request. */
+export interface HttpRequestInfo {
+  /** The HTTP method as received. */
+  method: string
+  /** The route pattern as the framework knows it (`/users/:id`), never the raw URL; undefined when unknown. */
+  route: string | undefined
+  /** The path without query string, used only by `skip.paths`. */
+  path: string
+  /** The socket's peer address; undefined for a unix socket. */
+  remoteAddress: string | undefined
+  /** A request header by lower-case name (repeated headers joined with `, `). */
+  header(name: string): string | undefined
+  /** The framework's own request object, for user callbacks (`user`, `tiers.resolve`, `skip.when`). */
+  raw: unknown
+}
+
+/** Built-in key kinds: client IP (IPv6 grouped), user id, API key header, route, or one shared key. */
+export type KeyKind = 'ip' | 'user' | 'apiKey' | 'route' | 'global'
+
+/** A key: one built-in kind, several combined (e.g. `['user', 'route']`), or a function of the request. */
+export type KeySpec = KeyKind | readonly KeyKind[] | ((request: HttpRequestInfo) => string | undefined)
+
+/** One layer of limits: a policy (or one per tier) applied to a key. */
+export interface Rule {
+  /** The limiter policy, or a map from tier name to policy (`null`: no limit on this layer for that tier). */
+  policy: string | Readonly<Record<string, string | null>>
+  /** Whose budget this layer spends. A layer whose key is missing (anonymous user, no API key) is skipped, except `ip`, see `missingIp`. */
+  key: KeySpec
+  /** Only on these routes: `'POST /reports'`, `'/reports/:id'` (any method), or a method alone: `'POST'`. Default: every route. */
+  routes?: readonly string[]
+  /** A fixed cost for this layer, whatever the route's cost (e.g. a per-IP request count). */
+  cost?: number
+}
+
+/** Per-route options: from the adapter (Express route middleware, Fastify route config) or `routes` in the options. */
+export interface RouteOptions {
+  /** Units this route spends on every layer without a fixed cost. Default 1. */
+  cost?: number
+  /** Extra layers for this route, checked together with the global ones (all or nothing). */
+  rules?: readonly Rule[]
+  /** Do not limit this route at all. */
+  skip?: boolean
+}
+
+/** A response the core asks the adapter to send instead of calling the handler. */
+export interface HttpResponseSpec {
+  status: number
+  headers: Record<string, string>
+  body: string
+}
+
+/** The core's answer for one request. */
+export type HttpOutcome =
+  | {
+      action: 'continue'
+      /** Headers to set on the eventual response. */
+      headers: Record<string, string>
+      decision?: Decision | LayeredDecision
+      /** True in shadow mode when the request would have been refused. */
+      wouldDeny?: boolean
+    }
+  | ({ action: 'respond'; decision?: Decision | LayeredDecision } & HttpResponseSpec)
+
+/** Context given to the custom `onLimited` handler and to `onDecision`. */
+export interface LimitedContext {
+  request: HttpRequestInfo
+  decision: Decision | LayeredDecision
+  /** The headers Sluice would send (rate-limit family and Retry-After). */
+  headers: Record<string, string>
+  /** The default response Sluice would send. */
+  response: HttpResponseSpec
+}
+
+export interface DecisionInfo {
+  request: HttpRequestInfo
+  route: string
+  tier: string | undefined
+  decision: Decision | LayeredDecision
+  shadow: boolean
+}
+
+/** A pino-compatible logger (pino itself fits). */
+export interface HttpLogger {
+  warn(details: object, message: string): void
+  error(details: object, message: string): void
+}
+
+export interface TierOptions {
+  /** Map a request to a tier name; may be async. An unknown name (or undefined) means the default tier. */
+  resolve(request: HttpRequestInfo): string | undefined | Promise<string | undefined>
+  /** The tier for unknown names, anonymous callers and (with `onError: 'default'`) resolver failures. */
+  default: string
+  /** How long a resolution is reused for the same identity. Default 30 s; 0 disables the cache. */
+  cacheMs?: number
+  /** Whose tier is cached: the user id (default), the API key, the IP, or a function. */
+  cacheBy?: KeySpec
+  /** Most identities cached at once. Default 10,000. */
+  cacheSize?: number
+  /** When `resolve` throws or rejects: use the default tier (default) or answer 500. Logged either way. */
+  onError?: 'default' | 'fail'
+}
+
+export interface HttpLimiterOptions {
+  /** The limiter (and so the store) that decides. Every policy named in rules must exist on it. */
+  limiter: Limiter
+  /** The layers checked on every request (all or nothing). */
+  rules: readonly Rule[]
+  /** Per-route options keyed by `'METHOD /pattern'` or `'/pattern'`. */
+  routes?: Readonly<Record<string, RouteOptions>>
+  tiers?: TierOptions
+  /** The user id of a request (e.g. from a verified session); undefined for anonymous requests. */
+  user?: (request: HttpRequestInfo) => string | undefined
+  /** The header holding an API key. Default `x-api-key`. */
+  apiKeyHeader?: string
+  /** Which peers may set forwarding headers. Default `false` (the socket peer is the client). */
+  trustProxy?: TrustProxy
+  /** The forwarding header your trusted proxies write. Default `x-forwarded-for`. */
+  proxyHeader?: 'x-forwarded-for' | 'forwarded'
+  /** IPv6 clients are grouped by this prefix length. Default 64. */
+  ipv6Prefix?: number
+  /** When a request has no client IP (unix socket): share one `ip:unknown` budget (default), or refuse with 400. */
+  missingIp?: 'shared' | 'reject'
+  /** Keys longer than this are replaced by a hash of themselves (same caller, same budget). Default 256. */
+  maxKeyLength?: number
+  /** Requests never limited: by client IP/CIDR, exact path, route, or a predicate. */
+  skip?: {
+    ips?: readonly string[]
+    paths?: readonly string[]
+    routes?: readonly string[]
+    when?: (request: HttpRequestInfo) => boolean
+  }
+  /** Requests always refused with 403: by client IP/CIDR, or a predicate. */
+  deny?: { ips?: readonly string[]; when?: (request: HttpRequestInfo) => boolean }
+  /** Decide, count, log and set headers, but never refuse. Default false. */
+  shadow?: boolean
+  /** Header families to send. Default `both`. */
+  headers?: HeaderFamilies
+  /** The 429 body: `json` (default) or `problem` (application/problem+json, RFC 9457). */
+  body?: 'json' | 'problem'
+  /** Custom response for a refused request; return undefined to send the default. */
+  onLimited?: (context: LimitedContext) => HttpResponseSpec | undefined
+  /** Called after every decision (also in shadow mode). Errors thrown by it are ignored. */
+  onDecision?: (info: DecisionInfo) => void
+  /** When the limiter itself fails (store down, a key callback throws): answer 500 (default) or let the request through. Logged either way. */
+  onError?: 'fail' | 'open'
+  logger?: HttpLogger
+  /** The wall clock for `X-RateLimit-Reset`. Default `Date.now`. */
+  now?: () => number
+}
