@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { startRedis } from '../../test/helpers/redis-harness.js'
+import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
 /** The part of autocannon's API used here (the package ships no types). */
 interface LoadOptions {
@@ -31,16 +32,6 @@ interface LoadResult {
 const autocannon = createRequire(import.meta.url)('autocannon') as (
   options: LoadOptions,
 ) => Promise<LoadResult>
-
-/** Same shape as bench/types.ts's BenchRow (kept local so this file also runs alone). */
-export interface BenchRow {
-  subject: string
-  metric: string
-  value: number
-  unit: string
-  ratio?: number
-  note?: string
-}
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const CLI = join(ROOT, 'dist', 'cli.js')
@@ -112,9 +103,9 @@ async function load(options: LoadOptions): Promise<Load> {
   }
 }
 
-export const benchCase = {
+export const benchCase: BenchCase = {
   name: 'service',
-  async run(opts: { quick: boolean }): Promise<BenchRow[]> {
+  async run(opts: BenchOptions): Promise<BenchRow[]> {
     const seconds = opts.quick ? 3 : 8
     const rounds = opts.quick ? 1 : 2
     const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'))
