@@ -287,10 +287,16 @@ export function createService(options: ServiceOptions): Service {
     return out
   }
 
-  /** Decisions renamed to configured policy names, and the policies the header helper needs. */
-  function policiesForHeaders(next: ServiceConfig): Map<string, ResolvedPolicy> {
-    const out = new Map<string, ResolvedPolicy>()
-    for (const entry of next.entries.values()) out.set(entry.internalName, entry.resolved)
+  /**
+   * Per limiter policy, the policy table the header helper gets: one entry under the configured
+   * name (`api`, not `api.pro.9d8f4c`), built once per config so the helper's memo keeps working.
+   */
+  function policiesForHeaders(next: ServiceConfig): Map<string, Readonly<Record<string, ResolvedPolicy>>> {
+    const out = new Map<string, Readonly<Record<string, ResolvedPolicy>>>()
+    for (const entry of next.entries.values()) {
+      const named: ResolvedPolicy = Object.freeze({ ...entry.resolved, name: entry.name })
+      out.set(entry.internalName, Object.freeze({ [entry.name]: named }))
+    }
     return out
   }
 
@@ -332,9 +338,11 @@ export function createService(options: ServiceOptions): Service {
     const costText = query.get('cost')
     const cost = checkCost(costText === null ? undefined : Number(costText), entry, 'query')
     const d = await limiter.consume(entry.internalName, key, { cost })
-    const policies = { [entry.name]: headerPolicies.get(entry.internalName)! }
     const named: Decision = { ...d, policy: entry.name }
-    const headers = rateLimitHeaders(named, policies, { headers: 'both', nowMs: Date.now() })
+    const headers = rateLimitHeaders(named, headerPolicies.get(entry.internalName)!, {
+      headers: 'both',
+      nowMs: Date.now(),
+    })
     // The adapters' body: nginx drops it, Traefik forwardAuth passes a denial's body to the client.
     const body = rateLimitBody(named)
     send(res, body.status, body.body, headers)
