@@ -8,9 +8,9 @@ import { basename, dirname, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { pino } from 'pino'
-import { SluiceError } from './errors.js'
+import { InvalidConfigError, SluiceError } from './errors.js'
 import type { ServiceConfig } from './server/config.js'
-import { describeConfig, loadConfig } from './server/config.js'
+import { describeConfig, loadConfig, parseConfig } from './server/config.js'
 import { createService } from './server/service.js'
 import { openStore, redactStoreUrl } from './server/store-url.js'
 
@@ -107,8 +107,13 @@ async function serve(argv: string[]): Promise<void> {
   const logger = pino({ level: env('SLUICE_LOG_LEVEL') ?? 'info' })
 
   let config: ServiceConfig
+  // The text of the config in force, read before anything can change it.
+  let textInForce: string
   try {
-    config = await loadConfig(file)
+    textInForce = await readFile(file, 'utf8').catch((error: unknown) => {
+      throw new InvalidConfigError(`${file}: cannot read the config file (${(error as Error).message})`)
+    })
+    config = parseConfig(textInForce, file)
   } catch (error) {
     failAndExit(error)
   }
@@ -142,17 +147,21 @@ async function serve(argv: string[]): Promise<void> {
   )
 
   // Reload on SIGHUP and when the file changes; an invalid config is logged and the old one kept.
+  // A file event whose text equals the config in force (editors write twice, touch) is ignored.
   let reloading = Promise.resolve()
-  let lastText: string | undefined
-  const reload = (why: string) => {
+  const reload = (trigger: 'SIGHUP' | 'file change') => {
     reloading = reloading.then(async () => {
       try {
-        const next = await loadConfig(file)
-        service.reload(next)
-        logger.info({ file, trigger: why }, 'new config in force')
+        const text = await readFile(file, 'utf8').catch((error: unknown) => {
+          throw new InvalidConfigError(`${file}: cannot read the config file (${(error as Error).message})`)
+        })
+        if (trigger === 'file change' && text === textInForce) return
+        service.reload(parseConfig(text, file))
+        textInForce = text
+        logger.info({ file, trigger }, 'new config in force')
       } catch (error) {
         logger.error(
-          { file, trigger: why, error: error instanceof SluiceError ? error.code : 'unknown' },
+          { file, trigger, error: error instanceof SluiceError ? error.code : 'unknown' },
           `config refused, keeping the previous one: ${(error as Error).message}`,
         )
       }
@@ -167,17 +176,11 @@ async function serve(argv: string[]): Promise<void> {
     watcher = watch(dirname(resolve(file)), (_event, name) => {
       if (name !== basename(file)) return
       clearTimeout(debounce)
-      debounce = setTimeout(async () => {
-        const text = await readFile(file, 'utf8').catch(() => undefined)
-        if (text === undefined || text === lastText) return
-        lastText = text
-        reload('file change')
-      }, 150)
+      debounce = setTimeout(() => reload('file change'), 150)
     })
   } catch (error) {
     logger.warn({ file, err: error }, 'cannot watch the config file; reload with SIGHUP')
   }
-  lastText = await readFile(file, 'utf8').catch(() => undefined)
 
   let stopping = false
   const stop = (signal: string) => {
