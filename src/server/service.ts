@@ -10,13 +10,12 @@ import { pino } from 'pino'
 import { Registry } from 'prom-client'
 import { InvalidDurationError, SluiceError } from '../errors.js'
 import { rateLimitBody, rateLimitHeaders } from '../http/headers.js'
-import type { Decision, DecisionListener, LayeredDecision, Limiter } from '../limiter.js'
+import type { Decision, DecisionListener, Limiter } from '../limiter.js'
 import { createLimiter } from '../limiter.js'
-import type { ResolvedPolicy } from '../policy.js'
 import type { Store } from '../store.js'
 import { isSyncStore } from '../store.js'
 import { memoryStore } from '../stores/memory.js'
-import type { PolicyEntry, ServiceConfig } from './config.js'
+import type { ServiceConfig } from './config.js'
 import { limiterPolicies } from './config.js'
 import type { DecisionRequest } from './requests.js'
 import {
@@ -29,6 +28,7 @@ import {
   parseJson,
   readBody,
 } from './requests.js'
+import { clientIp, policiesForHeaders, present, presentLayered } from './responses.js'
 
 /** The store the service decides on, with a way to ask whether it answers. */
 export interface StoreHandle {
@@ -243,21 +243,6 @@ export function createService(options: ServiceOptions): Service {
       throw new ClientError('method_not_allowed', `use ${methods.join(' or ')} here, not ${method}`, 405)
   }
 
-  /** The decision in the service's words: configured policy names, the tier when one applied. */
-  function present(d: Decision, entry: PolicyEntry): Record<string, unknown> {
-    const out: Record<string, unknown> = {
-      allowed: d.allowed,
-      limit: d.limit,
-      remaining: d.remaining,
-      resetMs: d.resetMs,
-      retryAfterMs: d.retryAfterMs,
-      policy: entry.name,
-    }
-    if (entry.tier !== undefined) out.tier = entry.tier
-    if (d.reason !== undefined) out.reason = d.reason
-    return out
-  }
-
   async function decide(request: DecisionRequest, mode: 'consume' | 'peek'): Promise<string> {
     if (!request.layered) {
       const check = request.checks[0]!
@@ -273,44 +258,6 @@ export function createService(options: ServiceOptions): Service {
     }
     const d = mode === 'consume' ? await limiter.consume(request.checks) : await limiter.peek(request.checks)
     return JSON.stringify(presentLayered(d, request.entries))
-  }
-
-  function presentLayered(d: LayeredDecision, entries: readonly PolicyEntry[]): Record<string, unknown> {
-    const results = d.results.map((r, i) => present(r, entries[i]!))
-    const headline = d.results.findIndex((r) => r.policy === d.policy && r.key === d.key)
-    const out: Record<string, unknown> = { ...present(d, entries[Math.max(0, headline)]!) }
-    if (d.deniedBy !== undefined) {
-      const denied = d.results.findIndex((r) => !r.allowed)
-      out.deniedBy = entries[denied]?.name ?? d.deniedBy
-    }
-    out.results = results
-    return out
-  }
-
-  /**
-   * Per limiter policy, the policy table the header helper gets: one entry under the configured
-   * name (`api`, not `api.pro.9d8f4c`), built once per config so the helper's memo keeps working.
-   */
-  function policiesForHeaders(next: ServiceConfig): Map<string, Readonly<Record<string, ResolvedPolicy>>> {
-    const out = new Map<string, Readonly<Record<string, ResolvedPolicy>>>()
-    for (const entry of next.entries.values()) {
-      const named: ResolvedPolicy = Object.freeze({ ...entry.resolved, name: entry.name })
-      out.set(entry.internalName, Object.freeze({ [entry.name]: named }))
-    }
-    return out
-  }
-
-  function clientIp(req: IncomingMessage): string | undefined {
-    const real = req.headers['x-real-ip']
-    if (typeof real === 'string' && real.trim() !== '') return real.trim()
-    const forwarded = req.headers['x-forwarded-for']
-    if (typeof forwarded === 'string' && forwarded.trim() !== '') {
-      // The proxy in front of us appends the address it saw: trust the last hop only.
-      const hops = forwarded.split(',')
-      const last = hops[hops.length - 1]!.trim()
-      if (last !== '') return last
-    }
-    return req.socket.remoteAddress
   }
 
   async function authz(req: IncomingMessage, res: ServerResponse, query: URLSearchParams): Promise<void> {
