@@ -9,6 +9,7 @@ const publicEntries = {
   fastify: 'src/adapters/fastify.ts',
   hono: 'src/adapters/hono.ts',
   node: 'src/adapters/node.ts',
+  server: 'src/server/index.ts',
 }
 
 // Each entry is built as ESM (.js) and CommonJS (.cjs) with types for both. Shared code goes into

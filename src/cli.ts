@@ -1,53 +1,209 @@
 #!/usr/bin/env node
-// The `sluice` command. `sluice serve` runs the decision service (in-memory store by default).
-import { createServer } from 'node:http'
+import type { FSWatcher } from 'node:fs'
+// The `sluice` command. `sluice serve` runs the decision service (in-memory store by default);
+// `sluice check` validates a config file and prints what it understood.
+import { watch } from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import { basename, dirname, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { pino } from 'pino'
+import { InvalidConfigError, SluiceError } from './errors.js'
+import type { ServiceConfig } from './server/config.js'
+import { describeConfig, loadConfig, parseConfig } from './server/config.js'
+import { createService } from './server/service.js'
+import { openStore, redactStoreUrl } from './server/store-url.js'
 
 const HELP = `Usage: sluice <command> [options]
 
 Commands:
-  serve    Run the decision service
-    --port N     Port to listen on (default 8080, or SLUICE_PORT)
-    --host H     Address to bind (default 127.0.0.1, or SLUICE_HOST)
+  serve    Run the decision service              (sluice serve --help)
+  check    Validate a config file and print it   (sluice check --help)
 
   sluice --help    This text
 `
 
-function serve(argv: string[]): void {
+const SERVE_HELP = `Usage: sluice serve [--config FILE] [--port N] [--host H] [--store URL]
+
+Run the decision service: POST /v1/check, /v1/peek, GET /v1/authz (nginx auth_request),
+POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics.
+
+  --config FILE  YAML config (default examples/sluice.yaml, or SLUICE_CONFIG)
+  --port N       Port to listen on (default 8080, or SLUICE_PORT; 0 picks a free port)
+  --host H       Address to bind (default 127.0.0.1, or SLUICE_HOST)
+  --store URL    memory | redis://host:port[/db] | rediss://... | redis+cluster://h1:p1,h2:p2
+                 (default: SLUICE_STORE, then REDIS_URL, then the config's store, then memory)
+
+Environment: SLUICE_ADMIN_TOKEN (admin endpoints), SLUICE_LOG_LEVEL (pino level, default info).
+Signals: SIGHUP reloads the config (so does saving the file); SIGTERM/SIGINT stop gracefully.
+`
+
+const CHECK_HELP = `Usage: sluice check [--config FILE]
+
+Validate a config file (default examples/sluice.yaml, or SLUICE_CONFIG) and print the policies,
+tiers and settings it defines. Exits 1 with file, line and path when it is not valid.
+`
+
+/** The example config shipped with the package, next to dist/. */
+function defaultConfigPath(): string {
+  return resolve(dirname(fileURLToPath(import.meta.url)), '..', 'examples', 'sluice.yaml')
+}
+
+/** An environment variable, with empty meaning unset. */
+function env(name: string): string | undefined {
+  const value = process.env[name]
+  return value === undefined || value === '' ? undefined : value
+}
+
+function configPath(flag: string | undefined): string {
+  return flag ?? env('SLUICE_CONFIG') ?? defaultConfigPath()
+}
+
+function failAndExit(error: unknown): never {
+  const message = error instanceof SluiceError ? error.message : String((error as Error)?.stack ?? error)
+  process.stderr.write(`sluice: ${message}\n`)
+  process.exit(1)
+}
+
+async function check(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { port: { type: 'string' }, host: { type: 'string' }, help: { type: 'boolean' } },
+    options: { config: { type: 'string' }, help: { type: 'boolean' } },
     strict: true,
   })
   if (values.help) {
-    process.stdout.write(HELP)
+    process.stdout.write(CHECK_HELP)
     return
   }
-  const port = Number(values.port ?? process.env.SLUICE_PORT ?? 8080)
-  const host = values.host ?? process.env.SLUICE_HOST ?? '127.0.0.1'
-  const server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/healthz') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}')
-      return
-    }
-    res
-      .writeHead(404, { 'content-type': 'application/json' })
-      .end('{"error":"not_found","message":"no such route"}')
+  try {
+    process.stdout.write(describeConfig(await loadConfig(configPath(values.config))))
+  } catch (error) {
+    failAndExit(error)
+  }
+}
+
+async function serve(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      store: { type: 'string' },
+      help: { type: 'boolean' },
+    },
+    strict: true,
   })
-  server.listen(port, host, () => {
-    const address = server.address()
-    const actual = typeof address === 'object' && address !== null ? address.port : port
-    process.stdout.write(
-      `sluice serving on http://${host}:${actual} (store: memory)\n  GET http://${host}:${actual}/healthz\n`,
+  if (values.help) {
+    process.stdout.write(SERVE_HELP)
+    return
+  }
+  const file = configPath(values.config)
+  const portText = values.port ?? env('SLUICE_PORT') ?? '8080'
+  const port = Number(portText)
+  if (!/^\d{1,5}$/.test(portText) || port > 65535)
+    failAndExit(`--port ${portText}: use a number from 0 to 65535`)
+  const host = values.host ?? env('SLUICE_HOST') ?? '127.0.0.1'
+  const logger = pino({ level: env('SLUICE_LOG_LEVEL') ?? 'info' })
+
+  let config: ServiceConfig
+  // The text of the config in force, read before anything can change it.
+  let textInForce: string
+  try {
+    textInForce = await readFile(file, 'utf8').catch((error: unknown) => {
+      throw new InvalidConfigError(`${file}: cannot read the config file (${(error as Error).message})`)
+    })
+    config = parseConfig(textInForce, file)
+  } catch (error) {
+    failAndExit(error)
+  }
+  const storeUrl = values.store ?? env('SLUICE_STORE') ?? env('REDIS_URL') ?? config.store
+  let service: ReturnType<typeof createService>
+  try {
+    const store = await openStore(storeUrl, { prefix: config.prefix })
+    const adminToken = env('SLUICE_ADMIN_TOKEN')
+    service = createService({ config, store, logger, ...(adminToken === undefined ? {} : { adminToken }) })
+  } catch (error) {
+    failAndExit(error)
+  }
+
+  let address: Awaited<ReturnType<typeof service.listen>>
+  try {
+    address = await service.listen(port, host)
+  } catch (error) {
+    failAndExit(`cannot listen on ${host}:${port}: ${(error as Error).message}`)
+  }
+  const { url } = address
+  process.stdout.write(
+    [
+      `sluice serving on ${url} (store: ${redactStoreUrl(storeUrl)}, config: ${file})`,
+      `  POST ${url}/v1/check     {"policy":"${config.policyNames[0]}","key":"user-42"}`,
+      `  POST ${url}/v1/peek`,
+      `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,
+      `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || env('SLUICE_ADMIN_TOKEN') ? 'on' : 'off'})`,
+      `  GET  ${url}/healthz  ${url}/readyz  ${url}/metrics`,
+      '',
+    ].join('\n'),
+  )
+
+  // Reload on SIGHUP and when the file changes; an invalid config is logged and the old one kept.
+  // A file event whose text equals the config in force (editors write twice, touch) is ignored.
+  let reloading = Promise.resolve()
+  const reload = (trigger: 'SIGHUP' | 'file change') => {
+    reloading = reloading.then(async () => {
+      try {
+        const text = await readFile(file, 'utf8').catch((error: unknown) => {
+          throw new InvalidConfigError(`${file}: cannot read the config file (${(error as Error).message})`)
+        })
+        if (trigger === 'file change' && text === textInForce) return
+        service.reload(parseConfig(text, file))
+        textInForce = text
+        logger.info({ file, trigger }, 'new config in force')
+      } catch (error) {
+        logger.error(
+          { file, trigger, error: error instanceof SluiceError ? error.code : 'unknown' },
+          `config refused, keeping the previous one: ${(error as Error).message}`,
+        )
+      }
+    })
+  }
+  process.on('SIGHUP', () => reload('SIGHUP'))
+
+  // Watch the folder, not the file: editors and `mv` replace the file, which ends a file watch.
+  let watcher: FSWatcher | undefined
+  let debounce: NodeJS.Timeout | undefined
+  try {
+    watcher = watch(dirname(resolve(file)), (_event, name) => {
+      if (name !== basename(file)) return
+      clearTimeout(debounce)
+      debounce = setTimeout(() => reload('file change'), 150)
+    })
+  } catch (error) {
+    logger.warn({ file, err: error }, 'cannot watch the config file; reload with SIGHUP')
+  }
+
+  let stopping = false
+  const stop = (signal: string) => {
+    if (stopping) return
+    stopping = true
+    logger.info({ signal }, 'stopping: finishing in-flight requests')
+    watcher?.close()
+    clearTimeout(debounce)
+    service.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error({ err: error }, 'error while stopping')
+        process.exit(1)
+      },
     )
-  })
-  const stop = () => server.close(() => process.exit(0))
-  process.once('SIGTERM', stop)
-  process.once('SIGINT', stop)
+  }
+  process.once('SIGTERM', () => stop('SIGTERM'))
+  process.once('SIGINT', () => stop('SIGINT'))
 }
 
 const [command, ...rest] = process.argv.slice(2)
-if (command === 'serve') serve(rest)
+if (command === 'serve') serve(rest).catch(failAndExit)
+else if (command === 'check') check(rest).catch(failAndExit)
 else if (command === undefined || command === '--help' || command === '-h' || command === 'help')
   process.stdout.write(HELP)
 else {

@@ -11,6 +11,7 @@ export type SluiceErrorCode =
   | 'SLUICE_STORE_ERROR'
   | 'SLUICE_STORE_TIMEOUT'
   | 'SLUICE_STORE_CLOSED'
+  | 'SLUICE_INVALID_CONFIG'
 
 /** Base class of every error Sluice throws on purpose. `code` is stable across versions. */
 export class SluiceError extends Error {
@@ -75,5 +76,12 @@ export class StoreError extends SluiceError {
 export class StoreClosedError extends SluiceError {
   constructor(message: string) {
     super('SLUICE_STORE_CLOSED', message)
+  }
+}
+
+/** A service config file that cannot be used; the message names the file, line and path. */
+export class InvalidConfigError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SLUICE_INVALID_CONFIG', message, options)
   }
 }

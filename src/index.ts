@@ -6,6 +6,7 @@ export type { Duration } from './duration.js'
 export { parseDuration } from './duration.js'
 export type { SluiceErrorCode } from './errors.js'
 export {
+  InvalidConfigError,
   InvalidCostError,
   InvalidDurationError,
   InvalidKeyError,

@@ -1,0 +1,369 @@
+// The service's YAML config: parsed with `yaml` (for line numbers), validated with zod and the
+// library's own resolvePolicy, and turned into the limiter policy table (one entry per policy x tier).
+import { createHash } from 'node:crypto'
+import { readFile } from 'node:fs/promises'
+import type { Document } from 'yaml'
+import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
+import { z } from 'zod'
+import { InvalidConfigError, InvalidDurationError, SluiceError } from '../errors.js'
+import type { Policy, ResolvedPolicy } from '../policy.js'
+import { resolvePolicy } from '../policy.js'
+
+export const FAIL_MODES = ['open', 'closed', 'memory'] as const
+/** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
+export type FailMode = (typeof FAIL_MODES)[number]
+
+/** One limiter policy: a configured policy, either as written or with one tier's overrides. */
+export interface PolicyEntry {
+  /** The policy name as configured (`api`). */
+  readonly name: string
+  /** The tier whose overrides apply, or undefined for the policy as written. */
+  readonly tier: string | undefined
+  /** The name the limiter and the store know it by, e.g. `api._.f3a9c2` or `api.pro.77b0e1`. */
+  readonly internalName: string
+  /** What createLimiter gets (per-policy `onStoreError` stripped: its policy schema is strict). */
+  readonly policy: Policy
+  readonly resolved: ResolvedPolicy
+  /** Per-policy failure mode (or the top-level one). Kept for the failure handling work. */
+  readonly onStoreError: FailMode
+}
+
+export interface ServiceConfig {
+  /** Where the config came from (a path, or a label for text configs). */
+  readonly file: string
+  /** The store as written in the config (`memory`, `redis://...`). CLI flags and env override it. */
+  readonly store: string
+  readonly prefix: string
+  readonly onStoreError: FailMode
+  /** Configured policy names, in file order. */
+  readonly policyNames: readonly string[]
+  readonly tierNames: readonly string[]
+  /** Every limiter policy, by internal name. */
+  readonly entries: ReadonlyMap<string, PolicyEntry>
+  /** Bearer token for /v1/reset and /v1/block; undefined turns them off. */
+  readonly adminToken: string | undefined
+  readonly authz: {
+    /** Header holding the key for /v1/authz; undefined means the client IP. */
+    readonly keyHeader: string | undefined
+    /** Header naming the caller's tier for /v1/authz; undefined means no tiers there. */
+    readonly tierHeader: string | undefined
+  }
+  /** Find the limiter policy for a configured policy and an optional tier. */
+  lookup(name: string, tier?: string): PolicyEntry | undefined
+}
+
+// Dots separate policy, tier and shape in internal names, so configured names cannot hold them.
+const NAME = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/
+const TIER = /^[A-Za-z][A-Za-z0-9_-]{0,15}$/
+const BASE_TIER = '_'
+
+const failMode = z.enum(FAIL_MODES, { error: `must be one of ${FAIL_MODES.join(', ')}` })
+const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, { error: 'must be an HTTP header name' })
+
+const topSchema = z.strictObject({
+  store: z
+    .string({ error: 'must be a store URL: memory, redis://host:port, rediss://, redis+cluster://' })
+    .optional(),
+  prefix: z
+    .string()
+    .regex(/^[A-Za-z0-9_:.-]{1,64}$/, { error: "must be 1-64 letters, digits, '_', ':', '.' or '-'" })
+    .optional(),
+  onStoreError: failMode.optional(),
+  policies: z.record(z.string(), z.unknown(), { error: 'must be a map of policy name to policy' }),
+  tiers: z
+    .record(
+      z.string(),
+      z.record(z.string(), z.unknown(), { error: 'must be a map of policy name to overrides' }),
+      { error: 'must be a map of tier name to policy overrides' },
+    )
+    .optional(),
+  admin: z.strictObject({ token: z.string().min(8, { error: 'must be at least 8 characters' }) }).optional(),
+  authz: z.strictObject({ keyHeader: headerName.optional(), tierHeader: headerName.optional() }).optional(),
+})
+
+type Path = readonly (string | number)[]
+
+/** Locates YAML nodes so every error can name its line. */
+class Locator {
+  constructor(
+    readonly file: string,
+    private readonly doc: Document,
+    private readonly lines: LineCounter,
+  ) {}
+
+  /** The line of the deepest node on `path` that exists (a key's line when its value is empty). */
+  line(path: Path): number {
+    let node: unknown = this.doc.contents
+    let offset = (node as { range?: [number, number, number] } | null)?.range?.[0] ?? 0
+    for (const segment of path) {
+      if (!isMap(node)) {
+        const items = (node as { items?: unknown[] } | null)?.items
+        const item = typeof segment === 'number' ? items?.[segment] : undefined
+        if (item === undefined) break
+        node = item
+      } else {
+        const pair = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(segment))
+        if (pair === undefined) break
+        const keyRange = (pair.key as { range?: [number, number, number] }).range
+        const valueRange = (pair.value as { range?: [number, number, number] } | null)?.range
+        offset = valueRange?.[0] ?? keyRange?.[0] ?? offset
+        node = pair.value
+        continue
+      }
+      offset = (node as { range?: [number, number, number] } | null)?.range?.[0] ?? offset
+    }
+    return this.lines.linePos(offset).line
+  }
+
+  error(path: Path, message: string, cause?: unknown): InvalidConfigError {
+    const where = `${this.file}:${this.line(path)}`
+    return new InvalidConfigError(`${where}: ${message}`, cause === undefined ? undefined : { cause })
+  }
+}
+
+const dotted = (path: Path): string => path.map(String).join('.')
+
+const LONG_UNITS: Record<string, string> = {
+  millisecond: 'ms',
+  milliseconds: 'ms',
+  msec: 'ms',
+  msecs: 'ms',
+  second: 's',
+  seconds: 's',
+  sec: 's',
+  secs: 's',
+  minute: 'm',
+  minutes: 'm',
+  min: 'm',
+  mins: 'm',
+  hour: 'h',
+  hours: 'h',
+  hr: 'h',
+  hrs: 'h',
+  day: 'd',
+  days: 'd',
+}
+
+/** `"10 minutes"` -> `10m`; undefined when the text does not look like a spelled-out duration. */
+function suggestDuration(value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$/.exec(value)
+  const unit = match === null ? undefined : LONG_UNITS[match[2]!.toLowerCase()]
+  return unit === undefined ? undefined : `${match![1]}${unit}`
+}
+
+/** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
+function shapeTag(resolved: ResolvedPolicy): string {
+  return createHash('sha1').update(`${resolved.algorithm}|${resolved.windowMs}`).digest('hex').slice(0, 6)
+}
+
+/**
+ * Resolve one policy (as written, or merged with a tier's overrides). `where` is the config path of
+ * the policy (`policies.api` or `tiers.pro.api`); errors are rewritten to name it and its line.
+ */
+function resolveEntry(
+  loc: Locator,
+  where: Path,
+  name: string,
+  tier: string | undefined,
+  policy: Record<string, unknown>,
+  onStoreError: FailMode,
+): PolicyEntry {
+  try {
+    resolvePolicy(name, policy)
+  } catch (error) {
+    if (!(error instanceof SluiceError)) throw error
+    // resolvePolicy's messages start with `policies.<name>[.<field>]: `; point at `where` instead.
+    const prefix = `policies.${name}`
+    let message = error.message.startsWith(prefix)
+      ? `${dotted(where)}${error.message.slice(prefix.length)}`
+      : error.message
+    const field = /^\.([A-Za-z]+)[:.]/.exec(error.message.slice(prefix.length))?.[1]
+    const path = field === undefined ? where : [...where, field]
+    if (error instanceof InvalidDurationError && field !== undefined) {
+      const value = policy[field]
+      const suggestion = suggestDuration(value)
+      if (suggestion !== undefined)
+        message = `${dotted(path)}: ${JSON.stringify(value)} is not a duration, use ${suggestion}`
+    }
+    throw loc.error(path, message, error)
+  }
+  const probe = resolvePolicy(name, policy)
+  const internalName = `${name}.${tier ?? BASE_TIER}.${shapeTag(probe)}`
+  return {
+    name,
+    tier,
+    internalName,
+    policy: policy as unknown as Policy,
+    resolved: resolvePolicy(internalName, policy),
+    onStoreError,
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/**
+ * Parse and validate a config from YAML text. Throws `InvalidConfigError` naming file, line and path.
+ * @example parseConfig('policies:\n  api: { algorithm: token-bucket, limit: 10, window: 1s }\n', 'inline')
+ */
+export function parseConfig(text: string, file: string): ServiceConfig {
+  const lines = new LineCounter()
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true })
+  const loc = new Locator(file, doc, lines)
+  const yamlError = doc.errors[0]
+  if (yamlError !== undefined) {
+    const line = yamlError.linePos?.[0]?.line ?? lines.linePos(yamlError.pos[0]).line
+    throw new InvalidConfigError(`${file}:${line}: not valid YAML: ${yamlError.message.split('\n')[0]}`)
+  }
+  const raw: unknown = doc.toJS()
+  if (!isRecord(raw)) throw loc.error([], 'the config must be a YAML map with at least `policies:`')
+
+  const parsed = topSchema.safeParse(raw)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    if (issue.code === 'unrecognized_keys') {
+      const path = [...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), issue.keys[0]!]
+      throw loc.error(path, `${dotted(path)}: unknown key; check the spelling (see docs/service.md)`)
+    }
+    const path = issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))
+    const label = path.length === 0 ? 'config' : dotted(path)
+    const given = path.reduce<unknown>((node, key) => (isRecord(node) ? node[String(key)] : undefined), raw)
+    const message = given === undefined ? 'is required' : issue.message
+    throw loc.error(path, `${label}: ${message}`)
+  }
+  const top = parsed.data
+  const onStoreError: FailMode = top.onStoreError ?? 'open'
+  const entries = new Map<string, PolicyEntry>()
+  const byName = new Map<string, PolicyEntry>()
+  const bases = new Map<string, { policy: Record<string, unknown>; onStoreError: FailMode }>()
+
+  const policyNames = Object.keys(top.policies)
+  if (policyNames.length === 0) throw loc.error(['policies'], 'policies: define at least one policy')
+  for (const name of policyNames) {
+    const where = ['policies', name]
+    if (!NAME.test(name))
+      throw loc.error(
+        where,
+        `policies.${name}: a policy name is a letter then up to 31 letters, digits, '_' or '-'`,
+      )
+    const written = top.policies[name]
+    if (!isRecord(written))
+      throw loc.error(
+        where,
+        `policies.${name}: must be a map like { algorithm: token-bucket, limit: 100, window: 1m }`,
+      )
+    const { onStoreError: own, ...policy } = written
+    let mode = onStoreError
+    if (own !== undefined) {
+      const checked = failMode.safeParse(own)
+      if (!checked.success)
+        throw loc.error(
+          [...where, 'onStoreError'],
+          `policies.${name}.onStoreError: ${checked.error.issues[0]!.message}`,
+        )
+      mode = checked.data
+    }
+    const entry = resolveEntry(loc, where, name, undefined, policy, mode)
+    entries.set(entry.internalName, entry)
+    byName.set(name, entry)
+    bases.set(name, { policy, onStoreError: mode })
+  }
+
+  const tierNames = Object.keys(top.tiers ?? {})
+  const tierEntries = new Map<string, PolicyEntry>()
+  for (const tier of tierNames) {
+    if (!TIER.test(tier))
+      throw loc.error(
+        ['tiers', tier],
+        `tiers.${tier}: a tier name is a letter then up to 15 letters, digits, '_' or '-'`,
+      )
+    const overrides = top.tiers?.[tier] ?? {}
+    for (const [name, override] of Object.entries(overrides)) {
+      const where = ['tiers', tier, name]
+      const base = bases.get(name)
+      if (base === undefined)
+        throw loc.error(
+          where,
+          `${dotted(where)}: no policy named ${name}; configured: ${policyNames.join(', ')}`,
+        )
+      if (!isRecord(override))
+        throw loc.error(where, `${dotted(where)}: must be a map of overrides like { limit: 1000 }`)
+      if ('onStoreError' in override)
+        throw loc.error(
+          [...where, 'onStoreError'],
+          `${dotted(where)}.onStoreError: set onStoreError on policies.${name}, not per tier`,
+        )
+      const entry = resolveEntry(loc, where, name, tier, { ...base.policy, ...override }, base.onStoreError)
+      entries.set(entry.internalName, entry)
+      tierEntries.set(`${name}\u0000${tier}`, entry)
+    }
+  }
+  const tierSet = new Set(tierNames)
+
+  return {
+    file,
+    store: top.store ?? 'memory',
+    prefix: top.prefix ?? 'sluice',
+    onStoreError,
+    policyNames,
+    tierNames,
+    entries,
+    adminToken: top.admin?.token,
+    authz: {
+      keyHeader: top.authz?.keyHeader?.toLowerCase(),
+      tierHeader: top.authz?.tierHeader?.toLowerCase(),
+    },
+    lookup(name, tier) {
+      if (tier === undefined) return byName.get(name)
+      if (!tierSet.has(tier)) return undefined
+      return tierEntries.get(`${name}\u0000${tier}`) ?? byName.get(name)
+    },
+  }
+}
+
+/** Read and validate a config file. Throws `InvalidConfigError` (also when the file cannot be read). */
+export async function loadConfig(file: string): Promise<ServiceConfig> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    throw new InvalidConfigError(`${file}: cannot read the config file (${(error as Error).message})`, {
+      cause: error,
+    })
+  }
+  return parseConfig(text, file)
+}
+
+/** The limiter's policy table: internal name -> policy. */
+export function limiterPolicies(config: ServiceConfig): Record<string, Policy> {
+  const out: Record<string, Policy> = {}
+  for (const [internalName, entry] of config.entries) out[internalName] = entry.policy
+  return out
+}
+
+/** A human summary of what the config says, for `sluice check`. */
+export function describeConfig(config: ServiceConfig): string {
+  const lines = [
+    `${config.file}: ok`,
+    `  store: ${config.store}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
+    `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
+    `  authz key: ${config.authz.keyHeader ?? 'client IP (X-Real-IP / X-Forwarded-For)'}${
+      config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`
+    }`,
+    '  policies:',
+  ]
+  for (const entry of config.entries.values()) {
+    const r = entry.resolved
+    const label = entry.tier === undefined ? entry.name : `${entry.name} (tier ${entry.tier})`
+    const shape =
+      r.algorithm === 'concurrency'
+        ? `${r.limit} at once, lease timeout ${r.windowMs}ms`
+        : `${r.limit} per ${r.windowMs}ms, capacity ${r.capacity}`
+    lines.push(
+      `    ${label}: ${r.algorithm}, ${shape}, onStoreError ${entry.onStoreError} [${entry.internalName}]`,
+    )
+  }
+  return `${lines.join('\n')}\n`
+}

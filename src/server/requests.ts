@@ -1,0 +1,218 @@
+// Request bodies of the decision API: read (bounded), parsed and checked before the limiter sees them.
+// Every client mistake becomes a ClientError with a stable code and a 400; nothing stored changes.
+import type { IncomingMessage } from 'node:http'
+import type { Check } from '../limiter.js'
+import type { PolicyEntry, ServiceConfig } from './config.js'
+
+export const MAX_BODY_BYTES = 16 * 1024
+export const MAX_KEY_BYTES = 1024
+export const MAX_CHECKS = 32
+
+/** Stable error codes of the HTTP API (the `error` field of every error body). */
+export type ClientErrorCode =
+  | 'invalid_json'
+  | 'invalid_body'
+  | 'body_too_large'
+  | 'unknown_field'
+  | 'unknown_policy'
+  | 'unknown_tier'
+  | 'invalid_cost'
+  | 'invalid_key'
+  | 'key_too_long'
+  | 'duplicate_check'
+  | 'invalid_duration'
+  | 'missing_key'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'unauthorized'
+  | 'admin_disabled'
+
+/** A mistake of the caller: answered with `status` and `{"error": code, "message": ...}`. */
+export class ClientError extends Error {
+  constructor(
+    readonly code: ClientErrorCode,
+    message: string,
+    readonly status = 400,
+  ) {
+    super(message)
+    this.name = 'ClientError'
+  }
+}
+
+/** Read a request body of at most MAX_BODY_BYTES; larger bodies are refused without buffering them. */
+export function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'])
+    if (declared > MAX_BODY_BYTES) {
+      reject(tooLarge())
+      return
+    }
+    const chunks: Buffer[] = []
+    let size = 0
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size > MAX_BODY_BYTES) {
+        req.off('data', onData)
+        reject(tooLarge())
+        return
+      }
+      chunks.push(chunk)
+    }
+    req.on('data', onData)
+    req.once('end', () =>
+      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8')),
+    )
+    req.once('error', reject)
+  })
+}
+
+function tooLarge(): ClientError {
+  return new ClientError('body_too_large', `the body is over ${MAX_BODY_BYTES} bytes`)
+}
+
+/** JSON.parse that turns a syntax error into `invalid_json`. */
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch (error) {
+    throw new ClientError('invalid_json', `the body is not valid JSON: ${(error as Error).message}`)
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function rejectUnknown(body: Record<string, unknown>, allowed: ReadonlySet<string>, where: string): void {
+  for (const field in body) {
+    if (!allowed.has(field)) {
+      throw new ClientError(
+        'unknown_field',
+        `${where}: unknown field ${JSON.stringify(field)}; allowed: ${[...allowed].join(', ')}`,
+      )
+    }
+  }
+}
+
+/** The policy entry for (policy, tier), or a ClientError naming what is wrong. */
+export function entryFor(config: ServiceConfig, policy: unknown, tier: unknown, where: string): PolicyEntry {
+  if (typeof policy !== 'string' || policy.length === 0)
+    throw new ClientError('invalid_body', `${where}: policy must be a non-empty string`)
+  if (tier !== undefined && typeof tier !== 'string')
+    throw new ClientError('invalid_body', `${where}: tier must be a string`)
+  if (tier !== undefined && !config.tierNames.includes(tier)) {
+    throw new ClientError(
+      'unknown_tier',
+      `${where}: unknown tier ${JSON.stringify(tier)}; configured: ${config.tierNames.join(', ') || '(none)'}`,
+    )
+  }
+  const entry = config.lookup(policy, tier)
+  if (entry === undefined) {
+    throw new ClientError(
+      'unknown_policy',
+      `${where}: unknown policy ${JSON.stringify(policy)}; configured: ${config.policyNames.join(', ')}`,
+    )
+  }
+  return entry
+}
+
+export function checkKey(key: unknown, where: string): string {
+  if (typeof key !== 'string' || key.length === 0)
+    throw new ClientError('invalid_key', `${where}: key must be a non-empty string`)
+  // Cheap bound first: a UTF-8 string takes at most 3 bytes per UTF-16 unit.
+  if (key.length * 3 > MAX_KEY_BYTES && Buffer.byteLength(key) > MAX_KEY_BYTES)
+    throw new ClientError('key_too_long', `${where}: key is over ${MAX_KEY_BYTES} bytes`)
+  return key
+}
+
+export function checkCost(cost: unknown, entry: PolicyEntry, where: string): number {
+  if (cost === undefined) return 1
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost <= 0)
+    throw new ClientError(
+      'invalid_cost',
+      `${where}: cost must be a positive whole number, got ${JSON.stringify(cost)}`,
+    )
+  if (cost > entry.resolved.capacity) {
+    throw new ClientError(
+      'invalid_cost',
+      `${where}: cost ${cost} can never be admitted by policy ${entry.name} (capacity ${entry.resolved.capacity})`,
+    )
+  }
+  return cost
+}
+
+const SINGLE_FIELDS = new Set(['policy', 'key', 'cost', 'tier'])
+const LAYERED_FIELDS = new Set(['checks', 'tier'])
+
+/** A validated decision request: limiter checks (internal policy names) and the entries they use. */
+export interface DecisionRequest {
+  readonly layered: boolean
+  readonly checks: Check[]
+  readonly entries: PolicyEntry[]
+}
+
+/**
+ * `{"policy","key","cost"?,"tier"?}` or `{"checks":[...],"tier"?}` (a check's own tier wins).
+ * Throws ClientError for every mistake.
+ */
+export function parseDecisionRequest(config: ServiceConfig, body: unknown): DecisionRequest {
+  if (!isRecord(body))
+    throw new ClientError('invalid_body', 'the body must be a JSON object: {"policy":"api","key":"user-42"}')
+  if (body.checks === undefined) {
+    rejectUnknown(body, SINGLE_FIELDS, 'body')
+    const entry = entryFor(config, body.policy, body.tier, 'body')
+    const key = checkKey(body.key, 'body')
+    const cost = checkCost(body.cost, entry, 'body')
+    return { layered: false, checks: [{ policy: entry.internalName, key, cost }], entries: [entry] }
+  }
+  rejectUnknown(body, LAYERED_FIELDS, 'body')
+  const list = body.checks
+  if (!Array.isArray(list) || list.length === 0 || list.length > MAX_CHECKS) {
+    throw new ClientError(
+      'invalid_body',
+      `checks must be an array of 1 to ${MAX_CHECKS} {"policy","key","cost"?,"tier"?}`,
+    )
+  }
+  const checks: Check[] = []
+  const entries: PolicyEntry[] = []
+  const seen = new Set<string>()
+  for (let i = 0; i < list.length; i++) {
+    const where = `checks[${i}]`
+    const item: unknown = list[i]
+    if (!isRecord(item)) throw new ClientError('invalid_body', `${where}: must be an object {"policy","key"}`)
+    rejectUnknown(item, SINGLE_FIELDS, where)
+    const entry = entryFor(config, item.policy, item.tier ?? body.tier, where)
+    const key = checkKey(item.key, where)
+    const cost = checkCost(item.cost, entry, where)
+    const id = `${entry.name}\u0000${key}`
+    if (seen.has(id)) {
+      throw new ClientError(
+        'duplicate_check',
+        `${where}: policy ${entry.name} with key ${JSON.stringify(key)} is already checked; merge them into one check with the summed cost`,
+      )
+    }
+    seen.add(id)
+    checks.push({ policy: entry.internalName, key, cost })
+    entries.push(entry)
+  }
+  return { layered: true, checks, entries }
+}
+
+const ADMIN_FIELDS = { reset: new Set(['policy', 'key']), block: new Set(['policy', 'key', 'duration']) }
+
+/** `/v1/reset` `{"policy","key"}` and `/v1/block` `{"policy","key","duration"}`: every tier of the policy. */
+export function parseAdminRequest(
+  config: ServiceConfig,
+  body: unknown,
+  kind: 'reset' | 'block',
+): { entries: PolicyEntry[]; key: string; duration: unknown } {
+  if (!isRecord(body))
+    throw new ClientError('invalid_body', 'the body must be a JSON object: {"policy","key"}')
+  rejectUnknown(body, ADMIN_FIELDS[kind], 'body')
+  const base = entryFor(config, body.policy, undefined, 'body')
+  const key = checkKey(body.key, 'body')
+  if (kind === 'block' && body.duration === undefined)
+    throw new ClientError('invalid_duration', 'body: duration is required, e.g. "15m"')
+  const entries = [...config.entries.values()].filter((e) => e.name === base.name)
+  return { entries, key, duration: body.duration }
+}

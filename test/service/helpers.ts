@@ -1,0 +1,69 @@
+// Shared pieces of the service tests: free ports, an in-process service, JSON requests.
+import { createServer } from 'node:net'
+import { pino } from 'pino'
+import { parseConfig } from '../../src/server/config.js'
+import type { Service, ServiceOptions } from '../../src/server/service.js'
+import { createService } from '../../src/server/service.js'
+
+export const quietLogger = pino({ level: 'silent' })
+
+/** A free TCP port below 32768 (outside the ephemeral range that TIME-WAIT sockets hold). */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000)
+    const ok = await new Promise<boolean>((resolve) => {
+      const probe = createServer()
+      probe.once('error', () => resolve(false))
+      probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)))
+    })
+    if (ok) return port
+  }
+  throw new Error('no free port found below 32768')
+}
+
+export interface Running {
+  service: Service
+  url: string
+}
+
+/** Start a service from YAML text on 127.0.0.1, port 0. */
+export async function startService(
+  yaml: string,
+  extra: Omit<ServiceOptions, 'config'> = {},
+): Promise<Running> {
+  const service = createService({ config: parseConfig(yaml, 'test.yaml'), logger: quietLogger, ...extra })
+  const { url } = await service.listen(0)
+  return { service, url }
+}
+
+export interface JsonResponse {
+  status: number
+  headers: Headers
+  body: Record<string, unknown>
+}
+
+/** POST a body (an object is JSON-encoded, a string is sent as is) and parse the JSON answer. */
+export async function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<JsonResponse> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  })
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> }
+}
+
+export async function get(url: string, headers: Record<string, string> = {}): Promise<JsonResponse> {
+  const res = await fetch(url, { headers })
+  const text = await res.text()
+  let body: Record<string, unknown> = {}
+  try {
+    body = JSON.parse(text) as Record<string, unknown>
+  } catch {
+    body = { text }
+  }
+  return { status: res.status, headers: res.headers, body }
+}
