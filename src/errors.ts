@@ -11,6 +11,7 @@ export type SluiceErrorCode =
   | 'SLUICE_STORE_ERROR'
   | 'SLUICE_STORE_TIMEOUT'
   | 'SLUICE_STORE_CLOSED'
+  | 'SLUICE_STORE_UNAVAILABLE'
 
 /** Base class of every error Sluice throws on purpose. `code` is stable across versions. */
 export class SluiceError extends Error {
@@ -68,5 +69,19 @@ export class InvalidOptionsError extends SluiceError {
 export class StoreError extends SluiceError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('SLUICE_STORE_ERROR', message, options)
+  }
+}
+
+/** The store did not answer within the limiter's `storeTimeout`. */
+export class StoreTimeoutError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_STORE_TIMEOUT', message)
+  }
+}
+
+/** The store was not called: its circuit breaker is open or too many calls are already in flight. */
+export class StoreUnavailableError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SLUICE_STORE_UNAVAILABLE', message, options)
   }
 }
