@@ -1,0 +1,233 @@
+// Fault tests against real redis-server processes: SIGKILL under load (each mode), SIGSTOP (hang),
+// SCRIPT FLUSH under load. Each test starts its own server (the shared one from the test harness
+// must not be killed under other suites) and stops it whatever happens.
+import type { Redis } from 'ioredis'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createLimiter, type Limiter } from '../../src/limiter.js'
+import type { StoreErrorMode } from '../../src/policy.js'
+import { redisStore } from '../../src/stores/redis/index.js'
+import { limiterClient, offlineQueueLength } from './clients.js'
+import { type Sample, sleep, startLoad } from './load.js'
+import { type RedisProcess, startRedisProcess } from './redis-process.js'
+import { percentile, record, round } from './results.js'
+
+const TIMEOUT_MS = 50
+const IN_FLIGHT = 64
+const KEYS = ['k0', 'k1', 'k2', 'k3']
+// Token bucket, 100 per hour with a burst of 50: almost no refill during a test, so the memory
+// fallback's share (burst / instances) is an exact ceiling on what it admits per key.
+const INSTANCES = 2
+const MEMORY_SHARE = Math.ceil(50 / INSTANCES)
+
+let cleanup: (() => Promise<void>)[] = []
+afterEach(async () => {
+  const tasks = cleanup.reverse()
+  cleanup = []
+  for (const task of tasks) await task().catch(() => {})
+})
+
+async function setup(
+  mode: StoreErrorMode,
+): Promise<{ redis: RedisProcess; client: Redis; limiter: Limiter }> {
+  const redis = await startRedisProcess()
+  cleanup.push(() => redis.stop())
+  const client = await limiterClient(redis.port)
+  cleanup.push(async () => client.disconnect())
+  const limiter = createLimiter({
+    store: redisStore(client, { prefix: `fault-${mode}` }),
+    onStoreError: mode,
+    storeTimeout: TIMEOUT_MS,
+    breaker: { failures: 5, cooldown: '500ms' },
+    instances: INSTANCES,
+    logger: { warn() {} },
+    policies: {
+      wide: { algorithm: 'token-bucket', limit: 10_000_000, window: '1h' },
+      tight: { algorithm: 'token-bucket', limit: 100, window: '1h', burst: 50 },
+    },
+  })
+  cleanup.push(() => limiter.close())
+  return { redis, client, limiter }
+}
+
+function latencyStats(samples: readonly Sample[]) {
+  const latencies = samples.map((s) => s.latencyMs)
+  return {
+    p99: percentile(latencies, 99),
+    max: latencies.length === 0 ? 0 : Math.max(...latencies),
+    late: latencies.filter((l) => l > TIMEOUT_MS + 10).length,
+  }
+}
+
+describe('Redis killed (SIGKILL) under load, 64 in flight', () => {
+  for (const mode of ['open', 'closed', 'memory'] as const) {
+    it(`onStoreError: ${mode}`, async () => {
+      const { redis, client, limiter } = await setup(mode)
+      const policy = mode === 'memory' ? 'tight' : 'wide'
+      const load = startLoad(limiter, { policy, keys: KEYS, inFlight: IN_FLIGHT })
+      try {
+        await sleep(500)
+        const killedAt = load.now()
+        redis.signal('SIGKILL')
+        await load.waitFor((s) => s.degraded, killedAt, 1000)
+        await sleep(200)
+        const outageHealth = limiter.health()
+        let offlinePeak = 0
+        for (let i = 0; i < 10; i++) {
+          offlinePeak = Math.max(offlinePeak, offlineQueueLength(client))
+          await sleep(100)
+        }
+        const repairedAt = load.now()
+        await redis.restart()
+        const back = await load.waitFor((s) => !s.degraded, repairedAt, 5000)
+        const recoveryMs = back.at + back.latencyMs - repairedAt
+        await sleep(300)
+        const samples = await load.stop()
+        const healthAfter = limiter.health()
+
+        const outage = samples.filter((s) => s.at >= killedAt && s.at < back.at)
+        const degraded = samples.filter((s) => s.degraded)
+        const threw = samples.filter((s) => s.reason === 'threw')
+        const unavailable = samples.filter((s) => s.reason === 'store_unavailable')
+        const { p99, max, late } = latencyStats(samples)
+        const admittedInMemory = new Map<string, number>()
+        for (const s of degraded)
+          if (s.allowed) admittedInMemory.set(s.key, (admittedInMemory.get(s.key) ?? 0) + 1)
+        const rule =
+          mode === 'open'
+            ? `all ${degraded.length} degraded decisions admitted`
+            : mode === 'closed'
+              ? `all ${degraded.length} degraded decisions denied with store_unavailable (503)`
+              : `memory fallback admitted at most ${Math.max(0, ...admittedInMemory.values())} per key (share ${MEMORY_SHARE} = burst 50 / ${INSTANCES} instances)`
+        record('standalone', {
+          fault: 'SIGKILL redis-server under load (64 in flight), restart after ~1.2 s',
+          mode,
+          clientsSaw: `${rule}; health during outage: ${outageHealth.status}; no call threw; ${late} decisions over timeout+10 ms`,
+          decisions: samples.length,
+          degraded: degraded.length,
+          unavailable: unavailable.length,
+          failed: threw.length + late,
+          p99Ms: round(p99),
+          maxMs: round(max),
+          recoveryMs: Math.round(recoveryMs),
+          notes: `storeTimeout ${TIMEOUT_MS} ms, breaker 5 failures / 500 ms; ioredis offline queue peak ${offlinePeak}`,
+        })
+
+        expect(threw).toEqual([])
+        expect(outage.length).toBeGreaterThan(0)
+        expect(degraded.length).toBeGreaterThan(0)
+        expect(max).toBeLessThanOrEqual(TIMEOUT_MS + 10)
+        expect(recoveryMs).toBeLessThan(2000)
+        expect(offlinePeak).toBe(0)
+        expect(healthAfter.status).toBe('ok')
+        if (mode === 'open') {
+          expect(degraded.every((s) => s.allowed)).toBe(true)
+          expect(unavailable).toEqual([])
+          expect(outageHealth.status).toBe('degraded')
+        } else if (mode === 'closed') {
+          expect(degraded.every((s) => !s.allowed && s.reason === 'store_unavailable')).toBe(true)
+          expect(outageHealth.status).toBe('down')
+        } else {
+          expect(unavailable).toEqual([])
+          for (const count of admittedInMemory.values()) expect(count).toBeLessThanOrEqual(MEMORY_SHARE)
+          expect(degraded.some((s) => !s.allowed && s.reason === 'limit')).toBe(true)
+          expect(outageHealth.status).toBe('degraded')
+        }
+        // After recovery every decision is Redis's again.
+        expect(samples.filter((s) => s.at > back.at + 100 && s.degraded)).toEqual([])
+      } finally {
+        await load.stop()
+      }
+    }, 20_000)
+  }
+})
+
+describe('Redis paused (SIGSTOP) under load: a hang', () => {
+  it('timeouts and the breaker keep latency bounded; SIGCONT recovers', async () => {
+    const { redis, limiter } = await setup('open')
+    const load = startLoad(limiter, { policy: 'wide', keys: KEYS, inFlight: IN_FLIGHT })
+    try {
+      await sleep(500)
+      const stoppedAt = load.now()
+      redis.signal('SIGSTOP')
+      await sleep(2000)
+      const hangHealth = limiter.health()
+      const resumedAt = load.now()
+      redis.signal('SIGCONT')
+      const back = await load.waitFor((s) => !s.degraded, resumedAt, 3000)
+      const recoveryMs = back.at + back.latencyMs - resumedAt
+      await sleep(300)
+      const samples = await load.stop()
+      const hang = samples.filter((s) => s.at >= stoppedAt && s.at < resumedAt)
+      const degraded = samples.filter((s) => s.degraded)
+      const { p99, max, late } = latencyStats(samples)
+      const hangP99 = percentile(
+        hang.map((s) => s.latencyMs),
+        99,
+      )
+      const timeouts = limiter.health().counts.timeouts
+      record('standalone', {
+        fault: 'SIGSTOP redis-server for 2 s under load (64 in flight), then SIGCONT',
+        mode: 'open',
+        clientsSaw: `${hang.length} decisions during the hang, all admitted (degraded), p99 ${round(hangP99)} ms during the hang; ${timeouts} calls timed out, the rest skipped by the open circuit; health: ${hangHealth.status}`,
+        decisions: samples.length,
+        degraded: degraded.length,
+        unavailable: 0,
+        failed: samples.filter((s) => s.reason === 'threw').length + late,
+        p99Ms: round(p99),
+        maxMs: round(max),
+        recoveryMs: Math.round(recoveryMs),
+        notes: `storeTimeout ${TIMEOUT_MS} ms, breaker 5 failures / 500 ms`,
+      })
+      expect(samples.filter((s) => s.reason === 'threw')).toEqual([])
+      expect(hang.length).toBeGreaterThan(100)
+      expect(hang.every((s) => s.allowed)).toBe(true)
+      expect(max).toBeLessThanOrEqual(TIMEOUT_MS + 10)
+      // The breaker opened: far fewer timeouts than decisions made during the hang.
+      expect(timeouts).toBeLessThan(hang.length / 10)
+      expect(hangHealth).toMatchObject({ status: 'degraded', circuit: 'open' })
+      expect(recoveryMs).toBeLessThan(2000)
+    } finally {
+      redis.signal('SIGCONT')
+      await load.stop()
+    }
+  }, 20_000)
+})
+
+describe('SCRIPT FLUSH under load', () => {
+  it('no failed and no degraded decision: NOSCRIPT is reloaded by the store', async () => {
+    const { redis, limiter } = await setup('closed')
+    const admin = await limiterClient(redis.port)
+    cleanup.push(async () => admin.disconnect())
+    const load = startLoad(limiter, { policy: 'wide', keys: KEYS, inFlight: IN_FLIGHT })
+    let flushes = 0
+    try {
+      await sleep(200)
+      for (let i = 0; i < 10; i++) {
+        await admin.script('FLUSH')
+        flushes++
+        await sleep(100)
+      }
+      await sleep(200)
+    } finally {
+      await load.stop()
+    }
+    const samples = load.samples
+    const bad = samples.filter((s) => s.degraded || !s.allowed)
+    const { p99, max } = latencyStats(samples)
+    record('standalone', {
+      fault: `SCRIPT FLUSH x${flushes} under load (64 in flight)`,
+      mode: 'closed',
+      clientsSaw: `${samples.length - bad.length} of ${samples.length} decisions from Redis, ${bad.length} degraded or denied`,
+      decisions: samples.length,
+      degraded: samples.filter((s) => s.degraded).length,
+      unavailable: samples.filter((s) => s.reason === 'store_unavailable').length,
+      failed: samples.filter((s) => s.reason === 'threw').length,
+      p99Ms: round(p99),
+      maxMs: round(max),
+      recoveryMs: null,
+      notes: 'closed mode, so any failed script call would show as a store_unavailable denial',
+    })
+    expect(samples.length).toBeGreaterThan(500)
+    expect(bad).toEqual([])
+  }, 20_000)
+})
