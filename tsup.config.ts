@@ -5,9 +5,10 @@ export default defineConfig({
   entry: {
     index: 'src/index.ts',
     cli: 'src/cli.ts',
+    redis: 'src/stores/redis/index.ts',
   },
   format: ['esm', 'cjs'],
-  dts: { entry: { index: 'src/index.ts' } },
+  dts: { entry: { index: 'src/index.ts', redis: 'src/stores/redis/index.ts' } },
   target: 'node20',
   platform: 'node',
   sourcemap: true,

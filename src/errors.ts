@@ -72,6 +72,13 @@ export class StoreError extends SluiceError {
   }
 }
 
+/** A call on a store after `close()`. */
+export class StoreClosedError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_STORE_CLOSED', message)
+  }
+}
+
 /** The store did not answer within the limiter's `storeTimeout`. */
 export class StoreTimeoutError extends SluiceError {
   constructor(message: string) {

@@ -1,0 +1,57 @@
+-- Sluice apply: evaluate 1..N steps of any algorithms; with mode "consume", commit all of them only
+-- if every step admits (all or nothing). One atomic call per hash slot.
+-- KEYS: per step, the state key then the block key (all in one hash slot).
+-- ARGV: mode ("consume" | "peek"), now (ms, or "" for the Redis clock), slack (extra TTL ms),
+--       then per step: algorithm, limit, windowMs, capacity, cost, leaseId.
+-- Reply: per step 5 integers: allowed (0/1), remaining, resetMs, retryAfterMs, blocked (0/1).
+
+--- @include "common"
+--- @include "fixed-window"
+--- @include "sliding-window-log"
+--- @include "sliding-window-counter"
+--- @include "token-bucket"
+--- @include "gcra"
+--- @include "concurrency"
+
+local peek = ARGV[1] == 'peek'
+local now = clock(ARGV[2])
+local slack = tonumber(ARGV[3])
+local steps = read_steps(4)
+if steps.err then
+  return steps
+end
+
+local states, results = {}, {}
+local all = true
+for i, step in ipairs(steps) do
+  local blocked_until, state = load(step, now)
+  states[i] = state
+  if blocked_until > now then
+    local left = blocked_until - now
+    results[i] = { blocked = true, allowed = false, remaining = 0, reset = left, retry = left }
+  else
+    results[i] = step.algorithm.consume(step, state, now, peek)
+  end
+  all = all and results[i].allowed
+end
+
+if not peek then
+  for i, step in ipairs(steps) do
+    if all then
+      step.algorithm.save(step, results[i].state, now, slack)
+    elseif results[i].allowed then
+      -- Nothing is charged: layers that would admit report their state as it is.
+      results[i] = step.algorithm.consume(step, states[i], now, true)
+    end
+  end
+end
+
+local reply = {}
+for _, r in ipairs(results) do
+  reply[#reply + 1] = r.allowed and 1 or 0
+  reply[#reply + 1] = r.remaining
+  reply[#reply + 1] = r.reset
+  reply[#reply + 1] = r.retry
+  reply[#reply + 1] = r.blocked and 1 or 0
+end
+return reply

@@ -1,0 +1,212 @@
+// Starts real redis-server processes for tests and benchmarks: one standalone server, or a
+// 3-master/3-replica Redis Cluster, on free ports below 32768 (cluster bus = port + 10000 <= 32767).
+// Every server is a child process killed on stop(), on process exit and on SIGINT/SIGTERM.
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+
+const run = promisify(execFile)
+
+export interface RedisServer {
+  port: number
+  url: string
+  stop(): Promise<void>
+}
+
+export interface RedisClusterServers {
+  /** All six node ports; masters and replicas are assigned by `redis-cli --cluster create`. */
+  ports: number[]
+  /** `redis://127.0.0.1:port` of each node. */
+  urls: string[]
+  /** Nodes for ioredis `new Cluster(nodes)`. */
+  nodes: { host: string; port: number }[]
+  /** Data directory: nodes-PORT.conf, redis-PORT.log. */
+  dir: string
+  /** The server process of a node (to kill it in failover tests). */
+  process(port: number): ChildProcess
+  stop(): Promise<void>
+}
+
+const live = new Set<ChildProcess>()
+let hooked = false
+
+function hookExit(): void {
+  if (hooked) return
+  hooked = true
+  const killAll = () => {
+    for (const child of live) child.kill('SIGKILL')
+  }
+  process.on('exit', killAll)
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      killAll()
+      process.exit(130)
+    })
+  }
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+const taken = new Set<number>()
+
+/** A free port in [10000, 22767] whose cluster bus port (+10000) is free too. */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 10_000 + Math.floor(Math.random() * 12_768)
+    if (taken.has(port)) continue
+    if ((await portFree(port)) && (await portFree(port + 10_000))) {
+      taken.add(port)
+      return port
+    }
+  }
+  throw new Error('redis-harness: no free port found below 22768')
+}
+
+export async function redisCli(port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])
+  return stdout.trim()
+}
+
+async function waitFor(what: string, timeoutMs: number, test: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    try {
+      if (await test()) return
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`redis-harness: timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+function startServer(port: number, dir: string, extra: string[]): ChildProcess {
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    '--logfile',
+    join(dir, `redis-${port}.log`),
+    ...extra,
+  ]
+  const child = spawn('redis-server', args, { stdio: 'ignore' })
+  live.add(child)
+  child.once('exit', () => live.delete(child))
+  hookExit()
+  return child
+}
+
+async function stopServer(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  child.kill('SIGKILL')
+  await exited
+}
+
+async function startNode(dir: string, extra: (port: number) => string[]): Promise<[number, ChildProcess]> {
+  for (let attempt = 0; ; attempt++) {
+    const port = await freePort()
+    const child = startServer(port, dir, extra(port))
+    try {
+      await waitFor(`redis-server on ${port}`, 5000, async () => (await redisCli(port, 'PING')) === 'PONG')
+      return [port, child]
+    } catch (error) {
+      // Another process took the port between the check and the start: try another one.
+      await stopServer(child)
+      if (attempt >= 3) throw error
+    }
+  }
+}
+
+/** Start one standalone redis-server on a free port. */
+export async function startRedis(): Promise<RedisServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-redis-'))
+  const [port, child] = await startNode(dir, () => [])
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      await stopServer(child)
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** Start a 3-master, 3-replica Redis Cluster on free ports and wait until it serves every slot. */
+export async function startCluster(): Promise<RedisClusterServers> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-cluster-'))
+  const children = new Map<number, ChildProcess>()
+  const stop = async () => {
+    await Promise.all([...children.values()].map(stopServer))
+    rmSync(dir, { recursive: true, force: true })
+  }
+  try {
+    const started = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        startNode(dir, (port) => [
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(dir, `nodes-${port}.conf`),
+          '--cluster-node-timeout',
+          '2000',
+          '--repl-diskless-sync-delay',
+          '0',
+        ]),
+      ),
+    )
+    for (const [port, child] of started) children.set(port, child)
+    const ports = started.map(([port]) => port)
+    await run('redis-cli', [
+      '--cluster',
+      'create',
+      ...ports.map((p) => `127.0.0.1:${p}`),
+      '--cluster-replicas',
+      '1',
+      '--cluster-yes',
+    ])
+    await waitFor('cluster_state:ok on every node', 20_000, async () => {
+      const infos = await Promise.all(ports.map((p) => redisCli(p, 'CLUSTER', 'INFO')))
+      return infos.every((info) => info.includes('cluster_state:ok'))
+    })
+    return {
+      ports,
+      urls: ports.map((p) => `redis://127.0.0.1:${p}`),
+      nodes: ports.map((port) => ({ host: '127.0.0.1', port })),
+      dir,
+      process(port) {
+        const child = children.get(port)
+        if (child === undefined) throw new Error(`redis-harness: no cluster node on ${port}`)
+        return child
+      },
+      stop,
+    }
+  } catch (error) {
+    await stop()
+    throw error
+  }
+}
+
+/** Wait until every replica of the cluster reports `master_link_status:up` (before killing a master). */
+export async function waitForReplicas(cluster: RedisClusterServers, timeoutMs = 10_000): Promise<void> {
+  await waitFor('replicas in sync', timeoutMs, async () => {
+    const infos = await Promise.all(cluster.ports.map((p) => redisCli(p, 'INFO', 'replication')))
+    return infos.every((info) => info.includes('role:master') || info.includes('master_link_status:up'))
+  })
+}
