@@ -154,14 +154,19 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     return new Promise<Outcome<T>>((resolve) => {
       let settled = false
       const timer = setTimeout(() => {
-        if (settled) return
-        settled = true
-        counts.timeouts++
-        const error = new StoreTimeoutError(
-          `store ${store.name}: ${what} took longer than ${settings.timeoutMs} ms (storeTimeout)`,
-        )
-        failed(probe, error)
-        resolve({ ok: false, error })
+        // Decide in the check phase, after this loop iteration has polled the sockets: when our own
+        // event loop was stalled, the reply may be waiting unread, and a stall of this process is
+        // no failure of the store.
+        setImmediate(() => {
+          if (settled) return
+          settled = true
+          counts.timeouts++
+          const error = new StoreTimeoutError(
+            `store ${store.name}: ${what} took longer than ${settings.timeoutMs} ms (storeTimeout)`,
+          )
+          failed(probe, error)
+          resolve({ ok: false, error })
+        })
       }, settings.timeoutMs)
       timer.unref?.()
       // Both handlers are attached at once, so a call that fails after its timeout is still caught.

@@ -27,6 +27,7 @@ export async function limiterCluster(nodes: { host: string; port: number }[]): P
     retryDelayOnClusterDown: 50,
     retryDelayOnTryAgain: 50,
     slotsRefreshTimeout: 500,
+    slotsRefreshInterval: 1000,
     redisOptions: { autoResendUnfulfilledCommands: false, maxRetriesPerRequest: 0, connectTimeout: 500 },
   })
   cluster.on('error', () => {})

@@ -1,6 +1,7 @@
-// A load loop for fault tests: `inFlight` workers, each sending one decision after another, every
-// decision timed and kept. Each worker yields to the event loop between decisions, so that timers
-// (the fault schedule, timeouts) run even when decisions come back without I/O (circuit open).
+// A load loop for fault tests: `inFlight` workers (clients), each sending one decision after
+// another with a short think time, every decision timed and kept. The think time also yields to
+// the event loop, so timers (the fault schedule, timeouts) run when decisions need no I/O.
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import type { Decision, Limiter } from '../../src/limiter.js'
 
 export interface Sample {
@@ -17,6 +18,11 @@ export interface Load {
   readonly samples: Sample[]
   /** ms since the load started. */
   now(): number
+  /**
+   * The longest the event loop was blocked (ms) while the load ran: on a shared machine, CPU
+   * starvation delays every decision by this much, whatever the limiter does.
+   */
+  loopDelayMaxMs(): number
   /** Resolves once a decision that started after `since` (load ms) matches `test`, or rejects after `timeoutMs`. */
   waitFor(test: (s: Sample) => boolean, since: number, timeoutMs: number): Promise<Sample>
   stop(): Promise<Sample[]>
@@ -24,12 +30,14 @@ export interface Load {
 
 export function startLoad(
   limiter: Limiter,
-  options: { policy: string; keys: readonly string[]; inFlight: number },
+  options: { policy: string; keys: readonly string[]; inFlight: number; thinkMs?: number },
 ): Load {
   const origin = performance.now()
   const samples: Sample[] = []
   let stopped = false
   const now = () => performance.now() - origin
+  const loopDelay = monitorEventLoopDelay({ resolution: 5 })
+  loopDelay.enable()
 
   async function worker(index: number): Promise<void> {
     let n = index
@@ -49,7 +57,9 @@ export function startLoad(
       } catch {
         samples.push({ at, latencyMs: now() - at, key, allowed: false, degraded: false, reason: 'threw' })
       }
-      await new Promise((resolve) => setImmediate(resolve))
+      // A client's think time between two requests; without it, decisions answered without I/O
+      // (circuit open) would spin the CPU that the Redis servers of the test share.
+      await new Promise((resolve) => setTimeout(resolve, options.thinkMs ?? 2))
     }
   }
   const workers = Array.from({ length: options.inFlight }, (_, i) => worker(i))
@@ -57,6 +67,7 @@ export function startLoad(
   return {
     samples,
     now,
+    loopDelayMaxMs: () => loopDelay.max / 1e6,
     async waitFor(test, since, timeoutMs) {
       const deadline = now() + timeoutMs
       let scanned = 0
@@ -72,6 +83,7 @@ export function startLoad(
     async stop() {
       stopped = true
       await Promise.all(workers)
+      loopDelay.disable()
       return samples
     },
   }

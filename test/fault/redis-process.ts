@@ -2,9 +2,10 @@
 // port. Every process started here is killed when the test process exits, whatever happens.
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer, Socket } from 'node:net'
+import { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { freePort } from '../helpers/redis-harness.js'
 
 const live = new Set<ChildProcess>()
 process.once('exit', () => {
@@ -20,20 +21,6 @@ export interface RedisProcess {
   restart(): Promise<void>
   /** Kill it for good and remove its folder. */
   stop(): Promise<void>
-}
-
-/** A free port below the ephemeral range (ENV-NOTES), checked by listening on it. */
-export async function freePort(low = 20_000, high = 30_000): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = low + Math.floor(Math.random() * (high - low))
-    const ok = await new Promise<boolean>((resolve) => {
-      const server = createServer()
-      server.once('error', () => resolve(false))
-      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
-    })
-    if (ok) return port
-  }
-  throw new Error('no free port found between 20000 and 30000')
 }
 
 /** Resolves when something accepts connections on the port and answers PING. */
