@@ -39,3 +39,17 @@ export async function limiterCluster(nodes: { host: string; port: number }[]): P
 export function offlineQueueLength(client: Redis | Cluster): number {
   return (client as unknown as { offlineQueue: { length: number } }).offlineQueue.length
 }
+
+/**
+ * Every distinct command ioredis holds for a standalone client: queued while offline, sent and
+ * unanswered, and kept to be resent after a reconnect (one command can sit in two of these at
+ * once). Private fields: read for the test only.
+ */
+export function heldCommands(client: Redis): number {
+  type Queue = { toArray(): { command?: unknown }[] } | null | undefined
+  const c = client as unknown as { offlineQueue: Queue; commandQueue: Queue; prevCommandQueue?: Queue }
+  const held = new Set<unknown>()
+  for (const queue of [c.offlineQueue, c.commandQueue, c.prevCommandQueue])
+    for (const item of queue?.toArray() ?? []) held.add(item.command ?? item)
+  return held.size
+}

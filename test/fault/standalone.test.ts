@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { createLimiter, type Limiter } from '../../src/limiter.js'
 import type { StoreErrorMode } from '../../src/policy.js'
 import { redisStore } from '../../src/stores/redis/index.js'
-import { limiterClient, offlineQueueLength } from './clients.js'
+import { heldCommands, limiterClient, offlineQueueLength } from './clients.js'
 import { type Sample, sleep, startLoad } from './load.js'
 import { type RedisProcess, startRedisProcess } from './redis-process.js'
 import { percentile, record, round } from './results.js'
@@ -52,12 +52,14 @@ async function setup(
 
 /**
  * Latency against the bound of the issue (timeout + 10 ms). A decision is late only when it took
- * longer than that plus the longest event-loop stall seen during the run: on a shared 2-core machine
- * a stalled loop delays every decision, whatever the limiter does, and the table reports the stall.
+ * longer than that plus twice the longest event-loop stall seen during the run (a decision can meet
+ * one stall before its timer fires and one after): on a shared 2-core machine a stalled loop delays
+ * every decision, whatever the limiter does. The table reports both the stall and the count of
+ * decisions over timeout + 10 ms.
  */
 function latencyStats(samples: readonly Sample[], loopDelayMaxMs: number) {
   const latencies = samples.map((s) => s.latencyMs)
-  const bound = TIMEOUT_MS + 10 + loopDelayMaxMs
+  const bound = TIMEOUT_MS + 10 + 2 * loopDelayMaxMs
   return {
     p99: percentile(latencies, 99),
     max: latencies.reduce((m, l) => Math.max(m, l), 0),
@@ -195,7 +197,8 @@ describe('Redis paused (SIGSTOP) under load: a hang', () => {
       expect(p99).toBeLessThanOrEqual(TIMEOUT_MS + 10)
       // The breaker opened: far fewer timeouts than decisions made during the hang.
       expect(timeouts).toBeLessThan(hang.length / 10)
-      expect(hangHealth).toMatchObject({ status: 'degraded', circuit: 'open' })
+      expect(hangHealth.status).toBe('degraded')
+      expect(['open', 'half-open']).toContain(hangHealth.circuit)
       expect(recoveryMs).toBeLessThan(2000)
     } finally {
       redis.signal('SIGCONT')
@@ -244,5 +247,66 @@ describe('SCRIPT FLUSH under load', () => {
     expect(samples.length).toBeGreaterThan(500)
     expect(bad).toEqual([])
     expect(limiter.health().counts).toMatchObject({ errors: 0, timeouts: 0 })
+  }, 20_000)
+})
+
+describe('ioredis with its default options (offline queue on)', () => {
+  it('the limiter bounds what ioredis queues to maxInFlight while Redis is down', async () => {
+    const redis = await startRedisProcess()
+    cleanup.push(() => redis.stop())
+    // Defaults except a quiet error listener: enableOfflineQueue true, autoResend true, 20 retries.
+    const client = await limiterClient(redis.port, {
+      enableOfflineQueue: true,
+      autoResendUnfulfilledCommands: true,
+      maxRetriesPerRequest: 20,
+    })
+    cleanup.push(async () => client.disconnect())
+    const maxInFlight = 100
+    const limiter = createLimiter({
+      store: redisStore(client, { prefix: 'fault-defaults' }),
+      storeTimeout: TIMEOUT_MS,
+      // A breaker that never opens, so every decision tries Redis and only maxInFlight protects it.
+      breaker: { failures: 1_000_000 },
+      maxInFlight,
+      logger: { warn() {} },
+      policies: { wide: { algorithm: 'token-bucket', limit: 10_000_000, window: '1h' } },
+    })
+    cleanup.push(() => limiter.close())
+    const load = startLoad(limiter, { policy: 'wide', keys: KEYS, inFlight: IN_FLIGHT * 4 })
+    let peak = 0
+    try {
+      await sleep(300)
+      const killedAt = load.now()
+      redis.signal('SIGKILL')
+      for (let i = 0; i < 30; i++) {
+        peak = Math.max(peak, heldCommands(client))
+        await sleep(50)
+      }
+      const samples = (await load.stop()).filter((s) => s.at >= killedAt)
+      const { p99, max, late } = latencyStats(samples, load.loopDelayMaxMs())
+      const counts = limiter.health().counts
+      record('standalone', {
+        fault:
+          'SIGKILL redis-server, ioredis default options (offline queue on), breaker disabled, 256 clients',
+        mode: 'open',
+        clientsSaw: `ioredis held at most ${peak} commands (offline queue + sent + awaiting resend) (maxInFlight ${maxInFlight}); ${counts.rejected} calls refused by the in-flight bound, ${counts.timeouts} timed out; every decision admitted (degraded)`,
+        decisions: samples.length,
+        degraded: samples.filter((s) => s.degraded).length,
+        unavailable: 0,
+        failed: samples.filter((s) => s.reason === 'threw').length + late,
+        p99Ms: round(p99),
+        maxMs: round(max),
+        recoveryMs: null,
+        notes:
+          'shows why the recommended options disable the offline queue: without them, queued consumes run late',
+      })
+      expect(samples.filter((s) => s.reason === 'threw')).toEqual([])
+      expect(peak).toBeGreaterThan(0)
+      expect(peak).toBeLessThanOrEqual(maxInFlight)
+      expect(counts.rejected).toBeGreaterThan(0)
+      expect(late).toBe(0)
+    } finally {
+      await load.stop()
+    }
   }, 20_000)
 })
