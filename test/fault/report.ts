@@ -1,5 +1,6 @@
 // Builds the fault table of docs/reliability.md from what the fault tests recorded in
 // test/fault/.results/*.json. Run: npm run test:fault && npm run docs:reliability
+import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -49,4 +50,6 @@ if (start < 0 || end < start) {
   process.exit(1)
 }
 writeFileSync(DOC, `${doc.slice(0, start + START.length)}\n${table(rows)}\n${doc.slice(end)}`)
+// The project's formatter owns the layout of markdown tables too (npm test runs biome check).
+execFileSync('npx', ['biome', 'format', '--write', DOC], { stdio: 'ignore' })
 console.log(`docs/reliability.md: ${rows.length} rows from ${files.join(', ')}`)
