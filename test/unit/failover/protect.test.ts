@@ -170,6 +170,25 @@ describe('protectStore through the limiter', () => {
     await protectedStore.close()
   })
 
+  it('a reply that arrived while our own event loop was stalled is not a timeout', async () => {
+    const store = switchableStore('hang')
+    const protectedStore = protectStore(store, { timeoutMs: 30, onStoreError: 'closed' })
+    const policy = resolvePolicy('p', { algorithm: 'fixed-window', limit: 5, window: '1s' })
+    const pending = protectedStore.apply([{ policy, key: 'k', cost: 1 }], 'consume')
+    // The store answers at 40 ms, but the loop is blocked until 60 ms: when it runs again, the
+    // timeout (30 ms) and the reply (40 ms) are both due. The reply must win.
+    setTimeout(() => store.release('answer'), 40)
+    const until = performance.now() + 60
+    while (performance.now() < until) {
+      // busy: a stalled event loop
+    }
+    const [result] = await pending
+    expect(result).toMatchObject({ allowed: true, remaining: 4 })
+    expect(result!.degraded).toBeUndefined()
+    expect(protectedStore.health().counts.timeouts).toBe(0)
+    await protectedStore.close()
+  })
+
   it('layered checks stay all-or-nothing across modes', async () => {
     const store = switchableStore('fail')
     const limiter = limiterOver(store)

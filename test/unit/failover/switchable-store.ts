@@ -16,8 +16,8 @@ export interface SwitchableStore extends Store {
   release(outcome: 'answer' | 'fail'): void
 }
 
-export function switchableStore(behaviour: Behaviour = 'answer'): SwitchableStore {
-  const inner = memoryStore()
+export function switchableStore(behaviour: Behaviour = 'answer', now?: () => number): SwitchableStore {
+  const inner = now === undefined ? memoryStore() : memoryStore({ now })
   const calls = { apply: 0, refund: 0, block: 0, reset: 0 }
   let waiting: { run: () => void; fail: (e: Error) => void }[] = []
 
