@@ -12,6 +12,7 @@ export {
   InvalidOptionsError,
   InvalidPolicyError,
   SluiceError,
+  StoreClosedError,
   StoreError,
   StoreTimeoutError,
   StoreUnavailableError,

@@ -10,7 +10,7 @@ import type { Policy, ResolvedPolicy } from './policy.js'
 import { resolvePolicy } from './policy.js'
 import type { Step, StepResult, Store } from './store.js'
 import { isSyncStore } from './store.js'
-import { memoryStore } from './stores/memory.js'
+import { isMemoryStore, memoryStore } from './stores/memory.js'
 
 /** Why a request was denied. */
 export type DenyReason = 'limit' | 'blocked' | 'store_unavailable'
@@ -149,6 +149,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     ? userStore
     : protectStore(userStore, { ...failover, policies: policies.values() })
   const syncStore = isSyncStore(store) ? store : undefined
+  const oneStepStore = isMemoryStore(store) ? store : undefined
   let listeners: DecisionListener[] = options.onDecision === undefined ? [] : [options.onDecision]
 
   function emit(
@@ -178,6 +179,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     mode: 'consume' | 'peek',
     build: (results: StepResult[]) => D,
   ): Promise<D> {
+    if (syncStore !== undefined) return decideSync(operation, steps, mode, build)
     if (listeners.length === 0) return build(await store.apply(steps, mode))
     const started = performance.now()
     const d = build(await store.apply(steps, mode))
@@ -185,13 +187,34 @@ export function createLimiter<const P extends Record<string, Policy>>(
     return d
   }
 
+  /** The same for an in-process store, without a promise per step (the memory store's hot path). */
+  function decideSync<D extends Decision>(
+    operation: DecisionEvent['operation'],
+    steps: readonly Step[],
+    mode: 'consume' | 'peek',
+    build: (results: StepResult[]) => D,
+  ): D {
+    if (listeners.length === 0) return build(syncStore!.applySync(steps, mode))
+    const started = performance.now()
+    const d = build(syncStore!.applySync(steps, mode))
+    emit(operation, d, started)
+    return d
+  }
+
+  // The last policy looked up: most traffic names the same policy again, and comparing the same
+  // string is cheaper than hashing it.
+  let lastName: unknown
+  let lastPolicy: ResolvedPolicy | undefined
   function policyOf(name: unknown): ResolvedPolicy {
+    if (name === lastName && lastPolicy !== undefined) return lastPolicy
     const policy = typeof name === 'string' ? policies.get(name) : undefined
     if (policy === undefined) {
       throw new UnknownPolicyError(
         `unknown policy ${JSON.stringify(name)}; configured: ${[...policies.keys()].join(', ')}`,
       )
     }
+    lastName = name
+    lastPolicy = policy
     return policy
   }
 
@@ -262,18 +285,30 @@ export function createLimiter<const P extends Record<string, Policy>>(
     return steps
   }
 
-  async function run(
+  function run(
     mode: 'consume' | 'peek',
     a: unknown,
     key?: unknown,
     opts?: ConsumeOptions,
   ): Promise<Decision | LayeredDecision> {
-    if (Array.isArray(a)) {
-      const steps = checksToSteps(a)
-      return decide(mode, steps, mode, (results) => layered(steps, results))
+    try {
+      if (Array.isArray(a)) {
+        const steps = checksToSteps(a)
+        return decide(mode, steps, mode, (results) => layered(steps, results))
+      }
+      // An in-process store decides now: one resolved promise instead of a chain of async calls.
+      if (oneStepStore !== undefined && listeners.length === 0) {
+        const s = step(a, key, opts?.cost ?? 1)
+        return Promise.resolve(decision(s, oneStepStore.applyOneSync(s, mode)))
+      }
+      const s = step(a, key, opts?.cost ?? 1)
+      if (syncStore !== undefined)
+        return Promise.resolve(decideSync(mode, [s], mode, (r) => decision(s, r[0]!)))
+      return decide(mode, [s], mode, (results) => decision(s, results[0]!))
+    } catch (error) {
+      // Bad input rejects like any other failure; consume never throws synchronously.
+      return Promise.reject(error)
     }
-    const s = step(a, key, opts?.cost ?? 1)
-    return decide(mode, [s], mode, (results) => decision(s, results[0]!))
   }
 
   function consume(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
@@ -307,7 +342,10 @@ export function createLimiter<const P extends Record<string, Policy>>(
         )
       }
       const s = step(policy, key, opts?.cost ?? 1)
-      if (listeners.length === 0) return decision(s, syncStore.applySync([s], 'consume')[0]!)
+      if (listeners.length === 0) {
+        if (oneStepStore !== undefined) return decision(s, oneStepStore.applyOneSync(s, 'consume'))
+        return decision(s, syncStore.applySync([s], 'consume')[0]!)
+      }
       const started = performance.now()
       const d = decision(s, syncStore.applySync([s], 'consume')[0]!)
       emit('consume', d, started)

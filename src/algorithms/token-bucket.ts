@@ -26,16 +26,22 @@ export const tokenBucket: Algorithm<TokenBucketState> = {
   consume(state, policy, nowMs, cost, peek) {
     const w = policy.windowMs
     const full = policy.capacity * w
-    const now = refill(state, policy.limit, full, nowMs)
+    // refill(), inlined: this is the hottest path of the memory store.
+    let before = full
+    let at = nowMs
+    if (state !== undefined) {
+      at = Math.max(nowMs, state.at)
+      before = Math.min(full, state.level + (at - state.at) * policy.limit)
+    }
     const need = cost * w
-    const allowed = now.level >= need
-    const level = allowed && !peek ? now.level - need : now.level
-    const lag = now.at - nowMs
+    const allowed = before >= need
+    const level = allowed && !peek ? before - need : before
+    const lag = at - nowMs
     return {
       allowed,
-      state: { level, at: now.at },
+      state: { level, at },
       remaining: Math.floor(level / w),
-      retryAfterMs: allowed ? 0 : lag + Math.ceil((need - now.level) / policy.limit),
+      retryAfterMs: allowed ? 0 : lag + Math.ceil((need - before) / policy.limit),
       resetMs: level >= full ? 0 : lag + Math.ceil((full - level) / policy.limit),
     }
   },

@@ -2,11 +2,23 @@
 // (standalone and Cluster) all call runConformance with their own factory.
 import { describe, expect, it } from 'vitest'
 import { resolvePolicy } from '../../src/policy.js'
-import type { Step, Store } from '../../src/store.js'
+import type { Step, StepResult, Store } from '../../src/store.js'
 import { type Vector, vectors } from './vectors.js'
 
 /** Builds a fresh, empty store whose clock is `now()` (ms). Called once per vector. */
 export type StoreFactory = (now: () => number) => Store | Promise<Store>
+
+/** What holds for every result of every store, whatever the vector expects. */
+function checkInvariants(result: StepResult | undefined, capacity: number, where: string): void {
+  expect(result, where).toBeDefined()
+  const r = result!
+  for (const field of ['remaining', 'retryAfterMs', 'resetMs'] as const) {
+    expect(Number.isSafeInteger(r[field]) && r[field] >= 0, `${where}: ${field} = ${r[field]}`).toBe(true)
+  }
+  expect(r.remaining, `${where}: remaining <= capacity`).toBeLessThanOrEqual(capacity)
+  if (r.allowed) expect(r.retryAfterMs, `${where}: allowed means no wait`).toBe(0)
+  else expect(r.retryAfterMs, `${where}: denied means a wait`).toBeGreaterThan(0)
+}
 
 export function runConformance(
   label: string,
@@ -32,6 +44,7 @@ export function runConformance(
               case 'consume':
               case 'peek': {
                 const [result] = await store.apply([step], s.op === 'peek' ? 'peek' : 'consume')
+                checkInvariants(result, policy.capacity, where)
                 if (s.expect !== undefined) expect(result, where).toMatchObject(s.expect)
                 break
               }

@@ -1,4 +1,6 @@
 // Conformance vectors: (policy, steps, expected decisions). One table for every store.
+// Every expected number below is derived by hand from the semantics in docs/policies.md; the
+// comment beside a step shows the arithmetic. Times in comments are ms after the vector's start.
 import type { Policy } from '../../src/policy.js'
 
 export interface ExpectedResult {
@@ -24,16 +26,441 @@ export interface VectorStep {
 export interface Vector {
   name: string
   policy: Policy
-  /** Clock at the first step (default 1_700_000_000_000). */
+  /** Clock at the first step (default 1_700_000_000_000, a multiple of 100_000 ms). */
   start?: number
   key?: string
   steps: VectorStep[]
 }
 
-export const vectors: Vector[] = [
+/** The default start: a multiple of 1s, 10s and 100s, so sliding-window-counter windows open at t=0. */
+const T0 = 1_700_000_000_000
+
+const fw = (limit: number, window: string | number = '1s') =>
+  ({ algorithm: 'fixed-window', limit, window }) as const
+const swl = (limit: number, window: string | number = '1s') =>
+  ({ algorithm: 'sliding-window-log', limit, window }) as const
+const swc = (limit: number, window: string | number = '1s') =>
+  ({ algorithm: 'sliding-window-counter', limit, window }) as const
+const tb = (limit: number, burst: number, window: string | number = '1s') =>
+  ({ algorithm: 'token-bucket', limit, window, burst }) as const
+const gcra = (limit: number, burst: number, window: string | number = '1s') =>
+  ({ algorithm: 'gcra', limit, window, burst }) as const
+const conc = (limit: number, timeout: string | number = '1s') =>
+  ({ algorithm: 'concurrency', limit, timeout }) as const
+
+const fixedWindow: Vector[] = [
+  {
+    name: 'fixed-window: the window closes at exactly start + window',
+    policy: fw(2),
+    steps: [
+      { expect: { allowed: true, remaining: 1, retryAfterMs: 0, resetMs: 1000 } },
+      { expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { expect: { allowed: false, remaining: 0, retryAfterMs: 1000, resetMs: 1000 } },
+      { after: 999, expect: { allowed: false, remaining: 0, retryAfterMs: 1, resetMs: 1 } },
+      // t=1000: the old window [0, 1000) is over; a new one opens now.
+      { after: 1, expect: { allowed: true, remaining: 1, retryAfterMs: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'fixed-window: a window opens at the first request, not at a clock boundary',
+    policy: fw(1),
+    start: T0 + 123,
+    steps: [
+      { expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { after: 500, expect: { allowed: false, retryAfterMs: 500, resetMs: 500 } },
+      // t=877 is T0+1000, a clock boundary: still inside the window that opened at T0+123.
+      { after: 377, expect: { allowed: false, retryAfterMs: 123, resetMs: 123 } },
+      { after: 123, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'fixed-window: cost > 1 is all or nothing; a denied cost leaves the count alone',
+    policy: fw(5),
+    steps: [
+      { cost: 3, expect: { allowed: true, remaining: 2, resetMs: 1000 } },
+      { after: 100, cost: 3, expect: { allowed: false, remaining: 2, retryAfterMs: 900, resetMs: 900 } },
+      { cost: 2, expect: { allowed: true, remaining: 0, resetMs: 900 } },
+      { cost: 1, expect: { allowed: false, remaining: 0, retryAfterMs: 900 } },
+    ],
+  },
+  {
+    name: 'fixed-window: denied requests do not extend the window',
+    policy: fw(2),
+    steps: [
+      {},
+      {},
+      { after: 300, expect: { allowed: false, retryAfterMs: 700 } },
+      { after: 300, expect: { allowed: false, retryAfterMs: 400 } },
+      { after: 399, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, expect: { allowed: true, remaining: 1, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'fixed-window: refund gives units back in the same window',
+    policy: fw(3),
+    steps: [
+      { cost: 3, expect: { allowed: true, remaining: 0 } },
+      { after: 200, op: 'refund', cost: 1 },
+      { op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 800 } },
+      { expect: { allowed: true, remaining: 0, resetMs: 800 } },
+      { expect: { allowed: false, remaining: 0, retryAfterMs: 800 } },
+    ],
+  },
+  {
+    name: 'fixed-window: refunding more than was spent empties the key',
+    policy: fw(3),
+    steps: [
+      { cost: 2 },
+      { op: 'refund', cost: 3 },
+      { op: 'peek', expect: { allowed: true, remaining: 3, resetMs: 0 } },
+      // The window opened by the refunded request is gone: a new one opens at t=400.
+      { after: 400, cost: 3, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'fixed-window: reset forgets the window',
+    policy: fw(1),
+    steps: [
+      {},
+      { expect: { allowed: false } },
+      { after: 200, op: 'reset' },
+      { expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      // The new window opened at t=200, so t=1000 is still inside it.
+      { after: 800, expect: { allowed: false, retryAfterMs: 200 } },
+    ],
+  },
+  {
+    name: 'fixed-window: peek charges nothing',
+    policy: fw(2),
+    steps: [
+      { op: 'peek', expect: { allowed: true, remaining: 2, resetMs: 0, retryAfterMs: 0 } },
+      { op: 'peek', cost: 2, expect: { allowed: true, remaining: 2 } },
+      { expect: { allowed: true, remaining: 1 } },
+      { after: 10, op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 990 } },
+      { op: 'peek', cost: 2, expect: { allowed: false, remaining: 1, retryAfterMs: 990 } },
+      { expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: 'fixed-window: a clock stepping backwards stays in the stored window',
+    policy: fw(2),
+    steps: [
+      {},
+      { expect: { allowed: true, remaining: 0 } },
+      // t=-500: before the window opened; it is not a fresh window.
+      { after: -500, expect: { allowed: false, remaining: 0, retryAfterMs: 1500, resetMs: 1500 } },
+      { after: 1499, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, expect: { allowed: true, remaining: 1 } },
+    ],
+  },
+  {
+    name: 'fixed-window: a clock stepping back into an older window keeps the newer one',
+    policy: fw(2),
+    steps: [
+      { cost: 2 },
+      // t=1500: window [1500, 2500) opens.
+      { after: 1500, expect: { allowed: true, remaining: 1, resetMs: 1000 } },
+      // t=900: still counted in [1500, 2500): one unit left, ends 1600 ms from now.
+      { after: -600, expect: { allowed: true, remaining: 0, resetMs: 1600 } },
+      { expect: { allowed: false, retryAfterMs: 1600 } },
+    ],
+  },
+  {
+    name: 'fixed-window: after the window, peek shows a full, empty key',
+    policy: fw(4),
+    steps: [{ cost: 4 }, { after: 1000, op: 'peek', expect: { allowed: true, remaining: 4, resetMs: 0 } }],
+  },
+  {
+    name: 'fixed-window: a block shorter than the window waits for the window',
+    policy: fw(1),
+    steps: [
+      {},
+      { op: 'block', blockMs: 300 },
+      // retryAfter = max(block 300, window 1000).
+      { expect: { allowed: false, blocked: true, remaining: 0, retryAfterMs: 1000, resetMs: 1000 } },
+      { after: 300, expect: { allowed: false, blocked: false, retryAfterMs: 700 } },
+      { after: 700, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+]
+
+const slidingWindowLog: Vector[] = [
+  {
+    name: 'sliding-window-log: an entry leaves the window at exactly its time + window',
+    policy: swl(2),
+    steps: [
+      { expect: { allowed: true, remaining: 1, resetMs: 1000 } },
+      { after: 400, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      // Entries [0, 400]; one must leave: the entry at 0 leaves at 1000.
+      { expect: { allowed: false, remaining: 0, retryAfterMs: 600, resetMs: 1000 } },
+      { after: 599, expect: { allowed: false, retryAfterMs: 1, resetMs: 401 } },
+      { after: 1, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: denied requests are not recorded and never extend the lockout',
+    policy: swl(2),
+    steps: [
+      {},
+      {},
+      { after: 100, expect: { allowed: false, retryAfterMs: 900 } },
+      { after: 400, expect: { allowed: false, retryAfterMs: 500 } },
+      { after: 400, expect: { allowed: false, retryAfterMs: 100 } },
+      { after: 100, expect: { allowed: true, remaining: 1, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: cost > 1 waits for as many entries as it needs',
+    policy: swl(4),
+    steps: [
+      { cost: 2 },
+      { after: 300, cost: 2, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      // Entries [0, 0, 300, 300] at t=400. Cost 3 needs 3 to leave: the third leaves at 1300.
+      { after: 100, cost: 3, expect: { allowed: false, remaining: 0, retryAfterMs: 900, resetMs: 900 } },
+      // Cost 2 needs 2 to leave: the second leaves at 1000.
+      { cost: 2, expect: { allowed: false, retryAfterMs: 600 } },
+      { after: 600, cost: 2, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: a denied cost > 1 reports the units that are left',
+    policy: swl(5),
+    steps: [
+      { cost: 3, expect: { allowed: true, remaining: 2 } },
+      { after: 200, cost: 3, expect: { allowed: false, remaining: 2, retryAfterMs: 800, resetMs: 800 } },
+      { after: 800, cost: 3, expect: { allowed: true, remaining: 2, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: refund removes the newest entries',
+    policy: swl(2),
+    steps: [
+      {},
+      { after: 100 },
+      { op: 'refund', cost: 1 },
+      // Left: the entry at 0, which leaves at 1000.
+      { op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 900 } },
+      { op: 'refund', cost: 5 },
+      { op: 'peek', expect: { allowed: true, remaining: 2, resetMs: 0 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: reset forgets every entry',
+    policy: swl(3),
+    steps: [
+      { cost: 3 },
+      { expect: { allowed: false } },
+      { after: 10, op: 'reset' },
+      { expect: { allowed: true, remaining: 2, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: peek charges nothing',
+    policy: swl(3),
+    steps: [
+      { op: 'peek', expect: { allowed: true, remaining: 3, resetMs: 0 } },
+      { cost: 2 },
+      { after: 250, op: 'peek', cost: 2, expect: { allowed: false, remaining: 1, retryAfterMs: 750 } },
+      { op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 750 } },
+      { expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: a clock stepping backwards records at the newest time seen',
+    policy: swl(2),
+    steps: [
+      { after: 500, expect: { allowed: true, remaining: 1 } },
+      // t=200 records at 500: entries [500, 500], both leave at 1500.
+      { after: -300, expect: { allowed: true, remaining: 0, resetMs: 1300 } },
+      { expect: { allowed: false, retryAfterMs: 1300 } },
+      { after: 1100, expect: { allowed: false, retryAfterMs: 200 } },
+      { after: 200, expect: { allowed: true, remaining: 1 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: exhausted, then a clock stepping backwards is still denied',
+    policy: swl(2),
+    steps: [
+      { after: 100 },
+      { after: 100, expect: { remaining: 0 } },
+      // t=50: entries [100, 200]; the one at 100 leaves at 1100.
+      { after: -150, expect: { allowed: false, retryAfterMs: 1050, resetMs: 1150 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: entries leave one at a time',
+    policy: swl(3),
+    steps: [
+      {},
+      { after: 100 },
+      { after: 100, expect: { remaining: 0 } },
+      // t=1000: the entry at 0 has left; entries [100, 200, 1000].
+      { after: 800, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { after: 100, op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 900 } },
+      { after: 100, op: 'peek', expect: { allowed: true, remaining: 2, resetMs: 800 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: a long window in minutes',
+    policy: swl(1, '1m'),
+    steps: [
+      { expect: { allowed: true, remaining: 0, resetMs: 60_000 } },
+      { after: 59_999, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, expect: { allowed: true, resetMs: 60_000 } },
+    ],
+  },
+]
+
+const slidingWindowCounter: Vector[] = [
+  {
+    name: 'sliding-window-counter: the previous window weighs until its weight is small enough',
+    policy: swc(10),
+    steps: [
+      // Window [0, 1000): current 10. Reset when it stops counting, at 2000.
+      { cost: 10, expect: { allowed: true, remaining: 0, resetMs: 2000 } },
+      // Next window only: needs 10 x (1000 - e)/1000 + 1 <= 10, e >= 100: t=1100.
+      { expect: { allowed: false, remaining: 0, retryAfterMs: 1100, resetMs: 2000 } },
+      // t=1099: previous 10 weighs 10 x 901/1000 = 9.01; remaining floor(0.99) = 0.
+      { after: 1099, expect: { allowed: false, remaining: 0, retryAfterMs: 1, resetMs: 901 } },
+      // t=1100: 9 + 1 = 10 fits. Now current 1, which counts until 3000.
+      { after: 1, expect: { allowed: true, remaining: 0, resetMs: 1900 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: windows are aligned to multiples of the window',
+    policy: swc(2),
+    start: T0 + 999,
+    steps: [
+      { expect: { allowed: true, remaining: 1, resetMs: 1001 } },
+      { expect: { allowed: true, remaining: 0, resetMs: 1001 } },
+      // T0+1000: a new window; previous 2 at full weight. Fits when 2 x (1000 - e)/1000 <= 1: e >= 500.
+      { after: 1, expect: { allowed: false, remaining: 0, retryAfterMs: 500, resetMs: 1000 } },
+      { after: 499, expect: { allowed: false, retryAfterMs: 1 } },
+      // e=500: 2 x 0.5 + 1 = 2 fits; current 1 counts until T0+3000.
+      { after: 1, expect: { allowed: true, remaining: 0, resetMs: 1500 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: two windows later the key is empty',
+    policy: swc(5),
+    steps: [
+      { cost: 5 },
+      // t=1999: previous 5 weighs 5 x 1/1000 = 0.005; remaining floor(4.995) = 4.
+      { after: 1999, op: 'peek', expect: { allowed: true, remaining: 4, resetMs: 1 } },
+      { after: 1, op: 'peek', expect: { allowed: true, remaining: 5, resetMs: 0 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: cost > 1 waits for the weight to decay exactly',
+    policy: swc(10),
+    steps: [
+      { cost: 8, expect: { allowed: true, remaining: 2, resetMs: 2000 } },
+      // t=1000: previous 8; cost 5 fits when 8 x (1000 - e) <= 5 x 1000: e >= 375.
+      { after: 1000, cost: 5, expect: { allowed: false, remaining: 2, retryAfterMs: 375, resetMs: 1000 } },
+      { after: 374, cost: 5, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, cost: 5, expect: { allowed: true, remaining: 0, resetMs: 1625 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: a cost that only the next window can fit',
+    policy: swc(10),
+    steps: [
+      { cost: 4 },
+      { after: 1000, cost: 6, expect: { allowed: true, remaining: 0 } },
+      // t=1000: previous 4, current 6. Cost 5 cannot fit this window (6 + 5 > 10); in the next,
+      // previous 6 must weigh <= 5: 6 x (1000 - e) <= 5000, e >= 167 (floor(5000/6) = 833). t=2167.
+      { cost: 5, expect: { allowed: false, remaining: 0, retryAfterMs: 1167, resetMs: 2000 } },
+      { after: 1166, cost: 5, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, cost: 5, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: refund takes from the current window',
+    policy: swc(5),
+    steps: [
+      { cost: 3 },
+      { op: 'refund', cost: 2 },
+      { op: 'peek', expect: { allowed: true, remaining: 4, resetMs: 2000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: refund beyond the current window takes from the previous one',
+    policy: swc(5),
+    steps: [
+      { cost: 3 },
+      // t=1000: previous 3 (full weight), current 1 after this.
+      { after: 1000, expect: { allowed: true, remaining: 1, resetMs: 2000 } },
+      // Refund 3: current 1 -> 0, then 2 from previous: 3 -> 1.
+      { op: 'refund', cost: 3 },
+      { op: 'peek', expect: { allowed: true, remaining: 4, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: reset forgets both windows',
+    policy: swc(2),
+    steps: [
+      { cost: 2 },
+      { after: 1000, expect: { allowed: false } },
+      { op: 'reset' },
+      { expect: { allowed: true, remaining: 1, resetMs: 2000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: peek charges nothing',
+    policy: swc(4),
+    steps: [
+      { op: 'peek', expect: { allowed: true, remaining: 4, resetMs: 0 } },
+      { cost: 3 },
+      // t=500: current 3 + 2 > 4, and it cannot fit this window. In the next, previous 3 must weigh
+      // <= 2: 3 x (1000 - e) <= 2000, e >= 334 (3 x 666 = 1998). 500 + 334 = 834.
+      { after: 500, op: 'peek', cost: 2, expect: { allowed: false, remaining: 1, retryAfterMs: 834 } },
+      { op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 1500 } },
+      { expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: a clock stepping backwards counts from the stored window start',
+    policy: swc(2),
+    steps: [
+      { after: 500 },
+      { expect: { allowed: true, remaining: 0, resetMs: 1500 } },
+      // t=1500: previous 2 weighs 1; current 1 fits exactly.
+      { after: 1000, expect: { allowed: true, remaining: 0, resetMs: 1500 } },
+      // t=500: judged at 1000 (elapsed 0): 2 + 1 + 1 > 2. Room 0 in this window, so previous must
+      // weigh 0: at 2000, 1500 ms from now. Current 1 counts until 3000.
+      { after: -1000, expect: { allowed: false, remaining: 0, retryAfterMs: 1500, resetMs: 2500 } },
+      { after: 1499, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: a minute window starting mid-window',
+    policy: swc(1, '1m'),
+    // T0 is 20 s into a minute-aligned window.
+    steps: [
+      { expect: { allowed: true, remaining: 0, resetMs: 100_000 } },
+      // Cannot fit this window; next window: previous 1 must weigh 0, at its end: 40 s + 60 s.
+      { expect: { allowed: false, retryAfterMs: 100_000, resetMs: 100_000 } },
+      { after: 99_999, expect: { allowed: false, retryAfterMs: 1, resetMs: 1 } },
+      { after: 1, expect: { allowed: true, resetMs: 120_000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: remaining counts the previous window by its weight',
+    policy: swc(10),
+    steps: [
+      { cost: 10 },
+      // t=1500: previous 10 weighs 5.
+      { after: 1500, op: 'peek', expect: { allowed: true, remaining: 5, resetMs: 500 } },
+      { after: 250, op: 'peek', expect: { allowed: true, remaining: 7, resetMs: 250 } },
+    ],
+  },
+]
+
+const tokenBucket: Vector[] = [
   {
     name: 'token-bucket: burst then exact refill wait',
-    policy: { algorithm: 'token-bucket', limit: 10, window: '1s', burst: 2 },
+    policy: tb(10, 2),
     steps: [
       { expect: { allowed: true, remaining: 1, resetMs: 100, retryAfterMs: 0 } },
       { expect: { allowed: true, remaining: 0, resetMs: 200 } },
@@ -41,4 +468,452 @@ export const vectors: Vector[] = [
       { after: 100, expect: { allowed: true, remaining: 0, resetMs: 200 } },
     ],
   },
+  {
+    name: 'token-bucket: fractional refill, a token every 333.3 ms',
+    policy: tb(3, 1),
+    steps: [
+      { expect: { allowed: true, remaining: 0, resetMs: 334 } },
+      { expect: { allowed: false, retryAfterMs: 334, resetMs: 334 } },
+      // t=333: 0.999 tokens.
+      { after: 333, expect: { allowed: false, remaining: 0, retryAfterMs: 1, resetMs: 1 } },
+      // t=334: 1.002 tokens, capped at 1.
+      { after: 1, expect: { allowed: true, remaining: 0, resetMs: 334 } },
+    ],
+  },
+  {
+    name: 'token-bucket: fractions carry over, so 3/s admits exactly 3 per second',
+    policy: tb(3, 3),
+    steps: [
+      { cost: 3, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      // t=100: 0.3 tokens; 0.7 more take 700/3 -> 234 ms.
+      { after: 100, expect: { allowed: false, retryAfterMs: 234 } },
+      // t=334: 1.002 -> 0.002 left.
+      { after: 234, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      // t=667: 0.002 + 0.999 = 1.001 -> 0.001 left.
+      { after: 333, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      // t=1000: 0.001 + 0.999 = 1 -> 0.
+      { after: 333, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { expect: { allowed: false, retryAfterMs: 334 } },
+    ],
+  },
+  {
+    name: 'token-bucket: idle refill is capped at burst',
+    policy: tb(10, 5),
+    steps: [
+      { cost: 5, expect: { remaining: 0, resetMs: 500 } },
+      { after: 10_000, op: 'peek', expect: { allowed: true, remaining: 5, resetMs: 0 } },
+      { cost: 5, expect: { allowed: true, remaining: 0 } },
+      { expect: { allowed: false, retryAfterMs: 100 } },
+    ],
+  },
+  {
+    name: 'token-bucket: cost > 1 waits for exactly enough tokens',
+    policy: tb(10, 10),
+    steps: [
+      { cost: 10, expect: { remaining: 0, resetMs: 1000 } },
+      // t=50: 0.5 tokens; 3.5 more at 10/s: 350 ms.
+      { after: 50, cost: 4, expect: { allowed: false, remaining: 0, retryAfterMs: 350, resetMs: 950 } },
+      { after: 349, cost: 4, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, cost: 4, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'token-bucket: a denied cost reports the whole tokens that are there',
+    policy: tb(10, 10),
+    steps: [
+      { cost: 8, expect: { remaining: 2 } },
+      { cost: 3, expect: { allowed: false, remaining: 2, retryAfterMs: 100 } },
+      { cost: 2, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: 'token-bucket: refund puts tokens back, never above burst',
+    policy: tb(5, 5),
+    steps: [
+      { cost: 5 },
+      { op: 'refund', cost: 2 },
+      // 2 tokens; 3 missing at 5/s: 600 ms.
+      { op: 'peek', expect: { allowed: true, remaining: 2, resetMs: 600 } },
+      { op: 'refund', cost: 5 },
+      { op: 'peek', expect: { allowed: true, remaining: 5, resetMs: 0 } },
+      { cost: 5, expect: { allowed: true, remaining: 0 } },
+      { expect: { allowed: false } },
+    ],
+  },
+  {
+    name: 'token-bucket: reset fills the bucket',
+    policy: tb(1, 3, '1m'),
+    steps: [
+      { cost: 3 },
+      { expect: { allowed: false, retryAfterMs: 60_000 } },
+      { op: 'reset' },
+      { expect: { allowed: true, remaining: 2, resetMs: 60_000 } },
+    ],
+  },
+  {
+    name: 'token-bucket: peek charges nothing',
+    policy: tb(10, 3),
+    steps: [
+      { op: 'peek', expect: { allowed: true, remaining: 3, resetMs: 0 } },
+      { op: 'peek', cost: 3, expect: { allowed: true, remaining: 3 } },
+      { cost: 2 },
+      { op: 'peek', cost: 2, expect: { allowed: false, remaining: 1, retryAfterMs: 100, resetMs: 200 } },
+      { after: 100, op: 'peek', cost: 2, expect: { allowed: true, remaining: 2, resetMs: 100 } },
+    ],
+  },
+  {
+    name: 'token-bucket: a clock stepping backwards refills nothing',
+    policy: tb(10, 2),
+    steps: [
+      { cost: 2 },
+      // t=-500: judged at t=0 with 0 tokens; one token at t=100, 600 ms from now.
+      { after: -500, expect: { allowed: false, remaining: 0, retryAfterMs: 600, resetMs: 700 } },
+      { after: 599, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: 'token-bucket: stepping back after a refill does not refill twice',
+    policy: tb(10, 2),
+    steps: [
+      { cost: 2 },
+      { after: 100, expect: { allowed: true, remaining: 0 } },
+      // t=0: the bucket stays at its state of t=100 (0 tokens); next token at t=200.
+      { after: -100, expect: { allowed: false, retryAfterMs: 200 } },
+      { after: 100, expect: { allowed: false, retryAfterMs: 100 } },
+      { after: 100, expect: { allowed: true } },
+    ],
+  },
+  {
+    name: 'token-bucket: remaining floors fractional tokens',
+    policy: tb(10, 10),
+    steps: [
+      { cost: 10 },
+      // t=150: 1.5 tokens; 8.5 missing: 850 ms.
+      { after: 150, op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 850 } },
+    ],
+  },
+  {
+    name: 'token-bucket: retryAfterMs rounds up when the rate does not divide the window',
+    policy: tb(7, 1),
+    steps: [
+      { expect: { allowed: true, resetMs: 143 } },
+      { expect: { allowed: false, retryAfterMs: 143 } },
+      { after: 142, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, expect: { allowed: true } },
+    ],
+  },
+]
+
+const gcraVectors: Vector[] = [
+  {
+    name: 'gcra: burst then exact emission interval',
+    policy: gcra(10, 2),
+    steps: [
+      { expect: { allowed: true, remaining: 1, resetMs: 100, retryAfterMs: 0 } },
+      { expect: { allowed: true, remaining: 0, resetMs: 200 } },
+      { expect: { allowed: false, remaining: 0, retryAfterMs: 100, resetMs: 200 } },
+      { after: 99, expect: { allowed: false, retryAfterMs: 1, resetMs: 101 } },
+      { after: 1, expect: { allowed: true, remaining: 0, resetMs: 200 } },
+    ],
+  },
+  {
+    name: 'gcra: fractional emission interval of 333.3 ms',
+    policy: gcra(3, 1),
+    steps: [
+      { expect: { allowed: true, remaining: 0, resetMs: 334 } },
+      { expect: { allowed: false, retryAfterMs: 334, resetMs: 334 } },
+      { after: 333, expect: { allowed: false, remaining: 0, retryAfterMs: 1, resetMs: 1 } },
+      { after: 1, expect: { allowed: true, remaining: 0, resetMs: 334 } },
+    ],
+  },
+  {
+    name: 'gcra: no rounding drift, 3/s admits exactly 3 per second',
+    policy: gcra(3, 3),
+    steps: [
+      { cost: 3, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { after: 100, expect: { allowed: false, retryAfterMs: 234 } },
+      { after: 234, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { after: 333, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { after: 333, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { expect: { allowed: false, retryAfterMs: 334 } },
+    ],
+  },
+  {
+    name: 'gcra: idle time is capped at burst',
+    policy: gcra(10, 5),
+    steps: [
+      { cost: 5, expect: { remaining: 0, resetMs: 500 } },
+      { after: 10_000, op: 'peek', expect: { allowed: true, remaining: 5, resetMs: 0 } },
+      { cost: 5, expect: { allowed: true, remaining: 0 } },
+      { expect: { allowed: false, retryAfterMs: 100 } },
+    ],
+  },
+  {
+    name: 'gcra: cost > 1 waits for exactly enough intervals',
+    policy: gcra(10, 10),
+    steps: [
+      { cost: 10, expect: { remaining: 0, resetMs: 1000 } },
+      { after: 50, cost: 4, expect: { allowed: false, remaining: 0, retryAfterMs: 350, resetMs: 950 } },
+      { after: 349, cost: 4, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, cost: 4, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'gcra: a denied cost reports the whole units that are there',
+    policy: gcra(10, 10),
+    steps: [
+      { cost: 8, expect: { remaining: 2 } },
+      { cost: 3, expect: { allowed: false, remaining: 2, retryAfterMs: 100 } },
+      { cost: 2, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: 'gcra: refund moves the arrival time back, never before now',
+    policy: gcra(5, 5),
+    steps: [
+      { cost: 5 },
+      { op: 'refund', cost: 2 },
+      { op: 'peek', expect: { allowed: true, remaining: 2, resetMs: 600 } },
+      { op: 'refund', cost: 5 },
+      { op: 'peek', expect: { allowed: true, remaining: 5, resetMs: 0 } },
+      { cost: 5, expect: { allowed: true, remaining: 0 } },
+      { expect: { allowed: false } },
+    ],
+  },
+  {
+    name: 'gcra: reset forgets the arrival time',
+    policy: gcra(1, 3, '1m'),
+    steps: [
+      { cost: 3 },
+      { expect: { allowed: false, retryAfterMs: 60_000 } },
+      { op: 'reset' },
+      { expect: { allowed: true, remaining: 2, resetMs: 60_000 } },
+    ],
+  },
+  {
+    name: 'gcra: peek charges nothing',
+    policy: gcra(10, 3),
+    steps: [
+      { op: 'peek', expect: { allowed: true, remaining: 3, resetMs: 0 } },
+      { cost: 2 },
+      { op: 'peek', cost: 2, expect: { allowed: false, remaining: 1, retryAfterMs: 100, resetMs: 200 } },
+      { after: 100, op: 'peek', cost: 2, expect: { allowed: true, remaining: 2, resetMs: 100 } },
+    ],
+  },
+  {
+    name: 'gcra: a clock stepping backwards measures against the stored arrival time',
+    policy: gcra(10, 2),
+    steps: [
+      // TAT = 100 after one unit.
+      { expect: { allowed: true, remaining: 1 } },
+      // t=-50: TAT is 150 ms ahead, more than one interval below burst (200): one unit would make
+      // it 250 > 200. Wait until TAT - now <= 100: at t=0, 50 ms. Unlike the token bucket, which
+      // freezes at its newest time and would admit here.
+      { after: -50, expect: { allowed: false, remaining: 0, retryAfterMs: 50, resetMs: 150 } },
+      { after: 50, expect: { allowed: true, remaining: 0, resetMs: 200 } },
+    ],
+  },
+  {
+    name: 'gcra: exhausted, then a clock stepping backwards is still denied',
+    policy: gcra(10, 2),
+    steps: [
+      { cost: 2 },
+      { after: -500, expect: { allowed: false, remaining: 0, retryAfterMs: 600, resetMs: 700 } },
+      { after: 600, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: 'gcra: retryAfterMs rounds up when the rate does not divide the window',
+    policy: gcra(7, 1),
+    steps: [
+      { expect: { allowed: true, resetMs: 143 } },
+      { expect: { allowed: false, retryAfterMs: 143 } },
+      { after: 142, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, expect: { allowed: true } },
+    ],
+  },
+  {
+    name: 'gcra: remaining floors partial intervals',
+    policy: gcra(10, 10),
+    steps: [{ cost: 10 }, { after: 150, op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 850 } }],
+  },
+]
+
+const concurrency: Vector[] = [
+  {
+    name: 'concurrency: leases up to the limit, release frees a slot',
+    policy: conc(2, '10s'),
+    steps: [
+      { lease: 'a', expect: { allowed: true, remaining: 1, resetMs: 10_000 } },
+      { after: 100, lease: 'b', expect: { allowed: true, remaining: 0, resetMs: 10_000 } },
+      // Lease a expires at 10000, 9900 ms from now.
+      { lease: 'c', expect: { allowed: false, remaining: 0, retryAfterMs: 9900, resetMs: 10_000 } },
+      { op: 'refund', lease: 'a' },
+      { lease: 'c', expect: { allowed: true, remaining: 0, resetMs: 10_000 } },
+    ],
+  },
+  {
+    name: 'concurrency: an unreleased lease expires at exactly acquire + timeout',
+    policy: conc(1),
+    steps: [
+      { lease: 'a', expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { after: 999, lease: 'b', expect: { allowed: false, retryAfterMs: 1, resetMs: 1 } },
+      { after: 1, lease: 'b', expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'concurrency: cost > 1 waits for enough leases to end',
+    policy: conc(5),
+    steps: [
+      { lease: 'a', cost: 3, expect: { allowed: true, remaining: 2 } },
+      { after: 100, lease: 'b', cost: 2, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      // a (3 slots) ends at 1000, b (2 slots) at 1100. Now t=200.
+      { after: 100, lease: 'c', cost: 3, expect: { allowed: false, retryAfterMs: 800, resetMs: 900 } },
+      { lease: 'c', cost: 4, expect: { allowed: false, retryAfterMs: 900 } },
+    ],
+  },
+  {
+    name: 'concurrency: releasing an unknown lease changes nothing',
+    policy: conc(1),
+    steps: [
+      { lease: 'a' },
+      { op: 'refund', lease: 'zzz' },
+      { op: 'peek', lease: 'p', expect: { allowed: false, remaining: 0, retryAfterMs: 1000 } },
+    ],
+  },
+  {
+    name: 'concurrency: a second release of the same lease is harmless',
+    policy: conc(2),
+    steps: [
+      { lease: 'a' },
+      { lease: 'b' },
+      { op: 'refund', lease: 'a' },
+      { op: 'refund', lease: 'a' },
+      { op: 'peek', lease: 'p', expect: { allowed: true, remaining: 1 } },
+      { lease: 'c', expect: { allowed: true, remaining: 0 } },
+      { lease: 'd', expect: { allowed: false } },
+    ],
+  },
+  {
+    name: 'concurrency: peek holds no lease',
+    policy: conc(2),
+    steps: [
+      { op: 'peek', lease: 'p', expect: { allowed: true, remaining: 2, resetMs: 0 } },
+      { lease: 'a' },
+      { after: 300, op: 'peek', lease: 'p', expect: { allowed: true, remaining: 1, resetMs: 700 } },
+      { op: 'peek', lease: 'p', cost: 2, expect: { allowed: false, retryAfterMs: 700 } },
+      { lease: 'b', expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'concurrency: a clock stepping backwards keeps live leases',
+    policy: conc(1),
+    steps: [
+      { lease: 'a' },
+      // t=1000: a has ended; b ends at 2000.
+      { after: 1000, lease: 'b', expect: { allowed: true } },
+      {
+        after: -500,
+        lease: 'c',
+        expect: { allowed: false, remaining: 0, retryAfterMs: 1500, resetMs: 1500 },
+      },
+      { after: 1500, lease: 'c', expect: { allowed: true } },
+    ],
+  },
+  {
+    name: 'concurrency: release after expiry is harmless and resetMs follows the last lease',
+    policy: conc(3),
+    steps: [
+      { lease: 'a' },
+      { after: 400, lease: 'b', expect: { remaining: 1, resetMs: 1000 } },
+      { after: 700, op: 'refund', lease: 'a' },
+      // t=1100: a ended at 1000; b ends at 1400.
+      { op: 'peek', lease: 'p', expect: { allowed: true, remaining: 2, resetMs: 300 } },
+    ],
+  },
+  {
+    name: 'concurrency: reset drops every lease',
+    policy: conc(1),
+    steps: [
+      { lease: 'a' },
+      { lease: 'b', expect: { allowed: false } },
+      { op: 'reset' },
+      { lease: 'b', expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+]
+
+const rateOf: Record<string, Policy> = {
+  'fixed-window': fw(3),
+  'sliding-window-log': swl(3),
+  'sliding-window-counter': swc(3),
+  'token-bucket': tb(3, 3),
+  gcra: gcra(3, 3),
+  concurrency: conc(3),
+}
+
+/**
+ * The same story for every algorithm, expectations hand-derived once: with capacity 3, window
+ * (or lease timeout) 1 s, after one unit at t=0 every algorithm has 2 left and is full again by 1000.
+ */
+const everyAlgorithm: Vector[] = Object.entries(rateOf).flatMap(([name, policy]): Vector[] => [
+  {
+    name: `${name}: a block denies whatever the units, then ends at exactly its length`,
+    policy,
+    steps: [
+      { lease: 'a', expect: { allowed: true, remaining: 2 } },
+      { op: 'block', blockMs: 5000 },
+      {
+        lease: 'b',
+        expect: { allowed: false, blocked: true, remaining: 0, retryAfterMs: 5000, resetMs: 5000 },
+      },
+      { op: 'peek', lease: 'p', expect: { allowed: false, blocked: true, retryAfterMs: 5000 } },
+      { after: 4999, lease: 'b', expect: { allowed: false, blocked: true, retryAfterMs: 1 } },
+      // The unit spent at t=0 has long been given back.
+      { after: 1, lease: 'b', expect: { allowed: true, blocked: false, remaining: 2 } },
+    ],
+  },
+  {
+    name: `${name}: a block on a key never seen, then reset lifts it`,
+    policy,
+    steps: [
+      { op: 'block', blockMs: 60_000 },
+      { lease: 'a', expect: { allowed: false, blocked: true, retryAfterMs: 60_000 } },
+      { after: 10, op: 'reset' },
+      { lease: 'a', expect: { allowed: true, remaining: 2 } },
+    ],
+  },
+  {
+    name: `${name}: exhausted, a clock stepping back 1 ms is still denied`,
+    policy,
+    steps: [
+      { lease: 'a', cost: 3, expect: { allowed: true, remaining: 0 } },
+      { after: -1, lease: 'b', expect: { allowed: false, remaining: 0 } },
+      { after: -10_000, lease: 'b', expect: { allowed: false, remaining: 0 } },
+    ],
+  },
+  {
+    name: `${name}: a fresh key peeks full, with nothing to wait for`,
+    policy,
+    steps: [
+      {
+        op: 'peek',
+        lease: 'p',
+        cost: 3,
+        expect: { allowed: true, remaining: 3, retryAfterMs: 0, resetMs: 0 },
+      },
+      { op: 'peek', lease: 'p', expect: { allowed: true, remaining: 3, retryAfterMs: 0, resetMs: 0 } },
+    ],
+  },
+])
+
+export const vectors: Vector[] = [
+  ...fixedWindow,
+  ...slidingWindowLog,
+  ...slidingWindowCounter,
+  ...tokenBucket,
+  ...gcraVectors,
+  ...concurrency,
+  ...everyAlgorithm,
 ]

@@ -88,14 +88,16 @@ export function adaptClient(client: unknown): ClientAdapter | undefined {
   return undefined
 }
 
+const REPLY_ERRORS = new Set(['ReplyError', 'ErrorReply', 'SimpleError', 'BlobError'])
+
 /**
  * The error code of a Redis error reply: its first word (`NOSCRIPT`, `ERR`, `MOVED`, ...), the code
  * the protocol defines. Neither client sets a `code` property on replies, so it is read from there.
  */
 export function replyErrorCode(error: unknown): string | undefined {
   if (!(error instanceof Error)) return undefined
-  const name = error.name
-  if (name !== 'ReplyError' && name !== 'ErrorReply' && name !== 'SimpleError') return undefined
+  // ioredis: ReplyError (name set); node-redis v5: SimpleError/BlobError extends ErrorReply (name not set).
+  if (!REPLY_ERRORS.has(error.name) && !REPLY_ERRORS.has(error.constructor.name)) return undefined
   const space = error.message.indexOf(' ')
   return space === -1 ? error.message : error.message.slice(0, space)
 }

@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto'
 import { z } from 'zod'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
+import type { AlgorithmName } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { adaptClient, type ClientAdapter, type RedisClient, replyErrorCode } from './client.js'
 import { stepKeys } from './keys.js'
@@ -66,6 +67,8 @@ function stepArgs(step: Step): string[] {
 }
 
 interface Group {
+  /** The one algorithm of every step in the group, or undefined when they mix. */
+  algorithm: AlgorithmName | undefined
   indexes: number[]
   keys: string[]
   args: string[]
@@ -96,11 +99,12 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   const clientClock = parsed.data.clock === 'client' || parsed.data.now !== undefined
   const now = parsed.data.now ?? Date.now
   const slack = String(clientClock ? CLIENT_CLOCK_SLACK_MS : 0)
-  const scripts = {
-    apply: script(luaSources.apply),
-    refund: script(luaSources.refund),
-    block: script(luaSources.block),
-  }
+  const scripts = new Map<string, Script>(
+    Object.entries(luaSources).map(([name, source]) => [name, script(source)]),
+  )
+  /** The script for a group: the single-algorithm variant when every step shares one algorithm. */
+  const pick = (name: 'apply' | 'refund' | 'block', g: Group): Script =>
+    scripts.get(g.algorithm === undefined || name === 'block' ? name : `${name}/${g.algorithm}`)!
   let closed = false
 
   function clock(): string {
@@ -147,8 +151,10 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       const id = adapter!.cluster ? keys.tag : ''
       let g = groups.get(id)
       if (g === undefined) {
-        g = { indexes: [], keys: [], args: [] }
+        g = { algorithm: step.policy.algorithm, indexes: [], keys: [], args: [] }
         groups.set(id, g)
+      } else if (g.algorithm !== step.policy.algorithm) {
+        g.algorithm = undefined
       }
       g.indexes.push(index)
       g.keys.push(keys.state, keys.block)
@@ -158,7 +164,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   }
 
   async function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
-    const reply = await run(scripts.apply, g.keys, [mode, at, slack, ...g.args])
+    const reply = await run(pick('apply', g), g.keys, [mode, at, slack, ...g.args])
     if (!Array.isArray(reply) || reply.length !== g.indexes.length * 5) {
       throw new StoreError(`redis store: unexpected reply from the apply script: ${String(reply)}`)
     }
@@ -176,7 +182,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   }
 
   async function refundGroup(g: Group, at: string): Promise<void> {
-    await run(scripts.refund, g.keys, [at, slack, ...g.args])
+    await run(pick('refund', g), g.keys, [at, slack, ...g.args])
   }
 
   function merge(count: number, groups: readonly Group[], results: readonly StepResult[][]): StepResult[] {
@@ -225,7 +231,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       }
       const at = clock()
       await Promise.all(
-        group(steps).map((g) => run(scripts.block, g.keys, [at, slack, String(durationMs), ...g.args])),
+        group(steps).map((g) => run(pick('block', g), g.keys, [at, slack, String(durationMs), ...g.args])),
       )
     },
     async reset(steps) {

@@ -27,8 +27,16 @@ for i, step in ipairs(steps) do
   local blocked_until, state = load(step, now)
   states[i] = state
   if blocked_until > now then
+    -- A block adds a wait; it never shortens the one the units already impose.
     local left = blocked_until - now
-    results[i] = { blocked = true, allowed = false, remaining = 0, reset = left, retry = left }
+    local units = step.algorithm.consume(step, state, now, true)
+    results[i] = {
+      blocked = true,
+      allowed = false,
+      remaining = 0,
+      reset = math.max(left, units.reset),
+      retry = math.max(left, units.retry),
+    }
   else
     results[i] = step.algorithm.consume(step, state, now, peek)
   end

@@ -1,6 +1,6 @@
 -- GCRA, twin of src/algorithms/gcra.ts.
 -- Stored value: "tatMs:tatRem" (the theoretical arrival time in whole ms plus a remainder in
--- 1/limit ms). Meaningful until the TAT has passed: tatMs + (tatRem > 0 and 1 or 0).
+-- 1/limit ms), or just "tatMs" when the remainder is 0. Meaningful until the TAT has passed: tatMs + (tatRem > 0 and 1 or 0).
 
 local gcra = {}
 
@@ -17,7 +17,7 @@ function gcra.read(step, now, keep_dead)
     return nil
   end
   local v = unpack_numbers(raw)
-  local state = { ms = v[1], rem = v[2] }
+  local state = { ms = v[1], rem = v[2] or 0 }
   if gcra_expires_at(state) <= now then
     if not keep_dead then
       redis.call('DEL', step.key)
@@ -72,7 +72,13 @@ function gcra.consume(step, state, now, peek)
 end
 
 function gcra.save(step, state, now, slack)
-  save_string(step, int(state.ms) .. ':' .. int(state.rem), gcra_expires_at(state), now, slack)
+  -- With no remainder (window a multiple of limit / cost) the value is one integer, which Redis
+  -- stores inside the key's object (int encoding): no separate string allocation.
+  local value = int(state.ms)
+  if state.rem ~= 0 then
+    value = value .. ':' .. int(state.rem)
+  end
+  save_string(step, value, gcra_expires_at(state), now, slack)
 end
 
 function gcra.refund(step, state, now, amount, slack)

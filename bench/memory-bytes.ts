@@ -1,0 +1,73 @@
+// Memory of the in-memory store: bytes per key, and whether the heap stays flat when more distinct
+// keys pass through than maxKeys allows. Needs --expose-gc:
+//   node --expose-gc --import tsx bench/memory-bytes.ts [--keys N] [--max-keys M] [--algorithm A] [--json]
+import { parseArgs } from 'node:util'
+import { ALGORITHMS, type AlgorithmName, createLimiter, memoryStore, type Policy } from '../src/index.js'
+
+const { values } = parseArgs({
+  options: {
+    keys: { type: 'string', default: '1000000' },
+    'max-keys': { type: 'string' },
+    algorithm: { type: 'string', default: 'token-bucket' },
+    json: { type: 'boolean', default: false },
+  },
+})
+
+const gc = (globalThis as { gc?: () => void }).gc
+if (gc === undefined) {
+  console.error('run with node --expose-gc')
+  process.exit(2)
+}
+const keys = Number(values.keys)
+const maxKeys = values['max-keys'] === undefined ? keys + 1 : Number(values['max-keys'])
+const algorithm = values.algorithm as AlgorithmName
+if (!ALGORITHMS.includes(algorithm)) throw new Error(`unknown algorithm ${algorithm}`)
+const policy: Policy =
+  algorithm === 'concurrency'
+    ? { algorithm, limit: 10, timeout: '1h' }
+    : { algorithm, limit: 100, window: '1h' }
+
+function heap(): number {
+  gc!()
+  gc!()
+  return process.memoryUsage().heapUsed
+}
+
+const store = memoryStore({ now: () => 1_700_000_000_000, maxKeys })
+const limiter = createLimiter({ store, policies: { p: policy } })
+const baseline = heap()
+let maxSizeSeen = 0
+let heapAtHalf = 0
+let sizeAtHalf = 0
+const half = Math.floor(keys / 2)
+const started = performance.now()
+for (let i = 0; i < keys; i++) {
+  limiter.consumeSync('p', `user-${i}`)
+  if ((i & 1023) === 0 && store.size > maxSizeSeen) maxSizeSeen = store.size
+  // Sampled after the same number of inserts in each half, so both samples meet the two
+  // generations at the same phase (the store's size swings between maxKeys/2 and maxKeys).
+  if (i + 1 === half) {
+    heapAtHalf = heap()
+    sizeAtHalf = store.size
+  }
+}
+const seconds = (performance.now() - started) / 1000
+maxSizeSeen = Math.max(maxSizeSeen, store.size)
+const heapAtEnd = heap()
+const sizeAtEnd = store.size
+const result = {
+  algorithm,
+  keys,
+  maxKeys,
+  sizeAtHalf,
+  sizeAtEnd,
+  maxSizeSeen,
+  heapBaselineMB: +(baseline / 2 ** 20).toFixed(1),
+  heapAtHalfMB: +(heapAtHalf / 2 ** 20).toFixed(1),
+  heapAtEndMB: +(heapAtEnd / 2 ** 20).toFixed(1),
+  secondHalfGrowthMB: +((heapAtEnd - heapAtHalf) / 2 ** 20).toFixed(1),
+  bytesPerHeldKey: Math.round((heapAtEnd - baseline) / sizeAtEnd),
+  seconds: +seconds.toFixed(2),
+}
+if (values.json) console.log(JSON.stringify(result))
+else console.table(result)
