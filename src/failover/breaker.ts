@@ -1,6 +1,7 @@
-// A circuit breaker for the store: after `failures` consecutive failed calls it opens and no call
-// reaches the store for `cooldownMs`; then one probe call is let through (half-open). The probe's
-// success closes it, its failure opens it for another cool-down. Pure state, clock passed in.
+// A circuit breaker for the store: after `failures` consecutive failed calls, spread over at least
+// `minSpanMs`, it opens and no call reaches the store for `cooldownMs`; then one probe call is let
+// through (half-open). The probe's success closes it, its failure opens it for another cool-down.
+// Pure state, clock passed in.
 
 export type CircuitState = 'closed' | 'open' | 'half-open'
 
@@ -9,6 +10,12 @@ export interface BreakerOptions {
   failures: number
   /** How long the circuit stays open before a probe, ms. */
   cooldownMs: number
+  /**
+   * The consecutive failures must span at least this long (ms; default 0). A burst of timeouts that
+   * all fire at once after our own process stalled (a GC pause, a starved CPU) is one event, not
+   * evidence that the store is down; a store that is really down keeps failing past the span.
+   */
+  minSpanMs?: number
 }
 
 /** What a caller may do now: call the store normally, call it as the one probe, or not call it. */
@@ -31,7 +38,9 @@ export interface Breaker {
 export function createBreaker(options: BreakerOptions): Breaker {
   let state: CircuitState = 'closed'
   let consecutiveFailures = 0
+  let firstFailureAt = 0
   let probeAt = 0
+  const minSpanMs = options.minSpanMs ?? 0
   let probing = false
 
   return {
@@ -70,8 +79,9 @@ export function createBreaker(options: BreakerOptions): Breaker {
         return false
       }
       if (state !== 'closed') return false
+      if (consecutiveFailures === 0) firstFailureAt = nowMs
       consecutiveFailures++
-      if (consecutiveFailures < options.failures) return false
+      if (consecutiveFailures < options.failures || nowMs - firstFailureAt < minSpanMs) return false
       state = 'open'
       probeAt = nowMs + options.cooldownMs
       return true

@@ -18,7 +18,10 @@ export interface FailoverLimiterOptions {
   onStoreError?: StoreErrorMode
   /** Longest wait for one store call before it counts as failed. Default `100ms`. */
   storeTimeout?: Duration
-  /** Open the circuit after `failures` consecutive failures (default 5), probe after `cooldown` (default `1s`). */
+  /**
+   * Open the circuit after `failures` consecutive failures (default 5) spread over at least
+   * `storeTimeout`; probe again after `cooldown` (default `1s`).
+   */
   breaker?: { failures?: number; cooldown?: Duration }
   /** Store calls allowed in flight at once; past it calls fail fast to the fallback. Default 1000. */
   maxInFlight?: number

@@ -66,7 +66,12 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     ...definedOnly(options),
   }
   const now = options.now ?? (() => performance.now())
-  const breaker = createBreaker({ failures: settings.failures, cooldownMs: settings.cooldownMs })
+  const breaker = createBreaker({
+    failures: settings.failures,
+    cooldownMs: settings.cooldownMs,
+    // A burst of timeouts that fire together is one stall of this process, not a dead store.
+    minSpanMs: settings.timeoutMs,
+  })
   const policies = [...(options.policies ?? [])]
   const counts: FailoverCounts = {
     calls: 0,

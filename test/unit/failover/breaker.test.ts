@@ -45,4 +45,16 @@ describe('circuit breaker', () => {
     b.failure(false, 200)
     expect(b.admit(250)).toBe('probe')
   })
+
+  it('with minSpanMs, a burst of failures at one instant does not open it; failures over the span do', () => {
+    const b = createBreaker({ failures: 3, cooldownMs: 100, minSpanMs: 50 })
+    for (let i = 0; i < 64; i++) b.failure(false, 1000)
+    expect(b.state).toBe('closed')
+    b.success(false)
+    for (let i = 0; i < 64; i++) b.failure(false, 2000)
+    expect(b.state).toBe('closed')
+    expect(b.failure(false, 2049)).toBe(false)
+    expect(b.failure(false, 2050)).toBe(true)
+    expect(b.state).toBe('open')
+  })
 })

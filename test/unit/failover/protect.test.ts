@@ -70,9 +70,11 @@ describe('protectStore through the limiter', () => {
   it('open: admits, marked degraded, without charging anything', async () => {
     const store = switchableStore('fail')
     const limiter = limiterOver(store)
+    // Failures spread over the 30 ms timeout (a burst at one instant would not open the circuit).
     for (let i = 0; i < 5; i++) {
       const d = await limiter.consume('open', 'k')
       expect(d).toMatchObject({ allowed: true, degraded: true, remaining: 1 })
+      await sleep(10)
     }
     expect(limiter.health()).toMatchObject({ status: 'down', circuit: 'open' })
     expect(limiter.health().counts.degraded).toBe(5)
@@ -109,19 +111,26 @@ describe('protectStore through the limiter', () => {
   it('the breaker stops calling a failing store and probes once per cool-down', async () => {
     const store = switchableStore('fail')
     const limiter = limiterOver(store)
-    for (let i = 0; i < 20; i++) await limiter.consume('open', `k${i}`)
-    expect(store.calls.apply).toBe(3)
+    // Three failures at one instant: a burst (say, after a GC pause), the circuit stays closed.
+    await Promise.all([0, 1, 2].map((i) => limiter.consume('open', `b${i}`)))
+    expect(limiter.health().circuit).toBe('closed')
+    // Failures that go on past the timeout (30 ms) open it.
+    await sleep(35)
+    await limiter.consume('open', 'late')
     expect(limiter.health().circuit).toBe('open')
+    expect(store.calls.apply).toBe(4)
+    for (let i = 0; i < 20; i++) await limiter.consume('open', `k${i}`)
+    expect(store.calls.apply).toBe(4)
     await sleep(50)
     // 10 at once after the cool-down: exactly one reaches the store (the probe), it fails.
     await Promise.all(Array.from({ length: 10 }, (_, i) => limiter.consume('open', `p${i}`)))
-    expect(store.calls.apply).toBe(4)
+    expect(store.calls.apply).toBe(5)
     expect(limiter.health().circuit).toBe('open')
     store.behaviour = 'answer'
     await sleep(50)
     const d = await limiter.consume('open', 'x')
     expect(d.degraded).toBeUndefined()
-    expect(store.calls.apply).toBe(5)
+    expect(store.calls.apply).toBe(6)
     expect(limiter.health().circuit).toBe('closed')
     await limiter.close()
   })
@@ -225,9 +234,11 @@ describe('protectStore through the limiter', () => {
     const store = switchableStore('fail')
     const limiter = limiterOver(store)
     await expect(limiter.refund('open', 'k')).resolves.toBeUndefined()
+    await sleep(20)
     await expect(limiter.block('open', 'k', '1s')).rejects.toMatchObject({ code: 'SLUICE_STORE_ERROR' })
+    await sleep(20)
     await expect(limiter.reset('open', 'k')).rejects.toMatchObject({ code: 'SLUICE_STORE_ERROR' })
-    // Circuit now open (3 failures): calls are not even made.
+    // Circuit now open (3 failures over 40 ms): calls are not even made.
     await expect(limiter.reset('open', 'k')).rejects.toMatchObject({ code: 'SLUICE_STORE_UNAVAILABLE' })
     await limiter.close()
   })
