@@ -57,7 +57,7 @@ type Outcome<T> = { ok: true; value: T } | { ok: false; error: SluiceError }
 /**
  * Wrap a remote store so that its failures cost a bounded time and follow each policy's
  * `onStoreError`. The limiter does this for every store that is not in-process.
- * @example const store = protectStore(redisStore({ client }), { timeoutMs: 50, onStoreError: 'memory' })
+ * @example const store = protectStore(redisStore(client), { timeoutMs: 50, onStoreError: 'memory' })
  */
 export function protectStore(store: Store, options: ProtectOptions = {}): ProtectedStore {
   const settings: FailoverSettings = {

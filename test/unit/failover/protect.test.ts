@@ -1,4 +1,5 @@
 // The protection layer over a store that answers, fails or hangs on command.
+import { pino } from 'pino'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { InvalidOptionsError, InvalidPolicyError, type SluiceError } from '../../../src/errors.js'
 import type { FailoverLogger } from '../../../src/failover/index.js'
@@ -289,6 +290,17 @@ describe('protectStore through the limiter', () => {
       policies: { p: { algorithm: 'gcra', limit: 1, window: '1s' } },
     })
     expect(await limiter.consume('p', 'k')).toMatchObject({ allowed: true, degraded: true })
+    await limiter.close()
+  })
+
+  it('a pino logger fits the logger option', async () => {
+    const lines: string[] = []
+    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) })
+    const store = switchableStore('fail')
+    const limiter = limiterOver(store, { logger })
+    await limiter.consume('open', 'k')
+    expect(lines).toHaveLength(1)
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, store: 'switchable', errors: 1 })
     await limiter.close()
   })
 
