@@ -12,6 +12,7 @@ export type SluiceErrorCode =
   | 'SLUICE_STORE_TIMEOUT'
   | 'SLUICE_STORE_CLOSED'
   | 'SLUICE_INVALID_CONFIG'
+  | 'SLUICE_STORE_UNAVAILABLE'
 
 /** Base class of every error Sluice throws on purpose. `code` is stable across versions. */
 export class SluiceError extends Error {
@@ -83,5 +84,19 @@ export class StoreClosedError extends SluiceError {
 export class InvalidConfigError extends SluiceError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('SLUICE_INVALID_CONFIG', message, options)
+  }
+}
+
+/** The store did not answer within the limiter's `storeTimeout`. */
+export class StoreTimeoutError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_STORE_TIMEOUT', message)
+  }
+}
+
+/** The store was not called: its circuit breaker is open or too many calls are already in flight. */
+export class StoreUnavailableError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SLUICE_STORE_UNAVAILABLE', message, options)
   }
 }

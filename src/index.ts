@@ -15,8 +15,20 @@ export {
   SluiceError,
   StoreClosedError,
   StoreError,
+  StoreTimeoutError,
+  StoreUnavailableError,
   UnknownPolicyError,
 } from './errors.js'
+export type {
+  CircuitState,
+  FailoverCounts,
+  FailoverLimiterOptions,
+  FailoverLogger,
+  ProtectedStore,
+  ProtectOptions,
+  StoreHealth,
+} from './failover/index.js'
+export { protectStore } from './failover/index.js'
 export type {
   DecisionInfo,
   HeaderFamilies,
@@ -50,7 +62,14 @@ export type {
   LimiterOptions,
 } from './limiter.js'
 export { createLimiter } from './limiter.js'
-export type { AlgorithmName, ConcurrencyPolicy, Policy, RatePolicy, ResolvedPolicy } from './policy.js'
+export type {
+  AlgorithmName,
+  ConcurrencyPolicy,
+  Policy,
+  RatePolicy,
+  ResolvedPolicy,
+  StoreErrorMode,
+} from './policy.js'
 export { ALGORITHMS, resolvePolicy } from './policy.js'
 export type { Step, StepResult, Store, SyncStore } from './store.js'
 export type { MemoryStore, MemoryStoreOptions } from './stores/memory.js'

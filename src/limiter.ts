@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto'
 import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
 import { InvalidCostError, InvalidKeyError, InvalidOptionsError, UnknownPolicyError } from './errors.js'
+import type { FailoverLimiterOptions, StoreHealth } from './failover/index.js'
+import { protectStore, resolveFailover } from './failover/index.js'
 import type { Policy, ResolvedPolicy } from './policy.js'
 import { resolvePolicy } from './policy.js'
 import type { Step, StepResult, Store } from './store.js'
@@ -11,7 +13,7 @@ import { isSyncStore } from './store.js'
 import { isMemoryStore, memoryStore } from './stores/memory.js'
 
 /** Why a request was denied. */
-export type DenyReason = 'limit' | 'blocked'
+export type DenyReason = 'limit' | 'blocked' | 'store_unavailable'
 
 /** The answer to one check. Times are whole milliseconds. */
 export interface Decision {
@@ -28,6 +30,8 @@ export interface Decision {
   key: string
   /** Present when denied. */
   reason?: DenyReason
+  /** True when the store failed and the policy's `onStoreError` fallback decided. */
+  degraded?: boolean
 }
 
 /** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */
@@ -76,7 +80,7 @@ export interface DecisionEvent {
 
 export type DecisionListener = (event: DecisionEvent) => void
 
-export interface LimiterOptions<P extends Record<string, Policy>> {
+export interface LimiterOptions<P extends Record<string, Policy>> extends FailoverLimiterOptions {
   /** Where counters live. Default: a fresh `memoryStore()`. */
   store?: Store
   policies: P
@@ -109,6 +113,8 @@ export interface Limiter<Name extends string = string> {
   release(policy: Name, key: string, leaseId: string): Promise<void>
   /** Add a decision listener; returns a function that removes it. */
   subscribe(listener: DecisionListener): () => void
+  /** Is the store answering? `ok`, `degraded` (fallbacks decide) or `down` (a `closed` policy denies). */
+  health(): StoreHealth
   close(): Promise<void>
 }
 
@@ -135,7 +141,13 @@ export function createLimiter<const P extends Record<string, Policy>>(
     policies.set(name, resolvePolicy(name, policy))
   if (policies.size === 0)
     throw new InvalidOptionsError('createLimiter: policies is empty; define at least one policy')
-  const store = options.store ?? memoryStore()
+  const failover = resolveFailover(options)
+  const userStore = options.store ?? memoryStore()
+  // In-process stores cannot fail the way a network store does; remote ones get timeouts, a
+  // circuit breaker and each policy's onStoreError fallback (src/failover/).
+  const store = isSyncStore(userStore)
+    ? userStore
+    : protectStore(userStore, { ...failover, policies: policies.values() })
   const syncStore = isSyncStore(store) ? store : undefined
   const oneStepStore = isMemoryStore(store) ? store : undefined
   let listeners: DecisionListener[] = options.onDecision === undefined ? [] : [options.onDecision]
@@ -236,7 +248,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
       policy: s.policy.name,
       key: s.key,
     }
-    if (!r.allowed) d.reason = r.blocked ? 'blocked' : 'limit'
+    if (!r.allowed) d.reason = r.unavailable ? 'store_unavailable' : r.blocked ? 'blocked' : 'limit'
+    if (r.degraded) d.degraded = true
     return d
   }
 
@@ -251,6 +264,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
       )
     const out: LayeredDecision = { ...headline, results: decisions }
     if (denied !== undefined) out.deniedBy = denied.policy
+    if (decisions.some((d) => d.degraded)) out.degraded = true
     return out
   }
 
@@ -317,7 +331,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
   }
 
   const limiter: Limiter<Name> = {
-    store,
+    store: userStore,
     policies: Object.fromEntries(policies) as Record<Name, ResolvedPolicy>,
     consume,
     peek,
@@ -385,9 +399,14 @@ export function createLimiter<const P extends Record<string, Policy>>(
         listeners = listeners.filter((l) => l !== listener)
       }
     },
+    health() {
+      return 'health' in store ? store.health() : { status: 'ok', circuit: 'closed', counts: zeroCounts() }
+    },
     async close() {
       await store.close()
     },
   }
   return limiter
 }
+
+const zeroCounts = () => ({ calls: 0, errors: 0, timeouts: 0, rejected: 0, degraded: 0, unavailable: 0 })

@@ -15,12 +15,18 @@ export const ALGORITHMS = [
 export type AlgorithmName = (typeof ALGORITHMS)[number]
 export type RateAlgorithmName = Exclude<AlgorithmName, 'concurrency'>
 
+/** What a policy decides when its store cannot answer (see docs/reliability.md). */
+export type StoreErrorMode = 'open' | 'closed' | 'memory'
+export const STORE_ERROR_MODES = ['open', 'closed', 'memory'] as const
+
 /** `limit` requests per `window`. For token bucket and GCRA, `burst` is the capacity (default `limit`). */
 export interface RatePolicy {
   algorithm: RateAlgorithmName
   limit: number
   window: Duration
   burst?: number
+  /** When the store fails: admit (`open`, the limiter's default), deny (`closed`) or decide in memory. */
+  onStoreError?: StoreErrorMode
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -28,6 +34,8 @@ export interface ConcurrencyPolicy {
   algorithm: 'concurrency'
   limit: number
   timeout: Duration
+  /** When the store fails: admit (`open`, the limiter's default), deny (`closed`) or decide in memory. */
+  onStoreError?: StoreErrorMode
 }
 
 export type Policy = RatePolicy | ConcurrencyPolicy
@@ -42,6 +50,8 @@ export interface ResolvedPolicy {
   readonly windowMs: number
   /** The most a key can spend at once: `burst` for token bucket and GCRA, `limit` otherwise. */
   readonly capacity: number
+  /** Set only when the policy chose its own; otherwise the limiter's `onStoreError` applies. */
+  readonly onStoreError?: StoreErrorMode
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -56,17 +66,21 @@ const positiveInt = (what: string) =>
 
 const durationSchema = z.union([z.number(), z.string()], { error: 'must be a duration like 10s or 5m' })
 
+const storeErrorSchema = z.enum(STORE_ERROR_MODES, { error: "must be 'open', 'closed' or 'memory'" })
+
 const rateSchema = z.strictObject({
   algorithm: z.enum(['fixed-window', 'sliding-window-log', 'sliding-window-counter', 'token-bucket', 'gcra']),
   limit: positiveInt('limit'),
   window: durationSchema,
   burst: positiveInt('burst').optional(),
+  onStoreError: storeErrorSchema.optional(),
 })
 
 const concurrencySchema = z.strictObject({
   algorithm: z.literal('concurrency'),
   limit: positiveInt('limit'),
   timeout: durationSchema,
+  onStoreError: storeErrorSchema.optional(),
 })
 
 /** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
@@ -114,5 +128,14 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
       `policies.${name}.limit: sliding-window-log keeps one entry per request, so at most ${MAX_LOG_LIMIT}; use sliding-window-counter for larger limits`,
     )
   }
+  if (p.onStoreError !== undefined)
+    return Object.freeze({
+      name,
+      algorithm: p.algorithm,
+      limit,
+      windowMs,
+      capacity,
+      onStoreError: p.onStoreError,
+    })
   return Object.freeze({ name, algorithm: p.algorithm, limit, windowMs, capacity })
 }

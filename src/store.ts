@@ -20,6 +20,10 @@ export interface StepResult {
   retryAfterMs: number
   /** True when the key is under a `block` (penalty) rather than out of units. */
   blocked: boolean
+  /** Set by the failover layer: the store failed and this result comes from the policy's fallback. */
+  degraded?: boolean
+  /** Set by the failover layer with `onStoreError: 'closed'`: denied because the store failed. */
+  unavailable?: boolean
 }
 
 export interface Store {

@@ -1,0 +1,127 @@
+// The limiter's options for a failing store, validated once at construction (zod), with defaults.
+import { z } from 'zod'
+import type { Duration } from '../duration.js'
+import { parseDuration } from '../duration.js'
+import { InvalidOptionsError, SluiceError } from '../errors.js'
+import type { StoreErrorMode } from '../policy.js'
+import { STORE_ERROR_MODES } from '../policy.js'
+
+/** Where failover messages go. A pino logger fits; so does `{ warn: (d, m) => console.warn(m, d) }`. */
+export interface FailoverLogger {
+  warn(details: Record<string, unknown>, message: string): void
+  info?(details: Record<string, unknown>, message: string): void
+}
+
+/** What `createLimiter` accepts about store failures (see docs/reliability.md). */
+export interface FailoverLimiterOptions {
+  /** What policies without their own `onStoreError` do when the store fails. Default `'open'`. */
+  onStoreError?: StoreErrorMode
+  /** Longest wait for one store call before it counts as failed. Default `100ms`. */
+  storeTimeout?: Duration
+  /**
+   * Open the circuit after `failures` consecutive failures (default 5) spread over at least
+   * `storeTimeout`; probe again after `cooldown` (default `1s`).
+   */
+  breaker?: { failures?: number; cooldown?: Duration }
+  /** Store calls allowed in flight at once; past it calls fail fast to the fallback. Default 1000. */
+  maxInFlight?: number
+  /** How many processes share the store: `onStoreError: 'memory'` divides limits by it. Default 1. */
+  instances?: number
+  /** Failover messages; at most one per `logInterval` (default `10s`). Default: console.warn. */
+  logger?: FailoverLogger
+  logInterval?: Duration
+}
+
+/** The same options, resolved to numbers. What `protectStore` takes. */
+export interface FailoverSettings {
+  onStoreError: StoreErrorMode
+  timeoutMs: number
+  failures: number
+  cooldownMs: number
+  maxInFlight: number
+  instances: number
+  logger: FailoverLogger
+  logIntervalMs: number
+  /** Keys the in-memory fallback holds at most. */
+  fallbackMaxKeys: number
+}
+
+export const DEFAULT_FAILOVER: Omit<FailoverSettings, 'logger'> = {
+  onStoreError: 'open',
+  timeoutMs: 100,
+  failures: 5,
+  cooldownMs: 1000,
+  maxInFlight: 1000,
+  instances: 1,
+  logIntervalMs: 10_000,
+  fallbackMaxKeys: 100_000,
+}
+
+const consoleLogger: FailoverLogger = {
+  warn(details, message) {
+    console.warn(`sluice: ${message}`, details)
+  },
+  info(details, message) {
+    console.info(`sluice: ${message}`, details)
+  },
+}
+
+const count = (what: string) =>
+  z.number({ error: `${what} must be a number` }).refine((n) => Number.isSafeInteger(n) && n > 0, {
+    error: `${what} must be a positive whole number`,
+  })
+const duration = z.union([z.number(), z.string()], { error: 'must be a duration like 100ms or 2s' })
+
+const schema = z.object({
+  onStoreError: z.enum(STORE_ERROR_MODES, { error: "must be 'open', 'closed' or 'memory'" }).optional(),
+  storeTimeout: duration.optional(),
+  breaker: z
+    .strictObject({ failures: count('breaker.failures').optional(), cooldown: duration.optional() })
+    .optional(),
+  maxInFlight: count('maxInFlight').optional(),
+  instances: count('instances').optional(),
+  logger: z
+    .custom<FailoverLogger>(
+      (v) => typeof v === 'object' && v !== null && typeof (v as FailoverLogger).warn === 'function',
+      { error: 'must have a warn(details, message) method (a pino logger works)' },
+    )
+    .optional(),
+  logInterval: duration.optional(),
+})
+
+/** Validate the failover options of `createLimiter`. Throws `InvalidOptionsError` / `InvalidDurationError`. */
+export function resolveFailover(options: FailoverLimiterOptions): FailoverSettings {
+  const parsed = schema.safeParse(options)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    const detail =
+      issue.code === 'unrecognized_keys' ? `unknown option ${issue.keys.join(', ')}` : issue.message
+    throw new InvalidOptionsError(`createLimiter: ${issue.path.join('.')}: ${detail}`)
+  }
+  const o = parsed.data
+  try {
+    return {
+      onStoreError: o.onStoreError ?? DEFAULT_FAILOVER.onStoreError,
+      timeoutMs:
+        o.storeTimeout === undefined
+          ? DEFAULT_FAILOVER.timeoutMs
+          : parseDuration(o.storeTimeout, 'storeTimeout'),
+      failures: o.breaker?.failures ?? DEFAULT_FAILOVER.failures,
+      cooldownMs:
+        o.breaker?.cooldown === undefined
+          ? DEFAULT_FAILOVER.cooldownMs
+          : parseDuration(o.breaker.cooldown, 'breaker.cooldown'),
+      maxInFlight: o.maxInFlight ?? DEFAULT_FAILOVER.maxInFlight,
+      instances: o.instances ?? DEFAULT_FAILOVER.instances,
+      logger: o.logger ?? consoleLogger,
+      logIntervalMs:
+        o.logInterval === undefined
+          ? DEFAULT_FAILOVER.logIntervalMs
+          : parseDuration(o.logInterval, 'logInterval'),
+      fallbackMaxKeys: DEFAULT_FAILOVER.fallbackMaxKeys,
+    }
+  } catch (error) {
+    if (error instanceof SluiceError) throw error
+    throw new InvalidOptionsError('createLimiter: invalid failover options', { cause: error })
+  }
+}

@@ -1,0 +1,339 @@
+// The protection layer between the limiter and a remote store (Redis): a timeout on every call, a
+// circuit breaker, a bound on calls in flight, and each policy's fallback when the store fails
+// (`open`: admit, marked degraded; `closed`: deny as store_unavailable; `memory`: decide in-process).
+// It never rejects a decision and never leaves a rejection unhandled.
+import { SluiceError, StoreError, StoreTimeoutError, StoreUnavailableError } from '../errors.js'
+import type { ResolvedPolicy, StoreErrorMode } from '../policy.js'
+import type { Step, StepResult, Store } from '../store.js'
+import type { MemoryStore } from '../stores/memory.js'
+import { memoryStore } from '../stores/memory.js'
+import type { CircuitState } from './breaker.js'
+import { createBreaker } from './breaker.js'
+import type { FailoverSettings } from './options.js'
+import { DEFAULT_FAILOVER } from './options.js'
+
+/** What `limiter.health()` reports; a service's /readyz can answer from it. */
+export interface StoreHealth {
+  /** ok: the store answers. degraded: it fails, every policy falls back. down: a `closed` policy denies. */
+  status: 'ok' | 'degraded' | 'down'
+  reason?: string
+  circuit: CircuitState
+  /** Counts since the limiter started. */
+  counts: FailoverCounts
+}
+
+export interface FailoverCounts {
+  /** Store calls made. */
+  calls: number
+  /** Calls that failed with an error from the store. */
+  errors: number
+  /** Calls that took longer than the timeout. */
+  timeouts: number
+  /** Calls not made: circuit open or too many in flight. */
+  rejected: number
+  /** Decisions answered by a fallback (`open` or `memory`). */
+  degraded: number
+  /** Decisions denied as store_unavailable (`closed`). */
+  unavailable: number
+}
+
+export interface ProtectedStore extends Store {
+  /** The store being protected. */
+  readonly primary: Store
+  /** Store calls currently in flight (including ones that already timed out). */
+  readonly inFlight: number
+  health(): StoreHealth
+}
+
+export interface ProtectOptions extends Partial<FailoverSettings> {
+  /** The limiter's policies: health() reports `down` when one of them fails closed. */
+  policies?: Iterable<ResolvedPolicy>
+  /** Monotonic clock (ms) for the breaker and log interval. Default `performance.now`. */
+  now?: () => number
+}
+
+type Outcome<T> = { ok: true; value: T } | { ok: false; error: SluiceError }
+
+/**
+ * Wrap a remote store so that its failures cost a bounded time and follow each policy's
+ * `onStoreError`. The limiter does this for every store that is not in-process.
+ * @example const store = protectStore(redisStore(client), { timeoutMs: 50, onStoreError: 'memory' })
+ */
+export function protectStore(store: Store, options: ProtectOptions = {}): ProtectedStore {
+  const settings: FailoverSettings = {
+    ...DEFAULT_FAILOVER,
+    logger: { warn() {} },
+    ...definedOnly(options),
+  }
+  const now = options.now ?? (() => performance.now())
+  const breaker = createBreaker({
+    failures: settings.failures,
+    cooldownMs: settings.cooldownMs,
+    // A burst of timeouts that fire together is one stall of this process, not a dead store.
+    minSpanMs: settings.timeoutMs,
+  })
+  const policies = [...(options.policies ?? [])]
+  const counts: FailoverCounts = {
+    calls: 0,
+    errors: 0,
+    timeouts: 0,
+    rejected: 0,
+    degraded: 0,
+    unavailable: 0,
+  }
+  let inFlight = 0
+  let lastCallFailed = false
+  let lastError: SluiceError | undefined
+  let fallback: MemoryStore | undefined
+  const fallbackPolicies = new WeakMap<ResolvedPolicy, ResolvedPolicy>()
+
+  // ---- logging: at most one warning per interval, with what happened since the last one ----
+  let lastLogAt = Number.NEGATIVE_INFINITY
+  let lastRecoveryLogAt = Number.NEGATIVE_INFINITY
+  let logged: FailoverCounts = { ...counts }
+  function logFailure(): void {
+    const t = now()
+    if (t - lastLogAt < settings.logIntervalMs) return
+    lastLogAt = t
+    const since: Record<string, unknown> = { store: store.name, circuit: breaker.state }
+    for (const k of Object.keys(counts) as (keyof FailoverCounts)[]) since[k] = counts[k] - logged[k]
+    if (lastError !== undefined) since.error = lastError.message
+    logged = { ...counts }
+    safeLog('warn', since, `store ${store.name} is failing; decisions follow each policy's onStoreError`)
+  }
+  function safeLog(level: 'warn' | 'info', details: Record<string, unknown>, message: string): void {
+    try {
+      if (level === 'info' && settings.logger.info !== undefined) settings.logger.info(details, message)
+      else settings.logger.warn(details, message)
+    } catch {
+      // A broken logger must never break a decision.
+    }
+  }
+
+  function failed(probe: boolean, error: SluiceError): void {
+    lastCallFailed = true
+    lastError = error
+    breaker.failure(probe, now())
+    logFailure()
+  }
+  function succeeded(probe: boolean): void {
+    lastCallFailed = false
+    if (breaker.success(probe) && now() - lastRecoveryLogAt >= settings.logIntervalMs) {
+      lastRecoveryLogAt = now()
+      safeLog('info', { store: store.name, ...counts }, `store ${store.name} answers again; circuit closed`)
+    }
+  }
+
+  /** Call the store with the timeout, the breaker and the in-flight bound. Never rejects. */
+  function call<T>(what: string, run: () => Promise<T>): Promise<Outcome<T>> {
+    if (inFlight >= settings.maxInFlight) {
+      counts.rejected++
+      const error = new StoreUnavailableError(
+        `store ${store.name}: ${inFlight} calls in flight (maxInFlight ${settings.maxInFlight}); not calling it`,
+      )
+      lastError = error
+      logFailure()
+      return Promise.resolve({ ok: false, error })
+    }
+    const admission = breaker.admit(now())
+    if (admission === 'reject') {
+      counts.rejected++
+      logFailure()
+      return Promise.resolve({
+        ok: false,
+        error: new StoreUnavailableError(
+          `store ${store.name}: circuit ${breaker.state}; next probe in ${Math.ceil(breaker.retryInMs(now()))} ms`,
+          { cause: lastError },
+        ),
+      })
+    }
+    const probe = admission === 'probe'
+    counts.calls++
+    inFlight++
+    let pending: Promise<T>
+    try {
+      pending = run()
+    } catch (error) {
+      pending = Promise.reject(error)
+    }
+    return new Promise<Outcome<T>>((resolve) => {
+      let settled = false
+      const timer = setTimeout(() => {
+        // Decide in the check phase, after this loop iteration has polled the sockets: when our own
+        // event loop was stalled, the reply may be waiting unread, and a stall of this process is
+        // no failure of the store.
+        setImmediate(() => {
+          if (settled) return
+          settled = true
+          counts.timeouts++
+          const error = new StoreTimeoutError(
+            `store ${store.name}: ${what} took longer than ${settings.timeoutMs} ms (storeTimeout)`,
+          )
+          failed(probe, error)
+          resolve({ ok: false, error })
+        })
+      }, settings.timeoutMs)
+      timer.unref?.()
+      // Both handlers are attached at once, so a call that fails after its timeout is still caught.
+      pending.then(
+        (value) => {
+          inFlight--
+          if (settled) return
+          settled = true
+          clearTimeout(timer)
+          succeeded(probe)
+          resolve({ ok: true, value })
+        },
+        (cause: unknown) => {
+          inFlight--
+          if (settled) return
+          settled = true
+          clearTimeout(timer)
+          counts.errors++
+          const error =
+            cause instanceof SluiceError
+              ? cause
+              : new StoreError(`store ${store.name}: ${what} failed: ${messageOf(cause)}`, { cause })
+          failed(probe, error)
+          resolve({ ok: false, error })
+        },
+      )
+    })
+  }
+
+  const modeOf = (step: Step): StoreErrorMode => step.policy.onStoreError ?? settings.onStoreError
+
+  function fallbackStore(): MemoryStore {
+    fallback ??= memoryStore({ maxKeys: settings.fallbackMaxKeys })
+    return fallback
+  }
+
+  /** The policy the in-memory fallback enforces: limit and capacity shared among `instances`. */
+  function fallbackPolicy(policy: ResolvedPolicy): ResolvedPolicy {
+    let p = fallbackPolicies.get(policy)
+    if (p === undefined) {
+      p = Object.freeze({
+        ...policy,
+        limit: Math.ceil(policy.limit / settings.instances),
+        capacity: Math.ceil(policy.capacity / settings.instances),
+      })
+      fallbackPolicies.set(policy, p)
+    }
+    return p
+  }
+  const toFallback = (step: Step): Step => ({ ...step, policy: fallbackPolicy(step.policy) })
+
+  async function decideWithoutStore(steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]> {
+    const modes = steps.map(modeOf)
+    if (modes.includes('closed')) {
+      // All or nothing: one closed layer denies the whole check, and nothing is charged anywhere
+      // (memory layers are not even evaluated; the other layers report what they would do).
+      counts.unavailable++
+      const t = now()
+      const retryAfterMs = Math.max(1, Math.ceil(breaker.retryInMs(t)) || settings.cooldownMs)
+      return steps.map((step, i) =>
+        modes[i] === 'closed'
+          ? {
+              allowed: false,
+              remaining: 0,
+              resetMs: retryAfterMs,
+              retryAfterMs,
+              blocked: false,
+              degraded: true,
+              unavailable: true,
+            }
+          : admitted(step, mode),
+      )
+    }
+    counts.degraded++
+    const inMemory: Step[] = []
+    for (let i = 0; i < steps.length; i++) if (modes[i] === 'memory') inMemory.push(toFallback(steps[i]!))
+    // The memory store commits its layers only if all of them admit; `open` layers charge nothing,
+    // so the check stays all-or-nothing across modes.
+    const memoryResults = inMemory.length > 0 ? fallbackStore().applySync(inMemory, mode) : []
+    let next = 0
+    return steps.map((step, i) => {
+      if (modes[i] === 'memory') return { ...memoryResults[next++]!, degraded: true }
+      return admitted(step, mode)
+    })
+  }
+
+  /** Memory-mode steps, for mirroring refunds, blocks and resets into the fallback. */
+  const memorySteps = (steps: readonly Step[]): Step[] =>
+    steps.filter((s) => modeOf(s) === 'memory').map(toFallback)
+
+  const protectedStore: ProtectedStore = {
+    name: store.name,
+    primary: store,
+    get inFlight() {
+      return inFlight
+    },
+    async apply(steps, mode) {
+      const result = await call(mode, () => store.apply(steps, mode))
+      return result.ok ? result.value : decideWithoutStore(steps, mode)
+    },
+    async refund(steps) {
+      // Best effort and never throws: refunds run in `finally` blocks and lease releases. A refund
+      // that cannot reach the store is lost; the stored units expire with their window.
+      const result = await call('refund', () => store.refund(steps))
+      const mirror = memorySteps(steps)
+      if (mirror.length > 0 && fallback !== undefined && (!result.ok || mirror.some((s) => s.leaseId))) {
+        await fallback.refund(mirror)
+      }
+    },
+    async block(steps, durationMs) {
+      const mirror = memorySteps(steps)
+      if (mirror.length > 0) await fallbackStore().block(mirror, durationMs)
+      const result = await call('block', () => store.block(steps, durationMs))
+      if (!result.ok) throw result.error
+    },
+    async reset(steps) {
+      const mirror = memorySteps(steps)
+      if (mirror.length > 0 && fallback !== undefined) await fallback.reset(mirror)
+      const result = await call('reset', () => store.reset(steps))
+      if (!result.ok) throw result.error
+    },
+    async close() {
+      await fallback?.close()
+      await store.close()
+    },
+    health() {
+      const circuit = breaker.state
+      if (circuit === 'closed' && !lastCallFailed) return { status: 'ok', circuit, counts: { ...counts } }
+      const closedPolicies = policies
+        .filter((p) => (p.onStoreError ?? settings.onStoreError) === 'closed')
+        .map((p) => p.name)
+      const down =
+        circuit !== 'closed' &&
+        (closedPolicies.length > 0 || (policies.length === 0 && settings.onStoreError === 'closed'))
+      const cause = lastError === undefined ? '' : `: ${lastError.message}`
+      const reason = down
+        ? `store ${store.name} unavailable (circuit ${circuit})${cause}; denying policies ${closedPolicies.join(', ') || '(default closed)'}`
+        : `store ${store.name} failing (circuit ${circuit})${cause}; decisions fall back`
+      return { status: down ? 'down' : 'degraded', reason, circuit, counts: { ...counts } }
+    },
+  }
+  return protectedStore
+}
+
+/** An `open` layer's answer without a store: admitted, charged nothing, marked degraded. */
+function admitted(step: Step, mode: 'consume' | 'peek'): StepResult {
+  return {
+    allowed: true,
+    remaining: Math.max(0, step.policy.capacity - (mode === 'consume' ? step.cost : 0)),
+    resetMs: 0,
+    retryAfterMs: 0,
+    blocked: false,
+    degraded: true,
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+function definedOnly<T extends object>(o: T): Partial<T> {
+  const out: Partial<T> = {}
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) (out as Record<string, unknown>)[k] = v
+  return out
+}
