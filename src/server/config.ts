@@ -21,10 +21,10 @@ export interface PolicyEntry {
   readonly tier: string | undefined
   /** The name the limiter and the store know it by, e.g. `api._.f3a9c2` or `api.pro.77b0e1`. */
   readonly internalName: string
-  /** What createLimiter gets (per-policy `onStoreError` stripped: its policy schema is strict). */
+  /** The policy as written, without `onStoreError` (limiterPolicies adds the effective mode back). */
   readonly policy: Policy
   readonly resolved: ResolvedPolicy
-  /** Per-policy failure mode (or the top-level one). Kept for the failure handling work. */
+  /** Per-policy failure mode (or the top-level one): what the limiter does when the store fails. */
   readonly onStoreError: FailMode
 }
 
@@ -339,7 +339,9 @@ export async function loadConfig(file: string): Promise<ServiceConfig> {
 /** The limiter's policy table: internal name -> policy. */
 export function limiterPolicies(config: ServiceConfig): Record<string, Policy> {
   const out: Record<string, Policy> = {}
-  for (const [internalName, entry] of config.entries) out[internalName] = entry.policy
+  for (const [internalName, entry] of config.entries) {
+    out[internalName] = { ...entry.policy, onStoreError: entry.onStoreError }
+  }
   return out
 }
 

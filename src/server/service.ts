@@ -344,16 +344,20 @@ export function createService(options: ServiceOptions): Service {
       ])
       send(res, 200, JSON.stringify({ ready: true, store: handle.description, reachable: true }))
     } catch (error) {
-      // Failure modes are not applied by the service yet: say so rather than claim one is serving.
+      // The store does not answer: ready only while some policy's failure mode still serves decisions.
+      const modes = [...new Set([...config.entries.values()].map((entry) => entry.onStoreError))]
+      const serving = modes.some((mode) => mode !== 'closed')
       send(
         res,
-        503,
+        serving ? 200 : 503,
         JSON.stringify({
-          ready: false,
+          ready: serving,
           store: handle.description,
           reachable: false,
-          onStoreError: config.onStoreError,
-          serving: 'errors (503 store_unavailable): failure modes are not implemented yet',
+          serving: serving
+            ? `failure modes: ${modes.join(', ')}`
+            : 'nothing: every policy is onStoreError closed',
+          health: limiter.health(),
           message: (error as Error).message,
         }),
       )

@@ -363,7 +363,7 @@ describe('health, readiness, metrics, request ids', () => {
     })
   })
 
-  it('/readyz says 503 and which mode when the store does not answer', async () => {
+  it('/readyz says which failure mode serves when the store does not answer', async () => {
     await running.service.close()
     const { memoryStore } = await import('../../src/stores/memory.js')
     running = await startService(CONFIG, {
@@ -374,8 +374,8 @@ describe('health, readiness, metrics, request ids', () => {
       },
     })
     expect(await get(at('/readyz'))).toMatchObject({
-      status: 503,
-      body: { ready: false, store: 'test-store', reachable: false, onStoreError: 'open' },
+      status: 200,
+      body: { ready: true, store: 'test-store', reachable: false, serving: 'failure modes: open, closed' },
     })
   })
 

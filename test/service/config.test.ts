@@ -42,11 +42,15 @@ describe('the example config', () => {
     expect(describeConfig(config)).toContain('api (tier pro): token-bucket, 1000 per 60000ms, capacity 200')
   })
 
-  it('hands createLimiter policies without onStoreError, one per policy x tier', async () => {
+  it('hands createLimiter one policy per policy x tier, each with its effective onStoreError', async () => {
     const config = await loadConfig(EXAMPLE)
     const policies = limiterPolicies(config)
     expect(Object.keys(policies)).toHaveLength(5)
-    for (const policy of Object.values(policies)) expect(policy).not.toHaveProperty('onStoreError')
+    for (const entry of config.entries.values()) {
+      expect(policies[entry.internalName]).toMatchObject({ onStoreError: entry.onStoreError })
+    }
+    expect(policies[config.lookup('login')!.internalName]).toMatchObject({ onStoreError: 'closed' })
+    expect(policies[config.lookup('api')!.internalName]).toMatchObject({ onStoreError: 'open' })
     const limiter = createLimiter({ policies })
     const pro = config.lookup('api', 'pro')!
     expect((await limiter.consume(pro.internalName, 'k')).limit).toBe(200)

@@ -46,18 +46,30 @@ describe('the service on Redis', () => {
     }
   })
 
-  it('answers 503 store_unavailable and /readyz 503 when Redis goes away', async () => {
+  it('when Redis goes away: open admits degraded and stays ready; closed denies and /readyz is 503', async () => {
     const server = await startRedis()
-    const store = await openStore(server.url, { prefix: 'gone' })
-    const r = await startService(CONFIG, { store })
-    running.push(r)
-    expect((await post(`${r.url}/v1/check`, { policy: 'api', key: 'k' })).body).toMatchObject({
-      allowed: true,
+    const open = await startService(CONFIG, { store: await openStore(server.url, { prefix: 'gone' }) })
+    running.push(open)
+    const closedConfig = CONFIG.replace('window: 1m }', 'window: 1m, onStoreError: closed }')
+    const closed = await startService(closedConfig, {
+      store: await openStore(server.url, { prefix: 'gone2' }),
     })
+    running.push(closed)
+    for (const r of [open, closed]) {
+      expect((await post(`${r.url}/v1/check`, { policy: 'api', key: 'k' })).body).toMatchObject({
+        allowed: true,
+      })
+    }
     await server.stop()
-    const res = await post(`${r.url}/v1/check`, { policy: 'api', key: 'k' })
-    expect(res).toMatchObject({ status: 503, body: { error: 'store_unavailable' } })
-    expect(await get(`${r.url}/readyz`)).toMatchObject({
+    const admitted = await post(`${open.url}/v1/check`, { policy: 'api', key: 'k' })
+    expect(admitted).toMatchObject({ status: 200, body: { allowed: true, degraded: true } })
+    expect(await get(`${open.url}/readyz`)).toMatchObject({
+      status: 200,
+      body: { ready: true, reachable: false, serving: 'failure modes: open' },
+    })
+    const denied = await post(`${closed.url}/v1/check`, { policy: 'api', key: 'k' })
+    expect(denied).toMatchObject({ status: 200, body: { allowed: false, reason: 'store_unavailable' } })
+    expect(await get(`${closed.url}/readyz`)).toMatchObject({
       status: 503,
       body: { ready: false, reachable: false },
     })
