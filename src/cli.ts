@@ -26,7 +26,7 @@ Commands:
 const SERVE_HELP = `Usage: sluice serve [--config FILE] [--port N] [--host H] [--store URL]
 
 Run the decision service: POST /v1/check, /v1/peek, GET /v1/authz (nginx auth_request),
-POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics.
+POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics, /dashboard (live).
 
   --config FILE  YAML config (default examples/sluice.yaml, or SLUICE_CONFIG)
   --port N       Port to listen on (default 8080, or SLUICE_PORT; 0 picks a free port)
@@ -142,6 +142,7 @@ async function serve(argv: string[]): Promise<void> {
       `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,
       `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || env('SLUICE_ADMIN_TOKEN') ? 'on' : 'off'})`,
       `  GET  ${url}/healthz  ${url}/readyz  ${url}/metrics`,
+      `  dashboard: ${url}/dashboard`,
       '',
     ].join('\n'),
   )

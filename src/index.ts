@@ -27,6 +27,7 @@ export type {
   ProtectedStore,
   ProtectOptions,
   StoreHealth,
+  StoreHealthEvent,
 } from './failover/index.js'
 export { protectStore } from './failover/index.js'
 export type {
@@ -42,8 +43,10 @@ export type {
   KeySpec,
   LimitedContext,
   RateLimitBody,
+  RateLimitBodyOptions,
   RouteOptions,
   Rule,
+  StoreUnavailableStatus,
   TierOptions,
   TrustProxy,
 } from './http/index.js'

@@ -5,12 +5,23 @@ import { parseDuration } from '../duration.js'
 import { InvalidOptionsError, SluiceError } from '../errors.js'
 import type { StoreErrorMode } from '../policy.js'
 import { STORE_ERROR_MODES } from '../policy.js'
+import type { CircuitState } from './breaker.js'
 
 /** Where failover messages go. A pino logger fits; so does `{ warn: (d, m) => console.warn(m, d) }`. */
 export interface FailoverLogger {
   warn(details: Record<string, unknown>, message: string): void
   info?(details: Record<string, unknown>, message: string): void
 }
+
+/**
+ * What the protection layer reports about the store, for metrics and alerts:
+ * - `error`: one call failed or timed out (calls not made because the circuit is open are not errors);
+ * - `state`: whether the store answers (`up`: the last call succeeded) or the circuit state changed.
+ *   The first call after the store is wrapped always reports a state.
+ */
+export type StoreHealthEvent =
+  | { readonly type: 'error'; readonly store: string; readonly error: SluiceError }
+  | { readonly type: 'state'; readonly store: string; readonly up: boolean; readonly circuit: CircuitState }
 
 /** What `createLimiter` accepts about store failures (see docs/reliability.md). */
 export interface FailoverLimiterOptions {
@@ -30,6 +41,8 @@ export interface FailoverLimiterOptions {
   /** Failover messages; at most one per `logInterval` (default `10s`). Default: console.warn. */
   logger?: FailoverLogger
   logInterval?: Duration
+  /** Called on store errors and on store up/down and circuit changes; thrown errors are ignored. */
+  onStoreHealth?: (event: StoreHealthEvent) => void
 }
 
 /** The same options, resolved to numbers. What `protectStore` takes. */
@@ -44,6 +57,7 @@ export interface FailoverSettings {
   logIntervalMs: number
   /** Keys the in-memory fallback holds at most. */
   fallbackMaxKeys: number
+  onStoreHealth?: (event: StoreHealthEvent) => void
 }
 
 export const DEFAULT_FAILOVER: Omit<FailoverSettings, 'logger'> = {
@@ -87,6 +101,11 @@ const schema = z.object({
     )
     .optional(),
   logInterval: duration.optional(),
+  onStoreHealth: z
+    .custom<(event: StoreHealthEvent) => void>((v) => typeof v === 'function', {
+      error: 'must be a function',
+    })
+    .optional(),
 })
 
 /** Validate the failover options of `createLimiter`. Throws `InvalidOptionsError` / `InvalidDurationError`. */
@@ -119,6 +138,7 @@ export function resolveFailover(options: FailoverLimiterOptions): FailoverSettin
           ? DEFAULT_FAILOVER.logIntervalMs
           : parseDuration(o.logInterval, 'logInterval'),
       fallbackMaxKeys: DEFAULT_FAILOVER.fallbackMaxKeys,
+      ...(o.onStoreHealth === undefined ? {} : { onStoreHealth: o.onStoreHealth }),
     }
   } catch (error) {
     if (error instanceof SluiceError) throw error

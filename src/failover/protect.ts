@@ -9,7 +9,7 @@ import type { MemoryStore } from '../stores/memory.js'
 import { memoryStore } from '../stores/memory.js'
 import type { CircuitState } from './breaker.js'
 import { createBreaker } from './breaker.js'
-import type { FailoverSettings } from './options.js'
+import type { FailoverSettings, StoreHealthEvent } from './options.js'
 import { DEFAULT_FAILOVER } from './options.js'
 
 /** What `limiter.health()` reports; a service's /readyz can answer from it. */
@@ -110,15 +110,39 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     }
   }
 
+  // ---- health events (metrics): every failed call, and each change of (up, circuit) ----
+  let reportedUp: boolean | undefined
+  let reportedCircuit: CircuitState | undefined
+  function emitHealth(event: StoreHealthEvent): void {
+    try {
+      settings.onStoreHealth?.(event)
+    } catch {
+      // A broken listener must never break a decision.
+    }
+  }
+  function reportState(): void {
+    if (settings.onStoreHealth === undefined) return
+    const up = !lastCallFailed
+    const circuit = breaker.state
+    if (up === reportedUp && circuit === reportedCircuit) return
+    reportedUp = up
+    reportedCircuit = circuit
+    emitHealth({ type: 'state', store: store.name, up, circuit })
+  }
+
   function failed(probe: boolean, error: SluiceError): void {
     lastCallFailed = true
     lastError = error
     breaker.failure(probe, now())
+    emitHealth({ type: 'error', store: store.name, error })
+    reportState()
     logFailure()
   }
   function succeeded(probe: boolean): void {
     lastCallFailed = false
-    if (breaker.success(probe) && now() - lastRecoveryLogAt >= settings.logIntervalMs) {
+    const closed = breaker.success(probe)
+    reportState()
+    if (closed && now() - lastRecoveryLogAt >= settings.logIntervalMs) {
       lastRecoveryLogAt = now()
       safeLog('info', { store: store.name, ...counts }, `store ${store.name} answers again; circuit closed`)
     }
@@ -148,6 +172,8 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       })
     }
     const probe = admission === 'probe'
+    // Open -> half-open happens on admission.
+    if (probe) reportState()
     counts.calls++
     inFlight++
     let pending: Promise<T>

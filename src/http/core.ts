@@ -47,7 +47,8 @@ const scalarOptions = z.object({
     .string()
     .regex(/^[A-Za-z0-9-]{1,64}$/)
     .default('x-api-key'),
-  proxyHeader: z.enum(['x-forwarded-for', 'forwarded']).default('x-forwarded-for'),
+  proxyHeader: z.enum(['x-forwarded-for', 'forwarded', 'x-real-ip']).default('x-forwarded-for'),
+  storeUnavailableStatus: z.union([z.literal(503), z.literal(429)]).default(503),
 })
 
 /** A bounded-cardinality method: the standard ones as is, anything else as `OTHER`. */
@@ -421,7 +422,10 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       logger.warn({ route: routeId, policy, key: decision.key }, 'sluice: shadow mode would refuse')
       return { action: 'continue', headers, decision, wouldDeny: true }
     }
-    const body = rateLimitBody(decision, settings.body)
+    // A `closed` policy whose store failed: 503 (or 429) with Retry-After, not a plain 429.
+    const body = rateLimitBody(decision, settings.body, {
+      storeUnavailableStatus: settings.storeUnavailableStatus,
+    })
     const response: HttpResponseSpec = {
       status: body.status,
       headers: { ...headers, 'Content-Type': body.contentType },

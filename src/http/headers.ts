@@ -157,15 +157,26 @@ export interface RateLimitBody {
   body: string
 }
 
+/** The status of a denial caused by the store failing (`onStoreError: 'closed'`): 503 by default, or 429. */
+export type StoreUnavailableStatus = 429 | 503
+
+export interface RateLimitBodyOptions {
+  /** Status of a denial whose reason is `store_unavailable`. Default 503. */
+  storeUnavailableStatus?: StoreUnavailableStatus
+}
+
 /**
  * The response body for a decision. Denied: status 429 with
  * `{"error":"rate_limit_exceeded","message":"Too many requests. Please try again in N seconds.","retry_after":N,"policy":"<layer>"}`
  * (`format: 'json'`, the default) or an RFC 9457 problem document (`format: 'problem'`,
- * `application/problem+json`). Allowed: status 200 with `{"allowed":true,"remaining":N}`.
+ * `application/problem+json`). Denied because the store failed (reason `store_unavailable`, a policy
+ * with `onStoreError: 'closed'`): status 503 (or `storeUnavailableStatus`) with
+ * `"error":"store_unavailable"`. Allowed (degraded or not): status 200 with `{"allowed":true,"remaining":N}`.
  */
 export function rateLimitBody(
   decision: Decision | LayeredDecision,
   format: 'json' | 'problem' = 'json',
+  options: RateLimitBodyOptions = {},
 ): RateLimitBody {
   if (decision.allowed) {
     const remaining = safe(headlineLayer(decision).remaining)
@@ -180,24 +191,31 @@ export function rateLimitBody(
     'deniedBy' in decision && typeof decision.deniedBy === 'string'
       ? decision.deniedBy
       : headlineLayer(decision).policy
-  const message = `Too many requests. Please try again in ${retryAfter} ${retryAfter === 1 ? 'second' : 'seconds'}.`
+  const unavailable = decision.reason === 'store_unavailable'
+  const status = unavailable ? (options.storeUnavailableStatus ?? 503) : 429
+  const wait = `${retryAfter} ${retryAfter === 1 ? 'second' : 'seconds'}`
+  const message = unavailable
+    ? `The rate limiter cannot reach its store. Please try again in ${wait}.`
+    : `Too many requests. Please try again in ${wait}.`
+  const error = unavailable ? 'store_unavailable' : 'rate_limit_exceeded'
   if (format === 'problem') {
     return {
-      status: 429,
+      status,
       contentType: 'application/problem+json',
       body: JSON.stringify({
         type: 'about:blank',
-        title: 'Too Many Requests',
-        status: 429,
+        title: status === 503 ? 'Service Unavailable' : 'Too Many Requests',
+        status,
         detail: message,
         retry_after: retryAfter,
         policy,
+        ...(unavailable ? { reason: 'store_unavailable' } : {}),
       }),
     }
   }
   return {
-    status: 429,
+    status,
     contentType: 'application/json',
-    body: JSON.stringify({ error: 'rate_limit_exceeded', message, retry_after: retryAfter, policy }),
+    body: JSON.stringify({ error, message, retry_after: retryAfter, policy }),
   }
 }

@@ -1,7 +1,13 @@
 // The framework-neutral HTTP layer: key extraction, layered rules, tiers, headers and 429 bodies.
 export type { HttpLimiter } from './core.js'
 export { asHttpLimiter, createHttpLimiter } from './core.js'
-export type { HeaderFamilies, RateLimitBody, RateLimitHeaderOptions } from './headers.js'
+export type {
+  HeaderFamilies,
+  RateLimitBody,
+  RateLimitBodyOptions,
+  RateLimitHeaderOptions,
+  StoreUnavailableStatus,
+} from './headers.js'
 export { headlineLayer, rateLimitBody, rateLimitHeaders, retryAfterSeconds } from './headers.js'
 export type { ClientIpOptions, ClientIpResolver, TrustProxy } from './ip.js'
 export { clientIpResolver, groupIp, ipMatcher, parseIp } from './ip.js'

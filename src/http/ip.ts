@@ -103,8 +103,11 @@ export type TrustProxy = false | number | readonly string[]
 
 export interface ClientIpOptions {
   trustProxy: TrustProxy
-  /** The forwarding header the trusted proxies write. Default `x-forwarded-for`. */
-  header: 'x-forwarded-for' | 'forwarded'
+  /**
+   * The forwarding header the trusted proxies write: `x-forwarded-for` (a list of hops), `forwarded`
+   * (RFC 7239) or `x-real-ip` (one address, as nginx's `proxy_set_header X-Real-IP $remote_addr` sends).
+   */
+  header: 'x-forwarded-for' | 'forwarded' | 'x-real-ip'
 }
 
 export interface ClientIpResolver {
@@ -146,7 +149,7 @@ export function clientIpResolver(options: ClientIpOptions): ClientIpResolver {
       'trustProxy: use false, a number of proxy hops, or a list of addresses/CIDRs (e.g. ["loopback", "10.0.0.0/8"])',
     )
   }
-  const entries = header === 'forwarded' ? forwardedFor : forwardedList
+  const entries = header === 'forwarded' ? forwardedFor : header === 'x-real-ip' ? realIp : forwardedList
 
   return {
     resolve(remoteAddress, value) {
@@ -209,6 +212,11 @@ const MAX_HOPS = 32
 function forwardedList(value: string): string[] {
   const parts = value.split(',')
   return parts.length > MAX_HOPS ? parts.slice(-MAX_HOPS) : parts
+}
+
+/** X-Real-IP holds one address: a list in it is malformed (one entry that fails to parse). */
+function realIp(value: string): string[] {
+  return [value]
 }
 
 /** The `for=` of each element of an RFC 7239 `Forwarded` header (`unknown` and `_hidden` stay invalid). */

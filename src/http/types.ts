@@ -119,8 +119,8 @@ export interface HttpLimiterOptions {
   apiKeyHeader?: string
   /** Which peers may set forwarding headers. Default `false` (the socket peer is the client). */
   trustProxy?: TrustProxy
-  /** The forwarding header your trusted proxies write. Default `x-forwarded-for`. */
-  proxyHeader?: 'x-forwarded-for' | 'forwarded'
+  /** The forwarding header your trusted proxies write (`x-real-ip`: one address). Default `x-forwarded-for`. */
+  proxyHeader?: 'x-forwarded-for' | 'forwarded' | 'x-real-ip'
   /** IPv6 clients are grouped by this prefix length. Default 64. */
   ipv6Prefix?: number
   /** When a request has no client IP (unix socket): share one `ip:unknown` budget (default), or refuse with 400. */
@@ -142,6 +142,12 @@ export interface HttpLimiterOptions {
   headers?: HeaderFamilies
   /** The 429 body: `json` (default) or `problem` (application/problem+json, RFC 9457). */
   body?: 'json' | 'problem'
+  /**
+   * Status of a request denied because the store failed under a policy with `onStoreError: 'closed'`
+   * (decision reason `store_unavailable`): 503 (default) or 429; Retry-After is sent either way.
+   * Fail-open (`degraded`) decisions pass as usual.
+   */
+  storeUnavailableStatus?: 503 | 429
   /** Custom response for a refused request; return undefined to send the default. */
   onLimited?: (context: LimitedContext) => HttpResponseSpec | undefined
   /** Called after every decision (also in shadow mode). Errors thrown by it are ignored. */

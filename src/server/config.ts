@@ -6,6 +6,9 @@ import type { Document } from 'yaml'
 import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
 import { z } from 'zod'
 import { InvalidConfigError, InvalidDurationError, SluiceError } from '../errors.js'
+import type { StoreUnavailableStatus } from '../http/headers.js'
+import type { TrustProxy } from '../http/ip.js'
+import { clientIpResolver } from '../http/ip.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 
@@ -47,6 +50,14 @@ export interface ServiceConfig {
     readonly keyHeader: string | undefined
     /** Header naming the caller's tier for /v1/authz; undefined means no tiers there. */
     readonly tierHeader: string | undefined
+    /** Peers whose forwarding header is believed (the HTTP core's rules). Default `['loopback']`. */
+    readonly trustProxy: TrustProxy
+    /** The header those proxies write. Default `x-real-ip` (what examples/nginx/sluice.conf sends). */
+    readonly proxyHeader: 'x-real-ip' | 'x-forwarded-for' | 'forwarded'
+    /** IPv6 clients share one key per network of this prefix. Default 64. */
+    readonly ipv6Prefix: number
+    /** Status when a `closed` policy denies because the store failed. Default 503. */
+    readonly storeUnavailableStatus: StoreUnavailableStatus
   }
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
@@ -78,7 +89,31 @@ const topSchema = z.strictObject({
     )
     .optional(),
   admin: z.strictObject({ token: z.string().min(8, { error: 'must be at least 8 characters' }) }).optional(),
-  authz: z.strictObject({ keyHeader: headerName.optional(), tierHeader: headerName.optional() }).optional(),
+  authz: z
+    .strictObject({
+      keyHeader: headerName.optional(),
+      tierHeader: headerName.optional(),
+      trustProxy: z
+        .union([z.literal(false), z.number().int().min(0), z.array(z.string())], {
+          error: 'must be false, a number of proxy hops, or a list like [loopback, 10.0.0.0/8]',
+        })
+        .optional(),
+      proxyHeader: z
+        .enum(['x-real-ip', 'x-forwarded-for', 'forwarded'], {
+          error: 'must be x-real-ip, x-forwarded-for or forwarded',
+        })
+        .optional(),
+      ipv6Prefix: z
+        .number()
+        .int()
+        .min(1)
+        .max(128, { error: 'must be a whole number from 1 to 128' })
+        .optional(),
+      storeUnavailableStatus: z
+        .union([z.literal(503), z.literal(429)], { error: 'must be 503 or 429' })
+        .optional(),
+    })
+    .optional(),
 })
 
 type Path = readonly (string | number)[]
@@ -301,6 +336,14 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     }
   }
   const tierSet = new Set(tierNames)
+  const trustProxy: TrustProxy = top.authz?.trustProxy ?? ['loopback']
+  const proxyHeader = top.authz?.proxyHeader ?? 'x-real-ip'
+  try {
+    clientIpResolver({ trustProxy, header: proxyHeader })
+  } catch (error) {
+    const message = error instanceof SluiceError ? error.message : String(error)
+    throw loc.error(['authz', 'trustProxy'], `authz.${message}`, error)
+  }
 
   return {
     file,
@@ -314,6 +357,10 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     authz: {
       keyHeader: top.authz?.keyHeader?.toLowerCase(),
       tierHeader: top.authz?.tierHeader?.toLowerCase(),
+      trustProxy,
+      proxyHeader,
+      ipv6Prefix: top.authz?.ipv6Prefix ?? 64,
+      storeUnavailableStatus: top.authz?.storeUnavailableStatus ?? 503,
     },
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
@@ -345,15 +392,28 @@ export function limiterPolicies(config: ServiceConfig): Record<string, Policy> {
   return out
 }
 
+function authzClient(config: ServiceConfig): string {
+  const { trustProxy, proxyHeader, ipv6Prefix } = config.authz
+  const trusted =
+    trustProxy === false
+      ? 'no proxy trusted'
+      : typeof trustProxy === 'number'
+        ? `${proxyHeader} through ${trustProxy} hops`
+        : trustProxy.length === 0
+          ? 'no proxy trusted'
+          : `${proxyHeader} from ${trustProxy.join(', ')}`
+  return `client IP (${trusted}; IPv6 per /${ipv6Prefix})`
+}
+
 /** A human summary of what the config says, for `sluice check`. */
 export function describeConfig(config: ServiceConfig): string {
   const lines = [
     `${config.file}: ok`,
     `  store: ${config.store}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
     `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
-    `  authz key: ${config.authz.keyHeader ?? 'client IP (X-Real-IP / X-Forwarded-For)'}${
+    `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${
       config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`
-    }`,
+    }; store unavailable -> ${config.authz.storeUnavailableStatus}`,
     '  policies:',
   ]
   for (const entry of config.entries.values()) {

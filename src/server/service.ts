@@ -9,9 +9,14 @@ import type { Logger } from 'pino'
 import { pino } from 'pino'
 import { Registry } from 'prom-client'
 import { InvalidDurationError, SluiceError } from '../errors.js'
+import type { StoreHealthEvent } from '../failover/options.js'
 import { rateLimitBody, rateLimitHeaders } from '../http/headers.js'
-import type { Decision, DecisionListener, Limiter } from '../limiter.js'
+import type { ClientIpResolver } from '../http/ip.js'
+import { clientIpResolver, groupIp, parseIp } from '../http/ip.js'
+import type { Decision, DecisionEvent, DecisionListener, LayeredDecision, Limiter } from '../limiter.js'
 import { createLimiter } from '../limiter.js'
+import type { Observability, ObservabilityOptions } from '../metrics/observability.js'
+import { createObservability } from '../metrics/observability.js'
 import type { Store } from '../store.js'
 import { isSyncStore } from '../store.js'
 import { memoryStore } from '../stores/memory.js'
@@ -28,7 +33,7 @@ import {
   parseJson,
   readBody,
 } from './requests.js'
-import { clientIp, policiesForHeaders, present, presentLayered } from './responses.js'
+import { policiesForHeaders, present, presentLayered } from './responses.js'
 
 /** The store the service decides on, with a way to ask whether it answers. */
 export interface StoreHandle {
@@ -47,6 +52,11 @@ export interface ServiceOptions {
   logger?: Logger
   /** Overrides the config's `admin.token` (the CLI passes SLUICE_ADMIN_TOKEN). */
   adminToken?: string
+  /**
+   * Tuning of the metrics, top keys and dashboard served on /metrics and /dashboard (the limiter,
+   * registry and path are the service's). `false`: serve only the registry on /metrics, no dashboard.
+   */
+  observability?: false | Omit<ObservabilityOptions, 'limiter' | 'registry' | 'dashboardPath'>
 }
 
 export interface ListeningAddress {
@@ -59,13 +69,22 @@ export interface ListeningAddress {
 export interface Service {
   /** The Prometheus registry served on /metrics; the metrics module registers its collectors here. */
   readonly registry: Registry
+  /**
+   * Metrics, top keys, spikes and the dashboard (served on /metrics and /dashboard), fed by every
+   * decision across reloads, with policies under their configured names (`api`, or `api.pro` for a
+   * tier). Undefined when created with `observability: false`.
+   */
+  readonly observability: Observability | undefined
   /** The config in force (changes on reload). */
   readonly config: ServiceConfig
   /** The limiter in force (a new one after each reload, over the same store). */
   readonly limiter: Limiter
   readonly store: StoreHandle
   readonly logger: Logger
-  /** Listen for every decision, across reloads. Returns a function that stops listening. */
+  /**
+   * Listen for every decision, across reloads (policies under their internal names, `api._.f3a9c2`).
+   * Returns a function that stops listening.
+   */
   subscribe(listener: DecisionListener): () => void
   listen(port: number, host?: string): Promise<ListeningAddress>
   /**
@@ -100,14 +119,70 @@ export function createService(options: ServiceOptions): Service {
     for (const listener of listeners) listener(event)
   }
 
+  // Observability: subscribed once through `forward`, so it outlives every reload. It sees
+  // configured names (`api`, `api.pro`), not the internal ones that carry a shape hash.
+  let displayNames = displayNamesOf(options.config)
+  const observability =
+    options.observability === false
+      ? undefined
+      : createObservability({
+          ...options.observability,
+          limiter: { subscribe: (listener) => subscribe((event) => listener(displayed(event))) },
+          registry,
+          dashboardPath: '/dashboard',
+        })
+  const metrics = observability?.metrics
+  // The store's health, as the failover layer reports it, into sluice_store_up / _circuit_state /
+  // _store_errors_total. The memory store is in-process: it is always up.
+  const onStoreHealth = (event: StoreHealthEvent): void => {
+    if (metrics === undefined) return
+    if (event.type === 'error') metrics.recordStoreError(event.store)
+    else {
+      metrics.setStoreUp(event.store, event.up)
+      metrics.setCircuitState(event.store, event.circuit)
+    }
+  }
+
   let config = options.config
   let adminToken = options.adminToken ?? config.adminToken
   let limiter = buildLimiter(config)
   const syncStore = isSyncStore(handle.store)
+  if (syncStore) metrics?.setStoreUp(limiter.store.name, true)
   let headerPolicies = policiesForHeaders(config)
+  let authzIp = authzIpResolver(config)
 
   function buildLimiter(next: ServiceConfig): Limiter {
-    return createLimiter({ store: handle.store, policies: limiterPolicies(next), onDecision: forward })
+    return createLimiter({
+      store: handle.store,
+      policies: limiterPolicies(next),
+      onDecision: forward,
+      onStoreHealth,
+    })
+  }
+
+  function subscribe(listener: DecisionListener): () => void {
+    listeners = [...listeners, listener]
+    return () => {
+      listeners = listeners.filter((l) => l !== listener)
+    }
+  }
+
+  /** The event with configured policy names (one small copy per decision, only for observability). */
+  function displayed(event: DecisionEvent): DecisionEvent {
+    const d = event.decision
+    const name = (internal: string) => displayNames.get(internal) ?? internal
+    let decision: Decision | LayeredDecision
+    if (!('results' in d)) decision = { ...d, policy: name(d.policy) }
+    else {
+      const layered: LayeredDecision = {
+        ...d,
+        policy: name(d.policy),
+        results: d.results.map((r) => ({ ...r, policy: name(r.policy) })),
+      }
+      if (d.deniedBy !== undefined) layered.deniedBy = name(d.deniedBy)
+      decision = layered
+    }
+    return { ...event, decision }
   }
 
   // Request ids: the caller's X-Request-Id when it is sane, else a per-boot prefix and a counter.
@@ -223,6 +298,15 @@ export function createService(options: ServiceOptions): Service {
         allow(method, 'GET', 'HEAD')
         await ready(res)
         return
+      case '/dashboard':
+      case '/dashboard/':
+      case '/dashboard/events':
+      case '/dashboard/snapshot.json':
+        if (observability === undefined)
+          throw new ClientError('not_found', 'the dashboard is off (observability: false)', 404)
+        observability.dashboardHandler(req, res)
+        if (path === '/dashboard/events') await finished(res)
+        return
       case '/metrics': {
         allow(method, 'GET', 'HEAD')
         const text = await registry.metrics()
@@ -274,7 +358,7 @@ export function createService(options: ServiceOptions): Service {
       query.get('tier') ?? (typeof headerTier === 'string' && headerTier !== '' ? headerTier : undefined)
     const entry = entryFor(config, query.get('policy') ?? undefined, tier, 'query')
     const keyHeader = config.authz.keyHeader
-    const rawKey = keyHeader === undefined ? clientIp(req) : req.headers[keyHeader]
+    const rawKey = keyHeader === undefined ? authzIp(req) : req.headers[keyHeader]
     if (typeof rawKey !== 'string' || rawKey === '') {
       throw new ClientError(
         'missing_key',
@@ -291,7 +375,10 @@ export function createService(options: ServiceOptions): Service {
       nowMs: Date.now(),
     })
     // The adapters' body: nginx drops it, Traefik forwardAuth passes a denial's body to the client.
-    const body = rateLimitBody(named)
+    // A `closed` policy whose store failed: 503 (or authz.storeUnavailableStatus) with Retry-After.
+    const body = rateLimitBody(named, 'json', {
+      storeUnavailableStatus: config.authz.storeUnavailableStatus,
+    })
     send(res, body.status, body.body, headers)
   }
 
@@ -368,6 +455,7 @@ export function createService(options: ServiceOptions): Service {
 
   return {
     registry,
+    observability,
     get config() {
       return config
     },
@@ -376,12 +464,7 @@ export function createService(options: ServiceOptions): Service {
     },
     store: handle,
     logger,
-    subscribe(listener) {
-      listeners = [...listeners, listener]
-      return () => {
-        listeners = listeners.filter((l) => l !== listener)
-      }
-    },
+    subscribe,
     listen(port, host = '127.0.0.1') {
       return new Promise((resolve, reject) => {
         server.once('error', reject)
@@ -406,11 +489,15 @@ export function createService(options: ServiceOptions): Service {
       adminToken = options.adminToken ?? next.adminToken
       limiter = nextLimiter
       headerPolicies = policiesForHeaders(next)
+      authzIp = authzIpResolver(next)
+      displayNames = displayNamesOf(next)
       logger.info({ file: next.file, policies: next.entries.size, keptCounters: kept }, 'config reloaded')
     },
     async close(graceMs = 10_000) {
       if (closing) return
       closing = true
+      // Ends the dashboard's event streams, which would otherwise hold the server open.
+      observability?.close()
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeIdleConnections()
       if (inFlight > 0) {
@@ -431,4 +518,36 @@ export function createService(options: ServiceOptions): Service {
       logger.info('stopped')
     },
   }
+}
+
+/** Internal policy name -> the name operators configured: `api`, or `api.pro` for a tier. */
+function displayNamesOf(config: ServiceConfig): Map<string, string> {
+  const out = new Map<string, string>()
+  for (const entry of config.entries.values())
+    out.set(entry.internalName, entry.tier === undefined ? entry.name : `${entry.name}.${entry.tier}`)
+  return out
+}
+
+/**
+ * The client address for /v1/authz with the HTTP core's rules: the forwarding header only from
+ * trusted proxies (authz.trustProxy, authz.proxyHeader), IPv6 grouped by authz.ipv6Prefix.
+ */
+function authzIpResolver(config: ServiceConfig): (req: IncomingMessage) => string | undefined {
+  const { trustProxy, proxyHeader, ipv6Prefix } = config.authz
+  const resolver: ClientIpResolver = clientIpResolver({ trustProxy, header: proxyHeader })
+  return (req) => {
+    const value = req.headers[proxyHeader]
+    const forwarded = typeof value === 'string' ? value : Array.isArray(value) ? value.join(', ') : undefined
+    const address = resolver.resolve(req.socket.remoteAddress, forwarded)
+    const ip = address === undefined ? undefined : parseIp(address)
+    return ip === undefined ? undefined : groupIp(ip.address, ip.family, ipv6Prefix)
+  }
+}
+
+/** Resolves when the response is over (an SSE stream ends when the client leaves or on close). */
+function finished(res: ServerResponse): Promise<void> {
+  if (res.writableEnded || res.destroyed) return Promise.resolve()
+  return new Promise((resolve) => {
+    res.once('close', () => resolve())
+  })
 }
