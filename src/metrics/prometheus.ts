@@ -63,10 +63,12 @@ const DEFAULT_BUCKETS = [
 ]
 
 /**
- * The outcome of a decision. `degraded`: a decision made without the store's say (the failure
- * handling work marks these with a `reason` other than `limit` or `blocked`, e.g. `store_unavailable`).
+ * The outcome of a decision. `degraded`: a decision made without the store's say: marked
+ * `degraded: true` by the failover layer (fail-open admits, in-memory fallback), or denied with a
+ * `reason` other than `limit` or `blocked` (`store_unavailable`, fail-closed).
  */
 export function outcomeOf(decision: Decision): Outcome {
+  if (decision.degraded === true) return 'degraded'
   const reason: string | undefined = decision.reason
   if (reason !== undefined && reason !== 'limit' && reason !== 'blocked') return 'degraded'
   return decision.allowed ? 'allowed' : 'denied'

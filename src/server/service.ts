@@ -157,6 +157,8 @@ export function createService(options: ServiceOptions): Service {
       policies: limiterPolicies(next),
       onDecision: forward,
       onStoreHealth,
+      // Failover warnings (store failing, recovered) go to the service log, at most one per 10 s.
+      logger,
     })
   }
 

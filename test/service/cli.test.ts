@@ -78,6 +78,10 @@ describe('sluice serve (a real process)', () => {
   it('prints its URLs and serves decisions', async () => {
     expect(proc!.output()).toContain(`POST ${url}/v1/check`)
     expect(proc!.output()).toContain(`GET  ${url}/v1/authz?policy=api`)
+    expect(proc!.output()).toContain(`dashboard: ${url}/dashboard`)
+    const page = await fetch(`${url}/dashboard`)
+    expect(page.status).toBe(200)
+    expect(page.headers.get('content-type')).toContain('text/html')
     expect((await post(`${url}/v1/check`, { policy: 'api', key: 'k' })).body).toMatchObject({
       allowed: true,
       remaining: 1,

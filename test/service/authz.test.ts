@@ -1,0 +1,147 @@
+// GET /v1/authz: the client address under the HTTP core's rules (trusted proxies, forwarding header,
+// IPv6 grouping), and what it answers when the store fails (503 by default, 429 when configured).
+import { afterEach, describe, expect, it } from 'vitest'
+import { parseConfig } from '../../src/server/config.js'
+import { openStore } from '../../src/server/store-url.js'
+import { startRedis } from '../helpers/redis-harness.js'
+import type { Running } from './helpers.js'
+import { get, post, startService } from './helpers.js'
+
+const POLICY = 'policies:\n  api: { algorithm: fixed-window, limit: 2, window: 1m }\n'
+
+const started: Running[] = []
+afterEach(async () => {
+  for (const r of started.splice(0)) await r.service.close(500)
+})
+async function service(yaml: string, extra: Parameters<typeof startService>[1] = {}): Promise<Running> {
+  const r = await startService(yaml, extra)
+  started.push(r)
+  return r
+}
+
+/** Status of three authz calls with these headers: [200, 200, 429] when they share one key. */
+async function three(r: Running, headers: Record<string, string>): Promise<number[]> {
+  const out = []
+  for (let i = 0; i < 3; i++) out.push((await get(`${r.url}/v1/authz?policy=api`, headers)).status)
+  return out
+}
+
+describe('/v1/authz: who is asking', () => {
+  it('default: X-Real-IP from a loopback proxy; X-Forwarded-For is not read', async () => {
+    const r = await service(POLICY)
+    expect(await three(r, { 'x-real-ip': '203.0.113.7' })).toEqual([200, 200, 429])
+    expect(await three(r, { 'x-real-ip': '203.0.113.8' })).toEqual([200, 200, 429])
+    // A spoofed X-Forwarded-For changes nothing: the key is the socket's 127.0.0.1 each time.
+    expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-forwarded-for': '198.51.100.1' })).status).toBe(
+      200,
+    )
+    expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-forwarded-for': '198.51.100.2' })).status).toBe(
+      200,
+    )
+    expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-forwarded-for': '198.51.100.3' })).status).toBe(
+      429,
+    )
+    // The key is the address itself, so /v1/check callers keying on the IP share the budget.
+    expect((await post(`${r.url}/v1/peek`, { policy: 'api', key: '203.0.113.7' })).body).toMatchObject({
+      allowed: false,
+    })
+  })
+
+  it('a peer that is not a trusted proxy cannot choose its key', async () => {
+    for (const trust of ['false', '[10.0.0.0/8]', '[]']) {
+      const r = await service(`${POLICY}authz: { trustProxy: ${trust} }\n`)
+      // Every call comes from 127.0.0.1, which is not trusted: a new X-Real-IP each time is ignored.
+      const statuses = []
+      for (let i = 0; i < 3; i++)
+        statuses.push((await get(`${r.url}/v1/authz?policy=api`, { 'x-real-ip': `203.0.113.${i}` })).status)
+      expect(statuses, `trustProxy: ${trust}`).toEqual([200, 200, 429])
+    }
+  })
+
+  it('X-Forwarded-For: walks trusted hops from the nearest, by list or by hop count', async () => {
+    const byList = await service(
+      `${POLICY}authz: { proxyHeader: x-forwarded-for, trustProxy: [loopback, 198.51.100.0/24] }\n`,
+    )
+    // The client-supplied first entry counts only through trusted hops: 203.0.113.7 is the client.
+    expect(await three(byList, { 'x-forwarded-for': '203.0.113.7, 198.51.100.1' })).toEqual([200, 200, 429])
+    expect(
+      (await get(`${byList.url}/v1/authz?policy=api`, { 'x-forwarded-for': '203.0.113.7' })).status,
+    ).toBe(429)
+    // A forged entry before an untrusted hop is not reached: 192.0.2.1 is the client.
+    expect(
+      (await get(`${byList.url}/v1/authz?policy=api`, { 'x-forwarded-for': '203.0.113.7, 192.0.2.1' }))
+        .status,
+    ).toBe(200)
+
+    const byHops = await service(`${POLICY}authz: { proxyHeader: x-forwarded-for, trustProxy: 1 }\n`)
+    // One hop: the last entry is the client, whatever precedes it.
+    expect(
+      await three(byHops, { 'x-forwarded-for': `192.0.2.${Math.floor(Math.random() * 200)}, 198.51.100.9` }),
+    ).toEqual([200, 200, 429])
+  })
+
+  it('groups IPv6 clients by authz.ipv6Prefix (default /64)', async () => {
+    const r = await service(POLICY)
+    expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-real-ip': '2001:db8:1:2::1' })).status).toBe(200)
+    expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-real-ip': '2001:db8:1:2:ffff::9' })).status).toBe(
+      200,
+    )
+    expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-real-ip': '2001:db8:1:2::abcd' })).status).toBe(
+      429,
+    )
+    expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-real-ip': '2001:db8:1:3::1' })).status).toBe(200)
+    expect((await post(`${r.url}/v1/peek`, { policy: 'api', key: '2001:db8:1:2::/64' })).body).toMatchObject({
+      allowed: false,
+    })
+
+    const wide = await service(`${POLICY}authz: { ipv6Prefix: 48 }\n`)
+    expect(await three(wide, { 'x-real-ip': '2001:db8:1:2::1' }).then((s) => s.slice(0, 1))).toEqual([200])
+    expect((await get(`${wide.url}/v1/authz?policy=api`, { 'x-real-ip': '2001:db8:1:3::1' })).status).toBe(
+      429,
+    )
+  })
+
+  it('refuses bad authz settings with file, line and path', () => {
+    expect(() => parseConfig(`${POLICY}authz:\n  trustProxy: [nowhere]\n`, 'bad.yaml')).toThrow(
+      /bad\.yaml:4: authz\.trustProxy: "nowhere" is not an address/,
+    )
+    expect(() => parseConfig(`${POLICY}authz:\n  proxyHeader: x-client\n`, 'bad.yaml')).toThrow(
+      /bad\.yaml:4: authz\.proxyHeader: must be x-real-ip, x-forwarded-for or forwarded/,
+    )
+    expect(() => parseConfig(`${POLICY}authz:\n  storeUnavailableStatus: 500\n`, 'bad.yaml')).toThrow(
+      /authz\.storeUnavailableStatus: must be 503 or 429/,
+    )
+  })
+})
+
+describe('/v1/authz when the store fails (real redis-server, stopped)', () => {
+  it('a closed policy answers 503 with Retry-After (429 when configured); an open one passes', async () => {
+    const server = await startRedis()
+    const yaml = (extra: string) =>
+      'policies:\n' +
+      '  strict: { algorithm: fixed-window, limit: 100, window: 1m, onStoreError: closed }\n' +
+      '  lenient: { algorithm: fixed-window, limit: 100, window: 1m }\n' +
+      extra
+    const r503 = await service(yaml(''), { store: await openStore(server.url, { prefix: 'authz-a' }) })
+    const r429 = await service(yaml('authz: { storeUnavailableStatus: 429 }\n'), {
+      store: await openStore(server.url, { prefix: 'authz-b' }),
+    })
+    for (const r of [r503, r429]) expect((await get(`${r.url}/v1/authz?policy=strict`)).status).toBe(200)
+    await server.stop()
+
+    for (const [r, status] of [
+      [r503, 503],
+      [r429, 429],
+    ] as const) {
+      const denied = await get(`${r.url}/v1/authz?policy=strict`)
+      expect(denied.status).toBe(status)
+      expect(Number(denied.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+      expect(denied.body).toMatchObject({ error: 'store_unavailable', policy: 'strict' })
+      // Fail-open: degraded but admitted.
+      expect(await get(`${r.url}/v1/authz?policy=lenient`)).toMatchObject({
+        status: 200,
+        body: { allowed: true },
+      })
+    }
+  })
+})
