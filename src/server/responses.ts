@@ -1,6 +1,5 @@
-// How the service answers: decisions in the configured names, the header helper's policy table,
-// and the client address for /v1/authz. Pure functions of their arguments.
-import type { IncomingMessage } from 'node:http'
+// How the service answers: decisions in the configured names and the header helper's policy table.
+// Pure functions of their arguments.
 import type { Decision, LayeredDecision } from '../limiter.js'
 import type { ResolvedPolicy } from '../policy.js'
 import type { PolicyEntry, ServiceConfig } from './config.js'
@@ -47,18 +46,4 @@ export function policiesForHeaders(
     out.set(entry.internalName, Object.freeze({ [entry.name]: named }))
   }
   return out
-}
-
-/** The client address: X-Real-IP, else the last X-Forwarded-For hop, else the socket's. */
-export function clientIp(req: IncomingMessage): string | undefined {
-  const real = req.headers['x-real-ip']
-  if (typeof real === 'string' && real.trim() !== '') return real.trim()
-  const forwarded = req.headers['x-forwarded-for']
-  if (typeof forwarded === 'string' && forwarded.trim() !== '') {
-    // The proxy in front of us appends the address it saw: trust the last hop only.
-    const hops = forwarded.split(',')
-    const last = hops[hops.length - 1]!.trim()
-    if (last !== '') return last
-  }
-  return req.socket.remoteAddress
 }

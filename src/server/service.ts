@@ -11,9 +11,7 @@ import { Registry } from 'prom-client'
 import { InvalidDurationError, SluiceError } from '../errors.js'
 import type { StoreHealthEvent } from '../failover/options.js'
 import { rateLimitBody, rateLimitHeaders } from '../http/headers.js'
-import type { ClientIpResolver } from '../http/ip.js'
-import { clientIpResolver, groupIp, parseIp } from '../http/ip.js'
-import type { Decision, DecisionEvent, DecisionListener, LayeredDecision, Limiter } from '../limiter.js'
+import type { Decision, DecisionListener, Limiter } from '../limiter.js'
 import { createLimiter } from '../limiter.js'
 import type { Observability, ObservabilityOptions } from '../metrics/observability.js'
 import { createObservability } from '../metrics/observability.js'
@@ -22,6 +20,7 @@ import { isSyncStore } from '../store.js'
 import { memoryStore } from '../stores/memory.js'
 import type { ServiceConfig } from './config.js'
 import { limiterPolicies } from './config.js'
+import { authzIpResolver, displayed, displayNamesOf, finished } from './observe.js'
 import type { DecisionRequest } from './requests.js'
 import {
   ClientError,
@@ -127,7 +126,9 @@ export function createService(options: ServiceOptions): Service {
       ? undefined
       : createObservability({
           ...options.observability,
-          limiter: { subscribe: (listener) => subscribe((event) => listener(displayed(event))) },
+          limiter: {
+            subscribe: (listener) => subscribe((event) => listener(displayed(event, displayNames))),
+          },
           registry,
           dashboardPath: '/dashboard',
         })
@@ -167,24 +168,6 @@ export function createService(options: ServiceOptions): Service {
     return () => {
       listeners = listeners.filter((l) => l !== listener)
     }
-  }
-
-  /** The event with configured policy names (one small copy per decision, only for observability). */
-  function displayed(event: DecisionEvent): DecisionEvent {
-    const d = event.decision
-    const name = (internal: string) => displayNames.get(internal) ?? internal
-    let decision: Decision | LayeredDecision
-    if (!('results' in d)) decision = { ...d, policy: name(d.policy) }
-    else {
-      const layered: LayeredDecision = {
-        ...d,
-        policy: name(d.policy),
-        results: d.results.map((r) => ({ ...r, policy: name(r.policy) })),
-      }
-      if (d.deniedBy !== undefined) layered.deniedBy = name(d.deniedBy)
-      decision = layered
-    }
-    return { ...event, decision }
   }
 
   // Request ids: the caller's X-Request-Id when it is sane, else a per-boot prefix and a counter.
@@ -520,36 +503,4 @@ export function createService(options: ServiceOptions): Service {
       logger.info('stopped')
     },
   }
-}
-
-/** Internal policy name -> the name operators configured: `api`, or `api.pro` for a tier. */
-function displayNamesOf(config: ServiceConfig): Map<string, string> {
-  const out = new Map<string, string>()
-  for (const entry of config.entries.values())
-    out.set(entry.internalName, entry.tier === undefined ? entry.name : `${entry.name}.${entry.tier}`)
-  return out
-}
-
-/**
- * The client address for /v1/authz with the HTTP core's rules: the forwarding header only from
- * trusted proxies (authz.trustProxy, authz.proxyHeader), IPv6 grouped by authz.ipv6Prefix.
- */
-function authzIpResolver(config: ServiceConfig): (req: IncomingMessage) => string | undefined {
-  const { trustProxy, proxyHeader, ipv6Prefix } = config.authz
-  const resolver: ClientIpResolver = clientIpResolver({ trustProxy, header: proxyHeader })
-  return (req) => {
-    const value = req.headers[proxyHeader]
-    const forwarded = typeof value === 'string' ? value : Array.isArray(value) ? value.join(', ') : undefined
-    const address = resolver.resolve(req.socket.remoteAddress, forwarded)
-    const ip = address === undefined ? undefined : parseIp(address)
-    return ip === undefined ? undefined : groupIp(ip.address, ip.family, ipv6Prefix)
-  }
-}
-
-/** Resolves when the response is over (an SSE stream ends when the client leaves or on close). */
-function finished(res: ServerResponse): Promise<void> {
-  if (res.writableEnded || res.destroyed) return Promise.resolve()
-  return new Promise((resolve) => {
-    res.once('close', () => resolve())
-  })
 }
