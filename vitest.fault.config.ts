@@ -1,0 +1,15 @@
+import { defineConfig } from 'vitest/config'
+
+// The fault tests (test/fault/): real redis-server processes killed, paused and flushed under load.
+// One file at a time, after the rest of the suite, so their latency numbers measure Sluice rather
+// than the other tests running beside them.
+export default defineConfig({
+  test: {
+    include: ['test/fault/**/*.test.ts'],
+    globalSetup: ['test/helpers/redis-global-setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    pool: 'forks',
+    fileParallelism: false,
+  },
+})
