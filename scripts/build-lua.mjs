@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const dir = join(root, 'src/stores/redis/scripts')
 const out = join(root, 'src/stores/redis/lua.generated.ts')
-const ENTRIES = ['apply', 'refund', 'block']
+const ENTRIES = ['apply', 'batch', 'refund', 'block']
 const INCLUDE = /^--- @include "([a-z-]+)"\s*$/
 
 const ALGORITHMS = [
