@@ -64,3 +64,30 @@ describe('token bucket packing', () => {
     })
   }
 })
+
+describe('flat single-step scripts (one-token-bucket, one-gcra)', () => {
+  for (const algorithm of ['token-bucket', 'gcra'] as const) {
+    it(`${algorithm}: a short block on a drained key reports the longer wait of the units, as memory does`, async () => {
+      let now = 1_000_000
+      const clock = () => now
+      const redis = redisStore(client, { prefix: freshPrefix('flat'), clock: 'client', now: clock })
+      const memory = memoryStore({ now: clock })
+      const policy = resolvePolicy('p', { algorithm, limit: 2, window: 10_000 })
+      const steps: Step[] = [{ policy, key: 'k', cost: 1 }]
+      for (const store of [redis, memory]) {
+        await store.apply(steps, 'consume')
+        await store.apply(steps, 'consume')
+        await store.block(steps, 50)
+      }
+      for (const move of [0, 10, 60, 5_000]) {
+        now += move
+        for (const mode of ['peek', 'consume'] as const) {
+          const got = await redis.apply(steps, mode)
+          expect(got, `${mode} at +${move}`).toEqual(await memory.apply(steps, mode))
+        }
+      }
+      const [held] = await redis.apply(steps, 'peek')
+      expect(held!.blocked).toBe(false)
+    })
+  }
+})

@@ -132,6 +132,10 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   /** The script for a group: the single-algorithm variant when every step shares one algorithm. */
   const pick = (name: 'apply' | 'batch' | 'refund' | 'block', g: Pick<Group, 'algorithm'>): Script =>
     scripts.get(g.algorithm === undefined || name === 'block' ? name : `${name}/${g.algorithm}`)!
+  /** Flat single-step apply scripts, by algorithm (see scripts/one-*.lua). */
+  const flat = new Map<AlgorithmName, Script>()
+  for (const algorithm of ['token-bucket', 'gcra'] as const)
+    flat.set(algorithm, scripts.get(`one-${algorithm}`)!)
   const coalesce = parsed.data.coalesce ?? true
   /** Decisions waiting for the end of the tick, by hash slot group ('' when standalone). */
   const pending = new Map<string, Batch>()
@@ -209,7 +213,8 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   }
 
   async function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
-    const reply = await run(pick('apply', g), g.keys, [mode, at, slack, ...g.args])
+    const one = g.indexes.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
+    const reply = await run(one ?? pick('apply', g), g.keys, [mode, at, slack, ...g.args])
     if (!Array.isArray(reply) || reply.length !== g.indexes.length * 5) {
       throw new StoreError(`redis store: unexpected reply from the apply script: ${String(reply)}`)
     }
