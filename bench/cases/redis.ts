@@ -105,6 +105,8 @@ async function throughput(subject: Subject, inFlight: number, ms: number) {
 
 /** The EVALSHA arguments of one decision per call, with `__rand_int__` keys for redis-benchmark. */
 const TB_ARGS = ['consume', '', '0', 'token-bucket', '1000000', '3600000', '1000000', '1', '']
+/** The flat scripts take the batch layout: now, slack, then per decision mode, 1, and the step. */
+const flatArgs = (algorithm: string) => ['', '0', 'consume', '1', algorithm, ...TB_ARGS.slice(4)]
 const evalArgs: Record<string, { source: string; args: string[] }> = {
   'empty script (return 1)': { source: 'return 1', args: ['0'] },
   'minimal token-bucket script': {
@@ -113,16 +115,11 @@ const evalArgs: Record<string, { source: string; args: string[] }> = {
   },
   'sluice one-token-bucket (flat)': {
     source: luaSources['one-token-bucket'],
-    args: ['2', 'rb:{__rand_int__}:tb', 'rb:{__rand_int__}:tb:block', ...TB_ARGS],
+    args: ['2', 'rb:{__rand_int__}:tb', 'rb:{__rand_int__}:tb:block', ...flatArgs('token-bucket')],
   },
   'sluice one-gcra (flat)': {
     source: luaSources['one-gcra'],
-    args: [
-      '2',
-      'rb:{__rand_int__}:g',
-      'rb:{__rand_int__}:g:block',
-      ...TB_ARGS.map((a) => (a === 'token-bucket' ? 'gcra' : a)),
-    ],
+    args: ['2', 'rb:{__rand_int__}:g', 'rb:{__rand_int__}:g:block', ...flatArgs('gcra')],
   },
   'sluice apply/token-bucket (module)': {
     source: luaSources['apply/token-bucket'],
@@ -147,6 +144,17 @@ evalArgs[`sluice batch/token-bucket, ${BATCH} decisions per call`] = {
   args: [
     String(BATCH * 2),
     ...Array.from({ length: BATCH }, (_, i) => [`rb:{${i}}:b`, `rb:{${i}}:b:block`]).flat(),
+    '',
+    '0',
+    ...Array.from({ length: BATCH }, () => ['consume', '1', ...TB_ARGS.slice(3)]).flat(),
+  ],
+}
+
+evalArgs[`sluice one-token-bucket (flat), ${BATCH} decisions per call`] = {
+  source: luaSources['one-token-bucket'],
+  args: [
+    String(BATCH * 2),
+    ...Array.from({ length: BATCH }, (_, i) => [`rb:{${i}}:f`, `rb:{${i}}:f:block`]).flat(),
     '',
     '0',
     ...Array.from({ length: BATCH }, () => ['consume', '1', ...TB_ARGS.slice(3)]).flat(),
