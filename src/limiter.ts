@@ -9,6 +9,7 @@ import { protectStore, resolveFailover } from './failover/index.js'
 import type { Policy, ResolvedPolicy } from './policy.js'
 import { resolvePolicy } from './policy.js'
 import { LocalDenyCache, type LocalDenyCacheOptions } from './scale/deny-cache.js'
+import { type HybridBackend, HybridPolicy } from './scale/hybrid.js'
 import type { Step, StepResult, Store } from './store.js'
 import { isSyncStore } from './store.js'
 import { isMemoryStore, memoryStore } from './stores/memory.js'
@@ -99,6 +100,8 @@ export interface LimiterOptions<P extends Record<string, Policy>> extends Failov
    * policies over a remote store; never concurrency). Default on with 10,000 keys; `false` turns it off.
    */
   localDenyCache?: boolean | LocalDenyCacheOptions
+  /** Where `mode: 'hybrid'` policies sync their counts: `hybridRedis(client)` from `sluice`. */
+  hybrid?: HybridBackend
 }
 
 export interface Limiter<Name extends string = string> {
@@ -154,6 +157,17 @@ export function createLimiter<const P extends Record<string, Policy>>(
     policies.set(name, resolvePolicy(name, policy))
   if (policies.size === 0)
     throw new InvalidOptionsError('createLimiter: policies is empty; define at least one policy')
+  const hybrids = new Map<string, HybridPolicy>()
+  for (const p of policies.values()) {
+    if (p.syncEveryMs === undefined) continue
+    if (options.hybrid === undefined) {
+      throw new InvalidOptionsError(
+        `createLimiter: policy ${p.name} is hybrid; pass hybrid: hybridRedis(client) so it can sync its counts`,
+      )
+    }
+    hybrids.set(p.name, new HybridPolicy(p, options.hybrid))
+  }
+  const hybridOf = (s: Step) => (hybrids.size === 0 ? undefined : hybrids.get(s.policy.name))
   const failover = resolveFailover(options)
   const userStore = options.store ?? memoryStore()
   // In-process stores cannot fail the way a network store does; remote ones get timeouts, a
@@ -288,6 +302,14 @@ export function createLimiter<const P extends Record<string, Policy>>(
     return d
   }
 
+  function decideHybrid(hybrid: HybridPolicy, mode: 'consume' | 'peek', s: Step): Decision {
+    if (listeners.length === 0) return decision(s, hybrid.decide(s, mode))
+    const started = performance.now()
+    const d = decision(s, hybrid.decide(s, mode))
+    emit(mode, d, started)
+    return d
+  }
+
   function layered(steps: readonly Step[], results: readonly StepResult[]): LayeredDecision {
     const decisions = steps.map((s, i) => decision(s, results[i]!))
     const denied = decisions.find((d) => !d.allowed)
@@ -308,6 +330,11 @@ export function createLimiter<const P extends Record<string, Policy>>(
       throw new InvalidOptionsError('layered consume: pass a non-empty array of { policy, key, cost? }')
     }
     const steps = checks.map((c: Check) => step(c?.policy, c?.key, c?.cost ?? 1))
+    const hybridStep = steps.find((s) => hybridOf(s) !== undefined)
+    if (hybridStep !== undefined)
+      throw new InvalidOptionsError(
+        `layered consume: policy ${hybridStep.policy.name} is hybrid; hybrid policies cannot be layered yet, check it on its own`,
+      )
     const seen = new Set<string>()
     for (const s of steps) {
       const id = `${s.policy.name}:${s.key}`
@@ -332,11 +359,13 @@ export function createLimiter<const P extends Record<string, Policy>>(
         return decide(mode, steps, mode, (results) => layered(steps, results))
       }
       // An in-process store decides now: one resolved promise instead of a chain of async calls.
-      if (oneStepStore !== undefined && listeners.length === 0) {
+      if (oneStepStore !== undefined && listeners.length === 0 && hybrids.size === 0) {
         const s = step(a, key, opts?.cost ?? 1)
         return Promise.resolve(decision(s, oneStepStore.applyOneSync(s, mode)))
       }
       const s = step(a, key, opts?.cost ?? 1)
+      const hybrid = hybridOf(s)
+      if (hybrid !== undefined) return Promise.resolve(decideHybrid(hybrid, mode, s))
       if (syncStore !== undefined)
         return Promise.resolve(decideSync(mode, [s], mode, (r) => decision(s, r[0]!)))
       return decide(mode, [s], mode, (results) => decision(s, results[0]!))
@@ -371,6 +400,11 @@ export function createLimiter<const P extends Record<string, Policy>>(
     consume,
     peek,
     consumeSync(policy, key, opts) {
+      if (hybrids.size > 0) {
+        const s = step(policy, key, opts?.cost ?? 1)
+        const hybrid = hybridOf(s)
+        if (hybrid !== undefined) return decideHybrid(hybrid, 'consume', s)
+      }
       if (syncStore === undefined) {
         throw new InvalidOptionsError(
           `consumeSync needs an in-process store; the ${store.name} store is asynchronous, use consume`,
@@ -388,6 +422,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
     },
     async refund(policy, key, amount = 1) {
       const s = step(policy, key, amount)
+      const hybrid = hybridOf(s)
+      if (hybrid !== undefined) return hybrid.refund(s)
       // Forget before (no new hit) and after (no answer from before the change gets cached).
       denyCache?.forget(s)
       await store.refund([s])
@@ -395,6 +431,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
     },
     async reset(policy, key) {
       const s = step(policy, key)
+      const hybrid = hybridOf(s)
+      if (hybrid !== undefined) return hybrid.reset(s)
       denyCache?.forget(s)
       await store.reset([s])
       denyCache?.forget(s)
@@ -402,6 +440,10 @@ export function createLimiter<const P extends Record<string, Policy>>(
     async block(policy, key, duration) {
       const durationMs = parseDuration(duration, 'block duration')
       const s = step(policy, key)
+      if (hybridOf(s) !== undefined)
+        throw new InvalidOptionsError(
+          `block: policy ${s.policy.name} is hybrid; block is not supported in hybrid mode yet`,
+        )
       denyCache?.forget(s)
       await store.block([s], durationMs)
       denyCache?.forget(s)
@@ -448,6 +490,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
       return 'health' in store ? store.health() : { status: 'ok', circuit: 'closed', counts: zeroCounts() }
     },
     async close() {
+      await Promise.all([...hybrids.values()].map((h) => h.close()))
       await store.close()
     },
   }
