@@ -82,6 +82,8 @@ interface Entry {
   pending: number
   /** Part of `pending` in a flush that has not answered yet. */
   inFlight: number
+  /** Decided on since the last flush: only these are pulled (an idle key costs Redis nothing). */
+  touched: boolean
 }
 
 /** Counters of one hybrid policy in this process. */
@@ -110,7 +112,7 @@ export class HybridPolicy {
     const window = Math.floor(nowMs / this.policy.windowMs)
     let e = this.entries.get(key)
     if (e === undefined) {
-      e = { window, global: 0, pending: 0, inFlight: 0 }
+      e = { window, global: 0, pending: 0, inFlight: 0, touched: true }
       this.entries.set(key, e)
     } else if (e.window !== window) {
       if (e.pending - e.inFlight !== 0) this.carry.push(this.counter(key, e.window, e.pending - e.inFlight))
@@ -131,6 +133,7 @@ export class HybridPolicy {
   decide(step: Step, mode: 'consume' | 'peek'): StepResult {
     const nowMs = this.now()
     const e = this.entry(step.key, nowMs)
+    e.touched = true
     const limit = this.policy.limit
     const used = e.global + e.pending
     const allowed = used + step.cost <= limit
@@ -180,6 +183,10 @@ export class HybridPolicy {
         this.entries.delete(key)
         continue
       }
+      // An idle entry keeps its last total (a lower bound of the global count) and is not pulled:
+      // once it has seen the limit reached it denies for the rest of the window without asking.
+      if (!e.touched && e.pending === 0) continue
+      e.touched = false
       e.inFlight = e.pending
       keys.push(key)
       counters.push(this.counter(key, e.window, e.pending))
@@ -192,7 +199,10 @@ export class HybridPolicy {
     } catch (error) {
       this.lastError = error
       // Keep every count: the entries still hold theirs; ended windows go back to the carry.
-      for (const e of this.entries.values()) e.inFlight = 0
+      for (const e of this.entries.values()) {
+        e.inFlight = 0
+        e.touched = true
+      }
       this.carry.push(...counters.slice(0, carried))
       return
     }
