@@ -22,6 +22,12 @@ export interface RedisStoreOptions {
   clock?: 'server' | 'client'
   /** The clock in ms for `clock: 'client'` (default `Date.now`). Giving it implies `clock: 'client'`. */
   now?: () => number
+  /**
+   * Coalescing (default `true`): single-slot decisions issued in the same tick go to Redis as one
+   * script call (up to 128 per call), evaluated in the order they were issued, each one still all or
+   * nothing. `false` sends one script call per decision.
+   */
+  coalesce?: boolean
 }
 
 export interface RedisStore extends Store {
@@ -41,7 +47,26 @@ const optionsSchema = z.strictObject({
   now: z
     .custom<() => number>((v) => typeof v === 'function', { error: 'now must be a function returning ms' })
     .optional(),
+  coalesce: z.boolean({ error: 'coalesce must be true or false' }).optional(),
 })
+
+/** Most decisions carried by one batch script call: bounds the time one call holds Redis. */
+const MAX_BATCH = 128
+
+interface Pending {
+  group: Group
+  mode: 'consume' | 'peek'
+  resolve(results: StepResult[]): void
+  reject(error: unknown): void
+}
+
+interface Batch {
+  /** The clock argument every decision of the batch shares. */
+  at: string
+  entries: Pending[]
+  /** The one algorithm of every step, or undefined when they mix. */
+  algorithm: AlgorithmName | undefined
+}
 
 interface Script {
   readonly source: string
@@ -67,6 +92,8 @@ function stepArgs(step: Step): string[] {
 }
 
 interface Group {
+  /** The hash tag shared by the group's keys in Cluster; '' when standalone. */
+  id: string
   /** The one algorithm of every step in the group, or undefined when they mix. */
   algorithm: AlgorithmName | undefined
   indexes: number[]
@@ -103,8 +130,15 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     Object.entries(luaSources).map(([name, source]) => [name, script(source)]),
   )
   /** The script for a group: the single-algorithm variant when every step shares one algorithm. */
-  const pick = (name: 'apply' | 'refund' | 'block', g: Group): Script =>
+  const pick = (name: 'apply' | 'batch' | 'refund' | 'block', g: Pick<Group, 'algorithm'>): Script =>
     scripts.get(g.algorithm === undefined || name === 'block' ? name : `${name}/${g.algorithm}`)!
+  /** Flat single-step apply scripts, by algorithm (see scripts/one-*.lua). */
+  const flat = new Map<AlgorithmName, Script>()
+  for (const algorithm of ['token-bucket', 'gcra'] as const)
+    flat.set(algorithm, scripts.get(`one-${algorithm}`)!)
+  const coalesce = parsed.data.coalesce ?? true
+  /** Decisions waiting for the end of the tick, by hash slot group ('' when standalone). */
+  const pending = new Map<string, Batch>()
   let closed = false
 
   function clock(): string {
@@ -151,7 +185,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       const id = adapter!.cluster ? keys.tag : ''
       let g = groups.get(id)
       if (g === undefined) {
-        g = { algorithm: step.policy.algorithm, indexes: [], keys: [], args: [] }
+        g = { id, algorithm: step.policy.algorithm, indexes: [], keys: [], args: [] }
         groups.set(id, g)
       } else if (g.algorithm !== step.policy.algorithm) {
         g.algorithm = undefined
@@ -163,13 +197,10 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return [...groups.values()]
   }
 
-  async function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
-    const reply = await run(pick('apply', g), g.keys, [mode, at, slack, ...g.args])
-    if (!Array.isArray(reply) || reply.length !== g.indexes.length * 5) {
-      throw new StoreError(`redis store: unexpected reply from the apply script: ${String(reply)}`)
-    }
+  /** `count` step results from a reply of 5 integers per step, starting at step `from`. */
+  function parse(reply: unknown[], from: number, count: number): StepResult[] {
     const results: StepResult[] = []
-    for (let i = 0; i < reply.length; i += 5) {
+    for (let i = from * 5; i < (from + count) * 5; i += 5) {
       results.push({
         allowed: Number(reply[i]) === 1,
         remaining: Number(reply[i + 1]),
@@ -179,6 +210,81 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       })
     }
     return results
+  }
+
+  async function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
+    const one = g.indexes.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
+    const reply = await run(one ?? pick('apply', g), g.keys, [mode, at, slack, ...g.args])
+    if (!Array.isArray(reply) || reply.length !== g.indexes.length * 5) {
+      throw new StoreError(`redis store: unexpected reply from the apply script: ${String(reply)}`)
+    }
+    return parse(reply, 0, g.indexes.length)
+  }
+
+  /** Send a batch: one apply call for a single decision, else one batch script call. */
+  async function send(batch: Batch): Promise<void> {
+    const { entries } = batch
+    if (entries.length === 1) {
+      const e = entries[0]!
+      applyGroup(e.group, e.mode, batch.at).then(e.resolve, e.reject)
+      return
+    }
+    const keys: string[] = []
+    const args: string[] = [batch.at, slack]
+    let steps = 0
+    for (const e of entries) {
+      keys.push(...e.group.keys)
+      args.push(e.mode, String(e.group.indexes.length), ...e.group.args)
+      steps += e.group.indexes.length
+    }
+    try {
+      const reply = await run(pick('batch', batch), keys, args)
+      if (!Array.isArray(reply) || reply.length !== steps * 5) {
+        throw new StoreError(`redis store: unexpected reply from the batch script: ${String(reply)}`)
+      }
+      let from = 0
+      for (const e of entries) {
+        const count = e.group.indexes.length
+        e.resolve(parse(reply, from, count))
+        from += count
+      }
+    } catch (error) {
+      for (const e of entries) e.reject(error)
+    }
+  }
+
+  function flush(): void {
+    const batches = [...pending.values()]
+    pending.clear()
+    for (const b of batches) void send(b)
+  }
+
+  /**
+   * One single-slot decision, coalesced with the others issued in the same tick. A batch is sent
+   * when the tick ends, when it is full, or when a decision with another clock value arrives, so the
+   * calls leave in the order they were issued and one key's decisions are never reordered.
+   */
+  function applyCoalesced(id: string, g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
+    return new Promise<StepResult[]>((resolve, reject) => {
+      let batch = pending.get(id)
+      if (batch !== undefined && batch.at !== at) {
+        pending.delete(id)
+        void send(batch)
+        batch = undefined
+      }
+      if (batch === undefined) {
+        if (pending.size === 0) process.nextTick(flush)
+        batch = { at, entries: [], algorithm: g.algorithm }
+        pending.set(id, batch)
+      } else if (batch.algorithm !== g.algorithm) {
+        batch.algorithm = undefined
+      }
+      batch.entries.push({ group: g, mode, resolve, reject })
+      if (batch.entries.length >= MAX_BATCH) {
+        pending.delete(id)
+        void send(batch)
+      }
+    })
   }
 
   async function refundGroup(g: Group, at: string): Promise<void> {
@@ -203,7 +309,11 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       if (steps.length === 0) return []
       const at = clock()
       const groups = group(steps)
-      if (groups.length === 1) return applyGroup(groups[0]!, mode, at)
+      if (groups.length === 1) {
+        const g = groups[0]!
+        if (!coalesce) return applyGroup(g, mode, at)
+        return applyCoalesced(g.id, g, mode, at)
+      }
       // Layers in different slots: each group commits atomically by itself. When one group denies,
       // the groups that committed are refunded (compensation) and reported as they stand.
       const results = await Promise.all(groups.map((g) => applyGroup(g, mode, at)))

@@ -16,7 +16,7 @@
 local now = clock(ARGV[1])
 local slack = tonumber(ARGV[2])
 local duration = tonumber(ARGV[3])
-local steps = read_steps(4)
+local steps = read_steps(4, 1, #KEYS / 2)
 if steps.err then
   return steps
 end

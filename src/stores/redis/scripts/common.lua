@@ -35,14 +35,15 @@ local function save_string(step, value, expires_at, now, slack)
   end
 end
 
-local function read_steps(first_arg)
+-- `count` steps whose arguments start at ARGV[first_arg] and whose keys start at KEYS[first_key].
+local function read_steps(first_arg, first_key, count)
   local steps = {}
-  local count = #KEYS / 2
   for i = 1, count do
     local a = first_arg + (i - 1) * 6
+    local k = first_key + (i - 1) * 2
     steps[i] = {
-      key = KEYS[2 * i - 1],
-      blockKey = KEYS[2 * i],
+      key = KEYS[k],
+      blockKey = KEYS[k + 1],
       algorithm = ALGORITHMS[ARGV[a]],
       limit = tonumber(ARGV[a + 1]),
       window = tonumber(ARGV[a + 2]),

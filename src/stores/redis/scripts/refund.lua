@@ -14,7 +14,7 @@
 
 local now = clock(ARGV[1])
 local slack = tonumber(ARGV[2])
-local steps = read_steps(3)
+local steps = read_steps(3, 1, #KEYS / 2)
 if steps.err then
   return steps
 end

@@ -1,0 +1,74 @@
+-- Sluice apply for one GCRA step, flat: the same decision as apply.lua with gcra.lua
+-- (src/algorithms/gcra.ts), inlined for the common single-policy call. Keep them in step: the
+-- conformance vectors and the differential test run both.
+
+--- @include "one-prelude"
+
+-- The TAT as whole ms plus a remainder in 1/limit ms ("ms" or "ms:rem"); live until ms (+1 with rem).
+local tat_ms, tat_rem
+local raw = redis.call('GET', key)
+if raw then
+  local colon = string.find(raw, ':', 1, true)
+  if colon then
+    tat_ms, tat_rem = tonumber(string.sub(raw, 1, colon - 1)), tonumber(string.sub(raw, colon + 1))
+  else
+    tat_ms, tat_rem = tonumber(raw), 0
+  end
+  local live_until = tat_ms
+  if tat_rem > 0 then
+    live_until = tat_ms + 1
+  end
+  if live_until <= now then
+    tat_ms = nil
+    if not held then
+      redis.call('DEL', key)
+    end
+  end
+end
+if not held and tat_ms == nil and blocked_until > 0 then
+  redis.call('DEL', block_key)
+end
+
+-- The later of the stored TAT and now; debt = how far it is ahead of now, in 1/limit ms.
+if tat_ms == nil or tat_ms < now then
+  tat_ms, tat_rem = now, 0
+end
+local full = capacity * window
+local charge = cost * window
+local before = (tat_ms - now) * limit + tat_rem
+local allowed = before + charge <= full
+local retry = 0
+if not allowed then
+  retry = math.ceil((before + charge - full) / limit)
+end
+
+if held then
+  local left = blocked_until - now
+  return { 0, 0, math.max(left, math.ceil(before / limit)), math.max(left, retry), 1 }
+end
+
+local after = before
+if allowed and not peek then
+  after = before + charge
+  local total = tat_rem + charge
+  local whole = math.floor(total / limit)
+  local ms, rem = tat_ms + whole, total - whole * limit
+  local value = string.format('%.0f', ms)
+  local live_until = ms
+  if rem ~= 0 then
+    value = value .. ':' .. string.format('%.0f', rem)
+    live_until = ms + 1
+  end
+  if live_until <= now then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, value, 'PX', string.format('%.0f', live_until - now + slack))
+  end
+end
+return {
+  allowed and 1 or 0,
+  math.max(0, math.floor((full - after) / window)),
+  math.ceil(after / limit),
+  retry,
+  0,
+}

@@ -1,0 +1,89 @@
+-- Sluice apply for one token-bucket step, flat: the same decision as apply.lua with token-bucket.lua
+-- (src/algorithms/token-bucket.ts), inlined for the common single-policy call. Keep them in step:
+-- the conformance vectors and the differential test run both.
+
+--- @include "one-prelude"
+
+local full = capacity * window
+-- The packed layout of token-bucket.lua: "1", level in d digits, at modulo 10^k in k digits.
+local d = #string.format('%.0f', full)
+local k = 18 - d
+local m = 10 ^ k
+local packed = k >= 1 and 2 * (math.ceil(full / limit) + 86400000) < m
+
+local level, at
+local raw = redis.call('GET', key)
+if raw then
+  local colon = string.find(raw, ':', 1, true)
+  if colon then
+    level, at = tonumber(string.sub(raw, 1, colon - 1)), tonumber(string.sub(raw, colon + 1))
+  elseif packed and #raw == 1 + d + k then
+    level = tonumber(string.sub(raw, 2, 1 + d))
+    local r = tonumber(string.sub(raw, 2 + d))
+    at = r + m * math.floor((now - r) / m + 0.5)
+  end
+  if level == nil or level >= full or at + math.ceil((full - level) / limit) <= now then
+    level = nil
+    if not held then
+      redis.call('DEL', key)
+    end
+  end
+end
+if not held and level == nil and blocked_until > 0 then
+  redis.call('DEL', block_key)
+end
+
+-- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
+local cur, cur_at = full, now
+if level ~= nil then
+  cur_at = math.max(now, at)
+  cur = math.min(full, level + (cur_at - at) * limit)
+end
+local need = cost * window
+local lag = cur_at - now
+local allowed = cur >= need
+local retry = 0
+if not allowed then
+  retry = lag + math.ceil((need - cur) / limit)
+end
+
+if held then
+  local reset = 0
+  if cur < full then
+    reset = lag + math.ceil((full - cur) / limit)
+  end
+  local left = blocked_until - now
+  return { 0, 0, math.max(left, reset), math.max(left, retry), 1 }
+end
+
+local after = cur
+if allowed and not peek then
+  after = cur - need
+  if after >= full then
+    redis.call('DEL', key)
+  else
+    local expires_at = cur_at + math.ceil((full - after) / limit)
+    if expires_at <= now then
+      redis.call('DEL', key)
+    else
+      local value
+      if packed and after >= 0 then
+        local r = cur_at % m
+        if r < 0 then
+          r = r + m
+        elseif r >= m then
+          r = r - m
+        end
+        value = '1' .. string.format('%0' .. d .. '.0f', after) .. string.format('%0' .. k .. '.0f', r)
+      else
+        value = string.format('%.0f', after) .. ':' .. string.format('%.0f', cur_at)
+      end
+      redis.call('SET', key, value, 'PX', string.format('%.0f', expires_at - now + slack))
+    end
+  end
+end
+local reset = 0
+if after < full then
+  reset = lag + math.ceil((full - after) / limit)
+end
+return { allowed and 1 or 0, math.floor(after / window), reset, retry, 0 }
