@@ -98,7 +98,7 @@ export const benchCase: BenchCase = {
     const client = new Redis(server.port, '127.0.0.1')
     const admin = new Redis(server.port, '127.0.0.1')
     const rows: BenchRow[] = []
-    const ms = quick ? 700 : 2500
+    const ms = quick ? 500 : 2500
     const high = { limit: 100_000_000, window: '1h' } as const
     try {
       const exact = createLimiter({
