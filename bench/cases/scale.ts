@@ -6,17 +6,26 @@ import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { createRequire } from 'node:module'
 import { promisify } from 'node:util'
+import v8 from 'node:v8'
+import vm from 'node:vm'
 import { Redis } from 'ioredis'
 import { RedisStore as RateLimitRedisStore } from 'rate-limit-redis'
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible'
 import { createLimiter } from '../../src/limiter.js'
-import { hybridRedis } from '../../src/scale/hybrid.js'
+import { resolvePolicy } from '../../src/policy.js'
+import { LocalDenyCache } from '../../src/scale/deny-cache.js'
+import { HybridPolicy, hybridRedis } from '../../src/scale/hybrid.js'
 import { redisStore } from '../../src/stores/redis/index.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
 import type { BenchCase, BenchRow } from '../types.js'
 
 const run = promisify(execFile)
+/**
+ * A benchmark measures the store, never the fallback: a timeout long enough that a loaded machine
+ * does not trip the breaker into `onStoreError` decisions (which would count as fast decisions).
+ */
+export const benchFailover = { storeTimeout: 60_000, logger: { warn() {} } } as const
 const require = createRequire(import.meta.url)
 const KEYS = 10_000
 const subjects = Array.from({ length: KEYS }, (_, i) => `user-${String(i).padStart(5, '0')}`)
@@ -82,6 +91,53 @@ async function redisBenchmark(port: number, pipeline: number, requests: number):
   return Number(JSON.parse(`[${line}]`)[1])
 }
 
+/** Heap bytes per local entry: 100,000 deny-cache entries and 100,000 hybrid counters. */
+export function localEntryBytes(): BenchRow[] {
+  v8.setFlagsFromString('--expose-gc')
+  const gc = vm.runInNewContext('gc') as () => void
+  const n = 100_000
+  const keys = Array.from({ length: n }, (_, i) => `user-${String(i).padStart(6, '0')}`)
+  const heap = () => {
+    gc()
+    gc()
+    return process.memoryUsage().heapUsed
+  }
+  const policy = resolvePolicy('api', { algorithm: 'fixed-window', limit: 1, window: '1h' })
+  const denied = { allowed: false, remaining: 0, resetMs: 3_600_000, retryAfterMs: 3_600_000, blocked: false }
+  let before = heap()
+  const cache = new LocalDenyCache({ maxKeys: n })
+  for (const key of keys) cache.remember({ policy, key, cost: 1 }, denied, Date.now(), cache.epoch)
+  const cacheBytes = (heap() - before) / n
+  const hybridPolicy = resolvePolicy('api', {
+    algorithm: 'fixed-window',
+    limit: 10,
+    window: '1h',
+    mode: 'hybrid',
+  })
+  const backend = { add: async () => [], remove: async () => {}, keyOf: () => '' }
+  before = heap()
+  const hybrid = new HybridPolicy(hybridPolicy, backend)
+  for (const key of keys) hybrid.decide({ policy: hybridPolicy, key, cost: 1 }, 'consume')
+  const hybridBytes = (heap() - before) / n
+  void hybrid.close()
+  return [
+    {
+      subject: 'sluice local deny cache entry',
+      metric: 'heap bytes/entry',
+      value: cacheBytes,
+      unit: 'B',
+      note: `${cache.entryCount} entries, key strings excluded`,
+    },
+    {
+      subject: 'sluice hybrid counter entry',
+      metric: 'heap bytes/entry',
+      value: hybridBytes,
+      unit: 'B',
+      note: `${hybrid.size} entries, key strings excluded`,
+    },
+  ]
+}
+
 interface FastifyRedisStore {
   incr(
     key: string,
@@ -97,11 +153,12 @@ export const benchCase: BenchCase = {
     const server = await startRedis()
     const client = new Redis(server.port, '127.0.0.1')
     const admin = new Redis(server.port, '127.0.0.1')
-    const rows: BenchRow[] = []
+    const rows: BenchRow[] = localEntryBytes()
     const ms = quick ? 500 : 2500
     const high = { limit: 100_000_000, window: '1h' } as const
     try {
       const exact = createLimiter({
+        ...benchFailover,
         store: redisStore(client, { prefix: 'bx' }),
         policies: { api: { algorithm: 'token-bucket', ...high } },
       })
@@ -110,6 +167,7 @@ export const benchCase: BenchCase = {
         policies: { api: { algorithm: 'fixed-window', ...high, mode: 'hybrid', syncEvery: '100ms' } },
       })
       const denyLimiter = createLimiter({
+        ...benchFailover,
         store: redisStore(client, { prefix: 'bd' }),
         policies: { api: { algorithm: 'fixed-window', limit: 1, window: '1h' } },
       })
@@ -175,17 +233,29 @@ export const benchCase: BenchCase = {
       const rlf = await measure('rate-limiter-flexible RateLimiterRedis', (k) => rlfRedis.consume(k), 64)
       rows.at(-3)!.ratio = 1
       rows.at(-3)!.note = 'reference (RLF Redis)'
+      // Any decision the fallback made instead of Redis would void the comparison: counted and shown.
+      let degradedCount = 0
       const exactRuns: Record<number, Throughput> = {}
       for (const inFlight of [1, 64, 512]) {
         exactRuns[inFlight] = await measure(
           'sluice redis token-bucket consume',
-          (k) => exact.consume('api', k),
+          async (k) => {
+            if ((await exact.consume('api', k)).degraded) degradedCount++
+          },
           inFlight,
           inFlight === 64 ? rlf : undefined,
           inFlight === 64 ? 'x RLF Redis' : undefined,
         )
       }
       const plain = exactRuns[64]!
+      if (degradedCount > 0)
+        rows.push({
+          subject: 'sluice redis token-bucket consume',
+          metric: 'degraded decisions (fallback, not Redis)',
+          value: degradedCount,
+          unit: '',
+          note: 'numbers above are void',
+        })
       await measure(
         'express-rate-limit + rate-limit-redis (store.increment)',
         (k) => erl.increment(k),
