@@ -71,6 +71,7 @@ function chart(title: string, xLabel: string, yLabel: string, series: Series[], 
 function render(byKeys: Series[], byInFlight: Series[]): string {
   return [
     '<svg xmlns="http://www.w3.org/2000/svg" width="900" height="320" font-family="sans-serif">',
+    '<title>Sluice over Redis: decisions per second vs distinct keys and vs requests in flight</title>',
     '<rect width="900" height="320" fill="white"/>',
     chart(
       'Redis decisions/s vs keys (log scale)',
