@@ -1,7 +1,9 @@
 // Redis store benchmark: bytes per tracked key (MEMORY USAGE and used_memory delta over 10,000 keys)
-// and decisions/s with p50/p99 latency at 1 and 64 in flight, for every algorithm, next to
-// rate-limiter-flexible's RateLimiterRedis (ioredis) and to redis-benchmark running EVALSHA of
-// Sluice's own apply script with a token-bucket step (the server's limit for that script).
+// and decisions/s with p50/p99 latency at 1, 64 and 512 in flight, for every algorithm with and
+// without coalescing, next to rate-limiter-flexible's RateLimiterRedis (ioredis), a bare ioredis
+// EVALSHA of a minimal token-bucket script, and redis-benchmark running EVALSHA of Sluice's
+// token-bucket script (the server's limit for one decision per call); plus each script's own cost
+// inside Redis (INFO commandstats usec_per_call).
 // All against one redis-server started here on a free port. Run: npm run bench -- --only redis
 // (or directly: node --import tsx bench/cases/redis.ts [--quick]).
 import { execFile } from 'node:child_process'
@@ -30,6 +32,26 @@ const policies: Record<AlgorithmName, Policy> = {
   gcra: { algorithm: 'gcra', limit: 1_000_000, window: '1h' },
   concurrency: { algorithm: 'concurrency', limit: 1_000_000, timeout: '1h' },
 }
+
+/** The reference: a minimal token bucket (GET, TIME, SET of "level:at"), what a bare script costs. */
+const MINIMAL_TOKEN_BUCKET = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit, window, full = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]) * tonumber(ARGV[2])
+local level = full
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local c = string.find(raw, ':', 1, true)
+  local at = tonumber(string.sub(raw, c + 1))
+  level = math.min(full, tonumber(string.sub(raw, 1, c - 1)) + (now - at) * limit)
+end
+local ok = level >= window
+if ok then
+  level = level - window
+end
+redis.call('SET', KEYS[1], string.format('%.0f', level) .. ':' .. now, 'PX', 3600000)
+return { ok and 1 or 0, math.floor(level / window) }
+`
+const sha1 = (text: string) => createHash('sha1').update(text).digest('hex')
 
 interface Subject {
   name: string
@@ -81,24 +103,100 @@ async function throughput(subject: Subject, inFlight: number, ms: number) {
   return { rate: (latencies.length / elapsed) * 1000, p50: pct(0.5), p99: pct(0.99) }
 }
 
-/** redis-benchmark EVALSHA of the token-bucket apply script (what the store sends), 64 clients. */
-async function redisBenchmark(port: number, pipeline: number, requests: number): Promise<number> {
-  const sha = createHash('sha1').update(luaSources['apply/token-bucket']).digest('hex')
-  const args = ['-h', '127.0.0.1', '-p', String(port), '-c', '64', '-n', String(requests), '-r', String(KEYS)]
-  args.push(
-    '-P',
-    String(pipeline),
-    '--csv',
-    'EVALSHA',
-    sha,
-    '2',
-    'rb:{__rand_int__}:tb',
-    'rb:{__rand_int__}:tb:block',
-  )
-  args.push('consume', '', '0', 'token-bucket', '1000000', '3600000', '1000000', '1', '')
-  const { stdout } = await run('redis-benchmark', args)
+/** The EVALSHA arguments of one decision per call, with `__rand_int__` keys for redis-benchmark. */
+const TB_ARGS = ['consume', '', '0', 'token-bucket', '1000000', '3600000', '1000000', '1', '']
+/** The flat scripts take the batch layout: now, slack, then per decision mode, 1, and the step. */
+const flatArgs = (algorithm: string) => ['', '0', 'consume', '1', algorithm, ...TB_ARGS.slice(4)]
+const evalArgs: Record<string, { source: string; args: string[] }> = {
+  'empty script (return 1)': { source: 'return 1', args: ['0'] },
+  'minimal token-bucket script': {
+    source: MINIMAL_TOKEN_BUCKET,
+    args: ['1', 'rb:{__rand_int__}:min', '1000000', '3600000', '1000000'],
+  },
+  'sluice one-token-bucket (flat)': {
+    source: luaSources['one-token-bucket'],
+    args: ['2', 'rb:{__rand_int__}:tb', 'rb:{__rand_int__}:tb:block', ...flatArgs('token-bucket')],
+  },
+  'sluice one-gcra (flat)': {
+    source: luaSources['one-gcra'],
+    args: ['2', 'rb:{__rand_int__}:g', 'rb:{__rand_int__}:g:block', ...flatArgs('gcra')],
+  },
+  'sluice apply/token-bucket (module)': {
+    source: luaSources['apply/token-bucket'],
+    args: ['2', 'rb:{__rand_int__}:tbm', 'rb:{__rand_int__}:tbm:block', ...TB_ARGS],
+  },
+}
+for (const algorithm of ['fixed-window', 'sliding-window-counter', 'sliding-window-log'] as const) {
+  evalArgs[`sluice apply/${algorithm} (module)`] = {
+    source: luaSources[`apply/${algorithm}`],
+    args: [
+      '2',
+      `rb:{__rand_int__}:${algorithm}`,
+      `rb:{__rand_int__}:${algorithm}:block`,
+      ...TB_ARGS.map((a) => (a === 'token-bucket' ? algorithm : a)),
+    ],
+  }
+}
+/** One batch call carrying 16 token-bucket decisions on 16 keys (cost per decision = usec / 16). */
+const BATCH = 16
+evalArgs[`sluice batch/token-bucket, ${BATCH} decisions per call`] = {
+  source: luaSources['batch/token-bucket'],
+  args: [
+    String(BATCH * 2),
+    ...Array.from({ length: BATCH }, (_, i) => [`rb:{${i}}:b`, `rb:{${i}}:b:block`]).flat(),
+    '',
+    '0',
+    ...Array.from({ length: BATCH }, () => ['consume', '1', ...TB_ARGS.slice(3)]).flat(),
+  ],
+}
+
+evalArgs[`sluice one-token-bucket (flat), ${BATCH} decisions per call`] = {
+  source: luaSources['one-token-bucket'],
+  args: [
+    String(BATCH * 2),
+    ...Array.from({ length: BATCH }, (_, i) => [`rb:{${i}}:f`, `rb:{${i}}:f:block`]).flat(),
+    '',
+    '0',
+    ...Array.from({ length: BATCH }, () => ['consume', '1', ...TB_ARGS.slice(3)]).flat(),
+  ],
+}
+
+/** redis-benchmark EVALSHA of a script, 64 clients, `pipeline` commands per round trip; calls/s. */
+async function redisBenchmark(
+  port: number,
+  name: string,
+  pipeline: number,
+  requests: number,
+): Promise<number> {
+  const { source, args } = evalArgs[name]!
+  const cmd = ['-h', '127.0.0.1', '-p', String(port), '-c', '64', '-n', String(requests), '-r', String(KEYS)]
+  cmd.push('-P', String(pipeline), '--csv', 'EVALSHA', sha1(source), ...args)
+  const { stdout } = await run('redis-benchmark', cmd)
   const line = stdout.trim().split('\n').at(-1)!
   return Number(JSON.parse(`[${line}]`)[1])
+}
+
+/** Microseconds per call inside Redis (INFO commandstats) over `requests` EVALSHA by 8 clients. */
+async function usecPerCall(client: Redis, port: number, name: string, requests: number): Promise<number> {
+  const { source, args } = evalArgs[name]!
+  await client.script('LOAD', source)
+  await client.config('RESETSTAT')
+  const cmd = [
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(port),
+    '-c',
+    '8',
+    '-n',
+    String(requests),
+    '-r',
+    String(KEYS),
+    '-q',
+  ]
+  await run('redis-benchmark', [...cmd, 'EVALSHA', sha1(source), ...args])
+  const stats = await client.info('commandstats')
+  return Number(/cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(stats)![1])
 }
 
 export const benchCase: BenchCase = {
@@ -109,12 +207,27 @@ export const benchCase: BenchCase = {
     const rows: BenchRow[] = []
     try {
       const store = redisStore(client)
-      const limiter = createLimiter({ store, policies })
-      const sluice = (algorithm: AlgorithmName): Subject => ({
-        name: `sluice ${algorithm}`,
-        decide: (key) =>
-          algorithm === 'concurrency' ? limiter.acquire(algorithm, key) : limiter.consume(algorithm, key),
+      // A store timeout far above any latency here: every decision is Redis's (none degraded).
+      const limiter = createLimiter({ store, policies, storeTimeout: '60s' })
+      const single = createLimiter({
+        store: redisStore(client, { coalesce: false }),
+        policies,
+        storeTimeout: '60s',
       })
+      const sluice = (algorithm: AlgorithmName, coalesce: boolean): Subject => {
+        const l = coalesce ? limiter : single
+        return {
+          name: `sluice ${algorithm}${coalesce ? '' : ' (coalesce: false)'}`,
+          decide: (key) =>
+            algorithm === 'concurrency' ? l.acquire(algorithm, key) : l.consume(algorithm, key),
+        }
+      }
+      const minimalSha = sha1(MINIMAL_TOKEN_BUCKET)
+      await client.script('LOAD', MINIMAL_TOKEN_BUCKET)
+      const bare: Subject = {
+        name: 'ioredis EVALSHA minimal token-bucket script',
+        decide: (key) => client.evalsha(minimalSha, 1, `min:{${key}}`, '1000000', '3600000', '1000000'),
+      }
       const rlf = new RateLimiterRedis({
         storeClient: client,
         points: 1_000_000,
@@ -167,20 +280,14 @@ export const benchCase: BenchCase = {
 
       // Decisions per second and latency.
       const ms = quick ? 500 : 2500
-      for (const inFlight of [1, 64]) {
+      for (const inFlight of [1, 64, 512]) {
         const ref = await throughput(reference, inFlight, ms)
-        rows.push({
-          subject: reference.name,
-          metric: `decisions/s @${inFlight}`,
-          value: ref.rate,
-          unit: '/s',
-          ratio: 1,
-        })
-        rows.push({ subject: reference.name, metric: `p50 @${inFlight}`, value: ref.p50, unit: 'ms' })
-        rows.push({ subject: reference.name, metric: `p99 @${inFlight}`, value: ref.p99, unit: 'ms' })
-        for (const algorithm of algorithms) {
-          const r = await throughput(sluice(algorithm), inFlight, ms)
-          const name = `sluice ${algorithm}`
+        const base = await throughput(bare, inFlight, ms)
+        await client.flushall()
+        for (const [name, r] of [
+          [reference.name, ref],
+          [bare.name, base],
+        ] as const) {
           rows.push({
             subject: name,
             metric: `decisions/s @${inFlight}`,
@@ -191,20 +298,62 @@ export const benchCase: BenchCase = {
           })
           rows.push({ subject: name, metric: `p50 @${inFlight}`, value: r.p50, unit: 'ms' })
           rows.push({ subject: name, metric: `p99 @${inFlight}`, value: r.p99, unit: 'ms' })
-          await client.flushall()
+        }
+        for (const algorithm of algorithms) {
+          for (const coalesce of [true, false]) {
+            const subject = sluice(algorithm, coalesce)
+            const r = await throughput(subject, inFlight, ms)
+            rows.push({
+              subject: subject.name,
+              metric: `decisions/s @${inFlight}`,
+              value: r.rate,
+              unit: '/s',
+              ratio: r.rate / ref.rate,
+              note: `vs RLF; ${(r.rate / base.rate).toFixed(2)}x bare EVALSHA`,
+            })
+            rows.push({ subject: subject.name, metric: `p50 @${inFlight}`, value: r.p50, unit: 'ms' })
+            rows.push({ subject: subject.name, metric: `p99 @${inFlight}`, value: r.p99, unit: 'ms' })
+            await client.flushall()
+          }
         }
       }
 
-      // The server's own limit for Sluice's script (no Node.js client in the way).
-      await client.script('LOAD', luaSources['apply/token-bucket'])
+      // The server's own limit for one decision per call (no Node.js client in the way).
       const requests = quick ? 50_000 : 300_000
-      for (const pipeline of [1, 16]) {
-        const rate = await redisBenchmark(server.port, pipeline, requests)
+      for (const name of ['minimal token-bucket script', 'sluice one-token-bucket (flat)']) {
+        await client.script('LOAD', evalArgs[name]!.source)
+        for (const pipeline of [1, 16]) {
+          const rate = await redisBenchmark(server.port, name, pipeline, requests)
+          rows.push({
+            subject: `redis-benchmark EVALSHA ${name} -c 64 -P ${pipeline}`,
+            metric: 'decisions/s @64',
+            value: rate,
+            unit: '/s',
+          })
+        }
+      }
+      await client.flushall()
+
+      // Each script's cost inside Redis, median of 3 interleaved rounds.
+      const calls = quick ? 10_000 : 40_000
+      const costs: Record<string, number[]> = {}
+      for (let round = 0; round < 3; round++) {
+        for (const name of Object.keys(evalArgs)) {
+          const cost = await usecPerCall(client, server.port, name, calls)
+          costs[name] = [...(costs[name] ?? []), cost]
+          await client.flushall()
+        }
+      }
+      const median = (v: number[]) => v.sort((a, b) => a - b)[Math.floor(v.length / 2)]!
+      const minimal = median(costs['minimal token-bucket script']!)
+      for (const [name, v] of Object.entries(costs)) {
         rows.push({
-          subject: `redis-benchmark EVALSHA apply (token-bucket) -c 64 -P ${pipeline}`,
-          metric: 'decisions/s @64',
-          value: rate,
-          unit: '/s',
+          subject: name,
+          metric: 'usec per call in Redis',
+          value: median(v),
+          unit: 'us',
+          ratio: median(v) / minimal,
+          note: 'vs minimal script',
         })
       }
     } finally {

@@ -31,7 +31,11 @@ const policyOf = (algorithm: AlgorithmName, name: string, limit: number) =>
     : resolvePolicy(name, { algorithm, limit, window: '10s' })
 
 /** A seeded mix of single-step and layered decisions over a few keys and every algorithm. */
-function decisions(seed: number, count: number): { steps: Step[]; mode: 'consume' | 'peek' }[] {
+function decisions(
+  seed: number,
+  count: number,
+  only?: AlgorithmName,
+): { steps: Step[]; mode: 'consume' | 'peek' }[] {
   let x = seed
   const rand = (n: number) => {
     x = (x * 1103515245 + 12345) % 2147483648
@@ -39,11 +43,11 @@ function decisions(seed: number, count: number): { steps: Step[]; mode: 'consume
   }
   const out: { steps: Step[]; mode: 'consume' | 'peek' }[] = []
   for (let i = 0; i < count; i++) {
-    const layers = rand(4) === 0 ? 2 : 1
+    const layers = only === undefined && rand(4) === 0 ? 2 : 1
     const key = `k${rand(3)}`
     const steps: Step[] = []
     for (let l = 0; l < layers; l++) {
-      const algorithm = ALGORITHMS[rand(ALGORITHMS.length)]!
+      const algorithm = only ?? ALGORITHMS[rand(ALGORITHMS.length)]!
       steps.push({
         policy: policyOf(algorithm, `${algorithm}-${l}`, 3 + l),
         key,
@@ -117,6 +121,28 @@ describe('coalescing', () => {
         for (const d of batch) sequential.push(await alone.apply(d.steps, d.mode))
         expect(coalesced).toEqual(sequential)
         now += 1_500
+      }
+    })
+  }
+
+  for (const only of ['token-bucket', 'gcra'] as const) {
+    it(`${only} only: one flat script call per tick gives the results of one call at a time`, async () => {
+      let now = 9_000_000
+      const clock = () => now
+      const together = redisStore(client, { prefix: freshPrefix('co'), clock: 'client', now: clock })
+      const alone = redisStore(client, {
+        prefix: freshPrefix('co'),
+        clock: 'client',
+        now: clock,
+        coalesce: false,
+      })
+      for (let round = 0; round < 4; round++) {
+        const batch = decisions(round + 7, 40, only)
+        const coalesced = await Promise.all(batch.map((d) => together.apply(d.steps, d.mode)))
+        const sequential = []
+        for (const d of batch) sequential.push(await alone.apply(d.steps, d.mode))
+        expect(coalesced).toEqual(sequential)
+        now += 700
       }
     })
   }

@@ -214,7 +214,9 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
 
   async function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
     const one = g.indexes.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
-    const reply = await run(one ?? pick('apply', g), g.keys, [mode, at, slack, ...g.args])
+    const reply = await (one === undefined
+      ? run(pick('apply', g), g.keys, [mode, at, slack, ...g.args])
+      : run(one, g.keys, [at, slack, mode, '1', ...g.args]))
     if (!Array.isArray(reply) || reply.length !== g.indexes.length * 5) {
       throw new StoreError(`redis store: unexpected reply from the apply script: ${String(reply)}`)
     }
@@ -237,8 +239,12 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       args.push(e.mode, String(e.group.indexes.length), ...e.group.args)
       steps += e.group.indexes.length
     }
+    // All one-step decisions of an algorithm with a flat script: that script, which takes the same
+    // arguments. Otherwise the batch script (layered decisions, mixed algorithms).
+    const one =
+      steps === entries.length && batch.algorithm !== undefined ? flat.get(batch.algorithm) : undefined
     try {
-      const reply = await run(pick('batch', batch), keys, args)
+      const reply = await run(one ?? pick('batch', batch), keys, args)
       if (!Array.isArray(reply) || reply.length !== steps * 5) {
         throw new StoreError(`redis store: unexpected reply from the batch script: ${String(reply)}`)
       }

@@ -44,8 +44,12 @@ end
 
 if held then
   local left = blocked_until - now
-  return { 0, 0, math.max(left, math.ceil(before / limit)), math.max(left, retry), 1 }
-end
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = math.max(left, math.ceil(before / limit))
+  reply[#reply + 1] = math.max(left, retry)
+  reply[#reply + 1] = 1
+else
 
 local after = before
 if allowed and not peek then
@@ -65,10 +69,13 @@ if allowed and not peek then
     redis.call('SET', key, value, 'PX', string.format('%.0f', live_until - now + slack))
   end
 end
-return {
-  allowed and 1 or 0,
-  math.max(0, math.floor((full - after) / window)),
-  math.ceil(after / limit),
-  retry,
-  0,
-}
+reply[#reply + 1] = allowed and 1 or 0
+reply[#reply + 1] = math.max(0, math.floor((full - after) / window))
+reply[#reply + 1] = math.ceil(after / limit)
+reply[#reply + 1] = retry
+reply[#reply + 1] = 0
+end
+a = a + 8
+k = k + 2
+end
+return reply

@@ -1,19 +1,31 @@
 -- Prelude of the flat single-step scripts (one-*.lua): plain statements, no function definitions, so
--- a call pays only for its own decision. Same KEYS and ARGV as apply with one step.
--- Sets: peek, now, slack, limit, window, capacity, cost, key, block_key, blocked_until, held.
+-- a call pays only for its decisions. Each call carries 1..N independent one-step decisions of one
+-- algorithm (the store's coalescing), evaluated in order.
+-- KEYS: per decision, the state key then the block key (all in one hash slot).
+-- ARGV: now (ms, or "" for the Redis clock), slack (extra TTL ms), then per decision the 8 values
+--       mode ("consume" | "peek"), 1 (step count), algorithm, limit, windowMs, capacity, cost, leaseId
+--       (the layout of batch.lua with one step per decision).
+-- Reply: per decision 5 integers: allowed (0/1), remaining, resetMs, retryAfterMs, blocked (0/1).
+-- The prelude opens the loop over decisions and sets, for each: peek, limit, window, capacity,
+-- cost, key, block_key, blocked_until, held. The including script appends 5 integers to `reply`
+-- and closes the loop with `a = a + 8; k = k + 2; end; return reply`.
 
-local peek = ARGV[1] == 'peek'
 local now
-if ARGV[2] ~= '' then
-  now = tonumber(ARGV[2])
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
 else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local slack = tonumber(ARGV[3])
-local limit, window, capacity, cost = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local key, block_key = KEYS[1], KEYS[2]
--- As common.lua's load(): a block in force keeps a dead state's key; otherwise a dead state is
--- dropped, and with it a past block.
-local blocked_until = tonumber(redis.call('GET', block_key) or '0')
-local held = blocked_until > now
+local slack = tonumber(ARGV[2])
+local reply = {}
+local a, k = 3, 1
+while a <= #ARGV do
+  local peek = ARGV[a] == 'peek'
+  local limit, window = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local capacity, cost = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local key, block_key = KEYS[k], KEYS[k + 1]
+  -- As common.lua's load(): a block in force keeps a dead state's key; otherwise a dead state is
+  -- dropped, and with it a past block.
+  local blocked_until = tonumber(redis.call('GET', block_key) or '0')
+  local held = blocked_until > now

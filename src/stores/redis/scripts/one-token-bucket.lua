@@ -5,11 +5,11 @@
 --- @include "one-prelude"
 
 local full = capacity * window
--- The packed layout of token-bucket.lua: "1", level in d digits, at modulo 10^k in k digits.
+-- The packed layout of token-bucket.lua: "1", level in d digits, at modulo 10^kd in kd digits.
 local d = #string.format('%.0f', full)
-local k = 18 - d
-local m = 10 ^ k
-local packed = k >= 1 and 2 * (math.ceil(full / limit) + 86400000) < m
+local kd = 18 - d
+local m = 10 ^ kd
+local packed = kd >= 1 and 2 * (math.ceil(full / limit) + 86400000) < m
 
 local level, at
 local raw = redis.call('GET', key)
@@ -17,7 +17,7 @@ if raw then
   local colon = string.find(raw, ':', 1, true)
   if colon then
     level, at = tonumber(string.sub(raw, 1, colon - 1)), tonumber(string.sub(raw, colon + 1))
-  elseif packed and #raw == 1 + d + k then
+  elseif packed and #raw == 1 + d + kd then
     level = tonumber(string.sub(raw, 2, 1 + d))
     local r = tonumber(string.sub(raw, 2 + d))
     at = r + m * math.floor((now - r) / m + 0.5)
@@ -53,8 +53,12 @@ if held then
     reset = lag + math.ceil((full - cur) / limit)
   end
   local left = blocked_until - now
-  return { 0, 0, math.max(left, reset), math.max(left, retry), 1 }
-end
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = math.max(left, reset)
+  reply[#reply + 1] = math.max(left, retry)
+  reply[#reply + 1] = 1
+else
 
 local after = cur
 if allowed and not peek then
@@ -74,7 +78,7 @@ if allowed and not peek then
         elseif r >= m then
           r = r - m
         end
-        value = '1' .. string.format('%0' .. d .. '.0f', after) .. string.format('%0' .. k .. '.0f', r)
+        value = '1' .. string.format('%0' .. d .. '.0f', after) .. string.format('%0' .. kd .. '.0f', r)
       else
         value = string.format('%.0f', after) .. ':' .. string.format('%.0f', cur_at)
       end
@@ -86,4 +90,13 @@ local reset = 0
 if after < full then
   reset = lag + math.ceil((full - after) / limit)
 end
-return { allowed and 1 or 0, math.floor(after / window), reset, retry, 0 }
+reply[#reply + 1] = allowed and 1 or 0
+reply[#reply + 1] = math.floor(after / window)
+reply[#reply + 1] = reset
+reply[#reply + 1] = retry
+reply[#reply + 1] = 0
+end
+a = a + 8
+k = k + 2
+end
+return reply
