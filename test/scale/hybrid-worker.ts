@@ -2,7 +2,7 @@
 // offers `rate` requests/s on one key until `stop`, then flushes and reports what it admitted.
 import { Redis } from 'ioredis'
 import { createLimiter } from '../../src/limiter.js'
-import { hybridRedis } from '../../src/scale/hybrid.js'
+import { type HybridBackend, hybridRedis } from '../../src/scale/hybrid.js'
 
 interface Plan {
   port: number
@@ -19,8 +19,22 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 
 process.once('message', async (plan: Plan) => {
   const client = new Redis(plan.port, '127.0.0.1')
+  // Time every flush: its longest round trip is the L of the over-admission bound.
+  const backend = hybridRedis(client, { prefix: plan.prefix })
+  let maxFlushMs = 0
+  const timed: HybridBackend = {
+    ...backend,
+    async add(counters) {
+      const started = performance.now()
+      try {
+        return await backend.add(counters)
+      } finally {
+        maxFlushMs = Math.max(maxFlushMs, performance.now() - started)
+      }
+    },
+  }
   const limiter = createLimiter({
-    hybrid: hybridRedis(client, { prefix: plan.prefix }),
+    hybrid: timed,
     policies: {
       api: {
         algorithm: 'fixed-window',
@@ -48,7 +62,13 @@ process.once('message', async (plan: Plan) => {
   const elapsedMs = Date.now() - started
   await limiter.close()
   client.disconnect()
-  process.send!({ offered, admitted, elapsedMs, window: Math.floor(plan.startAt / plan.windowMs) })
+  process.send!({
+    offered,
+    admitted,
+    elapsedMs,
+    maxFlushMs,
+    window: Math.floor(plan.startAt / plan.windowMs),
+  })
   process.disconnect()
 })
 process.send!('ready')
