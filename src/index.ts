@@ -74,6 +74,9 @@ export type {
   StoreErrorMode,
 } from './policy.js'
 export { ALGORITHMS, resolvePolicy } from './policy.js'
+export type { LocalDenyCacheOptions } from './scale/deny-cache.js'
+export type { HybridBackend, HybridCounter, HybridRedisOptions } from './scale/hybrid.js'
+export { hybridRedis } from './scale/hybrid.js'
 export type { Step, StepResult, Store, SyncStore } from './store.js'
 export type { MemoryStore, MemoryStoreOptions } from './stores/memory.js'
 export { memoryStore } from './stores/memory.js'

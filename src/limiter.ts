@@ -8,6 +8,8 @@ import type { FailoverLimiterOptions, StoreHealth } from './failover/index.js'
 import { protectStore, resolveFailover } from './failover/index.js'
 import type { Policy, ResolvedPolicy } from './policy.js'
 import { resolvePolicy } from './policy.js'
+import { LocalDenyCache, type LocalDenyCacheOptions } from './scale/deny-cache.js'
+import { type HybridBackend, HybridPolicy } from './scale/hybrid.js'
 import type { Step, StepResult, Store } from './store.js'
 import { isSyncStore } from './store.js'
 import { isMemoryStore, memoryStore } from './stores/memory.js'
@@ -32,6 +34,11 @@ export interface Decision {
   reason?: DenyReason
   /** True when the store failed and the policy's `onStoreError` fallback decided. */
   degraded?: boolean
+  /**
+   * True when the local deny cache answered without asking the store. In a layered decision, the
+   * layers other than the cached denial were not evaluated: they report full `remaining`.
+   */
+  cached?: boolean
 }
 
 /** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */
@@ -74,8 +81,10 @@ export interface DecisionEvent {
   readonly decision: Decision | LayeredDecision
   /** Name of the store that decided (`memory`, `redis`, ...). */
   readonly store: string
-  /** Time the store took, in seconds (high resolution). */
+  /** Time the store took, in seconds (high resolution); 0 when the local deny cache answered. */
   readonly storeSeconds: number
+  /** True when the local deny cache answered and the store was not asked. */
+  readonly cached?: boolean
 }
 
 export type DecisionListener = (event: DecisionEvent) => void
@@ -86,6 +95,13 @@ export interface LimiterOptions<P extends Record<string, Policy>> extends Failov
   policies: P
   /** Called once per decision (after it is made, synchronously). Errors thrown by it are ignored. */
   onDecision?: DecisionListener
+  /**
+   * Deny a key locally, without asking the store, until the retry time of its last denial (rate
+   * policies over a remote store; never concurrency). Default on with 10,000 keys; `false` turns it off.
+   */
+  localDenyCache?: boolean | LocalDenyCacheOptions
+  /** Where `mode: 'hybrid'` policies sync their counts: `hybridRedis(client)` from `sluice`. */
+  hybrid?: HybridBackend
 }
 
 export interface Limiter<Name extends string = string> {
@@ -141,6 +157,17 @@ export function createLimiter<const P extends Record<string, Policy>>(
     policies.set(name, resolvePolicy(name, policy))
   if (policies.size === 0)
     throw new InvalidOptionsError('createLimiter: policies is empty; define at least one policy')
+  const hybrids = new Map<string, HybridPolicy>()
+  for (const p of policies.values()) {
+    if (p.syncEveryMs === undefined) continue
+    if (options.hybrid === undefined) {
+      throw new InvalidOptionsError(
+        `createLimiter: policy ${p.name} is hybrid; pass hybrid: hybridRedis(client) so it can sync its counts`,
+      )
+    }
+    hybrids.set(p.name, new HybridPolicy(p, options.hybrid))
+  }
+  const hybridOf = (s: Step) => (hybrids.size === 0 ? undefined : hybrids.get(s.policy.name))
   const failover = resolveFailover(options)
   const userStore = options.store ?? memoryStore()
   // In-process stores cannot fail the way a network store does; remote ones get timeouts, a
@@ -151,18 +178,20 @@ export function createLimiter<const P extends Record<string, Policy>>(
   const syncStore = isSyncStore(store) ? store : undefined
   const oneStepStore = isMemoryStore(store) ? store : undefined
   let listeners: DecisionListener[] = options.onDecision === undefined ? [] : [options.onDecision]
+  // An in-process store answers as fast as a cache would: the cache only fronts remote stores.
+  const denyCache =
+    syncStore !== undefined || options.localDenyCache === false
+      ? undefined
+      : new LocalDenyCache(typeof options.localDenyCache === 'object' ? options.localDenyCache : {})
 
   function emit(
     operation: DecisionEvent['operation'],
     decision: Decision | LayeredDecision,
     started: number,
   ): void {
-    const event: DecisionEvent = {
-      operation,
-      decision,
-      store: store.name,
-      storeSeconds: (performance.now() - started) / 1000,
-    }
+    const event: DecisionEvent = decision.cached
+      ? { operation, decision, store: store.name, storeSeconds: 0, cached: true }
+      : { operation, decision, store: store.name, storeSeconds: (performance.now() - started) / 1000 }
     for (const listener of listeners) {
       try {
         listener(event)
@@ -180,10 +209,30 @@ export function createLimiter<const P extends Record<string, Policy>>(
     build: (results: StepResult[]) => D,
   ): Promise<D> {
     if (syncStore !== undefined) return decideSync(operation, steps, mode, build)
-    if (listeners.length === 0) return build(await store.apply(steps, mode))
+    if (denyCache === undefined || operation === 'acquire') {
+      if (listeners.length === 0) return build(await store.apply(steps, mode))
+      const started = performance.now()
+      const d = build(await store.apply(steps, mode))
+      emit(operation, d, started)
+      return d
+    }
+    const sentAt = Date.now()
+    const hit = cachedResults(denyCache, steps, sentAt)
+    if (hit !== undefined) {
+      const d = build(hit)
+      d.cached = true
+      if (listeners.length > 0) emit(operation, d, 0)
+      return d
+    }
+    const epoch = denyCache.epoch
     const started = performance.now()
-    const d = build(await store.apply(steps, mode))
-    emit(operation, d, started)
+    const results = await store.apply(steps, mode)
+    for (let i = 0; i < steps.length; i++) {
+      const s = steps[i]!
+      if (s.policy.algorithm !== 'concurrency') denyCache.remember(s, results[i]!, sentAt, epoch)
+    }
+    const d = build(results)
+    if (listeners.length > 0) emit(operation, d, started)
     return d
   }
 
@@ -253,6 +302,14 @@ export function createLimiter<const P extends Record<string, Policy>>(
     return d
   }
 
+  function decideHybrid(hybrid: HybridPolicy, mode: 'consume' | 'peek', s: Step): Decision {
+    if (listeners.length === 0) return decision(s, hybrid.decide(s, mode))
+    const started = performance.now()
+    const d = decision(s, hybrid.decide(s, mode))
+    emit(mode, d, started)
+    return d
+  }
+
   function layered(steps: readonly Step[], results: readonly StepResult[]): LayeredDecision {
     const decisions = steps.map((s, i) => decision(s, results[i]!))
     const denied = decisions.find((d) => !d.allowed)
@@ -273,6 +330,11 @@ export function createLimiter<const P extends Record<string, Policy>>(
       throw new InvalidOptionsError('layered consume: pass a non-empty array of { policy, key, cost? }')
     }
     const steps = checks.map((c: Check) => step(c?.policy, c?.key, c?.cost ?? 1))
+    const hybridStep = steps.find((s) => hybridOf(s) !== undefined)
+    if (hybridStep !== undefined)
+      throw new InvalidOptionsError(
+        `layered consume: policy ${hybridStep.policy.name} is hybrid; hybrid policies cannot be layered yet, check it on its own`,
+      )
     const seen = new Set<string>()
     for (const s of steps) {
       const id = `${s.policy.name}:${s.key}`
@@ -297,11 +359,13 @@ export function createLimiter<const P extends Record<string, Policy>>(
         return decide(mode, steps, mode, (results) => layered(steps, results))
       }
       // An in-process store decides now: one resolved promise instead of a chain of async calls.
-      if (oneStepStore !== undefined && listeners.length === 0) {
+      if (oneStepStore !== undefined && listeners.length === 0 && hybrids.size === 0) {
         const s = step(a, key, opts?.cost ?? 1)
         return Promise.resolve(decision(s, oneStepStore.applyOneSync(s, mode)))
       }
       const s = step(a, key, opts?.cost ?? 1)
+      const hybrid = hybridOf(s)
+      if (hybrid !== undefined) return Promise.resolve(decideHybrid(hybrid, mode, s))
       if (syncStore !== undefined)
         return Promise.resolve(decideSync(mode, [s], mode, (r) => decision(s, r[0]!)))
       return decide(mode, [s], mode, (results) => decision(s, results[0]!))
@@ -336,6 +400,11 @@ export function createLimiter<const P extends Record<string, Policy>>(
     consume,
     peek,
     consumeSync(policy, key, opts) {
+      if (hybrids.size > 0) {
+        const s = step(policy, key, opts?.cost ?? 1)
+        const hybrid = hybridOf(s)
+        if (hybrid !== undefined) return decideHybrid(hybrid, 'consume', s)
+      }
       if (syncStore === undefined) {
         throw new InvalidOptionsError(
           `consumeSync needs an in-process store; the ${store.name} store is asynchronous, use consume`,
@@ -352,14 +421,32 @@ export function createLimiter<const P extends Record<string, Policy>>(
       return d
     },
     async refund(policy, key, amount = 1) {
-      await store.refund([step(policy, key, amount)])
+      const s = step(policy, key, amount)
+      const hybrid = hybridOf(s)
+      if (hybrid !== undefined) return hybrid.refund(s)
+      // Forget before (no new hit) and after (no answer from before the change gets cached).
+      denyCache?.forget(s)
+      await store.refund([s])
+      denyCache?.forget(s)
     },
     async reset(policy, key) {
-      await store.reset([step(policy, key)])
+      const s = step(policy, key)
+      const hybrid = hybridOf(s)
+      if (hybrid !== undefined) return hybrid.reset(s)
+      denyCache?.forget(s)
+      await store.reset([s])
+      denyCache?.forget(s)
     },
     async block(policy, key, duration) {
       const durationMs = parseDuration(duration, 'block duration')
-      await store.block([step(policy, key)], durationMs)
+      const s = step(policy, key)
+      if (hybridOf(s) !== undefined)
+        throw new InvalidOptionsError(
+          `block: policy ${s.policy.name} is hybrid; block is not supported in hybrid mode yet`,
+        )
+      denyCache?.forget(s)
+      await store.block([s], durationMs)
+      denyCache?.forget(s)
     },
     async acquire(policy, key, opts) {
       const id = randomUUID()
@@ -403,10 +490,31 @@ export function createLimiter<const P extends Record<string, Policy>>(
       return 'health' in store ? store.health() : { status: 'ok', circuit: 'closed', counts: zeroCounts() }
     },
     async close() {
+      await Promise.all([...hybrids.values()].map((h) => h.close()))
       await store.close()
     },
   }
   return limiter
+}
+
+/**
+ * Store-shaped results for a check the deny cache can answer: the cached denial for the first
+ * cached layer, and for the other layers (not evaluated, not charged) a full allowance.
+ */
+function cachedResults(cache: LocalDenyCache, steps: readonly Step[], now: number): StepResult[] | undefined {
+  for (let i = 0; i < steps.length; i++) {
+    const s = steps[i]!
+    if (s.policy.algorithm === 'concurrency') continue
+    const denied = cache.lookup(s, now)
+    if (denied === undefined) continue
+    if (steps.length === 1) return [denied]
+    return steps.map((other, j) =>
+      j === i
+        ? denied
+        : { allowed: true, remaining: other.policy.capacity, resetMs: 0, retryAfterMs: 0, blocked: false },
+    )
+  }
+  return undefined
 }
 
 const zeroCounts = () => ({ calls: 0, errors: 0, timeouts: 0, rejected: 0, degraded: 0, unavailable: 0 })

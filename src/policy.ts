@@ -27,6 +27,14 @@ export interface RatePolicy {
   burst?: number
   /** When the store fails: admit (`open`, the limiter's default), deny (`closed`) or decide in memory. */
   onStoreError?: StoreErrorMode
+  /**
+   * `exact` (default): every decision is one store call. `hybrid` (fixed-window only): each
+   * instance decides locally and syncs its counts with Redis every `syncEvery`; see docs/scale.md
+   * for the over-admission bound.
+   */
+  mode?: 'exact' | 'hybrid'
+  /** Hybrid mode: how often counts are flushed to Redis and the global total pulled back. Default `100ms`. */
+  syncEvery?: Duration
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -52,6 +60,8 @@ export interface ResolvedPolicy {
   readonly capacity: number
   /** Set only when the policy chose its own; otherwise the limiter's `onStoreError` applies. */
   readonly onStoreError?: StoreErrorMode
+  /** Set only for hybrid policies: the sync interval in ms (see src/scale/hybrid.ts). */
+  readonly syncEveryMs?: number
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -74,6 +84,8 @@ const rateSchema = z.strictObject({
   window: durationSchema,
   burst: positiveInt('burst').optional(),
   onStoreError: storeErrorSchema.optional(),
+  mode: z.enum(['exact', 'hybrid'], { error: "must be 'exact' or 'hybrid'" }).optional(),
+  syncEvery: durationSchema.optional(),
 })
 
 const concurrencySchema = z.strictObject({
@@ -127,6 +139,27 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
     throw new InvalidPolicyError(
       `policies.${name}.limit: sliding-window-log keeps one entry per request, so at most ${MAX_LOG_LIMIT}; use sliding-window-counter for larger limits`,
     )
+  }
+  const hybrid = 'mode' in p && p.mode === 'hybrid'
+  if ('syncEvery' in p && p.syncEvery !== undefined && !hybrid) {
+    throw new InvalidPolicyError(
+      `policies.${name}.syncEvery: only hybrid policies sync; add mode: 'hybrid' or remove it`,
+    )
+  }
+  if (hybrid) {
+    if (p.algorithm !== 'fixed-window') {
+      throw new InvalidPolicyError(
+        `policies.${name}.mode: hybrid mode counts fixed windows; use algorithm 'fixed-window' or mode 'exact'`,
+      )
+    }
+    const syncEveryMs = parseDuration(p.syncEvery ?? '100ms', `policies.${name}.syncEvery`)
+    if (syncEveryMs < 1 || syncEveryMs > windowMs) {
+      throw new InvalidPolicyError(
+        `policies.${name}.syncEvery: must be between 1ms and the window (${windowMs}ms)`,
+      )
+    }
+    const base = { name, algorithm: p.algorithm, limit, windowMs, capacity, syncEveryMs }
+    return Object.freeze(p.onStoreError === undefined ? base : { ...base, onStoreError: p.onStoreError })
   }
   if (p.onStoreError !== undefined)
     return Object.freeze({

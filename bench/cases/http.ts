@@ -214,7 +214,7 @@ export const benchCase = {
    * the machine hits every variant alike; the best round of each counts (highest req/s, least CPU).
    */
   async run({ quick }: { quick: boolean }): Promise<BenchRow[]> {
-    const seconds = quick ? 2 : 5
+    const seconds = quick ? 1 : 5
     const rounds = quick ? 1 : 3
     const rows: BenchRow[] = await coreCost(quick)
     const redis = await startRedis()

@@ -106,7 +106,7 @@ async function load(options: LoadOptions): Promise<Load> {
 export const benchCase: BenchCase = {
   name: 'service',
   async run(opts: BenchOptions): Promise<BenchRow[]> {
-    const seconds = opts.quick ? 3 : 8
+    const seconds = opts.quick ? 2 : 8
     const rounds = opts.quick ? 1 : 2
     const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'))
     const config = join(dir, 'sluice.yaml')

@@ -196,8 +196,19 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     c.counts[outcome]++
   }
 
+  function recordLocalCacheHit(policy: string): void {
+    const label = policyLabel(policy)
+    const c = cacheHitCounts.get(label)
+    if (c !== undefined) c.count++
+    else cacheHitCounts.set(label, { count: 1, published: 0 })
+  }
+
   function observe(event: DecisionEvent): void {
-    storeDuration.observe(event.store, event.operation, event.storeSeconds, storeLabel)
+    if (event.cached) {
+      // Answered by the local deny cache: no store call to time, one cache hit per denying layer.
+      const d = event.decision
+      recordLocalCacheHit('deniedBy' in d && d.deniedBy !== undefined ? d.deniedBy : d.policy)
+    } else storeDuration.observe(event.store, event.operation, event.storeSeconds, storeLabel)
     // A peek charges nothing and decides nothing: it is timed, not counted as a decision.
     if (event.operation === 'peek') return
     const d = event.decision
@@ -229,12 +240,7 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
       circuitState.labels(label).set(value)
       healthOf(label).circuit = state
     },
-    recordLocalCacheHit(policy) {
-      const label = policyLabel(policy)
-      const c = cacheHitCounts.get(label)
-      if (c !== undefined) c.count++
-      else cacheHitCounts.set(label, { count: 1, published: 0 })
-    },
+    recordLocalCacheHit,
     storeHealth() {
       return [...health.values()].map((h) => ({ ...h }))
     },

@@ -41,6 +41,8 @@ async function setup(
     breaker: { failures: 5, cooldown: '500ms' },
     instances: INSTANCES,
     logger: { warn() {} },
+    // Every decision must reach the store path under test; cached denials would skip it.
+    localDenyCache: false,
     policies: {
       wide: { algorithm: 'token-bucket', limit: 10_000_000, window: '1h' },
       tight: { algorithm: 'token-bucket', limit: 100, window: '1h', burst: 50 },
