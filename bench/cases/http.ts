@@ -11,15 +11,7 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-
-export interface BenchRow {
-  subject: string
-  metric: string
-  value: number
-  unit: string
-  ratio?: number
-  note?: string
-}
+import type { BenchRow } from '../types.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const SERVER = fileURLToPath(new URL('./http-server.mjs', import.meta.url))

@@ -6,15 +6,7 @@ import type { Limiter } from '../../src/limiter.js'
 import { createLimiter } from '../../src/limiter.js'
 import { createObservability } from '../../src/metrics/observability.js'
 import { createMetrics } from '../../src/metrics/prometheus.js'
-
-export interface BenchRow {
-  subject: string
-  metric: string
-  value: number
-  unit: string
-  ratio?: number
-  note?: string
-}
+import type { BenchRow } from '../types.js'
 
 type Setup = 'none' | 'empty' | 'metrics' | 'observability'
 
