@@ -8,7 +8,8 @@ import { createLimiter } from '../src/limiter.js'
 import { memoryStore } from '../src/stores/memory.js'
 import { redisStore } from '../src/stores/redis/index.js'
 import { startRedis } from '../test/helpers/redis-harness.js'
-import { benchFailover, throughput } from './cases/scale.js'
+import { benchFailover } from './cases/scale.js'
+import { throughput } from './throughput.js'
 
 const quick = process.argv.includes('--quick')
 const ms = quick ? 500 : 1500

@@ -5,12 +5,11 @@
 //
 //   npm run build && node --import tsx bench/cases/http.ts [--quick]   (servers: bench/cases/http-server.mjs)
 import { type ChildProcess, execFileSync, fork } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { startRedis } from '../../test/helpers/redis-harness.js'
 import type { BenchRow } from '../types.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -90,66 +89,12 @@ async function measure(
   }
 }
 
-async function freePort(): Promise<number> {
-  // Below the ephemeral range (see ENV-NOTES), checked free by binding it.
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 9_000)
-    const ok = await new Promise<boolean>((resolve) => {
-      const probe = createServer()
-      probe.once('error', () => resolve(false))
-      probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)))
-    })
-    if (ok) return port
-  }
-  throw new Error('no free port for redis-server')
-}
-
 function hasRedisServer(): boolean {
   try {
     execFileSync('redis-server', ['--version'], { stdio: 'ignore' })
     return true
   } catch {
     return false
-  }
-}
-
-async function startRedis(): Promise<{ port: number; stop(): void } | undefined> {
-  if (!hasRedisServer()) return undefined
-  const port = await freePort()
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-redis-'))
-  execFileSync('redis-server', [
-    ...[
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--daemonize',
-      'yes',
-    ],
-    ...['--pidfile', join(dir, 'redis.pid'), '--logfile', join(dir, 'redis.log'), '--dir', dir],
-  ])
-  for (let i = 0; i < 50; i++) {
-    try {
-      execFileSync('redis-cli', ['-p', String(port), 'ping'], { stdio: 'ignore' })
-      break
-    } catch {
-      await new Promise((r) => setTimeout(r, 100))
-    }
-  }
-  return {
-    port,
-    stop() {
-      try {
-        execFileSync('redis-cli', ['-p', String(port), 'shutdown', 'nosave'], { stdio: 'ignore' })
-      } catch {
-        // Already gone.
-      }
-      rmSync(dir, { recursive: true, force: true })
-    },
   }
 }
 
@@ -209,7 +154,7 @@ export const benchCase = {
     const seconds = quick ? 1 : 5
     const rounds = quick ? 1 : 3
     const rows: BenchRow[] = await coreCost(quick)
-    const redis = await startRedis()
+    const redis = hasRedisServer() ? await startRedis() : undefined
     try {
       for (const framework of FRAMEWORKS) {
         const best = new Map<LimiterVariant, Measured>()
@@ -262,7 +207,7 @@ export const benchCase = {
         }
       }
     } finally {
-      redis?.stop()
+      await redis?.stop()
     }
     return rows
   },

@@ -17,6 +17,7 @@ import { type AlgorithmName, type Policy, resolvePolicy } from '../../src/policy
 import { redisStore } from '../../src/stores/redis/index.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
+import { throughput } from '../throughput.js'
 import type { BenchCase, BenchRow } from '../types.js'
 
 const run = promisify(execFile)
@@ -80,27 +81,6 @@ async function bytesPerKey(
   const usages = await Promise.all(sample.map((s) => client.memory('USAGE', keyOf(s))))
   const usage = usages.reduce<number>((a, b) => a + Number(b), 0) / usages.length
   return { delta: (after - before) / KEYS, usage }
-}
-
-/** Keep `inFlight` decisions outstanding for `ms`; decisions/s and latency percentiles. */
-async function throughput(subject: Subject, inFlight: number, ms: number) {
-  const lane = async (until: number, latencies: number[] | undefined) => {
-    let i = Math.floor(Math.random() * KEYS)
-    while (performance.now() < until) {
-      const t = performance.now()
-      await subject.decide(subjects[i++ % KEYS]!)
-      latencies?.push(performance.now() - t)
-    }
-  }
-  const warm = performance.now() + Math.min(300, ms / 4)
-  await Promise.all(Array.from({ length: inFlight }, () => lane(warm, undefined)))
-  const latencies: number[] = []
-  const start = performance.now()
-  await Promise.all(Array.from({ length: inFlight }, () => lane(start + ms, latencies)))
-  const elapsed = performance.now() - start
-  latencies.sort((a, b) => a - b)
-  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))]!
-  return { rate: (latencies.length / elapsed) * 1000, p50: pct(0.5), p99: pct(0.99) }
 }
 
 /** The EVALSHA arguments of one decision per call, with `__rand_int__` keys for redis-benchmark. */
@@ -282,8 +262,8 @@ export const benchCase: BenchCase = {
       const ms = quick ? 500 : 2500
       // --quick measures the goals' point (64 in flight) only; a full run adds 1 and 512.
       for (const inFlight of quick ? [64] : [1, 64, 512]) {
-        const ref = await throughput(reference, inFlight, ms)
-        const base = await throughput(bare, inFlight, ms)
+        const ref = await throughput(reference.decide, inFlight, ms, subjects)
+        const base = await throughput(bare.decide, inFlight, ms, subjects)
         await client.flushall()
         for (const [name, r] of [
           [reference.name, ref],
@@ -303,7 +283,7 @@ export const benchCase: BenchCase = {
         for (const algorithm of algorithms) {
           for (const coalesce of [true, false]) {
             const subject = sluice(algorithm, coalesce)
-            const r = await throughput(subject, inFlight, ms)
+            const r = await throughput(subject.decide, inFlight, ms, subjects)
             rows.push({
               subject: subject.name,
               metric: `decisions/s @${inFlight}`,

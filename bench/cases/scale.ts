@@ -18,6 +18,7 @@ import { HybridPolicy, hybridRedis } from '../../src/scale/hybrid.js'
 import { redisStore } from '../../src/stores/redis/index.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
+import { type Decide, type Throughput, throughput } from '../throughput.js'
 import type { BenchCase, BenchRow } from '../types.js'
 
 const run = promisify(execFile)
@@ -29,40 +30,6 @@ export const benchFailover = { storeTimeout: 60_000, logger: { warn() {} } } as 
 const require = createRequire(import.meta.url)
 const KEYS = 10_000
 const subjects = Array.from({ length: KEYS }, (_, i) => `user-${String(i).padStart(5, '0')}`)
-
-type Decide = (key: string) => Promise<unknown> | unknown
-
-export interface Throughput {
-  rate: number
-  p50: number
-  p99: number
-}
-
-/** Keep `inFlight` decisions outstanding for `ms` over `keys` keys; decisions/s and latency (ms). */
-export async function throughput(
-  decide: Decide,
-  inFlight: number,
-  ms: number,
-  keys = subjects,
-): Promise<Throughput> {
-  const lane = async (until: number, latencies: number[] | undefined) => {
-    let i = Math.floor(Math.random() * keys.length)
-    while (performance.now() < until) {
-      const t = performance.now()
-      await decide(keys[i++ % keys.length]!)
-      latencies?.push(performance.now() - t)
-    }
-  }
-  const warm = performance.now() + Math.min(300, ms / 4)
-  await Promise.all(Array.from({ length: inFlight }, () => lane(warm, undefined)))
-  const latencies: number[] = []
-  const start = performance.now()
-  await Promise.all(Array.from({ length: inFlight }, () => lane(start + ms, latencies)))
-  const elapsed = performance.now() - start
-  latencies.sort((a, b) => a - b)
-  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))]!
-  return { rate: (latencies.length / elapsed) * 1000, p50: pct(0.5), p99: pct(0.99) }
-}
 
 /** Script calls the server executed so far (EVALSHA + EVAL), from INFO commandstats. */
 async function scriptCalls(client: Redis): Promise<number> {
@@ -206,7 +173,7 @@ export const benchCase: BenchCase = {
       const best = async (decide: Decide, inFlight: number) => {
         let top: Throughput | undefined
         for (let i = 0; i < rounds; i++) {
-          const r = await throughput(decide, inFlight, ms)
+          const r = await throughput(decide, inFlight, ms, subjects)
           if (top === undefined || r.rate > top.rate) top = r
         }
         return top!
@@ -271,7 +238,7 @@ export const benchCase: BenchCase = {
         plain,
         'x sluice plain Redis @64',
       )
-      const hySync = await throughput((k) => hybrid.consumeSync('api', k), 1, ms)
+      const hySync = await throughput((k) => hybrid.consumeSync('api', k), 1, ms, subjects)
       rows.push({
         subject: 'sluice hybrid fixed-window consumeSync',
         metric: 'decisions/s @1',
@@ -306,7 +273,7 @@ export const benchCase: BenchCase = {
         rlf,
         'x RLF Redis',
       )
-      const mapRun = await throughput(plainMap, 1, ms)
+      const mapRun = await throughput(plainMap, 1, ms, subjects)
       rows.push({
         subject: 'plain Map counter (inline)',
         metric: 'decisions/s @1',
