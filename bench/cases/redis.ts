@@ -85,8 +85,9 @@ async function bytesPerKey(
 
 /** The EVALSHA arguments of one decision per call, with `__rand_int__` keys for redis-benchmark. */
 const TB_ARGS = ['consume', '', '0', 'token-bucket', '1000000', '3600000', '1000000', '1', '']
-/** The flat scripts take the batch layout: now, slack, then per decision mode, 1, and the step. */
-const flatArgs = (algorithm: string) => ['', '0', 'consume', '1', algorithm, ...TB_ARGS.slice(4)]
+/** The flat scripts: now, slack, then per decision mode, limit, windowMs, capacity, cost. */
+const FLAT_ARGS = ['consume', '1000000', '3600000', '1000000', '1']
+const flatArgs = () => ['', '0', ...FLAT_ARGS]
 const evalArgs: Record<string, { source: string; args: string[] }> = {
   'empty script (return 1)': { source: 'return 1', args: ['0'] },
   'minimal token-bucket script': {
@@ -95,11 +96,11 @@ const evalArgs: Record<string, { source: string; args: string[] }> = {
   },
   'sluice one-token-bucket (flat)': {
     source: luaSources['one-token-bucket'],
-    args: ['2', 'rb:{__rand_int__}:tb', 'rb:{__rand_int__}:tb:block', ...flatArgs('token-bucket')],
+    args: ['2', 'rb:{__rand_int__}:tb', 'rb:{__rand_int__}:tb:block', ...flatArgs()],
   },
   'sluice one-gcra (flat)': {
     source: luaSources['one-gcra'],
-    args: ['2', 'rb:{__rand_int__}:g', 'rb:{__rand_int__}:g:block', ...flatArgs('gcra')],
+    args: ['2', 'rb:{__rand_int__}:g', 'rb:{__rand_int__}:g:block', ...flatArgs()],
   },
   'sluice apply/token-bucket (module)': {
     source: luaSources['apply/token-bucket'],
@@ -137,7 +138,7 @@ evalArgs[`sluice one-token-bucket (flat), ${BATCH} decisions per call`] = {
     ...Array.from({ length: BATCH }, (_, i) => [`rb:{${i}}:f`, `rb:{${i}}:f:block`]).flat(),
     '',
     '0',
-    ...Array.from({ length: BATCH }, () => ['consume', '1', ...TB_ARGS.slice(3)]).flat(),
+    ...Array.from({ length: BATCH }, () => FLAT_ARGS).flat(),
   ],
 }
 

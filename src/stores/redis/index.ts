@@ -52,6 +52,8 @@ const optionsSchema = z.strictObject({
 
 /** Most decisions carried by one batch script call: bounds the time one call holds Redis. */
 const MAX_BATCH = 128
+/** Coalesced script calls the store aims to keep in flight (see dispatch). */
+const PIPELINE = 4
 
 interface Pending {
   group: Group
@@ -78,17 +80,27 @@ function script(source: string): Script {
   return { source, sha: createHash('sha1').update(source).digest('hex') }
 }
 
-/** Step arguments shared by every script: algorithm, limit, windowMs, capacity, cost, leaseId. */
-function stepArgs(step: Step): string[] {
+/** Step arguments of the module scripts (apply, batch, refund, block): algorithm, limit, windowMs, capacity, cost, leaseId. */
+function pushStepArgs(out: string[], step: Step): void {
   const p = step.policy
-  return [
+  out.push(
     p.algorithm,
     String(p.limit),
     String(p.windowMs),
     String(p.capacity),
     String(step.cost),
     step.leaseId ?? '',
-  ]
+  )
+}
+
+/**
+ * One decision of a flat one-<algorithm> script (scripts/one-prelude.lua): mode, limit, windowMs,
+ * capacity, cost, and for concurrency the lease id.
+ */
+function pushFlatArgs(out: string[], mode: 'consume' | 'peek', step: Step): void {
+  const p = step.policy
+  out.push(mode, String(p.limit), String(p.windowMs), String(p.capacity), String(step.cost))
+  if (p.algorithm === 'concurrency') out.push(step.leaseId ?? '')
 }
 
 interface Group {
@@ -98,7 +110,7 @@ interface Group {
   algorithm: AlgorithmName | undefined
   indexes: number[]
   keys: string[]
-  args: string[]
+  steps: Step[]
 }
 
 /**
@@ -140,6 +152,8 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   /** Decisions waiting for the end of the tick, by hash slot group ('' when standalone). */
   const pending = new Map<string, Batch>()
   let closed = false
+  /** Coalesced decisions sent and not yet answered. */
+  let sent = 0
 
   function clock(): string {
     return clientClock ? String(Math.floor(now())) : ''
@@ -179,22 +193,36 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
 
   /** Steps grouped so that each group is one script call: by hash tag in Cluster, all at once otherwise. */
   function group(steps: readonly Step[]): Group[] {
+    if (steps.length === 1) {
+      const step = steps[0]!
+      const keys = stepKeys(prefix, step)
+      const id = adapter!.cluster ? keys.tag : ''
+      return [
+        { id, algorithm: step.policy.algorithm, indexes: [0], keys: [keys.state, keys.block], steps: [step] },
+      ]
+    }
     const groups = new Map<string, Group>()
     steps.forEach((step, index) => {
       const keys = stepKeys(prefix, step)
       const id = adapter!.cluster ? keys.tag : ''
       let g = groups.get(id)
       if (g === undefined) {
-        g = { id, algorithm: step.policy.algorithm, indexes: [], keys: [], args: [] }
+        g = { id, algorithm: step.policy.algorithm, indexes: [], keys: [], steps: [] }
         groups.set(id, g)
       } else if (g.algorithm !== step.policy.algorithm) {
         g.algorithm = undefined
       }
       g.indexes.push(index)
       g.keys.push(keys.state, keys.block)
-      g.args.push(...stepArgs(step))
+      g.steps.push(step)
     })
     return [...groups.values()]
+  }
+
+  /** The module-script arguments of a group's steps, after `head`. */
+  function moduleArgs(head: string[], g: Group): string[] {
+    for (const step of g.steps) pushStepArgs(head, step)
+    return head
   }
 
   /** `count` step results from a reply of 5 integers per step, starting at step `from`. */
@@ -212,57 +240,82 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return results
   }
 
-  async function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
-    const one = g.indexes.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
-    const reply = await (one === undefined
-      ? run(pick('apply', g), g.keys, [mode, at, slack, ...g.args])
-      : run(one, g.keys, [at, slack, mode, '1', ...g.args]))
-    if (!Array.isArray(reply) || reply.length !== g.indexes.length * 5) {
-      throw new StoreError(`redis store: unexpected reply from the apply script: ${String(reply)}`)
+  function checkReply(reply: unknown, steps: number, what: string): asserts reply is unknown[] {
+    if (!Array.isArray(reply) || reply.length !== steps * 5) {
+      throw new StoreError(`redis store: unexpected reply from the ${what} script: ${String(reply)}`)
     }
-    return parse(reply, 0, g.indexes.length)
   }
 
-  /** Send a batch: one apply call for a single decision, else one batch script call. */
-  async function send(batch: Batch): Promise<void> {
-    const { entries } = batch
-    if (entries.length === 1) {
-      const e = entries[0]!
-      applyGroup(e.group, e.mode, batch.at).then(e.resolve, e.reject)
-      return
+  async function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
+    const one = g.steps.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
+    let reply: unknown
+    if (one === undefined) {
+      reply = await run(pick('apply', g), g.keys, moduleArgs([mode, at, slack], g))
+    } else {
+      const args = [at, slack]
+      pushFlatArgs(args, mode, g.steps[0]!)
+      reply = await run(one, g.keys, args)
     }
-    const keys: string[] = []
-    const args: string[] = [batch.at, slack]
-    let steps = 0
-    for (const e of entries) {
-      keys.push(...e.group.keys)
-      args.push(e.mode, String(e.group.indexes.length), ...e.group.args)
-      steps += e.group.indexes.length
-    }
-    // All one-step decisions of an algorithm with a flat script: that script, which takes the same
-    // arguments. Otherwise the batch script (layered decisions, mixed algorithms).
-    const one =
-      steps === entries.length && batch.algorithm !== undefined ? flat.get(batch.algorithm) : undefined
+    checkReply(reply, g.steps.length, 'apply')
+    return parse(reply, 0, g.steps.length)
+  }
+
+  /** Send coalesced decisions: one apply call for a single decision, else one batch script call. */
+  async function send(at: string, entries: Pending[], algorithm: AlgorithmName | undefined): Promise<void> {
+    sent += entries.length
     try {
-      const reply = await run(one ?? pick('batch', batch), keys, args)
-      if (!Array.isArray(reply) || reply.length !== steps * 5) {
-        throw new StoreError(`redis store: unexpected reply from the batch script: ${String(reply)}`)
+      if (entries.length === 1) {
+        const e = entries[0]!
+        e.resolve(await applyGroup(e.group, e.mode, at))
+        return
       }
+      const keys: string[] = []
+      const args: string[] = [at, slack]
+      let steps = 0
+      for (const e of entries) steps += e.group.steps.length
+      // All one-step decisions of an algorithm with a flat script: that script. Otherwise the batch
+      // script (layered decisions, mixed algorithms).
+      const one = steps === entries.length && algorithm !== undefined ? flat.get(algorithm) : undefined
+      for (const e of entries) {
+        for (const key of e.group.keys) keys.push(key)
+        if (one !== undefined) pushFlatArgs(args, e.mode, e.group.steps[0]!)
+        else {
+          args.push(e.mode, String(e.group.steps.length))
+          moduleArgs(args, e.group)
+        }
+      }
+      const reply = await run(one ?? pick('batch', { algorithm }), keys, args)
+      checkReply(reply, steps, 'batch')
       let from = 0
       for (const e of entries) {
-        const count = e.group.indexes.length
+        const count = e.group.steps.length
         e.resolve(parse(reply, from, count))
         from += count
       }
     } catch (error) {
       for (const e of entries) e.reject(error)
+    } finally {
+      sent -= entries.length
+    }
+  }
+
+  /**
+   * Send a batch as calls of at most `size` decisions, in order. The size keeps about PIPELINE calls
+   * in flight: while Redis runs one call, this process reads the last reply and builds the next, so
+   * the two overlap instead of taking turns (which one call of every waiting decision would cause).
+   */
+  function dispatch(batch: Batch): void {
+    const { entries } = batch
+    const size = Math.min(MAX_BATCH, Math.max(1, Math.ceil((entries.length + sent) / PIPELINE)))
+    for (let i = 0; i < entries.length; i += size) {
+      void send(batch.at, entries.length <= size ? entries : entries.slice(i, i + size), batch.algorithm)
     }
   }
 
   function flush(): void {
     const batches = [...pending.values()]
     pending.clear()
-    for (const b of batches) void send(b)
+    for (const b of batches) dispatch(b)
   }
 
   /**
@@ -275,7 +328,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       let batch = pending.get(id)
       if (batch !== undefined && batch.at !== at) {
         pending.delete(id)
-        void send(batch)
+        dispatch(batch)
         batch = undefined
       }
       if (batch === undefined) {
@@ -288,13 +341,13 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       batch.entries.push({ group: g, mode, resolve, reject })
       if (batch.entries.length >= MAX_BATCH) {
         pending.delete(id)
-        void send(batch)
+        dispatch(batch)
       }
     })
   }
 
   async function refundGroup(g: Group, at: string): Promise<void> {
-    await run(pick('refund', g), g.keys, [at, slack, ...g.args])
+    await run(pick('refund', g), g.keys, moduleArgs([at, slack], g))
   }
 
   function merge(count: number, groups: readonly Group[], results: readonly StepResult[][]): StepResult[] {
@@ -347,7 +400,9 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       }
       const at = clock()
       await Promise.all(
-        group(steps).map((g) => run(pick('block', g), g.keys, [at, slack, String(durationMs), ...g.args])),
+        group(steps).map((g) =>
+          run(pick('block', g), g.keys, moduleArgs([at, slack, String(durationMs)], g)),
+        ),
       )
     },
     async reset(steps) {

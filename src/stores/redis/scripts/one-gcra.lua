@@ -2,6 +2,7 @@
 -- (src/algorithms/gcra.ts), inlined for the common single-policy call. Keep them in step: the
 -- conformance vectors and the differential test run both.
 
+local STRIDE = 5
 --- @include "one-prelude"
 
 -- The TAT as whole ms plus a remainder in 1/limit ms ("ms" or "ms:rem"); live until ms (+1 with rem).
@@ -75,7 +76,7 @@ reply[#reply + 1] = math.ceil(after / limit)
 reply[#reply + 1] = retry
 reply[#reply + 1] = 0
 end
-a = a + 8
+a = a + STRIDE
 k = k + 2
 end
 return reply

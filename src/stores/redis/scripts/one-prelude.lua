@@ -2,13 +2,13 @@
 -- a call pays only for its decisions. Each call carries 1..N independent one-step decisions of one
 -- algorithm (the store's coalescing), evaluated in order.
 -- KEYS: per decision, the state key then the block key (all in one hash slot).
--- ARGV: now (ms, or "" for the Redis clock), slack (extra TTL ms), then per decision the 8 values
---       mode ("consume" | "peek"), 1 (step count), algorithm, limit, windowMs, capacity, cost, leaseId
---       (the layout of batch.lua with one step per decision).
+-- ARGV: now (ms, or "" for the Redis clock), slack (extra TTL ms), then per decision `STRIDE` values:
+--       mode ("consume" | "peek"), limit, windowMs, capacity, cost, and for concurrency the lease id.
 -- Reply: per decision 5 integers: allowed (0/1), remaining, resetMs, retryAfterMs, blocked (0/1).
--- The prelude opens the loop over decisions and sets, for each: peek, limit, window, capacity,
--- cost, key, block_key, blocked_until, held. The including script appends 5 integers to `reply`
--- and closes the loop with `a = a + 8; k = k + 2; end; return reply`.
+-- The including script sets `local STRIDE = 5` (6 for concurrency) before the include. The prelude
+-- opens the loop over decisions and sets, for each: a (the decision's first ARGV index), peek,
+-- limit, window, capacity, cost, key, block_key, blocked_until, held. The including script appends
+-- 5 integers to `reply` and closes the loop with `a = a + STRIDE; k = k + 2; end; return reply`.
 
 local now
 if ARGV[1] ~= '' then
@@ -22,8 +22,8 @@ local reply = {}
 local a, k = 3, 1
 while a <= #ARGV do
   local peek = ARGV[a] == 'peek'
-  local limit, window = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local capacity, cost = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local limit, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local capacity, cost = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local key, block_key = KEYS[k], KEYS[k + 1]
   -- As common.lua's load(): a block in force keeps a dead state's key; otherwise a dead state is
   -- dropped, and with it a past block.

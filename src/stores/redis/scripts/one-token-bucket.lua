@@ -2,6 +2,7 @@
 -- (src/algorithms/token-bucket.ts), inlined for the common single-policy call. Keep them in step:
 -- the conformance vectors and the differential test run both.
 
+local STRIDE = 5
 --- @include "one-prelude"
 
 local full = capacity * window
@@ -96,7 +97,7 @@ reply[#reply + 1] = reset
 reply[#reply + 1] = retry
 reply[#reply + 1] = 0
 end
-a = a + 8
+a = a + STRIDE
 k = k + 2
 end
 return reply
