@@ -152,6 +152,33 @@ describe('coalescing', () => {
     })
   }
 
+  it('a flat batch that alternates policies of one algorithm re-reads each policy (token bucket)', async () => {
+    let now = 11_000_000
+    const clock = () => now
+    const together = redisStore(client, { prefix: freshPrefix('co'), clock: 'client', now: clock })
+    const alone = redisStore(client, {
+      prefix: freshPrefix('co'),
+      clock: 'client',
+      now: clock,
+      coalesce: false,
+    })
+    // Different limit, window and capacity: each decision must use its own policy's packed layout.
+    const small = resolvePolicy('small', { algorithm: 'token-bucket', limit: 3, window: '1s' })
+    const large = resolvePolicy('large', { algorithm: 'token-bucket', limit: 50, window: '1h', burst: 7 })
+    const batch = Array.from({ length: 24 }, (_, i) => ({
+      policy: i % 3 === 0 ? large : small,
+      key: `k${i % 4}`,
+      cost: 1 + (i % 2),
+    }))
+    for (let round = 0; round < 3; round++) {
+      const coalesced = await Promise.all(batch.map((s) => together.apply([s], 'consume')))
+      const sequential = []
+      for (const s of batch) sequential.push(await alone.apply([s], 'consume'))
+      expect(coalesced).toEqual(sequential)
+      now += 400
+    }
+  })
+
   it('a failing call rejects every decision of its batch with a StoreError', async () => {
     const store = redisStore(client, { prefix: freshPrefix('co') })
     const policy = policyOf('token-bucket', 'tb', 10)

@@ -7,7 +7,8 @@
 -- Reply: per decision 5 integers: allowed (0/1), remaining, resetMs, retryAfterMs, blocked (0/1).
 -- The including script sets `local STRIDE = 5` (6 for concurrency) before the include. The prelude
 -- opens the loop over decisions and sets, for each: a (the decision's first ARGV index), peek,
--- limit, window, capacity, cost, key, block_key, blocked_until, held. The including script appends
+-- limit, window, capacity, policy_new (true when they differ from the previous decision's), cost,
+-- key, block_key, blocked_until, held. The including script appends
 -- 5 integers to `reply` and closes the loop with `a = a + STRIDE; k = k + 2; end; return reply`.
 
 local now
@@ -19,11 +20,19 @@ else
 end
 local slack = tonumber(ARGV[2])
 local reply = {}
-local a, k = 3, 1
-while a <= #ARGV do
+local a, k, n = 3, 1, #ARGV
+-- A call's decisions usually share one policy: its numbers are parsed again only when they change,
+-- and `policy_new` tells the including script to recompute what it derives from them.
+local limit_arg, window_arg, capacity_arg, limit, window, capacity
+while a <= n do
   local peek = ARGV[a] == 'peek'
-  local limit, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local capacity, cost = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local policy_new = false
+  if ARGV[a + 1] ~= limit_arg or ARGV[a + 2] ~= window_arg or ARGV[a + 3] ~= capacity_arg then
+    limit_arg, window_arg, capacity_arg = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+    limit, window, capacity = tonumber(limit_arg), tonumber(window_arg), tonumber(capacity_arg)
+    policy_new = true
+  end
+  local cost = tonumber(ARGV[a + 4])
   local key, block_key = KEYS[k], KEYS[k + 1]
   -- As common.lua's load(): a block in force keeps a dead state's key; otherwise a dead state is
   -- dropped, and with it a past block.

@@ -3,14 +3,18 @@
 -- the conformance vectors and the differential test run both.
 
 local STRIDE = 5
+-- Per policy: full = capacity x window, and the packed layout of token-bucket.lua: "1", level in d
+-- digits, at modulo m = 10^kd in kd digits (packed = false when that does not fit).
+local full, d, kd, m, packed
 --- @include "one-prelude"
 
-local full = capacity * window
--- The packed layout of token-bucket.lua: "1", level in d digits, at modulo 10^kd in kd digits.
-local d = #string.format('%.0f', full)
-local kd = 18 - d
-local m = 10 ^ kd
-local packed = kd >= 1 and 2 * (math.ceil(full / limit) + 86400000) < m
+if policy_new then
+  full = capacity * window
+  d = #string.format('%.0f', full)
+  kd = 18 - d
+  m = 10 ^ kd
+  packed = kd >= 1 and 2 * (math.ceil(full / limit) + 86400000) < m
+end
 
 local level, at
 local raw = redis.call('GET', key)
