@@ -17,6 +17,7 @@ import { type AlgorithmName, type Policy, resolvePolicy } from '../../src/policy
 import { redisStore } from '../../src/stores/redis/index.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
+import { MINIMAL_TOKEN_BUCKET } from '../reference-scripts.js'
 import { throughput } from '../throughput.js'
 import type { BenchCase, BenchRow } from '../types.js'
 
@@ -34,24 +35,6 @@ const policies: Record<AlgorithmName, Policy> = {
   concurrency: { algorithm: 'concurrency', limit: 1_000_000, timeout: '1h' },
 }
 
-/** The reference: a minimal token bucket (GET, TIME, SET of "level:at"), what a bare script costs. */
-const MINIMAL_TOKEN_BUCKET = `local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local limit, window, full = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]) * tonumber(ARGV[2])
-local level = full
-local raw = redis.call('GET', KEYS[1])
-if raw then
-  local c = string.find(raw, ':', 1, true)
-  local at = tonumber(string.sub(raw, c + 1))
-  level = math.min(full, tonumber(string.sub(raw, 1, c - 1)) + (now - at) * limit)
-end
-local ok = level >= window
-if ok then
-  level = level - window
-end
-redis.call('SET', KEYS[1], string.format('%.0f', level) .. ':' .. now, 'PX', 3600000)
-return { ok and 1 or 0, math.floor(level / window) }
-`
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex')
 
 interface Subject {
