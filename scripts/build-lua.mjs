@@ -10,8 +10,15 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const dir = join(root, 'src/stores/redis/scripts')
 const out = join(root, 'src/stores/redis/lua.generated.ts')
 const ENTRIES = ['apply', 'batch', 'refund', 'block']
-// Flat single-step apply scripts (no function definitions per call) for the algorithms that have one.
-const FLAT = ['one-token-bucket', 'one-gcra']
+// Flat single-step apply scripts (no function definitions per call), one per algorithm.
+const FLAT = [
+  'one-fixed-window',
+  'one-sliding-window-log',
+  'one-sliding-window-counter',
+  'one-token-bucket',
+  'one-gcra',
+  'one-concurrency',
+]
 const INCLUDE = /^--- @include "([a-z-]+)"\s*$/
 
 const ALGORITHMS = [

@@ -90,7 +90,12 @@ const evalArgs: Record<string, { source: string; args: string[] }> = {
     args: ['2', 'rb:{__rand_int__}:tbm', 'rb:{__rand_int__}:tbm:block', ...TB_ARGS],
   },
 }
-for (const algorithm of ['fixed-window', 'sliding-window-counter', 'sliding-window-log'] as const) {
+for (const algorithm of [
+  'fixed-window',
+  'sliding-window-counter',
+  'sliding-window-log',
+  'concurrency',
+] as const) {
   evalArgs[`sluice apply/${algorithm} (module)`] = {
     source: luaSources[`apply/${algorithm}`],
     args: [
@@ -98,6 +103,17 @@ for (const algorithm of ['fixed-window', 'sliding-window-counter', 'sliding-wind
       `rb:{__rand_int__}:${algorithm}`,
       `rb:{__rand_int__}:${algorithm}:block`,
       ...TB_ARGS.map((a) => (a === 'token-bucket' ? algorithm : a)),
+    ],
+  }
+  // Its flat twin, same decision (concurrency adds the lease id).
+  evalArgs[`sluice one-${algorithm} (flat)`] = {
+    source: luaSources[`one-${algorithm}`],
+    args: [
+      '2',
+      `rb:{__rand_int__}:f-${algorithm}`,
+      `rb:{__rand_int__}:f-${algorithm}:block`,
+      ...flatArgs(),
+      ...(algorithm === 'concurrency' ? [''] : []),
     ],
   }
 }

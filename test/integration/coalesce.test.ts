@@ -130,7 +130,7 @@ describe('coalescing', () => {
     })
   }
 
-  for (const only of ['token-bucket', 'gcra'] as const) {
+  for (const only of ALGORITHMS) {
     it(`${only} only: one flat script call per tick gives the results of one call at a time`, async () => {
       let now = 9_000_000
       const clock = () => now

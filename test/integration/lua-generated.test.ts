@@ -27,7 +27,8 @@ describe('generated Lua module', () => {
     }
     for (const source of Object.values(luaSources)) expect(source).not.toMatch(/^--- @include/m)
     // The flat single-step scripts define no functions: a call pays only for its decision.
-    for (const flat of ['one-token-bucket', 'one-gcra'] as const) {
+    for (const algorithm of ALGORITHMS) {
+      const flat = `one-${algorithm}` as const
       expect(luaSources[flat]).not.toMatch(/^\s*(local\s+)?function\b|=\s*function\b/m)
       expect(luaSources[flat]).toContain("redis.call('GET', block_key)")
     }

@@ -1,7 +1,7 @@
 // Token bucket state packed into one integer (Redis int encoding: no separate string allocation),
 // exact across the wrap of the packed time field and with the text fallback when it does not fit.
 import { afterAll, describe, expect, it } from 'vitest'
-import { type Policy, resolvePolicy } from '../../src/policy.js'
+import { ALGORITHMS, type Policy, resolvePolicy } from '../../src/policy.js'
 import type { Step } from '../../src/store.js'
 import { memoryStore } from '../../src/stores/memory.js'
 import { redisStore } from '../../src/stores/redis/index.js'
@@ -65,14 +65,19 @@ describe('token bucket packing', () => {
   }
 })
 
-describe('flat single-step scripts (one-token-bucket, one-gcra)', () => {
-  for (const algorithm of ['token-bucket', 'gcra'] as const) {
+describe('flat single-step scripts (one-<algorithm>)', () => {
+  for (const algorithm of ALGORITHMS) {
     it(`${algorithm}: a short block on a drained key reports the longer wait of the units, as memory does`, async () => {
       let now = 1_000_000
       const clock = () => now
       const redis = redisStore(client, { prefix: freshPrefix('flat'), clock: 'client', now: clock })
       const memory = memoryStore({ now: clock })
-      const policy = resolvePolicy('p', { algorithm, limit: 2, window: 10_000 })
+      const policy = resolvePolicy(
+        'p',
+        algorithm === 'concurrency'
+          ? { algorithm, limit: 2, timeout: 10_000 }
+          : { algorithm, limit: 2, window: 10_000 },
+      )
       const steps: Step[] = [{ policy, key: 'k', cost: 1 }]
       for (const store of [redis, memory]) {
         await store.apply(steps, 'consume')

@@ -146,7 +146,14 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     scripts.get(g.algorithm === undefined || name === 'block' ? name : `${name}/${g.algorithm}`)!
   /** Flat single-step apply scripts, by algorithm (see scripts/one-*.lua). */
   const flat = new Map<AlgorithmName, Script>()
-  for (const algorithm of ['token-bucket', 'gcra'] as const)
+  for (const algorithm of [
+    'fixed-window',
+    'sliding-window-log',
+    'sliding-window-counter',
+    'token-bucket',
+    'gcra',
+    'concurrency',
+  ] as const)
     flat.set(algorithm, scripts.get(`one-${algorithm}`)!)
   const coalesce = parsed.data.coalesce ?? true
   /** Decisions waiting for the end of the tick, by hash slot group ('' when standalone). */

@@ -1,0 +1,67 @@
+-- Sluice apply for fixed-window steps, flat: the same decision as apply.lua with fixed-window.lua
+-- (its twin; src/algorithms/fixed-window.ts), inlined for the common single-policy call. Keep them in
+-- step: the conformance vectors and the differential test run both.
+
+local STRIDE = 5
+--- @include "one-prelude"
+
+-- State "start:count", live until start + window (fixed-window.lua).
+local start, count
+local raw = redis.call('GET', key)
+if raw then
+  local colon = string.find(raw, ':', 1, true)
+  start, count = tonumber(string.sub(raw, 1, colon - 1)), tonumber(string.sub(raw, colon + 1))
+  if start + window <= now then
+    start = nil
+    if not held then
+      redis.call('DEL', key)
+    end
+  end
+end
+if not held and start == nil and blocked_until > 0 then
+  redis.call('DEL', block_key)
+end
+
+-- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
+if start == nil then
+  start, count = now, 0
+end
+local finish = start + window
+local allowed = count + cost <= limit
+local retry = 0
+if not allowed then
+  retry = finish - now
+end
+
+if held then
+  local reset = 0
+  if count > 0 then
+    reset = finish - now
+  end
+  local left = blocked_until - now
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = math.max(left, reset)
+  reply[#reply + 1] = math.max(left, retry)
+  reply[#reply + 1] = 1
+else
+
+if allowed and not peek then
+  count = count + cost
+  -- finish > now: a live window ends after now, a fresh one at now + window.
+  redis.call('SET', key, string.format('%.0f:%.0f', start, count), 'PX', string.format('%.0f', finish - now + slack))
+end
+local reset = 0
+if count > 0 then
+  reset = finish - now
+end
+reply[#reply + 1] = allowed and 1 or 0
+reply[#reply + 1] = math.max(0, limit - count)
+reply[#reply + 1] = reset
+reply[#reply + 1] = retry
+reply[#reply + 1] = 0
+end
+a = a + STRIDE
+k = k + 2
+end
+return reply

@@ -1,0 +1,106 @@
+-- Sluice apply for sliding-window-counter steps, flat: the same decision as apply.lua with
+-- sliding-window-counter.lua (its twin; src/algorithms/sliding-window-counter.ts), inlined for the
+-- common single-policy call. Keep them in step: the conformance vectors and the differential test run
+-- both.
+
+local STRIDE = 5
+--- @include "one-prelude"
+
+-- State "start:previous:current" (sliding-window-counter.lua): live until start + 2 x window while
+-- current > 0, else until start + window while previous > 0.
+local start, previous, current
+local raw = redis.call('GET', key)
+if raw then
+  local c1 = string.find(raw, ':', 1, true)
+  local c2 = string.find(raw, ':', c1 + 1, true)
+  start = tonumber(string.sub(raw, 1, c1 - 1))
+  previous, current = tonumber(string.sub(raw, c1 + 1, c2 - 1)), tonumber(string.sub(raw, c2 + 1))
+  local live_until = start
+  if current > 0 then
+    live_until = start + 2 * window
+  elseif previous > 0 then
+    live_until = start + window
+  end
+  if live_until <= now then
+    start = nil
+    if not held then
+      redis.call('DEL', key)
+    end
+  end
+end
+if not held and start == nil and blocked_until > 0 then
+  redis.call('DEL', block_key)
+end
+
+-- The view at now (swc_view): the window holding now, with the previous window's count.
+local aligned = math.floor(now / window) * window
+local elapsed = now - aligned
+if start == nil or aligned >= start + 2 * window then
+  start, previous, current = aligned, 0, 0
+elseif aligned < start then
+  -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
+  elapsed = 0
+elseif aligned > start then
+  start, previous, current = aligned, current, 0
+end
+
+-- used x window = previous x (window - elapsed) + current x window
+local carried = previous * (window - elapsed)
+local allowed = carried + current * window + cost * window <= limit * window
+local retry = 0
+if not allowed then
+  retry = start + elapsed - now
+  local room = limit - current - cost
+  if room >= 0 then
+    retry = retry + window - elapsed - math.floor((room * window) / previous)
+  else
+    retry = retry + window - elapsed + (window - math.floor(((limit - cost) * window) / current))
+  end
+end
+
+if held then
+  local reset = 0
+  if current > 0 then
+    reset = start - now + 2 * window
+  elseif previous > 0 then
+    reset = start - now + window
+  end
+  local left = blocked_until - now
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = math.max(left, reset)
+  reply[#reply + 1] = math.max(left, retry)
+  reply[#reply + 1] = 1
+else
+
+if allowed and not peek then
+  current = current + cost
+  local live_until = start
+  if current > 0 then
+    live_until = start + 2 * window
+  elseif previous > 0 then
+    live_until = start + window
+  end
+  if live_until <= now then
+    redis.call('DEL', key)
+  else
+    local value = string.format('%.0f:%.0f:%.0f', start, previous, current)
+    redis.call('SET', key, value, 'PX', string.format('%.0f', live_until - now + slack))
+  end
+end
+local reset = 0
+if current > 0 then
+  reset = start - now + 2 * window
+elseif previous > 0 then
+  reset = start - now + window
+end
+reply[#reply + 1] = allowed and 1 or 0
+reply[#reply + 1] = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
+reply[#reply + 1] = reset
+reply[#reply + 1] = retry
+reply[#reply + 1] = 0
+end
+a = a + STRIDE
+k = k + 2
+end
+return reply

@@ -1,0 +1,101 @@
+-- Sluice apply for sliding-window-log steps, flat: the same decision as apply.lua with
+-- sliding-window-log.lua (its twin; src/algorithms/sliding-window-log.ts), inlined for the common
+-- single-policy call. Keep them in step: the conformance vectors and the differential test run both.
+
+local STRIDE = 5
+--- @include "one-prelude"
+
+-- A list of admission times (ms), oldest first, one element per unit (sliding-window-log.lua); live
+-- until the newest entry + window. `first` is the index of the oldest entry still in the window.
+local first, count, newest = 0, 0, nil
+local len = redis.call('LLEN', key)
+if len > 0 then
+  newest = tonumber(redis.call('LINDEX', key, -1))
+  if newest + window <= now then
+    newest = nil
+    if not held then
+      redis.call('DEL', key)
+    end
+  else
+    local lo, hi = 0, len - 1
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if tonumber(redis.call('LINDEX', key, mid)) + window <= now then
+        lo = mid + 1
+      else
+        hi = mid
+      end
+    end
+    first, count = lo, len - lo
+  end
+end
+if not held and newest == nil and blocked_until > 0 then
+  redis.call('DEL', block_key)
+end
+
+-- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
+local at = now
+if count > 0 then
+  at = math.max(now, newest)
+end
+local allowed = count + cost <= limit
+local retry = 0
+if not allowed then
+  -- Wait until enough of the oldest entries leave the window for `cost` to fit.
+  retry = tonumber(redis.call('LINDEX', key, first + count + cost - limit - 1)) + window - now
+end
+
+if held then
+  local reset = 0
+  if newest ~= nil then
+    reset = newest + window - now
+  end
+  local left = blocked_until - now
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = math.max(left, reset)
+  reply[#reply + 1] = math.max(left, retry)
+  reply[#reply + 1] = 1
+else
+
+if allowed and not peek then
+  count = count + cost
+  newest = at
+  -- Commit: drop what left the window, append `cost` entries at `at`.
+  if first > 0 then
+    redis.call('LTRIM', key, first, -1)
+  end
+  local entry = string.format('%.0f', at)
+  if cost == 1 then
+    redis.call('RPUSH', key, entry)
+  else
+    local pending = cost
+    local chunk = {}
+    while pending > 0 do
+      local n = math.min(pending, 1000)
+      if #chunk ~= n then
+        chunk = {}
+        for i = 1, n do
+          chunk[i] = entry
+        end
+      end
+      redis.call('RPUSH', key, unpack(chunk))
+      pending = pending - n
+    end
+  end
+  redis.call('PEXPIRE', key, string.format('%.0f', at + window - now + slack))
+end
+local reset = 0
+if newest ~= nil then
+  reset = newest + window - now
+end
+reply[#reply + 1] = allowed and 1 or 0
+reply[#reply + 1] = math.max(0, limit - count)
+reply[#reply + 1] = reset
+reply[#reply + 1] = retry
+reply[#reply + 1] = 0
+end
+a = a + STRIDE
+k = k + 2
+end
+return reply
