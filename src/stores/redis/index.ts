@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto'
 import { z } from 'zod'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
-import type { AlgorithmName } from '../../policy.js'
+import { ALGORITHMS, type AlgorithmName } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { adaptClient, type ClientAdapter, type RedisClient, replyErrorCode } from './client.js'
 import { stepKeys } from './keys.js'
@@ -145,16 +145,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   const pick = (name: 'apply' | 'batch' | 'refund' | 'block', g: Pick<Group, 'algorithm'>): Script =>
     scripts.get(g.algorithm === undefined || name === 'block' ? name : `${name}/${g.algorithm}`)!
   /** Flat single-step apply scripts, by algorithm (see scripts/one-*.lua). */
-  const flat = new Map<AlgorithmName, Script>()
-  for (const algorithm of [
-    'fixed-window',
-    'sliding-window-log',
-    'sliding-window-counter',
-    'token-bucket',
-    'gcra',
-    'concurrency',
-  ] as const)
-    flat.set(algorithm, scripts.get(`one-${algorithm}`)!)
+  const flat = new Map<AlgorithmName, Script>(ALGORITHMS.map((a) => [a, scripts.get(`one-${a}`)!]))
   const coalesce = parsed.data.coalesce ?? true
   /** Decisions waiting for the end of the tick, by hash slot group ('' when standalone). */
   const pending = new Map<string, Batch>()

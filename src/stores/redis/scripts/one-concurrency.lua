@@ -91,16 +91,7 @@ if not allowed then
   end
 end
 
-if held then
-  local left = blocked_until - now
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = math.max(left, last - now)
-  reply[#reply + 1] = math.max(left, retry)
-  reply[#reply + 1] = 1
-else
-
-if allowed and not peek then
+if allowed and not peek and not held then
   -- The live leases in stored order, then the new one.
   local nxt = leases
   if nxt == nil then
@@ -129,13 +120,6 @@ if allowed and not peek then
     redis.call('SET', key, cmsgpack.pack(nxt), 'PX', string.format('%.0f', last - now + slack))
   end
 end
-reply[#reply + 1] = allowed and 1 or 0
-reply[#reply + 1] = math.max(0, limit - used)
-reply[#reply + 1] = last - now
-reply[#reply + 1] = retry
-reply[#reply + 1] = 0
-end
-a = a + STRIDE
-k = k + 2
-end
-return reply
+local remaining = math.max(0, limit - used)
+local reset = last - now
+--- @include "one-reply"

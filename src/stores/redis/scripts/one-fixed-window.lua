@@ -33,20 +33,7 @@ if not allowed then
   retry = finish - now
 end
 
-if held then
-  local reset = 0
-  if count > 0 then
-    reset = finish - now
-  end
-  local left = blocked_until - now
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = math.max(left, reset)
-  reply[#reply + 1] = math.max(left, retry)
-  reply[#reply + 1] = 1
-else
-
-if allowed and not peek then
+if allowed and not peek and not held then
   count = count + cost
   -- finish > now: a live window ends after now, a fresh one at now + window.
   redis.call('SET', key, string.format('%.0f:%.0f', start, count), 'PX', string.format('%.0f', finish - now + slack))
@@ -55,13 +42,5 @@ local reset = 0
 if count > 0 then
   reset = finish - now
 end
-reply[#reply + 1] = allowed and 1 or 0
-reply[#reply + 1] = math.max(0, limit - count)
-reply[#reply + 1] = reset
-reply[#reply + 1] = retry
-reply[#reply + 1] = 0
-end
-a = a + STRIDE
-k = k + 2
-end
-return reply
+local remaining = math.max(0, limit - count)
+--- @include "one-reply"

@@ -43,17 +43,8 @@ if not allowed then
   retry = math.ceil((before + charge - full) / limit)
 end
 
-if held then
-  local left = blocked_until - now
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = math.max(left, math.ceil(before / limit))
-  reply[#reply + 1] = math.max(left, retry)
-  reply[#reply + 1] = 1
-else
-
 local after = before
-if allowed and not peek then
+if allowed and not peek and not held then
   after = before + charge
   local total = tat_rem + charge
   local whole = math.floor(total / limit)
@@ -70,13 +61,6 @@ if allowed and not peek then
     redis.call('SET', key, value, 'PX', string.format('%.0f', live_until - now + slack))
   end
 end
-reply[#reply + 1] = allowed and 1 or 0
-reply[#reply + 1] = math.max(0, math.floor((full - after) / window))
-reply[#reply + 1] = math.ceil(after / limit)
-reply[#reply + 1] = retry
-reply[#reply + 1] = 0
-end
-a = a + STRIDE
-k = k + 2
-end
-return reply
+local remaining = math.max(0, math.floor((full - after) / window))
+local reset = math.ceil(after / limit)
+--- @include "one-reply"

@@ -8,8 +8,8 @@
 -- The including script sets `local STRIDE = 5` (6 for concurrency) before the include. The prelude
 -- opens the loop over decisions and sets, for each: a (the decision's first ARGV index), peek,
 -- limit, window, capacity, policy_new (true when they differ from the previous decision's), cost,
--- key, block_key, blocked_until, held. The including script appends
--- 5 integers to `reply` and closes the loop with `a = a + STRIDE; k = k + 2; end; return reply`.
+-- key, block_key, blocked_until, held. The including script decides, then includes one-reply.lua,
+-- which appends the 5 reply integers and closes the loop.
 
 local now
 if ARGV[1] ~= '' then

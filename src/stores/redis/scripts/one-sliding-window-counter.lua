@@ -58,22 +58,7 @@ if not allowed then
   end
 end
 
-if held then
-  local reset = 0
-  if current > 0 then
-    reset = start - now + 2 * window
-  elseif previous > 0 then
-    reset = start - now + window
-  end
-  local left = blocked_until - now
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = math.max(left, reset)
-  reply[#reply + 1] = math.max(left, retry)
-  reply[#reply + 1] = 1
-else
-
-if allowed and not peek then
+if allowed and not peek and not held then
   current = current + cost
   local live_until = start
   if current > 0 then
@@ -94,13 +79,5 @@ if current > 0 then
 elseif previous > 0 then
   reset = start - now + window
 end
-reply[#reply + 1] = allowed and 1 or 0
-reply[#reply + 1] = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
-reply[#reply + 1] = reset
-reply[#reply + 1] = retry
-reply[#reply + 1] = 0
-end
-a = a + STRIDE
-k = k + 2
-end
-return reply
+local remaining = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
+--- @include "one-reply"

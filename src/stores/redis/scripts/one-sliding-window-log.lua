@@ -45,20 +45,7 @@ if not allowed then
   retry = tonumber(redis.call('LINDEX', key, first + count + cost - limit - 1)) + window - now
 end
 
-if held then
-  local reset = 0
-  if newest ~= nil then
-    reset = newest + window - now
-  end
-  local left = blocked_until - now
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = math.max(left, reset)
-  reply[#reply + 1] = math.max(left, retry)
-  reply[#reply + 1] = 1
-else
-
-if allowed and not peek then
+if allowed and not peek and not held then
   count = count + cost
   newest = at
   -- Commit: drop what left the window, append `cost` entries at `at`.
@@ -89,13 +76,5 @@ local reset = 0
 if newest ~= nil then
   reset = newest + window - now
 end
-reply[#reply + 1] = allowed and 1 or 0
-reply[#reply + 1] = math.max(0, limit - count)
-reply[#reply + 1] = reset
-reply[#reply + 1] = retry
-reply[#reply + 1] = 0
-end
-a = a + STRIDE
-k = k + 2
-end
-return reply
+local remaining = math.max(0, limit - count)
+--- @include "one-reply"

@@ -52,21 +52,8 @@ if not allowed then
   retry = lag + math.ceil((need - cur) / limit)
 end
 
-if held then
-  local reset = 0
-  if cur < full then
-    reset = lag + math.ceil((full - cur) / limit)
-  end
-  local left = blocked_until - now
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = 0
-  reply[#reply + 1] = math.max(left, reset)
-  reply[#reply + 1] = math.max(left, retry)
-  reply[#reply + 1] = 1
-else
-
 local after = cur
-if allowed and not peek then
+if allowed and not peek and not held then
   after = cur - need
   if after >= full then
     redis.call('DEL', key)
@@ -95,13 +82,5 @@ local reset = 0
 if after < full then
   reset = lag + math.ceil((full - after) / limit)
 end
-reply[#reply + 1] = allowed and 1 or 0
-reply[#reply + 1] = math.floor(after / window)
-reply[#reply + 1] = reset
-reply[#reply + 1] = retry
-reply[#reply + 1] = 0
-end
-a = a + STRIDE
-k = k + 2
-end
-return reply
+local remaining = math.floor(after / window)
+--- @include "one-reply"
