@@ -4,7 +4,7 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ALGORITHMS, type AlgorithmName, resolvePolicy } from '../../src/policy.js'
 import type { Step } from '../../src/store.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { type RedisClient, redisStore } from '../../src/stores/redis/index.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
 import { freshPrefix, ioredisCluster } from './clients.js'
 
@@ -60,6 +60,14 @@ function decisions(
   return out
 }
 
+/** One store that coalesces and one that sends each decision alone, on the same client clock. */
+function storePair(client: RedisClient, prefix: string, clock: () => number) {
+  return {
+    together: redisStore(client, { prefix: freshPrefix(prefix), clock: 'client', now: clock }),
+    alone: redisStore(client, { prefix: freshPrefix(prefix), clock: 'client', now: clock, coalesce: false }),
+  }
+}
+
 /** Load the apply and batch scripts (a first call meets NOSCRIPT, which commandstats counts). */
 async function warm(store: ReturnType<typeof redisStore>, policy: Step['policy']): Promise<void> {
   await store.apply([{ policy, key: 'warm', cost: 1 }], 'peek')
@@ -112,13 +120,7 @@ describe('coalescing', () => {
     it(`gives the results of one call at a time (mixed algorithms, layers, peeks; seed ${seed})`, async () => {
       let now = 5_000_000
       const clock = () => now
-      const together = redisStore(client, { prefix: freshPrefix('co'), clock: 'client', now: clock })
-      const alone = redisStore(client, {
-        prefix: freshPrefix('co'),
-        clock: 'client',
-        now: clock,
-        coalesce: false,
-      })
+      const { together, alone } = storePair(client, 'co', clock)
       for (let round = 0; round < 4; round++) {
         const batch = decisions(seed * 100 + round, 40)
         const coalesced = await Promise.all(batch.map((d) => together.apply(d.steps, d.mode)))
@@ -134,13 +136,7 @@ describe('coalescing', () => {
     it(`${only} only: one flat script call per tick gives the results of one call at a time`, async () => {
       let now = 9_000_000
       const clock = () => now
-      const together = redisStore(client, { prefix: freshPrefix('co'), clock: 'client', now: clock })
-      const alone = redisStore(client, {
-        prefix: freshPrefix('co'),
-        clock: 'client',
-        now: clock,
-        coalesce: false,
-      })
+      const { together, alone } = storePair(client, 'co', clock)
       for (let round = 0; round < 4; round++) {
         const batch = decisions(round + 7, 40, only)
         const coalesced = await Promise.all(batch.map((d) => together.apply(d.steps, d.mode)))
@@ -155,13 +151,7 @@ describe('coalescing', () => {
   it('a flat batch that alternates policies of one algorithm re-reads each policy (token bucket)', async () => {
     let now = 11_000_000
     const clock = () => now
-    const together = redisStore(client, { prefix: freshPrefix('co'), clock: 'client', now: clock })
-    const alone = redisStore(client, {
-      prefix: freshPrefix('co'),
-      clock: 'client',
-      now: clock,
-      coalesce: false,
-    })
+    const { together, alone } = storePair(client, 'co', clock)
     // Different limit, window and capacity: each decision must use its own policy's packed layout.
     const small = resolvePolicy('small', { algorithm: 'token-bucket', limit: 3, window: '1s' })
     const large = resolvePolicy('large', { algorithm: 'token-bucket', limit: 50, window: '1h', burst: 7 })
@@ -199,13 +189,7 @@ describe('coalescing', () => {
     try {
       let now = 7_000_000
       const clock = () => now
-      const together = redisStore(cluster, { prefix: freshPrefix('co-c'), clock: 'client', now: clock })
-      const alone = redisStore(cluster, {
-        prefix: freshPrefix('co-c'),
-        clock: 'client',
-        now: clock,
-        coalesce: false,
-      })
+      const { together, alone } = storePair(cluster, 'co-c', clock)
       for (let round = 0; round < 3; round++) {
         const batch = decisions(round + 50, 30)
         const coalesced = await Promise.all(batch.map((d) => together.apply(d.steps, d.mode)))
