@@ -23,9 +23,10 @@ export interface RedisStoreOptions {
   /** The clock in ms for `clock: 'client'` (default `Date.now`). Giving it implies `clock: 'client'`. */
   now?: () => number
   /**
-   * Coalescing (default `true`): single-slot decisions issued in the same tick go to Redis as one
-   * script call (up to 128 per call), evaluated in the order they were issued, each one still all or
-   * nothing. `false` sends one script call per decision.
+   * Coalescing (default `true`): single-slot decisions issued in the same tick go to Redis together,
+   * several per script call (sized to keep about four calls in flight, at most 128 per call),
+   * evaluated in the order they were issued, each one still all or nothing. `false` sends one script
+   * call per decision.
    */
   coalesce?: boolean
 }
