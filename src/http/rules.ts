@@ -1,0 +1,152 @@
+// Rules and routes: which layers apply to a request. Rules are checked against the limiter's policies
+// once, route patterns become matchers, and configured routes merge with adapter route options.
+import { InvalidOptionsError } from '../errors.js'
+import type { ResolvedPolicy } from '../policy.js'
+import { validateKey } from './keys.js'
+import type { HttpLimiterOptions, RouteOptions, Rule } from './types.js'
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'])
+
+/** A bounded-cardinality method: the standard ones as is, anything else as `OTHER`. */
+export function methodOf(raw: string): string {
+  const upper = typeof raw === 'string' ? raw.toUpperCase() : ''
+  return METHODS.has(upper) ? upper : 'OTHER'
+}
+
+/** `'POST /reports'` (method and route), `'/reports/:id'` (any method) or `'POST'` (any route). */
+export function routeMatcher(patterns: readonly string[] | undefined, what: string): (id: string) => boolean {
+  if (patterns === undefined) return () => true
+  if (!Array.isArray(patterns) || patterns.some((p) => typeof p !== 'string' || p.length === 0))
+    throw new InvalidOptionsError(`${what}: use a list like ['POST /reports', '/users/:id', 'DELETE']`)
+  const exact = new Set<string>()
+  const paths = new Set<string>()
+  const methods = new Set<string>()
+  for (const p of patterns) {
+    if (p.includes(' ')) exact.add(p)
+    else if (p.startsWith('/') || p === '*') paths.add(p)
+    else methods.add(p.toUpperCase())
+  }
+  return (id) => {
+    const space = id.indexOf(' ')
+    return exact.has(id) || paths.has(id.slice(space + 1)) || methods.has(id.slice(0, space))
+  }
+}
+
+export interface CompiledRule {
+  rule: Rule
+  applies: (routeId: string) => boolean
+}
+
+export interface CompiledRoute {
+  options: RouteOptions
+  rules: CompiledRule[]
+}
+
+export interface RuleBook {
+  /** The layers checked on every request. */
+  readonly globalRules: readonly CompiledRule[]
+  /**
+   * Every tier name a rule mentions, and the default tier. Live: adapter route options compiled
+   * later add theirs, so pass this very set to the tier resolver.
+   */
+  readonly tierNames: Set<string>
+  /** The route of a request: its entry in `options.routes` merged with the adapter's route options. */
+  routeFor(
+    routeId: string,
+    route: string | undefined,
+    extra: RouteOptions | undefined,
+  ): CompiledRoute | undefined
+  /** Compile adapter route options (each distinct object once); throws on a bad option. */
+  prepare(extra: RouteOptions, where: string): CompiledRoute
+}
+
+/** Validate `options.rules` and `options.routes` against the limiter's policies, once. */
+export function compileRules(
+  options: Pick<HttpLimiterOptions, 'rules' | 'routes' | 'tiers'>,
+  policies: Readonly<Record<string, ResolvedPolicy>>,
+): RuleBook {
+  const tierNames = new Set<string>()
+  if (options.tiers !== undefined) tierNames.add(options.tiers.default)
+
+  function validateRule(rule: Rule, where: string, routeCost: number | undefined): CompiledRule {
+    if (rule === null || typeof rule !== 'object')
+      throw new InvalidOptionsError(`${where}: a rule is { policy, key }`)
+    validateKey(rule.key, `${where}.key`)
+    const names = typeof rule.policy === 'string' ? [rule.policy] : Object.values(rule.policy ?? {})
+    if (typeof rule.policy === 'object' && rule.policy !== null) {
+      if (options.tiers === undefined)
+        throw new InvalidOptionsError(`${where}.policy: a policy per tier needs the tiers option`)
+      if (!Object.hasOwn(rule.policy, options.tiers.default))
+        throw new InvalidOptionsError(
+          `${where}.policy: name a policy (or null) for the default tier ${JSON.stringify(options.tiers.default)}`,
+        )
+      for (const tier of Object.keys(rule.policy)) tierNames.add(tier)
+    }
+    for (const name of names) {
+      if (name === null) continue
+      const policy = typeof name === 'string' && Object.hasOwn(policies, name) ? policies[name] : undefined
+      if (policy === undefined)
+        throw new InvalidOptionsError(
+          `${where}.policy: ${JSON.stringify(name)} is not a policy of the limiter; configured: ${Object.keys(policies).join(', ')}`,
+        )
+      const cost = rule.cost ?? routeCost ?? 1
+      if (!Number.isSafeInteger(cost) || cost <= 0 || cost > policy.capacity)
+        throw new InvalidOptionsError(
+          `${where}: cost ${String(cost)} does not fit policy ${name} (a whole number from 1 to ${policy.capacity})`,
+        )
+    }
+    return { rule, applies: routeMatcher(rule.routes, `${where}.routes`) }
+  }
+
+  if (!Array.isArray(options.rules))
+    throw new InvalidOptionsError('createHttpLimiter: rules must be a list of { policy, key }')
+  const globalRules = options.rules.map((r, i) => validateRule(r, `rules[${i}]`, undefined))
+  const routeTable = new Map<string, CompiledRoute>()
+  for (const [id, route] of Object.entries(options.routes ?? {}))
+    routeTable.set(id, compileRoute(route, `routes[${id}]`, true))
+
+  /**
+   * Validate a route's options. Routes named in `options.routes` are checked against every global
+   * rule's capacity; adapter route options are not (a global rule may not apply to their route), so
+   * a cost no policy can admit shows at run time as a logged InvalidCostError and a 500.
+   */
+  function compileRoute(route: RouteOptions, where: string, strict = false): CompiledRoute {
+    if (route.cost !== undefined && (!Number.isSafeInteger(route.cost) || route.cost <= 0))
+      throw new InvalidOptionsError(`${where}.cost: a positive whole number`)
+    if (strict)
+      for (const [i, r] of globalRules.entries()) validateRule(r.rule, `rules[${i}] on ${where}`, route.cost)
+    return {
+      options: route,
+      rules: (route.rules ?? []).map((r, i) => validateRule(r, `${where}.rules[${i}]`, route.cost)),
+    }
+  }
+
+  // Adapter route options arrive per request; compile each distinct object once.
+  const adapterRoutes = new WeakMap<RouteOptions, CompiledRoute>()
+  function prepare(extra: RouteOptions, where: string): CompiledRoute {
+    let compiled = adapterRoutes.get(extra)
+    if (compiled === undefined) {
+      if (extra === null || typeof extra !== 'object')
+        throw new InvalidOptionsError(`${where}: route options are { cost?, rules?, skip? }`)
+      compiled = compileRoute(extra, where)
+      adapterRoutes.set(extra, compiled)
+    }
+    return compiled
+  }
+
+  return {
+    globalRules,
+    tierNames,
+    prepare,
+    routeFor(routeId, route, extra) {
+      const configured = routeTable.get(routeId) ?? (route === undefined ? undefined : routeTable.get(route))
+      if (extra === undefined) return configured
+      const compiled = prepare(extra, `route options of ${routeId}`)
+      if (configured === undefined) return compiled
+      return {
+        options: { ...configured.options, ...extra },
+        rules: [...configured.rules, ...compiled.rules],
+      }
+    },
+  }
+}
