@@ -145,7 +145,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       logger.warn({ route: routeId, ip: keys.ip() }, 'sluice: shadow mode would refuse a denied client')
       return { action: 'continue', headers: {}, wouldDeny: true }
     }
-    const rules = route === undefined ? globalRules : [...globalRules, ...route.rules]
+    const rules = route === undefined ? globalRules : route.all
     const routeCost = route?.options.cost ?? 1
     if (tiers !== undefined && rules.some((r) => typeof r.rule.policy !== 'string' && r.applies(routeId))) {
       const identity = keys.key(options.tiers?.cacheBy ?? 'user')

@@ -40,6 +40,8 @@ export interface CompiledRule {
 export interface CompiledRoute {
   options: RouteOptions
   rules: CompiledRule[]
+  /** The global rules, then the route's: what a request on this route checks (built once). */
+  all: readonly CompiledRule[]
 }
 
 export interface RuleBook {
@@ -115,14 +117,13 @@ export function compileRules(
       throw new InvalidOptionsError(`${where}.cost: a positive whole number`)
     if (strict)
       for (const [i, r] of globalRules.entries()) validateRule(r.rule, `rules[${i}] on ${where}`, route.cost)
-    return {
-      options: route,
-      rules: (route.rules ?? []).map((r, i) => validateRule(r, `${where}.rules[${i}]`, route.cost)),
-    }
+    const rules = (route.rules ?? []).map((r, i) => validateRule(r, `${where}.rules[${i}]`, route.cost))
+    return { options: route, rules, all: [...globalRules, ...rules] }
   }
 
   // Adapter route options arrive per request; compile each distinct object once.
   const adapterRoutes = new WeakMap<RouteOptions, CompiledRoute>()
+  const merged = new WeakMap<RouteOptions, Map<CompiledRoute, CompiledRoute>>()
   function prepare(extra: RouteOptions, where: string): CompiledRoute {
     let compiled = adapterRoutes.get(extra)
     if (compiled === undefined) {
@@ -143,10 +144,19 @@ export function compileRules(
       if (extra === undefined) return configured
       const compiled = prepare(extra, `route options of ${routeId}`)
       if (configured === undefined) return compiled
-      return {
-        options: { ...configured.options, ...extra },
-        rules: [...configured.rules, ...compiled.rules],
+      // A configured route with adapter options on top: merged once per pair of objects.
+      let byRoute = merged.get(extra)
+      if (byRoute === undefined) {
+        byRoute = new Map()
+        merged.set(extra, byRoute)
       }
+      let both = byRoute.get(configured)
+      if (both === undefined) {
+        const rules = [...configured.rules, ...compiled.rules]
+        both = { options: { ...configured.options, ...extra }, rules, all: [...globalRules, ...rules] }
+        byRoute.set(configured, both)
+      }
+      return both
     },
   }
 }
