@@ -3,6 +3,7 @@
 // `connection: close` header, and the grace period that cuts a request which never finishes).
 import type { IncomingMessage } from 'node:http'
 import { request } from 'node:http'
+import type { Logger } from 'pino'
 import { pino } from 'pino'
 import { Gauge } from 'prom-client'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -35,12 +36,9 @@ async function service(yaml: string, extra: Parameters<typeof startService>[1] =
 }
 
 /** A pino logger at `level` whose JSON lines land in `lines`. */
-function capturingLogger(level: string): {
-  logger: ReturnType<typeof pino>
-  lines: Record<string, unknown>[]
-} {
+function capturingLogger(level: 'info' | 'debug'): { logger: Logger; lines: Record<string, unknown>[] } {
   const lines: Record<string, unknown>[] = []
-  const logger = pino({ level }, { write: (text: string) => lines.push(JSON.parse(text)) })
+  const logger: Logger = pino({ level }, { write: (text: string) => lines.push(JSON.parse(text)) })
   return { logger, lines }
 }
 
