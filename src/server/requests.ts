@@ -79,6 +79,11 @@ export function parseJson(text: string): unknown {
   }
 }
 
+/** The request body (bounded by readBody) parsed as JSON. */
+export async function jsonBody(req: IncomingMessage): Promise<unknown> {
+  return parseJson(await readBody(req))
+}
+
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
