@@ -6,13 +6,13 @@ import { request } from 'node:http'
 import type { Logger } from 'pino'
 import { pino } from 'pino'
 import { Gauge } from 'prom-client'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/server/config.js'
 import { openStore } from '../../src/server/store-url.js'
 import { memoryStore } from '../../src/stores/memory.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import type { Running } from './helpers.js'
-import { get, post, startService } from './helpers.js'
+import { get, post, servicesClosedAfterEach } from './helpers.js'
 
 const CONFIG = `
 policies:
@@ -25,15 +25,7 @@ policies:
   login: { algorithm: sliding-window-log, limit: 2, window: 15m, onStoreError: closed }
 `
 
-const started: Running[] = []
-afterEach(async () => {
-  for (const r of started.splice(0)) await r.service.close(500)
-})
-async function service(yaml: string, extra: Parameters<typeof startService>[1] = {}): Promise<Running> {
-  const r = await startService(yaml, extra)
-  started.push(r)
-  return r
-}
+const service = servicesClosedAfterEach()
 
 /** A pino logger at `level` whose JSON lines land in `lines`. */
 function capturingLogger(level: 'info' | 'debug'): { logger: Logger; lines: Record<string, unknown>[] } {
