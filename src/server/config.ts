@@ -2,8 +2,7 @@
 // library's own resolvePolicy, and turned into the limiter policy table (one entry per policy x tier).
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import type { Document } from 'yaml'
-import { isMap, isScalar, LineCounter, parseDocument } from 'yaml'
+import { LineCounter, parseDocument } from 'yaml'
 import { z } from 'zod'
 import { InvalidConfigError, InvalidDurationError, SluiceError } from '../errors.js'
 import type { StoreUnavailableStatus } from '../http/headers.js'
@@ -11,6 +10,8 @@ import type { TrustProxy } from '../http/ip.js'
 import { clientIpResolver } from '../http/ip.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
+import type { Path } from './config-errors.js'
+import { dotted, Locator, suggestDuration } from './config-errors.js'
 
 export const FAIL_MODES = ['open', 'closed', 'memory'] as const
 /** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
@@ -116,77 +117,6 @@ const topSchema = z.strictObject({
     .optional(),
 })
 
-type Path = readonly (string | number)[]
-
-/** Locates YAML nodes so every error can name its line. */
-class Locator {
-  constructor(
-    readonly file: string,
-    private readonly doc: Document,
-    private readonly lines: LineCounter,
-  ) {}
-
-  /** The line of the deepest node on `path` that exists (a key's line when its value is empty). */
-  line(path: Path): number {
-    let node: unknown = this.doc.contents
-    let offset = (node as { range?: [number, number, number] } | null)?.range?.[0] ?? 0
-    for (const segment of path) {
-      if (!isMap(node)) {
-        const items = (node as { items?: unknown[] } | null)?.items
-        const item = typeof segment === 'number' ? items?.[segment] : undefined
-        if (item === undefined) break
-        node = item
-      } else {
-        const pair = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(segment))
-        if (pair === undefined) break
-        const keyRange = (pair.key as { range?: [number, number, number] }).range
-        const valueRange = (pair.value as { range?: [number, number, number] } | null)?.range
-        offset = valueRange?.[0] ?? keyRange?.[0] ?? offset
-        node = pair.value
-        continue
-      }
-      offset = (node as { range?: [number, number, number] } | null)?.range?.[0] ?? offset
-    }
-    return this.lines.linePos(offset).line
-  }
-
-  error(path: Path, message: string, cause?: unknown): InvalidConfigError {
-    const where = `${this.file}:${this.line(path)}`
-    return new InvalidConfigError(`${where}: ${message}`, cause === undefined ? undefined : { cause })
-  }
-}
-
-const dotted = (path: Path): string => path.map(String).join('.')
-
-const LONG_UNITS: Record<string, string> = {
-  millisecond: 'ms',
-  milliseconds: 'ms',
-  msec: 'ms',
-  msecs: 'ms',
-  second: 's',
-  seconds: 's',
-  sec: 's',
-  secs: 's',
-  minute: 'm',
-  minutes: 'm',
-  min: 'm',
-  mins: 'm',
-  hour: 'h',
-  hours: 'h',
-  hr: 'h',
-  hrs: 'h',
-  day: 'd',
-  days: 'd',
-}
-
-/** `"10 minutes"` -> `10m`; undefined when the text does not look like a spelled-out duration. */
-function suggestDuration(value: unknown): string | undefined {
-  if (typeof value !== 'string') return undefined
-  const match = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$/.exec(value)
-  const unit = match === null ? undefined : LONG_UNITS[match[2]!.toLowerCase()]
-  return unit === undefined ? undefined : `${match![1]}${unit}`
-}
-
 /** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
 function shapeTag(resolved: ResolvedPolicy): string {
   return createHash('sha1').update(`${resolved.algorithm}|${resolved.windowMs}`).digest('hex').slice(0, 6)
@@ -235,7 +165,8 @@ function resolveEntry(
   }
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+/** A map (a YAML mapping or a JSON object), not null, not a list. */
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 

@@ -3,6 +3,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Check } from '../limiter.js'
 import type { PolicyEntry, ServiceConfig } from './config.js'
+import { isRecord } from './config.js'
 
 export const MAX_BODY_BYTES = 16 * 1024
 export const MAX_KEY_BYTES = 1024
@@ -79,8 +80,9 @@ export function parseJson(text: string): unknown {
   }
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
+/** The request body (bounded by readBody) parsed as JSON. */
+export async function jsonBody(req: IncomingMessage): Promise<unknown> {
+  return parseJson(await readBody(req))
 }
 
 function rejectUnknown(body: Record<string, unknown>, allowed: ReadonlySet<string>, where: string): void {

@@ -1,9 +1,10 @@
 // Store URLs for the service: `memory`, `redis://host:port[/db]`, `rediss://...`,
-// `redis+cluster://host1:port1,host2:port2`. Parsed here, opened with ioredis.
+// `redis+cluster://host1:port1,host2:port2`. Parsed here, and opened (Redis with ioredis) as the
+// StoreHandle the service decides on.
 import { InvalidConfigError, StoreError } from '../errors.js'
 import type { Store } from '../store.js'
-import type { StoreHandle } from './service.js'
-import { memoryStoreHandle } from './service.js'
+import { memoryStore } from '../stores/memory.js'
+import type { StoreHandle } from './types.js'
 
 export interface HostPort {
   readonly host: string
@@ -105,6 +106,11 @@ export function redactStoreUrl(url: string): string {
     const colon = auth.indexOf(':')
     return colon === -1 ? `${scheme}***@` : `${scheme}${auth.slice(0, colon)}:***@`
   })
+}
+
+/** A memory store with a trivial ping: what `npm start` runs on. */
+export function memoryStoreHandle(): StoreHandle {
+  return { store: memoryStore(), description: 'memory', ping: async () => {} }
 }
 
 export interface OpenStoreOptions {

@@ -1,23 +1,15 @@
 // GET /v1/authz: the client address under the HTTP core's rules (trusted proxies, forwarding header,
 // IPv6 grouping), and what it answers when the store fails (503 by default, 429 when configured).
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/server/config.js'
 import { openStore } from '../../src/server/store-url.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import type { Running } from './helpers.js'
-import { get, post, startService } from './helpers.js'
+import { get, post, servicesClosedAfterEach } from './helpers.js'
 
 const POLICY = 'policies:\n  api: { algorithm: fixed-window, limit: 2, window: 1m }\n'
 
-const started: Running[] = []
-afterEach(async () => {
-  for (const r of started.splice(0)) await r.service.close(500)
-})
-async function service(yaml: string, extra: Parameters<typeof startService>[1] = {}): Promise<Running> {
-  const r = await startService(yaml, extra)
-  started.push(r)
-  return r
-}
+const service = servicesClosedAfterEach()
 
 /** Status of three authz calls with these headers: [200, 200, 429] when they share one key. */
 async function three(r: Running, headers: Record<string, string>): Promise<number[]> {

@@ -1,6 +1,7 @@
 // Shared pieces of the service tests: free ports, an in-process service, JSON requests.
 import { createServer } from 'node:net'
 import { pino } from 'pino'
+import { afterEach } from 'vitest'
 import { parseConfig } from '../../src/server/config.js'
 import type { Service, ServiceOptions } from '../../src/server/service.js'
 import { createService } from '../../src/server/service.js'
@@ -34,6 +35,22 @@ export async function startService(
   const service = createService({ config: parseConfig(yaml, 'test.yaml'), logger: quietLogger, ...extra })
   const { url } = await service.listen(0)
   return { service, url }
+}
+
+/**
+ * `startService` for a test file whose tests start services of their own: each one is closed after
+ * its test (grace 500 ms). Call it at the top level of the file.
+ */
+export function servicesClosedAfterEach(): typeof startService {
+  const started: Running[] = []
+  afterEach(async () => {
+    for (const r of started.splice(0)) await r.service.close(500)
+  })
+  return async (yaml, extra = {}) => {
+    const r = await startService(yaml, extra)
+    started.push(r)
+    return r
+  }
 }
 
 export interface JsonResponse {

@@ -1,0 +1,77 @@
+// Endpoints for operators: POST /v1/reset and /v1/block behind the admin bearer token, and GET /readyz
+// (does the store answer, and if not, does some policy's failure mode still serve decisions).
+import { timingSafeEqual } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { InvalidDurationError } from '../errors.js'
+import { send, settlesWithin } from './plumbing.js'
+import { ClientError, jsonBody, parseAdminRequest } from './requests.js'
+import type { ServiceContext } from './types.js'
+
+const READY_TIMEOUT_MS = 1000
+
+/** Throw 403 when admin endpoints are off, 401 unless the request carries the admin bearer token. */
+function authorize(ctx: ServiceContext, req: IncomingMessage): void {
+  if (ctx.adminToken === undefined)
+    throw new ClientError(
+      'admin_disabled',
+      'admin endpoints are off: set admin.token or SLUICE_ADMIN_TOKEN',
+      403,
+    )
+  const header = req.headers.authorization ?? ''
+  const given = Buffer.from(header.startsWith('Bearer ') ? header.slice(7) : '')
+  const expected = Buffer.from(ctx.adminToken)
+  if (given.length !== expected.length || !timingSafeEqual(given, expected))
+    throw new ClientError('unauthorized', 'send Authorization: Bearer <admin token>', 401)
+}
+
+/** `/v1/reset` `{"policy","key"}` or `/v1/block` `{"policy","key","duration"}`, on every tier. */
+export async function admin(
+  ctx: ServiceContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  kind: 'reset' | 'block',
+  id: string,
+): Promise<void> {
+  authorize(ctx, req)
+  const { entries, key, duration } = parseAdminRequest(ctx.config, await jsonBody(req), kind)
+  try {
+    for (const entry of entries) {
+      if (kind === 'reset') await ctx.limiter.reset(entry.internalName, key)
+      else await ctx.limiter.block(entry.internalName, key, duration as string)
+    }
+  } catch (error) {
+    if (error instanceof InvalidDurationError) throw new ClientError('invalid_duration', error.message)
+    throw error
+  }
+  ctx.logger.info({ reqId: id, action: kind, policy: entries[0]!.name, key, duration }, `admin ${kind}`)
+  send(ctx, res, 200, JSON.stringify({ ok: true, action: kind, policy: entries[0]!.name, key }))
+}
+
+/** Ready when the store answers within a second, or when some policy does not fail closed. */
+export async function ready(ctx: ServiceContext, res: ServerResponse): Promise<void> {
+  const { handle } = ctx
+  try {
+    if (!(await settlesWithin(handle.ping(), READY_TIMEOUT_MS)))
+      throw new Error(`no answer within ${READY_TIMEOUT_MS}ms`)
+    send(ctx, res, 200, JSON.stringify({ ready: true, store: handle.description, reachable: true }))
+  } catch (error) {
+    // The store does not answer: ready only while some policy's failure mode still serves decisions.
+    const modes = [...new Set([...ctx.config.entries.values()].map((entry) => entry.onStoreError))]
+    const serving = modes.some((mode) => mode !== 'closed')
+    send(
+      ctx,
+      res,
+      serving ? 200 : 503,
+      JSON.stringify({
+        ready: serving,
+        store: handle.description,
+        reachable: false,
+        serving: serving
+          ? `failure modes: ${modes.join(', ')}`
+          : 'nothing: every policy is onStoreError closed',
+        health: ctx.limiter.health(),
+        message: (error as Error).message,
+      }),
+    )
+  }
+}

@@ -1,0 +1,78 @@
+// How a config mistake is reported: the file and line of a path in the YAML document, the path as
+// messages name it, and what to write instead of a spelled-out duration.
+import type { Document, LineCounter } from 'yaml'
+import { isMap, isScalar } from 'yaml'
+import { InvalidConfigError } from '../errors.js'
+
+/** A path into the config: `['tiers', 'pro', 'api', 'limit']`. */
+export type Path = readonly (string | number)[]
+
+/** Locates YAML nodes so every error can name its line. */
+export class Locator {
+  constructor(
+    readonly file: string,
+    private readonly doc: Document,
+    private readonly lines: LineCounter,
+  ) {}
+
+  /** The line of the deepest node on `path` that exists (a key's line when its value is empty). */
+  line(path: Path): number {
+    let node: unknown = this.doc.contents
+    let offset = (node as { range?: [number, number, number] } | null)?.range?.[0] ?? 0
+    for (const segment of path) {
+      if (!isMap(node)) {
+        const items = (node as { items?: unknown[] } | null)?.items
+        const item = typeof segment === 'number' ? items?.[segment] : undefined
+        if (item === undefined) break
+        node = item
+      } else {
+        const pair = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(segment))
+        if (pair === undefined) break
+        const keyRange = (pair.key as { range?: [number, number, number] }).range
+        const valueRange = (pair.value as { range?: [number, number, number] } | null)?.range
+        offset = valueRange?.[0] ?? keyRange?.[0] ?? offset
+        node = pair.value
+        continue
+      }
+      offset = (node as { range?: [number, number, number] } | null)?.range?.[0] ?? offset
+    }
+    return this.lines.linePos(offset).line
+  }
+
+  error(path: Path, message: string, cause?: unknown): InvalidConfigError {
+    const where = `${this.file}:${this.line(path)}`
+    return new InvalidConfigError(`${where}: ${message}`, cause === undefined ? undefined : { cause })
+  }
+}
+
+/** `tiers.pro.api.limit`: how messages name a path. */
+export const dotted = (path: Path): string => path.map(String).join('.')
+
+const LONG_UNITS: Record<string, string> = {
+  millisecond: 'ms',
+  milliseconds: 'ms',
+  msec: 'ms',
+  msecs: 'ms',
+  second: 's',
+  seconds: 's',
+  sec: 's',
+  secs: 's',
+  minute: 'm',
+  minutes: 'm',
+  min: 'm',
+  mins: 'm',
+  hour: 'h',
+  hours: 'h',
+  hr: 'h',
+  hrs: 'h',
+  day: 'd',
+  days: 'd',
+}
+
+/** `"10 minutes"` -> `10m`; undefined when the text does not look like a spelled-out duration. */
+export function suggestDuration(value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$/.exec(value)
+  const unit = match === null ? undefined : LONG_UNITS[match[2]!.toLowerCase()]
+  return unit === undefined ? undefined : `${match![1]}${unit}`
+}

@@ -1,0 +1,82 @@
+// The decision endpoints: POST /v1/check and /v1/peek (JSON in, the decision as JSON out) and
+// GET /v1/authz (nginx auth_request, Traefik forwardAuth: the answer is the status and its headers).
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { rateLimitBody, rateLimitHeaders } from '../http/headers.js'
+import type { Decision } from '../limiter.js'
+import { send } from './plumbing.js'
+import type { DecisionRequest } from './requests.js'
+import { ClientError, checkCost, checkKey, entryFor } from './requests.js'
+import { present, presentLayered } from './responses.js'
+import type { ServiceContext } from './types.js'
+
+/** The JSON answer to a validated /v1/check (`consume`) or /v1/peek (`peek`) request. */
+export async function decide(
+  ctx: ServiceContext,
+  request: DecisionRequest,
+  mode: 'consume' | 'peek',
+): Promise<string> {
+  const { limiter } = ctx
+  if (!request.layered) {
+    const check = request.checks[0]!
+    const options = { cost: check.cost ?? 1 }
+    // The memory store decides in-process: skip the promise round trip on the hot path.
+    const d =
+      mode === 'peek'
+        ? await limiter.peek(check.policy, check.key, options)
+        : ctx.syncStore
+          ? limiter.consumeSync(check.policy, check.key, options)
+          : await limiter.consume(check.policy, check.key, options)
+    return JSON.stringify(present(d, request.entries[0]!))
+  }
+  const d = mode === 'consume' ? await limiter.consume(request.checks) : await limiter.peek(request.checks)
+  return JSON.stringify(presentLayered(d, request.entries))
+}
+
+/**
+ * GET /v1/authz?policy=&tier=&cost=: consume for the client (its address, or authz.keyHeader) and
+ * answer with the status and rate-limit headers the adapters give.
+ */
+export async function authz(
+  ctx: ServiceContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  query: URLSearchParams,
+): Promise<void> {
+  for (const name of query.keys()) {
+    if (name !== 'policy' && name !== 'tier' && name !== 'cost')
+      throw new ClientError(
+        'unknown_field',
+        `unknown query parameter ${JSON.stringify(name)}; use policy, tier, cost`,
+      )
+  }
+  const { config } = ctx
+  const tierHeader = config.authz.tierHeader
+  const headerTier = tierHeader === undefined ? undefined : req.headers[tierHeader]
+  const tier =
+    query.get('tier') ?? (typeof headerTier === 'string' && headerTier !== '' ? headerTier : undefined)
+  const entry = entryFor(config, query.get('policy') ?? undefined, tier, 'query')
+  const keyHeader = config.authz.keyHeader
+  const rawKey = keyHeader === undefined ? ctx.authzIp(req) : req.headers[keyHeader]
+  if (typeof rawKey !== 'string' || rawKey === '') {
+    throw new ClientError(
+      'missing_key',
+      keyHeader === undefined ? 'no client address to limit on' : `the ${keyHeader} header is missing`,
+    )
+  }
+  const key = checkKey(rawKey, keyHeader ?? 'client address')
+  const costText = query.get('cost')
+  const cost = checkCost(costText === null ? undefined : Number(costText), entry, 'query')
+  const d = await ctx.limiter.consume(entry.internalName, key, { cost })
+  const named: Decision = { ...d, policy: entry.name }
+  const headers = rateLimitHeaders(named, ctx.headerPolicies.get(entry.internalName)!, {
+    headers: 'both',
+    nowMs: Date.now(),
+  })
+  // The adapters' body: nginx drops it, Traefik forwardAuth passes a denial's body to the client.
+  // A `closed` policy whose store failed: 503 (or authz.storeUnavailableStatus) with Retry-After.
+  // From ctx after the await, like the header table: a config reloaded meanwhile applies to the answer.
+  const body = rateLimitBody(named, 'json', {
+    storeUnavailableStatus: ctx.config.authz.storeUnavailableStatus,
+  })
+  send(ctx, res, body.status, body.body, headers)
+}

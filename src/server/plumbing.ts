@@ -1,0 +1,172 @@
+// The service's HTTP plumbing: the node:http server with request ids and the debug request log,
+// JSON answers and error answers, and draining in-flight requests on close. Knows no endpoint:
+// routes.ts hands it the function that answers a request.
+import { randomBytes } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { SluiceError } from '../errors.js'
+import { ClientError } from './requests.js'
+import type { ListeningAddress, ServiceContext } from './types.js'
+
+const JSON_TYPE = 'application/json'
+
+/** Answer with a JSON body, unless an answer already went out; once closing, with `connection: close`. */
+export function send(
+  ctx: ServiceContext,
+  res: ServerResponse,
+  status: number,
+  body: string,
+  headers?: Record<string, string>,
+): void {
+  if (res.headersSent) return
+  if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name]!)
+  if (ctx.closing) res.setHeader('connection', 'close')
+  res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) })
+  res.end(body)
+}
+
+function errorBody(code: string, message: string): string {
+  return JSON.stringify({ error: code, message })
+}
+
+/**
+ * Answer a request that threw: a ClientError with its status and code (logged at info), a store
+ * error with 503 `store_unavailable`, anything else with 500 and only the request id to go on.
+ */
+function fail(
+  ctx: ServiceContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string,
+  error: unknown,
+): void {
+  const { logger } = ctx
+  if (error instanceof ClientError) {
+    logger.info({ reqId: id, method: req.method, url: req.url, error: error.code }, error.message)
+    if (error.code === 'body_too_large') {
+      // Do not read the rest of an oversized body: answer, then close the connection.
+      res.setHeader('connection', 'close')
+      req.resume()
+    }
+    send(ctx, res, error.status, errorBody(error.code, error.message))
+    return
+  }
+  if (error instanceof SluiceError && error.code.startsWith('SLUICE_STORE')) {
+    logger.error({ reqId: id, err: error }, 'store unavailable')
+    send(ctx, res, 503, errorBody('store_unavailable', `the store did not answer: ${error.message}`))
+    return
+  }
+  logger.error({ reqId: id, method: req.method, url: req.url, err: error }, 'internal error')
+  send(ctx, res, 500, errorBody('internal_error', 'internal error; see the service log for this request id'))
+}
+
+const TIMED_OUT = Symbol('timed out')
+
+/** True when `work` settles within `ms`, false when the time runs out first; rejects with its error. */
+export async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(resolve, ms, TIMED_OUT)
+  })
+  try {
+    return (await Promise.race([work, timeout])) !== TIMED_OUT
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** Answers one request; a throw (or rejection) becomes an error answer. */
+export type Route = (
+  ctx: ServiceContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string,
+) => Promise<void>
+
+/** The service's server, not yet listening. */
+export interface HttpFront {
+  listen(port: number, host: string): Promise<ListeningAddress>
+  /**
+   * Stop accepting, wait for in-flight requests (up to `graceMs`), then drop every connection.
+   * Set `ctx.closing` first: answers given meanwhile then close their connections.
+   */
+  shutdown(graceMs: number): Promise<void>
+}
+
+/** A node:http server that answers every request with `route`. */
+export function serve(ctx: ServiceContext, route: Route): HttpFront {
+  const { logger } = ctx
+
+  // Request ids: the caller's X-Request-Id when it is sane, else a per-boot prefix and a counter.
+  const bootId = randomBytes(4).toString('hex')
+  let requestCounter = 0
+  function requestId(req: IncomingMessage): string {
+    const given = req.headers['x-request-id']
+    if (typeof given === 'string' && given.length > 0 && given.length <= 128 && /^[\x21-\x7e]+$/.test(given))
+      return given
+    requestCounter = (requestCounter + 1) % Number.MAX_SAFE_INTEGER
+    return `${bootId}-${requestCounter.toString(36)}`
+  }
+
+  let inFlight = 0
+  let drained: (() => void) | undefined
+
+  function settle(req: IncomingMessage, res: ServerResponse, id: string, started: number): void {
+    inFlight--
+    if (started > 0) {
+      logger.debug(
+        {
+          reqId: id,
+          method: req.method,
+          url: req.url,
+          status: res.statusCode,
+          ms: performance.now() - started,
+        },
+        'request',
+      )
+    }
+    if (ctx.closing && inFlight === 0) drained?.()
+  }
+
+  const server = createServer((req, res) => {
+    inFlight++
+    const id = requestId(req)
+    res.setHeader('x-request-id', id)
+    const started = logger.isLevelEnabled('debug') ? performance.now() : 0
+    route(ctx, req, res, id).then(
+      () => settle(req, res, id, started),
+      (error: unknown) => {
+        fail(ctx, req, res, id, error)
+        settle(req, res, id, started)
+      },
+    )
+  })
+  server.keepAliveTimeout = 65_000
+
+  return {
+    listen(port, host) {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject)
+        server.listen(port, host, () => {
+          server.off('error', reject)
+          const address = server.address() as AddressInfo
+          const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
+          resolve({ host: address.address, port: address.port, url: `http://${shown}:${address.port}` })
+        })
+      })
+    },
+    async shutdown(graceMs) {
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
+      server.closeIdleConnections()
+      if (inFlight > 0) {
+        const allSettled = new Promise<void>((resolve) => {
+          drained = resolve
+        })
+        await settlesWithin(allSettled, graceMs)
+      }
+      server.closeAllConnections()
+      await stopped
+    },
+  }
+}

@@ -1,0 +1,97 @@
+// The service's types: the public ones (`sluice/server` exports them through service.ts) and the
+// context its endpoints share (internal: what a reload swaps, what is fixed, whether it is closing).
+import type { IncomingMessage } from 'node:http'
+import type { Logger } from 'pino'
+import type { Registry } from 'prom-client'
+import type { DecisionListener, Limiter } from '../limiter.js'
+import type { Observability, ObservabilityOptions } from '../metrics/observability.js'
+import type { ResolvedPolicy } from '../policy.js'
+import type { Store } from '../store.js'
+import type { ServiceConfig } from './config.js'
+
+/** The store the service decides on, with a way to ask whether it answers. */
+export interface StoreHandle {
+  readonly store: Store
+  /** For logs and /readyz: `memory`, or the URL with any password hidden. */
+  readonly description: string
+  /** Resolves when the store answers, rejects when it does not. */
+  ping(): Promise<void>
+}
+
+export interface ServiceOptions {
+  config: ServiceConfig
+  /** Default: an in-memory store. The service closes it on `close()`. */
+  store?: StoreHandle
+  /** Default: pino JSON logs on stdout at `info`. */
+  logger?: Logger
+  /** Overrides the config's `admin.token` (the CLI passes SLUICE_ADMIN_TOKEN). */
+  adminToken?: string
+  /**
+   * Tuning of the metrics, top keys and dashboard served on /metrics and /dashboard (the limiter,
+   * registry and path are the service's). `false`: serve only the registry on /metrics, no dashboard.
+   */
+  observability?: false | Omit<ObservabilityOptions, 'limiter' | 'registry' | 'dashboardPath'>
+}
+
+export interface ListeningAddress {
+  readonly host: string
+  readonly port: number
+  /** `http://host:port` */
+  readonly url: string
+}
+
+export interface Service {
+  /** The Prometheus registry served on /metrics; the metrics module registers its collectors here. */
+  readonly registry: Registry
+  /**
+   * Metrics, top keys, spikes and the dashboard (served on /metrics and /dashboard), fed by every
+   * decision across reloads, with policies under their configured names (`api`, or `api.pro` for a
+   * tier). Undefined when created with `observability: false`.
+   */
+  readonly observability: Observability | undefined
+  /** The config in force (changes on reload). */
+  readonly config: ServiceConfig
+  /** The limiter in force (a new one after each reload, over the same store). */
+  readonly limiter: Limiter
+  readonly store: StoreHandle
+  readonly logger: Logger
+  /**
+   * Listen for every decision, across reloads (policies under their internal names, `api._.f3a9c2`).
+   * Returns a function that stops listening.
+   */
+  subscribe(listener: DecisionListener): () => void
+  listen(port: number, host?: string): Promise<ListeningAddress>
+  /**
+   * Swap in a new, already validated config: counters of policies whose algorithm and window did not
+   * change are kept (same store, same internal names). `store` and `prefix` changes need a restart.
+   */
+  reload(config: ServiceConfig): void
+  /** Stop accepting, finish in-flight requests (up to `graceMs`), then close the store. */
+  close(graceMs?: number): Promise<void>
+}
+
+/**
+ * What every endpoint reads (one object per service). Endpoints read the config-derived fields at
+ * the moment they use them, so a request that straddles a reload sees the new config from then on.
+ */
+export interface ServiceContext {
+  readonly handle: StoreHandle
+  readonly logger: Logger
+  /** Served on /metrics. */
+  readonly registry: Registry
+  /** Serves /dashboard; undefined with `observability: false`. */
+  readonly observability: Observability | undefined
+  /** The store decides in-process (memory): /v1/check skips the promise round trip. */
+  readonly syncStore: boolean
+  // Swapped together by reload():
+  config: ServiceConfig
+  limiter: Limiter
+  /** The `adminToken` option, else the config's `admin.token`; undefined turns admin endpoints off. */
+  adminToken: string | undefined
+  /** Per limiter policy, the header helper's policy table (responses.ts, policiesForHeaders). */
+  headerPolicies: Map<string, Readonly<Record<string, ResolvedPolicy>>>
+  /** The client address a /v1/authz request is limited on (observe.ts, authzIpResolver). */
+  authzIp: (req: IncomingMessage) => string | undefined
+  /** Set by close(): every answer from then on carries `connection: close`. */
+  closing: boolean
+}
