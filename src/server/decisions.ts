@@ -66,15 +66,18 @@ export async function authz(
   const key = checkKey(rawKey, keyHeader ?? 'client address')
   const costText = query.get('cost')
   const cost = checkCost(costText === null ? undefined : Number(costText), entry, 'query')
+  // The header table of the config this check was made under: a reload during the await may drop
+  // or reshape the policy.
+  const headerPolicies = ctx.headerPolicies.get(entry.internalName)!
   const d = await ctx.limiter.consume(entry.internalName, key, { cost })
   const named: Decision = { ...d, policy: entry.name }
-  const headers = rateLimitHeaders(named, ctx.headerPolicies.get(entry.internalName)!, {
+  const headers = rateLimitHeaders(named, headerPolicies, {
     headers: 'both',
     nowMs: Date.now(),
   })
   // The adapters' body: nginx drops it, Traefik forwardAuth passes a denial's body to the client.
   // A `closed` policy whose store failed: 503 (or authz.storeUnavailableStatus) with Retry-After.
-  // From ctx after the await, like the header table: a config reloaded meanwhile applies to the answer.
+  // From ctx after the await: a config reloaded meanwhile sets the status of the answer.
   const body = rateLimitBody(named, 'json', {
     storeUnavailableStatus: ctx.config.authz.storeUnavailableStatus,
   })

@@ -3,6 +3,8 @@
 import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/server/config.js'
 import { openStore } from '../../src/server/store-url.js'
+import type { Store } from '../../src/store.js'
+import { memoryStore } from '../../src/stores/memory.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import type { Running } from './helpers.js'
 import { get, post, servicesClosedAfterEach } from './helpers.js'
@@ -135,5 +137,38 @@ describe('/v1/authz when the store fails (real redis-server, stopped)', () => {
         body: { allowed: true },
       })
     }
+  })
+})
+
+describe('/v1/authz during a reload', () => {
+  it('answers with the headers of the config it checked under when a reload drops its policy meanwhile', async () => {
+    // A store that holds each decision until released, so a reload lands between check and answer.
+    const inner = memoryStore()
+    const waiting: (() => void)[] = []
+    const held: Store = {
+      name: 'held',
+      async apply(steps, mode) {
+        await new Promise<void>((release) => waiting.push(release))
+        return inner.apply(steps, mode)
+      },
+      refund: (steps) => inner.refund(steps),
+      block: (steps, ms) => inner.block(steps, ms),
+      reset: (steps) => inner.reset(steps),
+      close: () => inner.close(),
+    }
+    const r = await service(POLICY, {
+      store: { store: held, description: 'held', ping: async () => {} },
+    })
+    const answer = get(`${r.url}/v1/authz?policy=api`)
+    for (let i = 0; i < 200 && waiting.length === 0; i++) await new Promise((done) => setTimeout(done, 10))
+    expect(waiting).toHaveLength(1)
+    r.service.reload(
+      parseConfig('policies:\n  other: { algorithm: gcra, limit: 5, window: 1s }\n', 'next.yaml'),
+    )
+    waiting.shift()!()
+    const res = await answer
+    expect(res.status).toBe(200)
+    expect(res.headers.get('ratelimit-policy')).toBe('"api";q=2;w=60')
+    expect(res.headers.get('x-ratelimit-limit')).toBe('2')
   })
 })
