@@ -7,13 +7,13 @@
 // Run: npm run bench:lua [-- --only <substring>]   (about 10 s per script; needs valgrind)
 import { execFile, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { luaSources } from '../src/stores/redis/lua.generated.js'
-import { freePort } from '../test/helpers/redis-harness.js'
+import { freePort, redisServerArgs } from '../test/helpers/redis-harness.js'
 import { MINIMAL_TOKEN_BUCKET, RLF_SCRIPT } from './reference-scripts.js'
 
 const run = promisify(execFile)
@@ -89,21 +89,10 @@ function cases(): Case[] {
 async function totalInstructions(c: Case, calls: number): Promise<number> {
   const port = await freePort()
   const out = join(tmpdir(), `sluice-callgrind.${port}`)
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-lua-cost-'))
   const server = spawn(
     'valgrind',
-    [
-      '--tool=callgrind',
-      `--callgrind-out-file=${out}`,
-      'redis-server',
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-    ],
+    ['--tool=callgrind', `--callgrind-out-file=${out}`, 'redis-server', ...redisServerArgs(port, dir)],
     { stdio: 'ignore' },
   )
   const exited = new Promise((resolve) => server.on('exit', resolve))
@@ -134,6 +123,7 @@ async function totalInstructions(c: Case, calls: number): Promise<number> {
   }
   const text = readFileSync(out, 'utf8')
   rmSync(out, { force: true })
+  rmSync(dir, { recursive: true, force: true })
   return Number(/^(?:summary|totals): (\d+)/m.exec(text)![1])
 }
 

@@ -101,8 +101,9 @@ async function waitFor(what: string, timeoutMs: number, test: () => Promise<bool
   }
 }
 
-function startServer(port: number, dir: string, extra: string[]): ChildProcess {
-  const args = [
+/** redis-server arguments: loopback only, no persistence, files and log under `dir`. */
+export function redisServerArgs(port: number, dir: string, extra: string[] = []): string[] {
+  return [
     '--port',
     String(port),
     '--bind',
@@ -117,7 +118,10 @@ function startServer(port: number, dir: string, extra: string[]): ChildProcess {
     join(dir, `redis-${port}.log`),
     ...extra,
   ]
-  const child = spawn('redis-server', args, { stdio: 'ignore' })
+}
+
+function startServer(port: number, dir: string, extra: string[]): ChildProcess {
+  const child = spawn('redis-server', redisServerArgs(port, dir, extra), { stdio: 'ignore' })
   live.add(child)
   child.once('exit', () => live.delete(child))
   hookExit()
