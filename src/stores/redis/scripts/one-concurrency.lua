@@ -20,14 +20,10 @@ if raw then
   end
   if last <= now then
     leases = nil
-    if not held then
-      redis.call('DEL', key)
-    end
   end
 end
-if not held and leases == nil and blocked_until > 0 then
-  redis.call('DEL', block_key)
-end
+local stored, live = raw ~= false, leases ~= nil
+--- @include "one-drop"
 
 -- The live leases: units held, the last expiry (at least now), whether any stored lease has expired
 -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).

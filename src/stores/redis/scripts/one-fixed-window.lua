@@ -13,14 +13,10 @@ if raw then
   start, count = tonumber(string.sub(raw, 1, colon - 1)), tonumber(string.sub(raw, colon + 1))
   if start + window <= now then
     start = nil
-    if not held then
-      redis.call('DEL', key)
-    end
   end
 end
-if not held and start == nil and blocked_until > 0 then
-  redis.call('DEL', block_key)
-end
+local stored, live = raw ~= false, start ~= nil
+--- @include "one-drop"
 
 -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
 if start == nil then

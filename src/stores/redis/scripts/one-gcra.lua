@@ -21,14 +21,10 @@ if raw then
   end
   if live_until <= now then
     tat_ms = nil
-    if not held then
-      redis.call('DEL', key)
-    end
   end
 end
-if not held and tat_ms == nil and blocked_until > 0 then
-  redis.call('DEL', block_key)
-end
+local stored, live = raw ~= false, tat_ms ~= nil
+--- @include "one-drop"
 
 -- The later of the stored TAT and now; debt = how far it is ahead of now, in 1/limit ms.
 if tat_ms == nil or tat_ms < now then

@@ -8,8 +8,8 @@
 -- The including script sets `local STRIDE = 5` (6 for concurrency) before the include. The prelude
 -- opens the loop over decisions and sets, for each: a (the decision's first ARGV index), peek,
 -- limit, window, capacity, policy_new (true when they differ from the previous decision's), cost,
--- key, block_key, blocked_until, held. The including script decides, then includes one-reply.lua,
--- which appends the 5 reply integers and closes the loop.
+-- key, block_key, blocked_until, held. The including script reads its state, includes one-drop.lua,
+-- decides, then includes one-reply.lua, which appends the 5 reply integers and closes the loop.
 
 local now
 if ARGV[1] ~= '' then
@@ -34,7 +34,6 @@ while a <= n do
   end
   local cost = tonumber(ARGV[a + 4])
   local key, block_key = KEYS[k], KEYS[k + 1]
-  -- As common.lua's load(): a block in force keeps a dead state's key; otherwise a dead state is
-  -- dropped, and with it a past block.
+  -- A block in force keeps a dead state's key (one-drop.lua deletes what is no longer meaningful).
   local blocked_until = tonumber(redis.call('GET', block_key) or '0')
   local held = blocked_until > now

@@ -23,14 +23,10 @@ if raw then
   end
   if live_until <= now then
     start = nil
-    if not held then
-      redis.call('DEL', key)
-    end
   end
 end
-if not held and start == nil and blocked_until > 0 then
-  redis.call('DEL', block_key)
-end
+local stored, live = raw ~= false, start ~= nil
+--- @include "one-drop"
 
 -- The view at now (swc_view): the window holding now, with the previous window's count.
 local aligned = math.floor(now / window) * window

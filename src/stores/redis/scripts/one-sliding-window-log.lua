@@ -13,9 +13,6 @@ if len > 0 then
   newest = tonumber(redis.call('LINDEX', key, -1))
   if newest + window <= now then
     newest = nil
-    if not held then
-      redis.call('DEL', key)
-    end
   else
     local lo, hi = 0, len - 1
     while lo < hi do
@@ -29,9 +26,8 @@ if len > 0 then
     first, count = lo, len - lo
   end
 end
-if not held and newest == nil and blocked_until > 0 then
-  redis.call('DEL', block_key)
-end
+local stored, live = len > 0, newest ~= nil
+--- @include "one-drop"
 
 -- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
 local at = now

@@ -29,14 +29,10 @@ if raw then
   end
   if level == nil or level >= full or at + math.ceil((full - level) / limit) <= now then
     level = nil
-    if not held then
-      redis.call('DEL', key)
-    end
   end
 end
-if not held and level == nil and blocked_until > 0 then
-  redis.call('DEL', block_key)
-end
+local stored, live = raw ~= false, level ~= nil
+--- @include "one-drop"
 
 -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
 local cur, cur_at = full, now
