@@ -156,6 +156,26 @@ describe('HTTP core: rules and routes', () => {
     })
   })
 
+  it('one adapter options object on two configured routes merges with each route, every time', async () => {
+    const http = core({
+      rules: [{ policy: 'wide', key: 'ip' }],
+      routes: {
+        '/a': { rules: [{ policy: 'other', key: 'ip' }] },
+        '/b': { rules: [{ policy: 'small', key: 'ip' }] },
+      },
+    })
+    const extra = http.prepare({ cost: 2 })
+    const layers = async (route: string) => {
+      const o = await Promise.resolve(http.check(request({ route, path: route }), extra))
+      return (o.decision as { results?: { policy: string }[] }).results?.map((r) => r.policy)
+    }
+    // Each pair (route, options) gets its own merged rules, and asking again gives the same.
+    for (let i = 0; i < 2; i++) {
+      expect(await layers('/a')).toEqual(['wide', 'other'])
+      expect(await layers('/b')).toEqual(['wide', 'small'])
+    }
+  })
+
   it('skips listed routes and paths before any key is made', () => {
     let userCalls = 0
     const http = core({
