@@ -25,6 +25,41 @@ async function evalshaCalls(): Promise<number> {
   return Number(/cmdstat_evalsha:calls=(\d+)/.exec(text)?.[1] ?? 0)
 }
 
+/** Socket reads Redis has processed (INFO stats), this INFO command's own read included. */
+async function readsProcessed(): Promise<number> {
+  const text = await client.info('stats')
+  return Number(/total_reads_processed:(\d+)/.exec(text)![1])
+}
+
+/**
+ * Count the writes the client's socket hands to the system until `stop()`: one entry per write,
+ * the number of commands (chunks) it carries. Observes the real socket; nothing is replaced.
+ */
+function watchWrites(redis: Redis): { sizes: number[]; stop(): void } {
+  const socket = redis.stream as unknown as {
+    _write(chunk: unknown, encoding: string, cb: () => void): void
+    _writev(chunks: unknown[], cb: () => void): void
+  }
+  const write = socket._write
+  const writev = socket._writev
+  const sizes: number[] = []
+  socket._write = function (this: unknown, chunk, encoding, cb) {
+    sizes.push(1)
+    write.call(this, chunk, encoding, cb)
+  }
+  socket._writev = function (this: unknown, chunks, cb) {
+    sizes.push(chunks.length)
+    writev.call(this, chunks, cb)
+  }
+  return {
+    sizes,
+    stop() {
+      socket._write = write
+      socket._writev = writev
+    },
+  }
+}
+
 const policyOf = (algorithm: AlgorithmName, name: string, limit: number) =>
   algorithm === 'concurrency'
     ? resolvePolicy(name, { algorithm, limit, timeout: '10s' })
@@ -100,6 +135,40 @@ describe('coalescing', () => {
       Array.from({ length: 7 }, () => store.apply([{ policy, key: 'hot', cost: 1 }], 'consume')),
     )
     expect(await evalshaCalls()).toBe(before + 7)
+  })
+
+  it('with coalesce: false, the single calls of one tick share socket writes of at most 16 calls', async () => {
+    const store = redisStore(client, { prefix: freshPrefix('cw'), coalesce: false })
+    const policy = policyOf('token-bucket', 'tb', 100)
+    await store.apply([{ policy, key: 'warm', cost: 1 }], 'peek')
+    const calls = await evalshaCalls()
+    const reads = await readsProcessed()
+    const writes = watchWrites(client)
+    const results = await Promise.all(
+      Array.from({ length: 40 }, () => store.apply([{ policy, key: 'hot', cost: 1 }], 'consume')),
+    )
+    writes.stop()
+    const readsAfter = await readsProcessed()
+    // 40 EVALSHA calls, each with its own reply, in issue order...
+    expect(await evalshaCalls()).toBe(calls + 40)
+    expect(results.map((r) => r[0]!.remaining)).toEqual(Array.from({ length: 40 }, (_, i) => 99 - i))
+    // ...that left this process in three socket writes of 16, 16 and 8 calls, and reached Redis
+    // in at most those three reads (plus the read of the INFO command that asks).
+    expect(writes.sizes).toEqual([16, 16, 8])
+    expect(readsAfter - reads).toBeLessThanOrEqual(4)
+  })
+
+  it('with coalesceWrites: false, every call is its own socket write', async () => {
+    const store = redisStore(client, { prefix: freshPrefix('cw'), coalesce: false, coalesceWrites: false })
+    const policy = policyOf('token-bucket', 'tb', 100)
+    await store.apply([{ policy, key: 'warm', cost: 1 }], 'peek')
+    const writes = watchWrites(client)
+    const results = await Promise.all(
+      Array.from({ length: 40 }, () => store.apply([{ policy, key: 'hot', cost: 1 }], 'consume')),
+    )
+    writes.stop()
+    expect(results.map((r) => r[0]!.remaining)).toEqual(Array.from({ length: 40 }, (_, i) => 99 - i))
+    expect(writes.sizes).toEqual(Array.from({ length: 40 }, () => 1))
   })
 
   it('splits a tick with more than 128 decisions into calls of at most 128', async () => {
@@ -198,6 +267,31 @@ describe('coalescing', () => {
         expect(coalesced).toEqual(sequential)
         now += 1_500
       }
+    } finally {
+      cluster.disconnect()
+    }
+  })
+  it('Cluster: single calls that share socket writes on every node match one call at a time', async () => {
+    const cluster = ioredisCluster()
+    try {
+      await cluster.ping()
+      const clock = () => 9_000_000
+      const shared = redisStore(cluster, {
+        prefix: freshPrefix('cw-c'),
+        clock: 'client',
+        now: clock,
+        coalesce: false,
+      })
+      const { alone } = storePair(cluster, 'cw-c', clock)
+      // Subjects spread over the three masters; each decision is its own EVALSHA.
+      const batch = decisions(77, 60).map((d, i) => ({
+        ...d,
+        steps: d.steps.map((step) => ({ ...step, key: `${step.key}-${i % 12}` })),
+      }))
+      const together = await Promise.all(batch.map((d) => shared.apply(d.steps, d.mode)))
+      const sequential = []
+      for (const d of batch) sequential.push(await alone.apply(d.steps, d.mode))
+      expect(together).toEqual(sequential)
     } finally {
       cluster.disconnect()
     }

@@ -292,6 +292,7 @@ describe('options and lifecycle', () => {
       () => redisStore(standalone, { prefix: 'a{b' }),
       () => redisStore(standalone, { prefix: '' }),
       () => redisStore(standalone, { clock: 'sundial' as never }),
+      () => redisStore(standalone, { coalesceWrites: 'yes' as never }),
       () => redisStore(standalone, { extra: 1 } as never),
     ]
     for (const make of bad) expect(make).toThrow(expect.objectContaining({ code: 'SLUICE_INVALID_OPTIONS' }))

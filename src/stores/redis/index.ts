@@ -29,6 +29,14 @@ export interface RedisStoreOptions {
    * call per decision.
    */
   coalesce?: boolean
+  /**
+   * Write coalescing (default `true`): script calls of single decisions issued in the same tick leave
+   * in shared socket writes, 16 calls at most per write, instead of one system call each. Each call
+   * is still its own EVALSHA with its own reply. Applies to ioredis (node-redis already writes a
+   * tick's commands together); other commands issued on the client in that tick share the writes too,
+   * in order.
+   */
+  coalesceWrites?: boolean
 }
 
 export interface RedisStore extends Store {
@@ -49,6 +57,7 @@ const optionsSchema = z.strictObject({
     .custom<() => number>((v) => typeof v === 'function', { error: 'now must be a function returning ms' })
     .optional(),
   coalesce: z.boolean({ error: 'coalesce must be true or false' }).optional(),
+  coalesceWrites: z.boolean({ error: 'coalesceWrites must be true or false' }).optional(),
 })
 
 /** Most decisions carried by one batch script call: bounds the time one call holds Redis. */
@@ -148,6 +157,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   /** Flat single-step apply scripts, by algorithm (see scripts/one-*.lua). */
   const flat = new Map<AlgorithmName, Script>(ALGORITHMS.map((a) => [a, scripts.get(`one-${a}`)!]))
   const coalesce = parsed.data.coalesce ?? true
+  const shareWrites = parsed.data.coalesceWrites ?? true
   /** Decisions waiting for the end of the tick, by hash slot group ('' when standalone). */
   const pending = new Map<string, Batch>()
   let closed = false
@@ -170,10 +180,14 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     await s.loading
   }
 
-  /** EVALSHA; on NOSCRIPT (after a restart, SCRIPT FLUSH or failover) load the script and retry once. */
-  async function run(s: Script, keys: string[], args: string[]): Promise<unknown> {
+  /**
+   * EVALSHA; on NOSCRIPT (after a restart, SCRIPT FLUSH or failover) load the script and retry once.
+   * `single`: a call of one decision, which may share a socket write with the tick's others (batch
+   * calls do not: the store splits them on purpose, see dispatch).
+   */
+  async function run(s: Script, keys: string[], args: string[], single = false): Promise<unknown> {
     try {
-      return await adapter!.evalsha(s.sha, keys, args)
+      return await adapter!.evalsha(s.sha, keys, args, single && shareWrites)
     } catch (error) {
       if (replyErrorCode(error) !== 'NOSCRIPT') throw wrap(error)
     }
@@ -249,11 +263,11 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     const one = g.steps.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
     let reply: unknown
     if (one === undefined) {
-      reply = await run(pick('apply', g), g.keys, moduleArgs([mode, at, slack], g))
+      reply = await run(pick('apply', g), g.keys, moduleArgs([mode, at, slack], g), true)
     } else {
       const args = [at, slack]
       pushFlatArgs(args, mode, g.steps[0]!)
-      reply = await run(one, g.keys, args)
+      reply = await run(one, g.keys, args, true)
     }
     checkReply(reply, g.steps.length, 'apply')
     return parse(reply, 0, g.steps.length)
