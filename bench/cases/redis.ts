@@ -1,7 +1,7 @@
 // Redis store benchmark: bytes per tracked key (MEMORY USAGE and used_memory delta over 10,000 keys)
 // and decisions/s with p50/p99 latency at 1, 64 and 512 in flight, for every algorithm with and
 // without coalescing, next to rate-limiter-flexible's RateLimiterRedis (ioredis), a bare ioredis
-// EVALSHA of a minimal token-bucket script, and redis-benchmark running EVALSHA of Sluice's
+// EVALSHA of a minimal token-bucket script (also through the store's write coalescing), and redis-benchmark running EVALSHA of Sluice's
 // token-bucket script (the server's limit for one decision per call); plus each script's own cost
 // inside Redis (INFO commandstats usec_per_call).
 // All against one redis-server started here on a free port. Run: npm run bench -- --only redis
@@ -14,6 +14,7 @@ import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createLimiter } from '../../src/limiter.js'
 import { type AlgorithmName, type Policy, resolvePolicy } from '../../src/policy.js'
+import { adaptClient } from '../../src/stores/redis/client.js'
 import { redisStore } from '../../src/stores/redis/index.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
@@ -208,6 +209,23 @@ export const benchCase: BenchCase = {
         name: 'ioredis EVALSHA minimal token-bucket script',
         decide: (key) => client.evalsha(minimalSha, 1, `min:{${key}}`, '1000000', '3600000', '1000000'),
       }
+      // The same bare EVALSHA through the store's write coalescing (adaptClient is what the store
+      // calls): shows how much of Sluice's one-decision speed comes from sharing socket writes.
+      const adapter = adaptClient(client)!
+      const bareShared: Subject = {
+        name: 'ioredis EVALSHA minimal token-bucket script, shared writes',
+        decide: (key) =>
+          adapter.evalsha(minimalSha, [`min:{${key}}`], ['1000000', '3600000', '1000000'], true),
+      }
+      const unshared = createLimiter({
+        store: redisStore(client, { coalesce: false, coalesceWrites: false }),
+        policies,
+        storeTimeout: '60s',
+      })
+      const tokenBucketUnshared: Subject = {
+        name: 'sluice token-bucket (coalesce: false, coalesceWrites: false)',
+        decide: (key) => unshared.consume('token-bucket', key),
+      }
       const rlf = new RateLimiterRedis({
         storeClient: client,
         points: 1_000_000,
@@ -263,30 +281,48 @@ export const benchCase: BenchCase = {
       // ratio is the median of its per-round ratios to the subjects of the same round.
       const ms = quick ? 400 : 1000
       const rounds = quick ? 3 : 5
-      const subjectsToRun: Subject[] = [reference, bare]
+      const subjectsToRun: Subject[] = [reference, bare, bareShared]
       for (const algorithm of algorithms) {
         for (const coalesce of [true, false]) subjectsToRun.push(sluice(algorithm, coalesce))
       }
+      subjectsToRun.push(tokenBucketUnshared)
       const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!
       // --quick measures the goals' point (64 in flight) only; a full run adds 1 and 512.
       for (const inFlight of quick ? [64] : [1, 64, 512]) {
         const runs = new Map<
           string,
-          { rate: number[]; vsRlf: number[]; vsBare: number[]; p50: number[]; p99: number[] }
+          {
+            rate: number[]
+            vsRlf: number[]
+            vsBare: number[]
+            vsShared: number[]
+            p50: number[]
+            p99: number[]
+          }
         >()
         for (let round = 0; round < rounds; round++) {
           let rlfRate = 0
           let bareRate = 0
+          let sharedRate = 0
           for (const subject of subjectsToRun) {
             const r = await throughput(subject.decide, inFlight, ms, subjects)
             await client.flushall()
             if (subject === reference) rlfRate = r.rate
             if (subject === bare) bareRate = r.rate
-            const m = runs.get(subject.name) ?? { rate: [], vsRlf: [], vsBare: [], p50: [], p99: [] }
+            if (subject === bareShared) sharedRate = r.rate
+            const m = runs.get(subject.name) ?? {
+              rate: [],
+              vsRlf: [],
+              vsBare: [],
+              vsShared: [],
+              p50: [],
+              p99: [],
+            }
             runs.set(subject.name, m)
             m.rate.push(r.rate)
             m.vsRlf.push(r.rate / rlfRate)
             m.vsBare.push(r.rate / bareRate)
+            m.vsShared.push(r.rate / sharedRate)
             m.p50.push(r.p50)
             m.p99.push(r.p99)
           }
@@ -302,7 +338,7 @@ export const benchCase: BenchCase = {
             note:
               name === reference.name
                 ? `vs RLF; median of ${rounds} rounds`
-                : `vs RLF (rounds ${spread}); ${median(m.vsBare).toFixed(2)}x bare EVALSHA`,
+                : `vs RLF (rounds ${spread}); ${median(m.vsBare).toFixed(2)}x bare EVALSHA; ${median(m.vsShared).toFixed(2)}x bare with shared writes`,
           })
           rows.push({ subject: name, metric: `p50 @${inFlight}`, value: median(m.p50), unit: 'ms' })
           rows.push({ subject: name, metric: `p99 @${inFlight}`, value: median(m.p99), unit: 'ms' })
