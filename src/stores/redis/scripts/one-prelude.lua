@@ -1,7 +1,7 @@
 -- Prelude of the flat single-step scripts (one-*.lua): plain statements, no function definitions, so
 -- a call pays only for its decisions. Each call carries 1..N independent one-step decisions of one
--- algorithm (the store's coalescing), evaluated in order. The layout is as small as the store can
--- make it: every argument and reply integer costs Redis about as much as a few Lua statements.
+-- algorithm (the store's coalescing), evaluated in order. The layout is kept small: each argument
+-- costs Redis about 1.5k instructions per call and each reply integer about 2k.
 -- KEYS: per decision, the state key then the block key (all in one hash slot).
 -- ARGV: now (ms, or "" for the Redis clock), then per decision `STRIDE` values: limit, windowMs,
 --       capacity (only where CAPACITY: token bucket, GCRA), signed cost (consume: cost; peek:
@@ -18,8 +18,9 @@
 -- Cheap forms, measured with callgrind (bench/lua-cost.ts): a numeric string is converted with
 -- `s + 0`, not tonumber(s), which in Redis's Lua 5.1 runs strtod twice; whole numbers are written
 -- with '%d' (a long: exact up to 2^53, the same text as '%.0f'), not '%.0f', whose float printing
--- costs a few thousand instructions per number; and a state is written with PSETEX key ms value
--- (what SET key value PX ms does, one argument fewer).
+-- costs about 2k instructions per number (so does passing a number to redis.call: Redis 7.0 prints
+-- it with '%.17g'); and a state is written with PSETEX key ms value (what SET key value PX ms does,
+-- one argument fewer).
 
 -- Extra TTL (ms) in client clock mode, where host clocks may lag the Redis clock. Twin of
 -- CLIENT_CLOCK_SLACK_MS in src/stores/redis/index.ts, which passes it to the module scripts.
