@@ -35,19 +35,7 @@ try {
     [
       "bare EVALSHA, flat script with Sluice's arguments",
       (k) =>
-        client.evalsha(
-          flat,
-          2,
-          `f:{${k}}:tb`,
-          `f:{${k}}:tb:block`,
-          '',
-          '0',
-          'consume',
-          '1000000',
-          '3600000',
-          '1000000',
-          '1',
-        ),
+        client.evalsha(flat, 2, `f:{${k}}:tb`, `f:{${k}}:tb:block`, '', '1000000', '3600000', '1000000', '1'),
     ],
     ['store.apply (coalesce: false)', (k) => store.apply([{ policy: resolved, key: k, cost: 1 }], 'consume')],
     ['limiter.consume (coalesce: false)', (k) => limiter.consume('tb', k)],

@@ -69,9 +69,16 @@ async function bytesPerKey(
 
 /** The EVALSHA arguments of one decision per call, with `__rand_int__` keys for redis-benchmark. */
 const TB_ARGS = ['consume', '', '0', 'token-bucket', '1000000', '3600000', '1000000', '1', '']
-/** The flat scripts: now, slack, then per decision mode, limit, windowMs, capacity, cost. */
-const FLAT_ARGS = ['consume', '1000000', '3600000', '1000000', '1']
-const flatArgs = () => ['', '0', ...FLAT_ARGS]
+/**
+ * One decision of a flat script (scripts/one-prelude.lua): limit, windowMs, capacity (token bucket
+ * and GCRA only), cost (a consume), and for concurrency the lease id.
+ */
+const flatDecision = (algorithm: AlgorithmName) =>
+  algorithm === 'token-bucket' || algorithm === 'gcra'
+    ? ['1000000', '3600000', '1000000', '1']
+    : ['1000000', '3600000', '1', ...(algorithm === 'concurrency' ? [''] : [])]
+/** The flat scripts' arguments for one decision per call: the clock ('' = Redis TIME), then the decision. */
+const flatArgs = (algorithm: AlgorithmName) => ['', ...flatDecision(algorithm)]
 const evalArgs: Record<string, { source: string; args: string[] }> = {
   'empty script (return 1)': { source: 'return 1', args: ['0'] },
   'minimal token-bucket script': {
@@ -80,11 +87,11 @@ const evalArgs: Record<string, { source: string; args: string[] }> = {
   },
   'sluice one-token-bucket (flat)': {
     source: luaSources['one-token-bucket'],
-    args: ['2', 'rb:{__rand_int__}:tb', 'rb:{__rand_int__}:tb:block', ...flatArgs()],
+    args: ['2', 'rb:{__rand_int__}:tb', 'rb:{__rand_int__}:tb:block', ...flatArgs('token-bucket')],
   },
   'sluice one-gcra (flat)': {
     source: luaSources['one-gcra'],
-    args: ['2', 'rb:{__rand_int__}:g', 'rb:{__rand_int__}:g:block', ...flatArgs()],
+    args: ['2', 'rb:{__rand_int__}:g', 'rb:{__rand_int__}:g:block', ...flatArgs('gcra')],
   },
   'sluice apply/token-bucket (module)': {
     source: luaSources['apply/token-bucket'],
@@ -113,8 +120,7 @@ for (const algorithm of [
       '2',
       `rb:{__rand_int__}:f-${algorithm}`,
       `rb:{__rand_int__}:f-${algorithm}:block`,
-      ...flatArgs(),
-      ...(algorithm === 'concurrency' ? [''] : []),
+      ...flatArgs(algorithm),
     ],
   }
 }
@@ -137,8 +143,7 @@ evalArgs[`sluice one-token-bucket (flat), ${BATCH} decisions per call`] = {
     String(BATCH * 2),
     ...Array.from({ length: BATCH }, (_, i) => [`rb:{${i}}:f`, `rb:{${i}}:f:block`]).flat(),
     '',
-    '0',
-    ...Array.from({ length: BATCH }, () => FLAT_ARGS).flat(),
+    ...Array.from({ length: BATCH }, () => flatDecision('token-bucket')).flat(),
   ],
 }
 
@@ -177,6 +182,9 @@ async function usecPerCall(client: Redis, port: number, name: string, requests: 
   ]
   await run('redis-benchmark', [...cmd, 'EVALSHA', sha1(source), ...args])
   const stats = await client.info('commandstats')
+  // A script that errors on these arguments would pass for a cheap one.
+  const failed = Number(/cmdstat_evalsha:.*failed_calls=(\d+)/.exec(stats)?.[1] ?? 0)
+  if (failed > 0) throw new Error(`${name}: ${failed} of ${requests} EVALSHA calls failed`)
   return Number(/cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(stats)![1])
 }
 

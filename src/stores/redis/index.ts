@@ -44,7 +44,11 @@ export interface RedisStore extends Store {
   readonly client: { library: 'ioredis' | 'node-redis'; cluster: boolean }
 }
 
-/** In client clock mode keys live this much longer than they are meaningful, to absorb host clock skew. */
+/**
+ * In client clock mode keys live this much longer than they are meaningful, to absorb host clock skew.
+ * The module scripts get it as an argument; the flat ones derive it from their clock argument: keep
+ * CLIENT_CLOCK_SLACK_MS in scripts/one-prelude.lua equal (flat-scripts.test.ts compares expiries).
+ */
 const CLIENT_CLOCK_SLACK_MS = 1000
 
 const optionsSchema = z.strictObject({
@@ -104,13 +108,36 @@ function pushStepArgs(out: string[], step: Step): void {
 }
 
 /**
- * One decision of a flat one-<algorithm> script (scripts/one-prelude.lua): mode, limit, windowMs,
- * capacity, cost, and for concurrency the lease id.
+ * One decision of a flat one-<algorithm> script (scripts/one-prelude.lua): limit, windowMs, capacity
+ * (token bucket and GCRA only), the cost signed by mode (peek: -1 - cost), and for concurrency the
+ * lease id. Every value costs Redis time per call, so nothing the script can do without is sent.
  */
 function pushFlatArgs(out: string[], mode: 'consume' | 'peek', step: Step): void {
   const p = step.policy
-  out.push(mode, String(p.limit), String(p.windowMs), String(p.capacity), String(step.cost))
+  out.push(String(p.limit), String(p.windowMs))
+  if (p.algorithm === 'token-bucket' || p.algorithm === 'gcra') out.push(String(p.capacity))
+  out.push(String(mode === 'peek' ? -1 - step.cost : step.cost))
   if (p.algorithm === 'concurrency') out.push(step.leaseId ?? '')
+}
+
+/**
+ * `count` step results from a flat script's reply of 3 integers per step, from step `from`: r1 is
+ * remaining when allowed, else -1 - remaining; r2 resetMs; r3 retryAfterMs, or -1 - it when blocked.
+ */
+function parseFlat(reply: unknown[], from: number, count: number): StepResult[] {
+  const results: StepResult[] = []
+  for (let i = from * 3; i < (from + count) * 3; i += 3) {
+    const r1 = Number(reply[i])
+    const r3 = Number(reply[i + 2])
+    results.push({
+      allowed: r1 >= 0,
+      remaining: r1 >= 0 ? r1 : -1 - r1,
+      resetMs: Number(reply[i + 1]),
+      retryAfterMs: r3 >= 0 ? r3 : -1 - r3,
+      blocked: r3 < 0,
+    })
+  }
+  return results
 }
 
 interface Group {
@@ -253,24 +280,25 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return results
   }
 
-  function checkReply(reply: unknown, steps: number, what: string): asserts reply is unknown[] {
-    if (!Array.isArray(reply) || reply.length !== steps * 5) {
+  /** A reply of `width` integers per step (5 from the module scripts, 3 from the flat ones). */
+  function checkReply(reply: unknown, steps: number, width: 3 | 5, what: string): asserts reply is unknown[] {
+    if (!Array.isArray(reply) || reply.length !== steps * width) {
       throw new StoreError(`redis store: unexpected reply from the ${what} script: ${String(reply)}`)
     }
   }
 
   async function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
     const one = g.steps.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
-    let reply: unknown
     if (one === undefined) {
-      reply = await run(pick('apply', g), g.keys, moduleArgs([mode, at, slack], g), true)
-    } else {
-      const args = [at, slack]
-      pushFlatArgs(args, mode, g.steps[0]!)
-      reply = await run(one, g.keys, args, true)
+      const reply = await run(pick('apply', g), g.keys, moduleArgs([mode, at, slack], g), true)
+      checkReply(reply, g.steps.length, 5, 'apply')
+      return parse(reply, 0, g.steps.length)
     }
-    checkReply(reply, g.steps.length, 'apply')
-    return parse(reply, 0, g.steps.length)
+    const args = [at]
+    pushFlatArgs(args, mode, g.steps[0]!)
+    const reply = await run(one, g.keys, args, true)
+    checkReply(reply, 1, 3, `one-${g.algorithm}`)
+    return parseFlat(reply, 0, 1)
   }
 
   /** Send coalesced decisions: one apply call for a single decision, else one batch script call. */
@@ -283,12 +311,12 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
         return
       }
       const keys: string[] = []
-      const args: string[] = [at, slack]
       let steps = 0
       for (const e of entries) steps += e.group.steps.length
       // All one-step decisions of an algorithm with a flat script: that script. Otherwise the batch
       // script (layered decisions, mixed algorithms).
       const one = steps === entries.length && algorithm !== undefined ? flat.get(algorithm) : undefined
+      const args: string[] = one === undefined ? [at, slack] : [at]
       for (const e of entries) {
         for (const key of e.group.keys) keys.push(key)
         if (one !== undefined) pushFlatArgs(args, e.mode, e.group.steps[0]!)
@@ -298,11 +326,11 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
         }
       }
       const reply = await run(one ?? pick('batch', { algorithm }), keys, args)
-      checkReply(reply, steps, 'batch')
+      checkReply(reply, steps, one === undefined ? 5 : 3, one === undefined ? 'batch' : `one-${algorithm}`)
       let from = 0
       for (const e of entries) {
         const count = e.group.steps.length
-        e.resolve(parse(reply, from, count))
+        e.resolve(one === undefined ? parse(reply, from, count) : parseFlat(reply, from, count))
         from += count
       }
     } catch (error) {

@@ -2,12 +2,12 @@
 -- twin; src/algorithms/concurrency.ts), inlined for the common single-policy call. Keep them in step:
 -- the conformance vectors and the differential test run both.
 
-local STRIDE = 6
+local STRIDE, CAPACITY = 4, false
 --- @include "one-prelude"
 
 -- MessagePack array { expiresAt1, cost1, id1, expiresAt2, ... } of leases (concurrency.lua), live
 -- until the last lease expires.
-local lease = ARGV[a + 5]
+local lease = ARGV[a + 3]
 local leases
 local raw = redis.call('GET', key)
 if raw then
@@ -113,7 +113,7 @@ if allowed and not peek and not held then
   if last <= now then
     redis.call('DEL', key)
   else
-    redis.call('SET', key, cmsgpack.pack(nxt), 'PX', string.format('%.0f', last - now + slack))
+    redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
   end
 end
 local remaining = math.max(0, limit - used)

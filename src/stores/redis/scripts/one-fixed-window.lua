@@ -2,7 +2,7 @@
 -- (its twin; src/algorithms/fixed-window.ts), inlined for the common single-policy call. Keep them in
 -- step: the conformance vectors and the differential test run both.
 
-local STRIDE = 5
+local STRIDE, CAPACITY = 3, false
 --- @include "one-prelude"
 
 -- State "start:count", live until start + window (fixed-window.lua).
@@ -10,7 +10,7 @@ local start, count
 local raw = redis.call('GET', key)
 if raw then
   local colon = string.find(raw, ':', 1, true)
-  start, count = tonumber(string.sub(raw, 1, colon - 1)), tonumber(string.sub(raw, colon + 1))
+  start, count = string.sub(raw, 1, colon - 1) + 0, string.sub(raw, colon + 1) + 0
   if start + window <= now then
     start = nil
   end
@@ -32,7 +32,7 @@ end
 if allowed and not peek and not held then
   count = count + cost
   -- finish > now: a live window ends after now, a fresh one at now + window.
-  redis.call('SET', key, string.format('%.0f:%.0f', start, count), 'PX', string.format('%.0f', finish - now + slack))
+  redis.call('PSETEX', key, string.format('%d', finish - now + slack), string.format('%d:%d', start, count))
 end
 local reset = 0
 if count > 0 then

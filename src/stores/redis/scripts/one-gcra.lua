@@ -2,7 +2,7 @@
 -- (src/algorithms/gcra.ts), inlined for the common single-policy call. Keep them in step: the
 -- conformance vectors and the differential test run both.
 
-local STRIDE = 5
+local STRIDE, CAPACITY = 4, true
 --- @include "one-prelude"
 
 -- The TAT as whole ms plus a remainder in 1/limit ms ("ms" or "ms:rem"); live until ms (+1 with rem).
@@ -11,9 +11,9 @@ local raw = redis.call('GET', key)
 if raw then
   local colon = string.find(raw, ':', 1, true)
   if colon then
-    tat_ms, tat_rem = tonumber(string.sub(raw, 1, colon - 1)), tonumber(string.sub(raw, colon + 1))
+    tat_ms, tat_rem = string.sub(raw, 1, colon - 1) + 0, string.sub(raw, colon + 1) + 0
   else
-    tat_ms, tat_rem = tonumber(raw), 0
+    tat_ms, tat_rem = raw + 0, 0
   end
   local live_until = tat_ms
   if tat_rem > 0 then
@@ -45,16 +45,16 @@ if allowed and not peek and not held then
   local total = tat_rem + charge
   local whole = math.floor(total / limit)
   local ms, rem = tat_ms + whole, total - whole * limit
-  local value = string.format('%.0f', ms)
-  local live_until = ms
+  local value, live_until
   if rem ~= 0 then
-    value = value .. ':' .. string.format('%.0f', rem)
-    live_until = ms + 1
+    value, live_until = string.format('%d:%d', ms, rem), ms + 1
+  else
+    value, live_until = string.format('%d', ms), ms
   end
   if live_until <= now then
     redis.call('DEL', key)
   else
-    redis.call('SET', key, value, 'PX', string.format('%.0f', live_until - now + slack))
+    redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
   end
 end
 local remaining = math.max(0, math.floor((full - after) / window))

@@ -3,7 +3,7 @@
 -- common single-policy call. Keep them in step: the conformance vectors and the differential test run
 -- both.
 
-local STRIDE = 5
+local STRIDE, CAPACITY = 3, false
 --- @include "one-prelude"
 
 -- State "start:previous:current" (sliding-window-counter.lua): live until start + 2 x window while
@@ -13,8 +13,8 @@ local raw = redis.call('GET', key)
 if raw then
   local c1 = string.find(raw, ':', 1, true)
   local c2 = string.find(raw, ':', c1 + 1, true)
-  start = tonumber(string.sub(raw, 1, c1 - 1))
-  previous, current = tonumber(string.sub(raw, c1 + 1, c2 - 1)), tonumber(string.sub(raw, c2 + 1))
+  start = string.sub(raw, 1, c1 - 1) + 0
+  previous, current = string.sub(raw, c1 + 1, c2 - 1) + 0, string.sub(raw, c2 + 1) + 0
   local live_until = start
   if current > 0 then
     live_until = start + 2 * window
@@ -65,8 +65,8 @@ if allowed and not peek and not held then
   if live_until <= now then
     redis.call('DEL', key)
   else
-    local value = string.format('%.0f:%.0f:%.0f', start, previous, current)
-    redis.call('SET', key, value, 'PX', string.format('%.0f', live_until - now + slack))
+    local value = string.format('%d:%d:%d', start, previous, current)
+    redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
   end
 end
 local reset = 0

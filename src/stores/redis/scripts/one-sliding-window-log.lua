@@ -2,7 +2,7 @@
 -- sliding-window-log.lua (its twin; src/algorithms/sliding-window-log.ts), inlined for the common
 -- single-policy call. Keep them in step: the conformance vectors and the differential test run both.
 
-local STRIDE = 5
+local STRIDE, CAPACITY = 3, false
 --- @include "one-prelude"
 
 -- A list of admission times (ms), oldest first, one element per unit (sliding-window-log.lua); live
@@ -10,14 +10,14 @@ local STRIDE = 5
 local first, count, newest = 0, 0, nil
 local len = redis.call('LLEN', key)
 if len > 0 then
-  newest = tonumber(redis.call('LINDEX', key, -1))
+  newest = redis.call('LINDEX', key, '-1') + 0
   if newest + window <= now then
     newest = nil
   else
     local lo, hi = 0, len - 1
     while lo < hi do
       local mid = math.floor((lo + hi) / 2)
-      if tonumber(redis.call('LINDEX', key, mid)) + window <= now then
+      if redis.call('LINDEX', key, mid) + window <= now then
         lo = mid + 1
       else
         hi = mid
@@ -38,7 +38,7 @@ local allowed = count + cost <= limit
 local retry = 0
 if not allowed then
   -- Wait until enough of the oldest entries leave the window for `cost` to fit.
-  retry = tonumber(redis.call('LINDEX', key, first + count + cost - limit - 1)) + window - now
+  retry = redis.call('LINDEX', key, first + count + cost - limit - 1) + window - now
 end
 
 if allowed and not peek and not held then
@@ -48,7 +48,7 @@ if allowed and not peek and not held then
   if first > 0 then
     redis.call('LTRIM', key, first, -1)
   end
-  local entry = string.format('%.0f', at)
+  local entry = string.format('%d', at)
   if cost == 1 then
     redis.call('RPUSH', key, entry)
   else
@@ -66,7 +66,7 @@ if allowed and not peek and not held then
       pending = pending - n
     end
   end
-  redis.call('PEXPIRE', key, string.format('%.0f', at + window - now + slack))
+  redis.call('PEXPIRE', key, string.format('%d', at + window - now + slack))
 end
 local reset = 0
 if newest ~= nil then

@@ -2,18 +2,22 @@
 -- (src/algorithms/token-bucket.ts), inlined for the common single-policy call. Keep them in step:
 -- the conformance vectors and the differential test run both.
 
-local STRIDE = 5
+local STRIDE, CAPACITY = 4, true
 -- Per policy: full = capacity x window, and the packed layout of token-bucket.lua: "1", level in d
--- digits, at modulo m = 10^kd in kd digits (packed = false when that does not fit).
-local full, d, kd, m, packed
+-- digits, at modulo m = 10^kd in kd digits (packed = false when that does not fit), written with the
+-- format string `layout`.
+local full, d, kd, m, packed, layout
 --- @include "one-prelude"
 
 if policy_new then
   full = capacity * window
-  d = #string.format('%.0f', full)
+  d = #string.format('%d', full)
   kd = 18 - d
   m = 10 ^ kd
   packed = kd >= 1 and 2 * (math.ceil(full / limit) + 86400000) < m
+  if packed then
+    layout = string.format('1%%0%dd%%0%dd', d, kd)
+  end
 end
 
 local level, at
@@ -21,10 +25,10 @@ local raw = redis.call('GET', key)
 if raw then
   local colon = string.find(raw, ':', 1, true)
   if colon then
-    level, at = tonumber(string.sub(raw, 1, colon - 1)), tonumber(string.sub(raw, colon + 1))
+    level, at = string.sub(raw, 1, colon - 1) + 0, string.sub(raw, colon + 1) + 0
   elseif packed and #raw == 1 + d + kd then
-    level = tonumber(string.sub(raw, 2, 1 + d))
-    local r = tonumber(string.sub(raw, 2 + d))
+    level = string.sub(raw, 2, 1 + d) + 0
+    local r = string.sub(raw, 2 + d) + 0
     at = r + m * math.floor((now - r) / m + 0.5)
   end
   if level == nil or level >= full or at + math.ceil((full - level) / limit) <= now then
@@ -66,11 +70,11 @@ if allowed and not peek and not held then
         elseif r >= m then
           r = r - m
         end
-        value = '1' .. string.format('%0' .. d .. '.0f', after) .. string.format('%0' .. kd .. '.0f', r)
+        value = string.format(layout, after, r)
       else
-        value = string.format('%.0f', after) .. ':' .. string.format('%.0f', cur_at)
+        value = string.format('%d:%d', after, cur_at)
       end
-      redis.call('SET', key, value, 'PX', string.format('%.0f', expires_at - now + slack))
+      redis.call('PSETEX', key, string.format('%d', expires_at - now + slack), value)
     end
   end
 end
