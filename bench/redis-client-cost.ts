@@ -1,12 +1,14 @@
 // Node.js CPU per decision on the client side of a Redis-backed decision, layer by layer, at 64 in
 // flight with one decision per script call: a bare ioredis EVALSHA of the minimal token-bucket
-// script, a bare EVALSHA of Sluice's flat token-bucket script with Sluice's arguments, the Redis
-// store's apply, and limiter.consume (failover and local deny cache included). 5 interleaved rounds
-// of 0.6 s, medians. Shows what Sluice's own JavaScript costs per decision.
+// script, a bare EVALSHA of Sluice's flat token-bucket script with Sluice's arguments (both also
+// through the store's write coalescing, which the store uses by default), the Redis store's apply,
+// and limiter.consume (failover and local deny cache included). 5 interleaved rounds of 0.6 s,
+// medians. Shows what Sluice's own JavaScript costs per decision.
 // Run: node --import tsx bench/redis-client-cost.ts
 import { Redis } from 'ioredis'
 import { createLimiter } from '../src/limiter.js'
 import { resolvePolicy } from '../src/policy.js'
+import { adaptClient } from '../src/stores/redis/client.js'
 import { redisStore } from '../src/stores/redis/index.js'
 import { luaSources } from '../src/stores/redis/lua.generated.js'
 import { startRedis } from '../test/helpers/redis-harness.js'
@@ -22,6 +24,8 @@ try {
   const policy = { algorithm: 'token-bucket', limit: 1_000_000, window: '1h' } as const
   const resolved = resolvePolicy('tb', policy)
   const store = redisStore(client, { coalesce: false })
+  // What the store calls: EVALSHA through its write coalescing (the store's default).
+  const adapter = adaptClient(client)!
   const limiter = createLimiter({
     store: redisStore(client, { coalesce: false }),
     policies: { tb: policy },
@@ -36,6 +40,20 @@ try {
       "bare EVALSHA, flat script with Sluice's arguments",
       (k) =>
         client.evalsha(flat, 2, `f:{${k}}:tb`, `f:{${k}}:tb:block`, '', '1000000', '3600000', '1000000', '1'),
+    ],
+    [
+      'bare EVALSHA, minimal script, shared writes',
+      (k) => adapter.evalsha(minimal, [`m:{${k}}`], ['1000000', '3600000', '1000000'], true),
+    ],
+    [
+      "bare EVALSHA, flat script with Sluice's arguments, shared writes",
+      (k) =>
+        adapter.evalsha(
+          flat,
+          [`f:{${k}}:tb`, `f:{${k}}:tb:block`],
+          ['', '1000000', '3600000', '1000000', '1'],
+          true,
+        ),
     ],
     ['store.apply (coalesce: false)', (k) => store.apply([{ policy: resolved, key: k, cost: 1 }], 'consume')],
     ['limiter.consume (coalesce: false)', (k) => limiter.consume('tb', k)],

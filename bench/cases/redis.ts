@@ -309,15 +309,11 @@ export const benchCase: BenchCase = {
           }
         >()
         for (let round = 0; round < rounds; round++) {
-          let rlfRate = 0
-          let bareRate = 0
-          let sharedRate = 0
+          const rates = new Map<Subject, number>()
           for (const subject of subjectsToRun) {
             const r = await throughput(subject.decide, inFlight, ms, subjects)
             await client.flushall()
-            if (subject === reference) rlfRate = r.rate
-            if (subject === bare) bareRate = r.rate
-            if (subject === bareShared) sharedRate = r.rate
+            rates.set(subject, r.rate)
             const m = runs.get(subject.name) ?? {
               rate: [],
               vsRlf: [],
@@ -328,11 +324,15 @@ export const benchCase: BenchCase = {
             }
             runs.set(subject.name, m)
             m.rate.push(r.rate)
-            m.vsRlf.push(r.rate / rlfRate)
-            m.vsBare.push(r.rate / bareRate)
-            m.vsShared.push(r.rate / sharedRate)
             m.p50.push(r.p50)
             m.p99.push(r.p99)
+          }
+          // Ratios to the references of the same round, once all of them have run.
+          for (const [subject, rate] of rates) {
+            const m = runs.get(subject.name)!
+            m.vsRlf.push(rate / rates.get(reference)!)
+            m.vsBare.push(rate / rates.get(bare)!)
+            m.vsShared.push(rate / rates.get(bareShared)!)
           }
         }
         for (const [name, m] of runs) {
