@@ -202,19 +202,25 @@ export function createLimiter<const P extends Record<string, Policy>>(
   }
 
   /** Run the store; emit an event when anyone listens (timing costs nothing otherwise). */
-  async function decide<D extends Decision>(
+  /**
+   * One decision through the store: the deny cache first, then the store, then the events. Not an
+   * async function: the store's promise is continued once, which is all a remote decision needs.
+   */
+  function decide<D extends Decision>(
     operation: DecisionEvent['operation'],
     steps: readonly Step[],
     mode: 'consume' | 'peek',
     build: (results: StepResult[]) => D,
   ): Promise<D> {
-    if (syncStore !== undefined) return decideSync(operation, steps, mode, build)
+    if (syncStore !== undefined) return Promise.resolve(decideSync(operation, steps, mode, build))
     if (denyCache === undefined || operation === 'acquire') {
-      if (listeners.length === 0) return build(await store.apply(steps, mode))
+      if (listeners.length === 0) return store.apply(steps, mode).then(build)
       const started = performance.now()
-      const d = build(await store.apply(steps, mode))
-      emit(operation, d, started)
-      return d
+      return store.apply(steps, mode).then((results) => {
+        const d = build(results)
+        emit(operation, d, started)
+        return d
+      })
     }
     const sentAt = Date.now()
     const hit = cachedResults(denyCache, steps, sentAt)
@@ -222,18 +228,20 @@ export function createLimiter<const P extends Record<string, Policy>>(
       const d = build(hit)
       d.cached = true
       if (listeners.length > 0) emit(operation, d, 0)
-      return d
+      return Promise.resolve(d)
     }
-    const epoch = denyCache.epoch
+    const cache = denyCache
+    const epoch = cache.epoch
     const started = performance.now()
-    const results = await store.apply(steps, mode)
-    for (let i = 0; i < steps.length; i++) {
-      const s = steps[i]!
-      if (s.policy.algorithm !== 'concurrency') denyCache.remember(s, results[i]!, sentAt, epoch)
-    }
-    const d = build(results)
-    if (listeners.length > 0) emit(operation, d, started)
-    return d
+    return store.apply(steps, mode).then((results) => {
+      for (let i = 0; i < steps.length; i++) {
+        const s = steps[i]!
+        if (s.policy.algorithm !== 'concurrency') cache.remember(s, results[i]!, sentAt, epoch)
+      }
+      const d = build(results)
+      if (listeners.length > 0) emit(operation, d, started)
+      return d
+    })
   }
 
   /** The same for an in-process store, without a promise per step (the memory store's hot path). */

@@ -52,8 +52,6 @@ export interface ProtectOptions extends Partial<FailoverSettings> {
   now?: () => number
 }
 
-type Outcome<T> = { ok: true; value: T } | { ok: false; error: SluiceError }
-
 /**
  * Wrap a remote store so that its failures cost a bounded time and follow each policy's
  * `onStoreError`. The limiter does this for every store that is not in-process.
@@ -148,8 +146,18 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     }
   }
 
-  /** Call the store with the timeout, the breaker and the in-flight bound. Never rejects. */
-  function call<T>(what: string, run: () => Promise<T>): Promise<Outcome<T>> {
+  /**
+   * Call the store with the timeout, the breaker and the in-flight bound, and settle with `ok` of
+   * the store's value or `fail` of the error (called at most once, and only then). The one promise
+   * it returns is the decision's: no intermediate outcome object or async layer per call (this is
+   * every Redis decision's path). It rejects only when `fail` throws.
+   */
+  function call<T, R>(
+    what: string,
+    run: () => Promise<T>,
+    ok: (value: T) => R,
+    fail: (error: SluiceError) => R | Promise<R>,
+  ): Promise<R> {
     if (inFlight >= settings.maxInFlight) {
       counts.rejected++
       const error = new StoreUnavailableError(
@@ -157,19 +165,19 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       )
       lastError = error
       logFailure()
-      return Promise.resolve({ ok: false, error })
+      return settle(fail, error)
     }
     const admission = breaker.admit(now())
     if (admission === 'reject') {
       counts.rejected++
       logFailure()
-      return Promise.resolve({
-        ok: false,
-        error: new StoreUnavailableError(
+      return settle(
+        fail,
+        new StoreUnavailableError(
           `store ${store.name}: circuit ${breaker.state}; next probe in ${Math.ceil(breaker.retryInMs(now()))} ms`,
           { cause: lastError },
         ),
-      })
+      )
     }
     const probe = admission === 'probe'
     // Open -> half-open happens on admission.
@@ -182,8 +190,15 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     } catch (error) {
       pending = Promise.reject(error)
     }
-    return new Promise<Outcome<T>>((resolve) => {
+    return new Promise<R>((resolve, reject) => {
       let settled = false
+      const failWith = (error: SluiceError): void => {
+        try {
+          resolve(fail(error))
+        } catch (thrown) {
+          reject(thrown)
+        }
+      }
       const timer = setTimeout(() => {
         // Decide in the check phase, after this loop iteration has polled the sockets: when our own
         // event loop was stalled, the reply may be waiting unread, and a stall of this process is
@@ -196,7 +211,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
             `store ${store.name}: ${what} took longer than ${settings.timeoutMs} ms (storeTimeout)`,
           )
           failed(probe, error)
-          resolve({ ok: false, error })
+          failWith(error)
         })
       }, settings.timeoutMs)
       timer.unref?.()
@@ -208,7 +223,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
           settled = true
           clearTimeout(timer)
           succeeded(probe)
-          resolve({ ok: true, value })
+          resolve(ok(value))
         },
         (cause: unknown) => {
           inFlight--
@@ -221,7 +236,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
               ? cause
               : new StoreError(`store ${store.name}: ${what} failed: ${messageOf(cause)}`, { cause })
           failed(probe, error)
-          resolve({ ok: false, error })
+          failWith(error)
         },
       )
     })
@@ -294,30 +309,32 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     get inFlight() {
       return inFlight
     },
-    async apply(steps, mode) {
-      const result = await call(mode, () => store.apply(steps, mode))
-      return result.ok ? result.value : decideWithoutStore(steps, mode)
+    apply(steps, mode) {
+      return call(
+        mode,
+        () => store.apply(steps, mode),
+        same,
+        () => decideWithoutStore(steps, mode),
+      )
     },
     async refund(steps) {
       // Best effort and never throws: refunds run in `finally` blocks and lease releases. A refund
       // that cannot reach the store is lost; the stored units expire with their window.
-      const result = await call('refund', () => store.refund(steps))
+      const reached = await call('refund', () => store.refund(steps), yes, no)
       const mirror = memorySteps(steps)
-      if (mirror.length > 0 && fallback !== undefined && (!result.ok || mirror.some((s) => s.leaseId))) {
+      if (mirror.length > 0 && fallback !== undefined && (!reached || mirror.some((s) => s.leaseId))) {
         await fallback.refund(mirror)
       }
     },
     async block(steps, durationMs) {
       const mirror = memorySteps(steps)
       if (mirror.length > 0) await fallbackStore().block(mirror, durationMs)
-      const result = await call('block', () => store.block(steps, durationMs))
-      if (!result.ok) throw result.error
+      await call('block', () => store.block(steps, durationMs), same, raise)
     },
     async reset(steps) {
       const mirror = memorySteps(steps)
       if (mirror.length > 0 && fallback !== undefined) await fallback.reset(mirror)
-      const result = await call('reset', () => store.reset(steps))
-      if (!result.ok) throw result.error
+      await call('reset', () => store.reset(steps), same, raise)
     },
     async close() {
       await fallback?.close()
@@ -351,6 +368,22 @@ function admitted(step: Step, mode: 'consume' | 'peek'): StepResult {
     retryAfterMs: 0,
     blocked: false,
     degraded: true,
+  }
+}
+
+const same = <T>(value: T): T => value
+const yes = (): boolean => true
+const no = (): boolean => false
+const raise = (error: SluiceError): never => {
+  throw error
+}
+
+/** `fail(error)` as a promise: its value, or a rejection when it throws. */
+function settle<R>(fail: (error: SluiceError) => R | Promise<R>, error: SluiceError): Promise<R> {
+  try {
+    return Promise.resolve(fail(error))
+  } catch (thrown) {
+    return Promise.reject(thrown)
   }
 }
 
