@@ -140,6 +140,8 @@ function parseFlat(reply: unknown[], from: number, count: number): StepResult[] 
   return results
 }
 
+const same = <T>(value: T): T => value
+
 interface Group {
   /** The hash tag shared by the group's keys in Cluster; '' when standalone. */
   id: string
@@ -208,16 +210,29 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   }
 
   /**
-   * EVALSHA; on NOSCRIPT (after a restart, SCRIPT FLUSH or failover) load the script and retry once.
-   * `single`: a call of one decision, which may share a socket write with the tick's others (batch
-   * calls do not: the store splits them on purpose, see dispatch).
+   * EVALSHA, then `read` of the reply; on NOSCRIPT (after a restart, SCRIPT FLUSH or failover) load
+   * the script and retry once. `single`: a call of one decision, which may share a socket write with
+   * the tick's others (batch calls do not: the store splits them on purpose, see dispatch). One
+   * continuation of the client's promise: this is every decision's path.
    */
-  async function run(s: Script, keys: string[], args: string[], single = false): Promise<unknown> {
+  function run<R>(
+    s: Script,
+    keys: string[],
+    args: string[],
+    single: boolean,
+    read: (reply: unknown) => R,
+  ): Promise<R> {
+    let call: Promise<unknown>
     try {
-      return await adapter!.evalsha(s.sha, keys, args, single && shareWrites)
+      call = adapter!.evalsha(s.sha, keys, args, single && shareWrites)
     } catch (error) {
-      if (replyErrorCode(error) !== 'NOSCRIPT') throw wrap(error)
+      call = Promise.reject(error)
     }
+    return call.then(read, (error: unknown) => retry(s, keys, args, error).then(read))
+  }
+
+  async function retry(s: Script, keys: string[], args: string[], error: unknown): Promise<unknown> {
+    if (replyErrorCode(error) !== 'NOSCRIPT') throw wrap(error)
     try {
       await load(s)
       return await adapter!.evalsha(s.sha, keys, args)
@@ -287,18 +302,20 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     }
   }
 
-  async function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
+  function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
     const one = g.steps.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
     if (one === undefined) {
-      const reply = await run(pick('apply', g), g.keys, moduleArgs([mode, at, slack], g), true)
-      checkReply(reply, g.steps.length, 5, 'apply')
-      return parse(reply, 0, g.steps.length)
+      return run(pick('apply', g), g.keys, moduleArgs([mode, at, slack], g), true, (reply) => {
+        checkReply(reply, g.steps.length, 5, 'apply')
+        return parse(reply, 0, g.steps.length)
+      })
     }
     const args = [at]
     pushFlatArgs(args, mode, g.steps[0]!)
-    const reply = await run(one, g.keys, args, true)
-    checkReply(reply, 1, 3, `one-${g.algorithm}`)
-    return parseFlat(reply, 0, 1)
+    return run(one, g.keys, args, true, (reply) => {
+      checkReply(reply, 1, 3, `one-${g.algorithm}`)
+      return parseFlat(reply, 0, 1)
+    })
   }
 
   /** Send coalesced decisions: one apply call for a single decision, else one batch script call. */
@@ -325,7 +342,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
           moduleArgs(args, e.group)
         }
       }
-      const reply = await run(one ?? pick('batch', { algorithm }), keys, args)
+      const reply = await run(one ?? pick('batch', { algorithm }), keys, args, false, same)
       checkReply(reply, steps, one === undefined ? 5 : 3, one === undefined ? 'batch' : `one-${algorithm}`)
       let from = 0
       for (const e of entries) {
@@ -388,7 +405,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   }
 
   async function refundGroup(g: Group, at: string): Promise<void> {
-    await run(pick('refund', g), g.keys, moduleArgs([at, slack], g))
+    await run(pick('refund', g), g.keys, moduleArgs([at, slack], g), false, same)
   }
 
   function merge(count: number, groups: readonly Group[], results: readonly StepResult[][]): StepResult[] {
@@ -401,29 +418,44 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return out
   }
 
+  /**
+   * Layers in different slots: each group commits atomically by itself. When one group denies, the
+   * groups that committed are refunded (compensation) and reported as they stand.
+   */
+  async function applyAcross(
+    steps: readonly Step[],
+    groups: readonly Group[],
+    mode: 'consume' | 'peek',
+    at: string,
+  ): Promise<StepResult[]> {
+    const results = await Promise.all(groups.map((g) => applyGroup(g, mode, at)))
+    const admitted = results.map((r) => r.every((x) => x.allowed))
+    if (mode === 'peek' || admitted.every(Boolean)) return merge(steps.length, groups, results)
+    await Promise.all(groups.map((g, gi) => (admitted[gi] ? refundGroup(g, at) : undefined)))
+    const after = await Promise.all(
+      groups.map((g, gi) => (admitted[gi] ? applyGroup(g, 'peek', at) : results[gi]!)),
+    )
+    return merge(steps.length, groups, after)
+  }
+
   const store: RedisStore = {
     name: adapter.cluster ? 'redis-cluster' : 'redis',
     client: { library: adapter.library, cluster: adapter.cluster },
-    async apply(steps, mode) {
-      check()
-      if (steps.length === 0) return []
-      const at = clock()
-      const groups = group(steps)
-      if (groups.length === 1) {
-        const g = groups[0]!
-        if (!coalesce) return applyGroup(g, mode, at)
-        return applyCoalesced(g.id, g, mode, at)
+    // Not async: the one-slot path returns its call's promise as is, without another layer.
+    apply(steps, mode) {
+      try {
+        check()
+        if (steps.length === 0) return Promise.resolve([])
+        const at = clock()
+        const groups = group(steps)
+        if (groups.length === 1) {
+          const g = groups[0]!
+          return coalesce ? applyCoalesced(g.id, g, mode, at) : applyGroup(g, mode, at)
+        }
+        return applyAcross(steps, groups, mode, at)
+      } catch (error) {
+        return Promise.reject(error)
       }
-      // Layers in different slots: each group commits atomically by itself. When one group denies,
-      // the groups that committed are refunded (compensation) and reported as they stand.
-      const results = await Promise.all(groups.map((g) => applyGroup(g, mode, at)))
-      const admitted = results.map((r) => r.every((x) => x.allowed))
-      if (mode === 'peek' || admitted.every(Boolean)) return merge(steps.length, groups, results)
-      await Promise.all(groups.map((g, gi) => (admitted[gi] ? refundGroup(g, at) : undefined)))
-      const after = await Promise.all(
-        groups.map((g, gi) => (admitted[gi] ? applyGroup(g, 'peek', at) : results[gi]!)),
-      )
-      return merge(steps.length, groups, after)
     },
     async refund(steps) {
       check()
@@ -442,7 +474,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       const at = clock()
       await Promise.all(
         group(steps).map((g) =>
-          run(pick('block', g), g.keys, moduleArgs([at, slack, String(durationMs)], g)),
+          run(pick('block', g), g.keys, moduleArgs([at, slack, String(durationMs)], g), false, same),
         ),
       )
     },
