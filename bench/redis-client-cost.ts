@@ -4,12 +4,13 @@
 // through the store's write coalescing, which the store uses by default), the Redis store's apply,
 // and limiter.consume (failover and local deny cache included). 5 interleaved rounds of 0.6 s,
 // medians. Shows what Sluice's own JavaScript costs per decision.
-// Run: node --import tsx bench/redis-client-cost.ts
+// Run: npm run build && node --import tsx bench/redis-client-cost.ts
 import { Redis } from 'ioredis'
-import { createLimiter } from '../src/limiter.js'
-import { resolvePolicy } from '../src/policy.js'
+// The store and limiter come from the build (dist/), as users run them: tsx's keepNames would add a
+// defineProperty per closure created per decision. adaptClient creates none per call.
+import { createLimiter, resolvePolicy } from '../dist/index.js'
+import { redisStore } from '../dist/redis.js'
 import { adaptClient } from '../src/stores/redis/client.js'
-import { redisStore } from '../src/stores/redis/index.js'
 import { luaSources } from '../src/stores/redis/lua.generated.js'
 import { startRedis } from '../test/helpers/redis-harness.js'
 import { MINIMAL_TOKEN_BUCKET } from './reference-scripts.js'
