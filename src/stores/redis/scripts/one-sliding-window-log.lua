@@ -13,8 +13,12 @@ if len > 0 then
   newest = redis.call('LINDEX', key, '-1') + 0
   if newest + window <= now then
     newest = nil
+  elseif len == 1 or redis.call('LINDEX', key, '0') + window > now then
+    -- The oldest entry is still in the window, so all are: one LINDEX instead of a search.
+    first, count = 0, len
   else
-    local lo, hi = 0, len - 1
+    -- The oldest entry has left the window: search for the first that has not.
+    local lo, hi = 1, len - 1
     while lo < hi do
       local mid = math.floor((lo + hi) / 2)
       if redis.call('LINDEX', key, mid) + window <= now then

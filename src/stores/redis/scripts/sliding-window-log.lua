@@ -17,8 +17,12 @@ function sliding_window_log.read(step, now, keep_dead)
     end
     return nil
   end
-  -- Entries are ordered: binary search for the first one still inside the window.
-  local lo, hi = 0, len - 1
+  -- Entries are ordered. When the oldest is still inside the window, all are (one LINDEX);
+  -- otherwise binary search for the first one that is.
+  if len == 1 or tonumber(redis.call('LINDEX', step.key, 0)) + step.window > now then
+    return { first = 0, count = len, newest = newest }
+  end
+  local lo, hi = 1, len - 1
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     if tonumber(redis.call('LINDEX', step.key, mid)) + step.window <= now then
