@@ -374,7 +374,7 @@ export const benchCase: BenchCase = {
       await client.flushall()
 
       // Each script's cost inside Redis, median of 3 interleaved rounds (one round with --quick).
-      const calls = quick ? 10_000 : 40_000
+      const calls = quick ? 4_000 : 40_000
       const costs: Record<string, number[]> = {}
       for (let round = 0; round < (quick ? 1 : 3); round++) {
         for (const name of Object.keys(evalArgs)) {
