@@ -244,6 +244,16 @@ describe('protectStore through the limiter', () => {
     await limiter.close()
   })
 
+  it('a refund the store cannot take goes to the memory fallback of a memory-mode policy', async () => {
+    const store = switchableStore('fail')
+    const limiter = limiterOver(store)
+    for (let i = 0; i < 3; i++) await limiter.consume('memory', 'r')
+    expect(await limiter.peek('memory', 'r')).toMatchObject({ remaining: 7, degraded: true })
+    await limiter.refund('memory', 'r')
+    expect(await limiter.peek('memory', 'r')).toMatchObject({ remaining: 8, degraded: true })
+    await limiter.close()
+  })
+
   it('memory-mode leases taken during the outage are released in memory', async () => {
     const store = switchableStore('fail')
     const limiter = createLimiter({
