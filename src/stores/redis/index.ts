@@ -85,13 +85,15 @@ interface Batch {
 }
 
 interface Script {
+  /** Its name in scripts/ (`one-gcra`, `apply/token-bucket`, ...), for error messages. */
+  readonly name: string
   readonly source: string
   readonly sha: string
   loading?: Promise<void> | undefined
 }
 
-function script(source: string): Script {
-  return { source, sha: createHash('sha1').update(source).digest('hex') }
+function script(name: string, source: string): Script {
+  return { name, source, sha: createHash('sha1').update(source).digest('hex') }
 }
 
 /** Step arguments of the module scripts (apply, batch, refund, block): algorithm, limit, windowMs, capacity, cost, leaseId. */
@@ -178,13 +180,25 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   const now = parsed.data.now ?? Date.now
   const slack = String(clientClock ? CLIENT_CLOCK_SLACK_MS : 0)
   const scripts = new Map<string, Script>(
-    Object.entries(luaSources).map(([name, source]) => [name, script(source)]),
+    Object.entries(luaSources).map(([name, source]) => [name, script(name, source)]),
   )
   /** The script for a group: the single-algorithm variant when every step shares one algorithm. */
   const pick = (name: 'apply' | 'batch' | 'refund' | 'block', g: Pick<Group, 'algorithm'>): Script =>
     scripts.get(g.algorithm === undefined || name === 'block' ? name : `${name}/${g.algorithm}`)!
-  /** Flat single-step apply scripts, by algorithm (see scripts/one-*.lua). */
-  const flat = new Map<AlgorithmName, Script>(ALGORITHMS.map((a) => [a, scripts.get(`one-${a}`)!]))
+  /**
+   * Flat single-step apply scripts, by algorithm (see scripts/one-*.lua), each with the reader of a
+   * one-decision reply, made once here rather than per call.
+   */
+  const flat = new Map<AlgorithmName, { script: Script; readOne(reply: unknown): StepResult[] }>(
+    ALGORITHMS.map((a) => {
+      const s = scripts.get(`one-${a}`)!
+      const readOne = (reply: unknown): StepResult[] => {
+        checkReply(reply, 1, 3, s.name)
+        return parseFlat(reply, 0, 1)
+      }
+      return [a, { script: s, readOne }]
+    }),
+  )
   const coalesce = parsed.data.coalesce ?? true
   const shareWrites = parsed.data.coalesceWrites ?? true
   /** Decisions waiting for the end of the tick, by hash slot group ('' when standalone). */
@@ -305,17 +319,15 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
     const one = g.steps.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
     if (one === undefined) {
-      return run(pick('apply', g), g.keys, moduleArgs([mode, at, slack], g), true, (reply) => {
-        checkReply(reply, g.steps.length, 5, 'apply')
+      const s = pick('apply', g)
+      return run(s, g.keys, moduleArgs([mode, at, slack], g), true, (reply) => {
+        checkReply(reply, g.steps.length, 5, s.name)
         return parse(reply, 0, g.steps.length)
       })
     }
     const args = [at]
     pushFlatArgs(args, mode, g.steps[0]!)
-    return run(one, g.keys, args, true, (reply) => {
-      checkReply(reply, 1, 3, `one-${g.algorithm}`)
-      return parseFlat(reply, 0, 1)
-    })
+    return run(one.script, g.keys, args, true, one.readOne)
   }
 
   /** Send coalesced decisions: one apply call for a single decision, else one batch script call. */
@@ -342,8 +354,9 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
           moduleArgs(args, e.group)
         }
       }
-      const reply = await run(one ?? pick('batch', { algorithm }), keys, args, false, same)
-      checkReply(reply, steps, one === undefined ? 5 : 3, one === undefined ? 'batch' : `one-${algorithm}`)
+      const s = one?.script ?? pick('batch', { algorithm })
+      const reply = await run(s, keys, args, false, same)
+      checkReply(reply, steps, one === undefined ? 5 : 3, s.name)
       let from = 0
       for (const e of entries) {
         const count = e.group.steps.length
