@@ -31,3 +31,22 @@ export function freshPrefix(label: string): string {
   unique++
   return `t-${label}-${process.pid}-${unique}`
 }
+
+/**
+ * The state and block keys of policy `p` on subject `k` under `prefix`: each key's type, raw bytes
+ * (hex; a list's elements joined) and absolute expiry (PEXPIRETIME). Compares what two paths stored.
+ */
+export async function storedKeys(client: Redis, prefix: string): Promise<[string, string, number][]> {
+  const out: [string, string, number][] = []
+  for (const key of [`${prefix}:{k}:p`, `${prefix}:{k}:p:block`]) {
+    const type = await client.type(key)
+    const raw =
+      type === 'list'
+        ? (await client.lrange(key, 0, -1)).join(',')
+        : type === 'string'
+          ? ((await client.getBuffer(key))?.toString('hex') ?? '')
+          : ''
+    out.push([type, raw, Number(await client.call('PEXPIRETIME', key))])
+  }
+  return out
+}

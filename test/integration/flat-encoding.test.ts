@@ -9,7 +9,7 @@ import type { Step } from '../../src/store.js'
 import { memoryStore } from '../../src/stores/memory.js'
 import { redisStore } from '../../src/stores/redis/index.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'
-import { freshPrefix, ioredis } from './clients.js'
+import { freshPrefix, ioredis, storedKeys } from './clients.js'
 
 const client = ioredis()
 afterAll(() => client.disconnect())
@@ -27,21 +27,7 @@ const stepOf = (
     ? { policy, key: 'k', cost, leaseId: lease }
     : { policy, key: 'k', cost }) as Step
 
-/** The state and block keys of policy `p` on key `k`: type, raw bytes (hex) and PEXPIRETIME. */
-async function stored(prefix: string): Promise<[string, string, number][]> {
-  const out: [string, string, number][] = []
-  for (const key of [`${prefix}:{k}:p`, `${prefix}:{k}:p:block`]) {
-    const type = await client.type(key)
-    const raw =
-      type === 'list'
-        ? (await client.lrange(key, 0, -1)).join(',')
-        : type === 'string'
-          ? ((await client.getBuffer(key))?.toString('hex') ?? '')
-          : ''
-    out.push([type, raw, Number(await client.call('PEXPIRETIME', key))])
-  }
-  return out
-}
+const stored = (prefix: string) => storedKeys(client, prefix)
 
 describe('flat script wire format', () => {
   it('raw reply: allowed, denied and blocked decisions and a peek of cost 0, as the header says', async () => {

@@ -6,7 +6,7 @@ import { ALGORITHMS, type AlgorithmName, type Policy, resolvePolicy } from '../.
 import type { Step, StepResult } from '../../src/store.js'
 import { memoryStore } from '../../src/stores/memory.js'
 import { redisStore } from '../../src/stores/redis/index.js'
-import { freshPrefix, ioredis } from './clients.js'
+import { freshPrefix, ioredis, storedKeys } from './clients.js'
 
 const client = ioredis()
 afterAll(() => client.disconnect())
@@ -90,21 +90,7 @@ describe('flat and module scripts share stored state', () => {
       const q = resolvePolicy('q', policyOf(algorithm, 1000, 1000))
       const step = (policy: typeof p, cost: number, lease: string): Step =>
         algorithm === 'concurrency' ? { policy, key: 'k', cost, leaseId: lease } : { policy, key: 'k', cost }
-      /** The state and block keys of p: their type, raw bytes and absolute expiry (PEXPIRETIME). */
-      const stored = async (prefix: string) => {
-        const out: [string, string, number][] = []
-        for (const key of [`${prefix}:{k}:p`, `${prefix}:{k}:p:block`]) {
-          const type = await client.type(key)
-          const raw =
-            type === 'list'
-              ? (await client.lrange(key, 0, -1)).join(',')
-              : type === 'string'
-                ? ((await client.getBuffer(key))?.toString('hex') ?? '')
-                : ''
-          out.push([type, raw, Number(await client.call('PEXPIRETIME', key))])
-        }
-        return out
-      }
+      const stored = (prefix: string) => storedKeys(client, prefix)
       let written = 0
       // Per key: the expiries last seen, and how long the op that set them took (the twins' calls
       // run a few ms apart against the server's real clock).
