@@ -3,8 +3,8 @@ import type { FSWatcher } from 'node:fs'
 // The `sluice` command. `sluice serve` runs the decision service (in-memory store by default);
 // `sluice check` validates a config file and prints what it understood.
 import { watch } from 'node:fs'
-import { readFile } from 'node:fs/promises'
-import { basename, dirname, resolve } from 'node:path'
+import { readFile, writeFile } from 'node:fs/promises'
+import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { pino } from 'pino'
@@ -19,8 +19,10 @@ const HELP = `Usage: sluice <command> [options]
 Commands:
   serve    Run the decision service              (sluice serve --help)
   check    Validate a config file and print it   (sluice check --help)
+  init     Write a commented starter sluice.yaml (sluice init --help)
 
-  sluice --help    This text
+  sluice --help       This text
+  sluice --version    The version of Sluice
 `
 
 const SERVE_HELP = `Usage: sluice serve [--config FILE] [--port N] [--host H] [--store URL]
@@ -32,21 +34,57 @@ POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics, /dashboard (
   --port N       Port to listen on (default 8080, or SLUICE_PORT; 0 picks a free port)
   --host H       Address to bind (default 127.0.0.1, or SLUICE_HOST)
   --store URL    memory | redis://host:port[/db] | rediss://... | redis+cluster://h1:p1,h2:p2
-                 (default: SLUICE_STORE, then REDIS_URL, then the config's store, then memory)
+                 (default: SLUICE_STORE, then the config's store: line, then REDIS_URL, then memory)
 
 Environment: SLUICE_ADMIN_TOKEN (admin endpoints), SLUICE_LOG_LEVEL (pino level, default info).
 Signals: SIGHUP reloads the config (so does saving the file); SIGTERM/SIGINT stop gracefully.
 `
 
-const CHECK_HELP = `Usage: sluice check [--config FILE]
+const CHECK_HELP = `Usage: sluice check [--config FILE] [--store URL]
 
 Validate a config file (default examples/sluice.yaml, or SLUICE_CONFIG) and print the policies,
-tiers and settings it defines. Exits 1 with file, line and path when it is not valid.
+tiers and settings it defines, and the store \`sluice serve\` would use with the same flags and
+environment (and where that choice came from). Exits 1 with file, line and path when it is not valid.
 `
+
+const INIT_HELP = `Usage: sluice init [--config FILE] [--force]
+
+Write a commented starter config (default ./sluice.yaml) to edit, then run
+\`sluice check --config sluice.yaml\` and \`sluice serve --config sluice.yaml\`.
+Refuses to overwrite an existing file unless --force is given.
+`
+
+/** Usage lines by command, printed after a flag mistake. */
+const USAGE: Record<string, string> = {
+  serve: SERVE_HELP.split('\n')[0]!,
+  check: CHECK_HELP.split('\n')[0]!,
+  init: INIT_HELP.split('\n')[0]!,
+}
+
+type Flags = NonNullable<Parameters<typeof parseArgs>[0]>['options']
+
+/**
+ * The command's flags, or exit 2 with what was wrong and the command's usage line (an unknown or
+ * misspelled flag is a mistake to point at, not a stack trace).
+ */
+function flags<const O extends Flags>(command: string, argv: string[], options: O) {
+  try {
+    return parseArgs({ args: argv, options, strict: true, allowPositionals: false }).values
+  } catch (error) {
+    const message = (error as Error).message.split('\n')[0]
+    process.stderr.write(`sluice ${command}: ${message}\n${USAGE[command]}\n`)
+    process.exit(2)
+  }
+}
+
+/** The package's own package.json, next to dist/. */
+function packageRoot(): string {
+  return resolve(dirname(fileURLToPath(import.meta.url)), '..')
+}
 
 /** The example config shipped with the package, next to dist/. */
 function defaultConfigPath(): string {
-  return resolve(dirname(fileURLToPath(import.meta.url)), '..', 'examples', 'sluice.yaml')
+  return resolve(packageRoot(), 'examples', 'sluice.yaml')
 }
 
 /** An environment variable, with empty meaning unset. */
@@ -65,34 +103,104 @@ function failAndExit(error: unknown): never {
   process.exit(1)
 }
 
+/**
+ * The store `serve` opens, and where that choice came from. Flags and SLUICE_STORE are Sluice's own,
+ * so they win; an explicit `store:` line in the config beats REDIS_URL, which other tools set too.
+ */
+function chooseStore(flag: string | undefined, config: ServiceConfig): { url: string; source: string } {
+  if (flag !== undefined) return { url: flag, source: '--store' }
+  const own = env('SLUICE_STORE')
+  if (own !== undefined) return { url: own, source: 'SLUICE_STORE' }
+  if (config.storeWritten) return { url: config.store, source: `${config.file} store:` }
+  const redisUrl = env('REDIS_URL')
+  if (redisUrl !== undefined) return { url: redisUrl, source: 'REDIS_URL' }
+  return { url: config.store, source: 'default' }
+}
+
 async function check(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: { config: { type: 'string' }, help: { type: 'boolean' } },
-    strict: true,
+  const values = flags('check', argv, {
+    config: { type: 'string' },
+    store: { type: 'string' },
+    help: { type: 'boolean' },
   })
   if (values.help) {
     process.stdout.write(CHECK_HELP)
     return
   }
   try {
-    process.stdout.write(describeConfig(await loadConfig(configPath(values.config))))
+    const config = await loadConfig(configPath(values.config))
+    const store = chooseStore(values.store, config)
+    process.stdout.write(describeConfig(config))
+    process.stdout.write(`  sluice serve would use: ${redactStoreUrl(store.url)} (from ${store.source})\n`)
   } catch (error) {
     failAndExit(error)
   }
 }
 
+/** A commented starter config: what `sluice init` writes. */
+const STARTER = `# Sluice decision service config. Reference: docs/service.md in the package.
+# Check it with \`sluice check --config sluice.yaml\`, run it with \`sluice serve --config sluice.yaml\`.
+# Durations: 500ms, 10s, 10m, 1h, 1d (or whole milliseconds).
+
+# Where counters live: memory (one process), redis://host:6379/0, rediss://..., or
+# redis+cluster://host1:port1,host2:port2 (the redis stores need \`npm install ioredis\`).
+store: memory
+prefix: sluice        # Redis key prefix
+onStoreError: open    # when the store fails: open (allow) | closed (deny) | memory (decide locally)
+
+policies:
+  # 100 requests a minute per key, bursts of up to 20 at once.
+  api: { algorithm: token-bucket, limit: 100, window: 1m, burst: 20 }
+  # Exact: 5 attempts in any 15 minutes; deny when the store is down.
+  login: { algorithm: sliding-window-log, limit: 5, window: 15m, onStoreError: closed }
+
+# tiers:               # per-tier overrides, picked with "tier" in /v1/check or ?tier= in /v1/authz
+#   pro: { api: { limit: 1000, burst: 200 } }
+
+# authz:               # GET /v1/authz (nginx auth_request): the key is the client IP by default
+#   keyHeader: x-api-key
+
+# admin:               # POST /v1/reset and /v1/block need \`Authorization: Bearer <token>\`
+#   token: use-a-long-random-secret   # or SLUICE_ADMIN_TOKEN; without one they are off
+`
+
+async function init(argv: string[]): Promise<void> {
+  const values = flags('init', argv, {
+    config: { type: 'string' },
+    force: { type: 'boolean' },
+    help: { type: 'boolean' },
+  })
+  if (values.help) {
+    process.stdout.write(INIT_HELP)
+    return
+  }
+  const file = values.config ?? 'sluice.yaml'
+  try {
+    // The starter must always be a valid config: check it before writing it.
+    parseConfig(STARTER, 'starter')
+    await writeFile(file, STARTER, { flag: values.force ? 'w' : 'wx' })
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST')
+      failAndExit(`${file} exists; pass --force to overwrite it`)
+    failAndExit(error)
+  }
+  process.stdout.write(
+    `wrote ${file}\n  next: sluice check --config ${file}\n        sluice serve --config ${file}\n`,
+  )
+}
+
+async function version(): Promise<void> {
+  const text = await readFile(join(packageRoot(), 'package.json'), 'utf8')
+  process.stdout.write(`${(JSON.parse(text) as { version: string }).version}\n`)
+}
+
 async function serve(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string' },
-      port: { type: 'string' },
-      host: { type: 'string' },
-      store: { type: 'string' },
-      help: { type: 'boolean' },
-    },
-    strict: true,
+  const values = flags('serve', argv, {
+    config: { type: 'string' },
+    port: { type: 'string' },
+    host: { type: 'string' },
+    store: { type: 'string' },
+    help: { type: 'boolean' },
   })
   if (values.help) {
     process.stdout.write(SERVE_HELP)
@@ -117,7 +225,7 @@ async function serve(argv: string[]): Promise<void> {
   } catch (error) {
     failAndExit(error)
   }
-  const storeUrl = values.store ?? env('SLUICE_STORE') ?? env('REDIS_URL') ?? config.store
+  const storeUrl = chooseStore(values.store, config).url
   let service: ReturnType<typeof createService>
   try {
     const store = await openStore(storeUrl, { prefix: config.prefix })
@@ -205,6 +313,8 @@ async function serve(argv: string[]): Promise<void> {
 const [command, ...rest] = process.argv.slice(2)
 if (command === 'serve') serve(rest).catch(failAndExit)
 else if (command === 'check') check(rest).catch(failAndExit)
+else if (command === 'init') init(rest).catch(failAndExit)
+else if (command === '--version' || command === '-v' || command === 'version') version().catch(failAndExit)
 else if (command === undefined || command === '--help' || command === '-h' || command === 'help')
   process.stdout.write(HELP)
 else {

@@ -37,6 +37,8 @@ export interface ServiceConfig {
   readonly file: string
   /** The store as written in the config (`memory`, `redis://...`). CLI flags and env override it. */
   readonly store: string
+  /** True when the file has a `store:` line (then it wins over REDIS_URL; docs/service.md). */
+  readonly storeWritten: boolean
   readonly prefix: string
   readonly onStoreError: FailMode
   /** Configured policy names, in file order. */
@@ -279,6 +281,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
   return {
     file,
     store: top.store ?? 'memory',
+    storeWritten: top.store !== undefined,
     prefix: top.prefix ?? 'sluice',
     onStoreError,
     policyNames,
