@@ -1,8 +1,8 @@
 // Shared by the four examples: policies, layered rules and tiers for a small API.
-// In your app, import from 'sluice' (and 'sluice/express', ...) instead of '../src/...'.
+// Imports the package by its name, as your app would (in this repository it resolves to dist/).
 
-import type { HttpLimiterOptions, HttpRequestInfo } from '../src/index.js'
-import { createLimiter } from '../src/index.js'
+import type { HttpLimiterOptions, HttpRequestInfo } from 'sluice'
+import { createLimiter } from 'sluice'
 
 export const limiter = createLimiter({
   policies: {

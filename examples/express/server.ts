@@ -1,8 +1,8 @@
 // Express with layered limits and tiers: node --import tsx examples/express/server.ts
 // Try: curl -i -H 'Authorization: Bearer alice' http://127.0.0.1:3000/users/1
 import express from 'express'
-import { sluice } from '../../src/adapters/express.js' // in your app: from 'sluice/express'
-import { createHttpLimiter } from '../../src/index.js'
+import { sluice } from 'sluice/express'
+import { createHttpLimiter } from 'sluice'
 import { options, port } from '../shared.js'
 
 const limit = sluice(createHttpLimiter(options))

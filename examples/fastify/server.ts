@@ -1,7 +1,7 @@
 // Fastify with layered limits and tiers: node --import tsx examples/fastify/server.ts
 // Try: curl -i -H 'Authorization: Bearer bob' http://127.0.0.1:3000/users/1
 import Fastify from 'fastify'
-import { sluice } from '../../src/adapters/fastify.js' // in your app: from 'sluice/fastify'
+import { sluice } from 'sluice/fastify'
 import { options, port } from '../shared.js'
 
 const app = Fastify()
