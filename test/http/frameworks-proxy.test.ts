@@ -236,6 +236,37 @@ describe('fastify 5 register errors', () => {
   })
 })
 
+describe('Hono middleware and Express middleware swapped', () => {
+  it('Hono middleware mounted with Express app.use reaches the error handler as SLUICE_WRONG_ADAPTER', async () => {
+    const app = express5()
+    app.use(sluiceHono(options()) as never)
+    app.get('/hello', (_req, res) => {
+      res.send('hello')
+    })
+    app.use(errorHandler)
+    const reply = await call(await listen(createServer(app)), '/hello')
+    expect(reply.status).toBe(500)
+    const body = JSON.parse(reply.body) as { code: string; message: string }
+    expect(body.code).toBe('SLUICE_WRONG_ADAPTER')
+    expect(body.message).toMatch(/sluice\/express/)
+  })
+
+  it("Express middleware mounted in Hono reaches Hono's onError as SLUICE_WRONG_ADAPTER", async () => {
+    const app = new Hono()
+    const seen: unknown[] = []
+    app.onError((error, c) => {
+      seen.push(error)
+      return c.text('failed', 500)
+    })
+    app.use('*', sluiceExpress(options()) as never)
+    app.get('/hello', (c) => c.text('hello'))
+    expect((await app.fetch(new Request('http://localhost/hello'))).status).toBe(500)
+    expect(seen[0]).toBeInstanceOf(SluiceError)
+    expect(seen[0]).toMatchObject({ code: 'SLUICE_WRONG_ADAPTER' })
+    expect((seen[0] as Error).message).toMatch(/sluice\/hono/)
+  })
+})
+
 describe('hono 4 off @hono/node-server', () => {
   const request = (client?: string) =>
     new Request('http://localhost/hello', client === undefined ? {} : { headers: { 'x-client': client } })
