@@ -249,7 +249,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
 
 /** Adapters accept either a ready core or its options. */
 export function asHttpLimiter(value: HttpLimiter | HttpLimiterOptions): HttpLimiter {
-  return typeof (value as HttpLimiter).check === 'function'
+  return typeof (value as HttpLimiter | undefined)?.check === 'function'
     ? (value as HttpLimiter)
     : createHttpLimiter(value as HttpLimiterOptions)
 }

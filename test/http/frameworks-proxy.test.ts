@@ -191,6 +191,7 @@ describe('fastify 5 register errors', () => {
   const bad: [string, unknown][] = [
     ['no limiter', { rules: [{ policy: 'perIp', key: 'ip' }] }],
     ['no options at all', undefined],
+    ['{ http: undefined }', { http: undefined }],
     ['trustProxy: true (not a Sluice value)', { ...options(), trustProxy: true }],
     ['a rule naming an unknown policy', { ...options(), rules: [{ policy: 'nope', key: 'ip' }] }],
   ]
