@@ -2,7 +2,12 @@
 // it only needs the Node request/response and the `route`/`baseUrl` Express puts on the request.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
-import { type FrameworkTrust, frameworkTrustsProxies, proxyTrustConflict } from '../http/framework-trust.js'
+import {
+  type FrameworkTrust,
+  frameworkTrustsProxies,
+  proxyTrustConflict,
+  reportConflict,
+} from '../http/framework-trust.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
 import { wrongAdapter } from './misuse.js'
 import { sendOutcome } from './node.js'
@@ -46,6 +51,8 @@ export interface ExpressLimiter extends ExpressMiddleware {
  */
 export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimiter {
   const http = asHttpLimiter(limiter)
+  // Refused only if the app turns out to trust proxies (known per request: `req.app`).
+  const conflict = proxyTrustConflict(http.options, EXPRESS_TRUST)
   const make =
     (routeOptions: RouteOptions | undefined): ExpressMiddleware =>
     (req, res, next) => {
@@ -57,8 +64,7 @@ export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimite
       }
       let frameworkClientAddress: string | undefined
       if (typeof req.app?.get === 'function' && frameworkTrustsProxies(req.app.get('trust proxy'))) {
-        const conflict = proxyTrustConflict(http.options, EXPRESS_TRUST)
-        if (conflict !== undefined) return next(conflict)
+        if (conflict !== undefined) return next(reportConflict(http, conflict))
         frameworkClientAddress = req.ip
       }
       const pattern = req.route?.path

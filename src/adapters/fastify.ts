@@ -3,7 +3,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { InvalidOptionsError } from '../errors.js'
 import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
-import { type FrameworkTrust, proxyTrustConflict } from '../http/framework-trust.js'
+import { type FrameworkTrust, proxyTrustConflict, reportConflict } from '../http/framework-trust.js'
 import type { HttpLimiter, HttpLimiterOptions, HttpOutcome, RouteOptions } from '../http/index.js'
 import { wrongAdapter } from './misuse.js'
 
@@ -67,7 +67,7 @@ export function sluice(
     'onRequest',
     (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
       fastifyTrustsProxies ??= request.ips !== undefined
-      if (fastifyTrustsProxies && conflict !== undefined) return next(conflict)
+      if (fastifyTrustsProxies && conflict !== undefined) return next(reportConflict(http, conflict))
       const outcome = http.check(
         {
           method: request.method,

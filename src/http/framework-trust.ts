@@ -1,6 +1,7 @@
 // Who decides the client address behind a proxy: the framework (Express `trust proxy`, Fastify
 // `trustProxy`) or Sluice's own `trustProxy`. Exactly one of them; both set is refused, loudly.
 import { InvalidOptionsError } from '../errors.js'
+import { defaultLogger, type HttpLimiter } from './core.js'
 import type { HttpLimiterOptions } from './types.js'
 
 /** How an adapter names its framework's setting in the conflict message. */
@@ -38,4 +39,22 @@ export function proxyTrustConflict(
       `${framework.address} (the address the framework resolved), or remove the framework's setting ` +
       `(${framework.off}) to let Sluice read the forwarding header itself.`,
   )
+}
+
+/** HTTP cores whose conflict was logged: once each, however many requests it refuses. */
+const reported = new WeakSet<HttpLimiter>()
+
+/**
+ * Log a trust conflict once per HTTP core (through its `logger`), so it is seen even when the app's
+ * error handler or the framework's logger stays quiet. Returns the error, for `next(error)`.
+ */
+export function reportConflict(http: HttpLimiter, error: InvalidOptionsError): InvalidOptionsError {
+  if (!reported.has(http)) {
+    reported.add(http)
+    ;(http.options.logger ?? defaultLogger).error(
+      { err: error },
+      'sluice: refusing every request until one of the two trust-proxy settings is removed',
+    )
+  }
+  return error
 }

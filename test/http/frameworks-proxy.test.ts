@@ -14,6 +14,7 @@ import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
 import { sluice as sluiceHono } from '../../src/adapters/hono.js'
 import { SluiceError } from '../../src/errors.js'
 import type { HttpLimiterOptions, HttpLogger } from '../../src/http/index.js'
+import { createHttpLimiter } from '../../src/http/index.js'
 import { createLimiter } from '../../src/limiter.js'
 import { call } from './servers.js'
 
@@ -113,8 +114,11 @@ for (const [name, express] of [
     })
 
     it("refuses Sluice's trustProxy set as well: the error names which setting to remove", async () => {
-      const target = await serve('loopback', { trustProxy: ['loopback'] })
+      const { logger, errors } = capture()
+      const target = await serve('loopback', { trustProxy: ['loopback'], logger })
       const reply = await call(target, '/hello', forwarded('203.0.113.1'))
+      expect((await call(target, '/hello', forwarded('203.0.113.2'))).status).toBe(500)
+      expect(errors).toHaveLength(1) // logged once, whatever the app's error handler does
       expect(reply.status).toBe(500)
       const body = JSON.parse(reply.body) as { code: string; message: string; sluice: boolean }
       expect(body.sluice).toBe(true)
@@ -174,11 +178,14 @@ describe('fastify 5 with trustProxy', () => {
   })
 
   it("refuses Sluice's trustProxy set as well, naming which setting to remove", async () => {
+    const { logger, errors } = capture()
     const app = Fastify({ trustProxy: true })
-    await app.register(sluiceFastify, options({ trustProxy: ['loopback'] }))
+    await app.register(sluiceFastify, options({ trustProxy: ['loopback'], logger }))
     app.get('/hello', async () => 'hello')
     const target = await listenFastify(app)
     const reply = await call(target, '/hello', forwarded('203.0.113.1'))
+    expect((await call(target, '/hello', forwarded('203.0.113.2'))).status).toBe(500)
+    expect(errors).toHaveLength(1) // Fastify's own logger is off by default: Sluice's says it once
     expect(reply.status).toBe(500)
     const body = JSON.parse(reply.body) as { code: string; message: string }
     expect(body.code).toBe('SLUICE_INVALID_OPTIONS')
@@ -283,6 +290,19 @@ describe('hono 4 off @hono/node-server', () => {
     expect((await app.fetch(request())).status).toBe(429)
     expect(warnings).toHaveLength(1)
     expect(warnings[0]).toMatch(/remoteAddress: \(c\) =>/)
+  })
+
+  it('warns once for a core shared by two mounts, and once more for another core', async () => {
+    const { logger, warnings } = capture()
+    const shared = createHttpLimiter(options({ logger }))
+    const app = new Hono()
+    app.get('/a', sluiceHono(shared), (c) => c.text('a'))
+    app.get('/b', sluiceHono(shared), (c) => c.text('b'))
+    app.get('/c', sluiceHono(options({ logger })), (c) => c.text('c'))
+    for (const path of ['/a', '/b', '/a', '/b']) await app.fetch(new Request(`http://localhost${path}`))
+    expect(warnings).toHaveLength(1)
+    await app.fetch(new Request('http://localhost/c'))
+    expect(warnings).toHaveLength(2)
   })
 
   it('keys on remoteAddress(c) when given, with no warning', async () => {
