@@ -19,7 +19,7 @@ export type SluiceFastifyOptions = { http: HttpLimiter } | HttpLimiterOptions
 const FASTIFY_TRUST: FrameworkTrust = {
   setting: 'Fastify trustProxy',
   address: 'request.ip',
-  off: 'remove trustProxy from Fastify({ ... })',
+  off: 'leave trustProxy out of Fastify({ ... })',
 }
 
 /**

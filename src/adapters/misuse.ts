@@ -49,7 +49,9 @@ export function wrongAdapter(adapter: Adapter, given: readonly unknown[]): Wrong
         ? 'Hono called it as middleware (c, next)'
         : caller === 'express'
           ? 'it was called as Express or node:http middleware (req, res, next)'
-          : `it was called with ${args.length} argument(s) it does not understand`
+          : args.length <= 1
+            ? 'it was called directly, like a factory (sluice(options))'
+            : `it was called with ${args.length} arguments it does not understand`
   const instead =
     caller === undefined || caller === adapter
       ? `Use it this way: ${HOW[adapter]}.`

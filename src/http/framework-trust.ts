@@ -36,7 +36,7 @@ export function proxyTrustConflict(
   return new InvalidOptionsError(
     `trustProxy: both ${framework.setting} and Sluice's trustProxy (${JSON.stringify(options.trustProxy)}) are set, ` +
       `so two settings would decide who the client is. Remove trustProxy from Sluice's options to key on ` +
-      `${framework.address} (the address the framework resolved), or remove the framework's setting ` +
+      `${framework.address} (the address the framework resolved), or turn the framework's off ` +
       `(${framework.off}) to let Sluice read the forwarding header itself.`,
   )
 }
