@@ -13,6 +13,7 @@ export type SluiceErrorCode =
   | 'SLUICE_STORE_CLOSED'
   | 'SLUICE_INVALID_CONFIG'
   | 'SLUICE_STORE_UNAVAILABLE'
+  | 'SLUICE_WRONG_ADAPTER'
 
 /** Base class of every error Sluice throws on purpose. `code` is stable across versions. */
 export class SluiceError extends Error {
@@ -98,5 +99,15 @@ export class StoreTimeoutError extends SluiceError {
 export class StoreUnavailableError extends SluiceError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('SLUICE_STORE_UNAVAILABLE', message, options)
+  }
+}
+
+/**
+ * An adapter used with another framework: Express middleware given to Fastify's `register`, the
+ * Fastify plugin mounted with Express's `app.use`, ... The message names the import to use instead.
+ */
+export class WrongAdapterError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_WRONG_ADAPTER', message)
   }
 }

@@ -18,6 +18,7 @@ export {
   StoreTimeoutError,
   StoreUnavailableError,
   UnknownPolicyError,
+  WrongAdapterError,
 } from './errors.js'
 export type {
   CircuitState,

@@ -2,7 +2,14 @@
 // it only needs the Node request/response and the `route`/`baseUrl` Express puts on the request.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
+import {
+  type FrameworkTrust,
+  frameworkTrustsProxies,
+  proxyTrustConflict,
+  reportConflict,
+} from '../http/framework-trust.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
+import { wrongAdapter } from './misuse.js'
 import { sendOutcome } from './node.js'
 
 /** The parts of an Express request the middleware reads. */
@@ -10,6 +17,16 @@ export interface ExpressLikeRequest extends IncomingMessage {
   route?: { path?: unknown }
   baseUrl?: string
   path?: string
+  /** The client address Express resolved (through `trust proxy` when set). */
+  ip?: string | undefined
+  /** The app handling the request: its `trust proxy` setting says whether `ip` went through proxies. */
+  app?: { get(setting: string): unknown }
+}
+
+const EXPRESS_TRUST: FrameworkTrust = {
+  setting: "Express app.set('trust proxy', ...)",
+  address: 'req.ip',
+  off: "app.set('trust proxy', false)",
 }
 
 export type ExpressMiddleware = (
@@ -26,15 +43,30 @@ export interface ExpressLimiter extends ExpressMiddleware {
 /**
  * Express middleware. Mount it on routes (`app.get('/users/:id', limit, handler)`) so it sees the
  * route pattern; mounted with `app.use` it runs before routing and every request counts as route `*`.
+ * Behind a proxy, either `app.set('trust proxy', ...)` (Sluice then keys on `req.ip`) or Sluice's
+ * `trustProxy`, not both: with both, every request fails with `SLUICE_INVALID_OPTIONS` (via `next`).
  * @example
  * const limit = sluice({ limiter, rules: [{ policy: 'perIp', key: 'ip' }, { policy: 'perUser', key: 'user' }] })
  * app.get('/users/:id', limit, (req, res) => res.json({ ok: true }))
  */
 export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimiter {
   const http = asHttpLimiter(limiter)
+  // Refused only if the app turns out to trust proxies (known per request: `req.app`).
+  const conflict = proxyTrustConflict(http.options, EXPRESS_TRUST)
   const make =
     (routeOptions: RouteOptions | undefined): ExpressMiddleware =>
     (req, res, next) => {
+      // Given to another framework (Fastify's register passes instance, options, done).
+      if (typeof (res as Partial<ServerResponse> | undefined)?.setHeader !== 'function') {
+        const error = wrongAdapter('express', [req, res, next])
+        if (typeof next === 'function') return next(error)
+        throw error
+      }
+      let frameworkClientAddress: string | undefined
+      if (typeof req.app?.get === 'function' && frameworkTrustsProxies(req.app.get('trust proxy'))) {
+        if (conflict !== undefined) return next(reportConflict(http, conflict))
+        frameworkClientAddress = req.ip
+      }
       const pattern = req.route?.path
       const route = pattern === undefined ? undefined : `${req.baseUrl ?? ''}${String(pattern)}`
       const outcome = http.check(
@@ -43,6 +75,7 @@ export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimite
           route,
           path: req.path ?? pathOf(req.url),
           remoteAddress: req.socket.remoteAddress,
+          frameworkClientAddress,
           header: (name) => headerValue(req.headers[name]),
           raw: req,
         },

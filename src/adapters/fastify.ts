@@ -1,8 +1,11 @@
 // sluice/fastify: a Fastify 5 plugin over the shared HTTP core. Per-route options go in the route's
 // config: `app.post('/reports', { config: { sluice: { cost: 5 } } }, handler)`.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { InvalidOptionsError } from '../errors.js'
 import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
+import { type FrameworkTrust, proxyTrustConflict, reportConflict } from '../http/framework-trust.js'
 import type { HttpLimiter, HttpLimiterOptions, HttpOutcome, RouteOptions } from '../http/index.js'
+import { wrongAdapter } from './misuse.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -13,16 +16,47 @@ declare module 'fastify' {
 
 export type SluiceFastifyOptions = { http: HttpLimiter } | HttpLimiterOptions
 
+const FASTIFY_TRUST: FrameworkTrust = {
+  setting: 'Fastify trustProxy',
+  address: 'request.ip',
+  off: 'leave trustProxy out of Fastify({ ... })',
+}
+
 /**
  * Register with `await app.register(sluice, { limiter, rules })` (or `{ http: createHttpLimiter(...) }`).
  * Applies to every route of the instance it is registered on, including routes added before it.
+ * Bad options reject that `register` (and `app.ready()`). Behind a proxy, either Fastify's
+ * `trustProxy` (Sluice then keys on `request.ip`) or Sluice's `trustProxy`, not both: with both,
+ * every request fails with `SLUICE_INVALID_OPTIONS`.
  */
 export function sluice(
   instance: FastifyInstance,
   options: SluiceFastifyOptions,
   done: (error?: Error) => void,
 ): void {
-  const http = asHttpLimiter('http' in options ? options.http : options)
+  // Called the wrong way: by Express (req, res, next), or as a factory `sluice(options)`.
+  if (typeof (instance as Partial<FastifyInstance> | undefined)?.addHook !== 'function') {
+    const error = wrongAdapter('fastify', [instance, options, done])
+    if (typeof done !== 'function') throw error
+    done(error)
+    return
+  }
+  // Errors go to `done`, so they reject `register`/`ready` instead of escaping avvio's queue.
+  let http: HttpLimiter
+  try {
+    if (options === null || typeof options !== 'object')
+      throw new InvalidOptionsError(
+        'sluice/fastify: await app.register(sluice, { limiter, rules }) or { http }',
+      )
+    http = asHttpLimiter('http' in options ? options.http : options)
+  } catch (error) {
+    done(error instanceof Error ? error : new Error(String(error)))
+    return
+  }
+  const conflict = proxyTrustConflict(http.options, FASTIFY_TRUST)
+  // Fastify 5 keeps `trustProxy` out of `initialConfig`; `request.ips` is documented as defined only
+  // when it is enabled. It is the same for every request of the server, so it is read once.
+  let fastifyTrustsProxies: boolean | undefined
   instance.addHook('onRoute', (route) => {
     const routeOptions = (route.config as { sluice?: RouteOptions } | undefined)?.sluice
     if (routeOptions !== undefined)
@@ -32,12 +66,15 @@ export function sluice(
   instance.addHook(
     'onRequest',
     (request: FastifyRequest, reply: FastifyReply, next: (error?: Error) => void) => {
+      fastifyTrustsProxies ??= request.ips !== undefined
+      if (fastifyTrustsProxies && conflict !== undefined) return next(reportConflict(http, conflict))
       const outcome = http.check(
         {
           method: request.method,
           route: request.routeOptions.url,
           path: pathOf(request.raw.url),
           remoteAddress: request.raw.socket.remoteAddress,
+          frameworkClientAddress: fastifyTrustsProxies ? request.ip : undefined,
           header: (name) => headerValue(request.headers[name]),
           raw: request,
         },

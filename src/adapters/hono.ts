@@ -1,11 +1,17 @@
 // sluice/hono: Hono 4 middleware over the shared HTTP core.
 import type { Context, MiddlewareHandler } from 'hono'
 import { matchedRoutes } from 'hono/route'
-import { asHttpLimiter } from '../http/core.js'
+import { asHttpLimiter, defaultLogger } from '../http/core.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
+import { wrongAdapter } from './misuse.js'
 
 export interface HonoAdapterOptions {
-  /** The peer address. Default: the socket of @hono/node-server (`c.env.incoming`); other runtimes pass their own. */
+  /**
+   * The peer address. Default: the socket of @hono/node-server (`c.env.incoming`). Other runtimes pass
+   * their own, usually through the runtime's `getConnInfo` (from `hono/bun`, `hono/deno`,
+   * `hono/cloudflare-workers`, ...): `remoteAddress: (c) => getConnInfo(c).remote.address`. Without
+   * it off node-server, every client is `ip:unknown` (one shared budget): a warning says so, once per limiter.
+   */
   remoteAddress?: (c: Context) => string | undefined
   /** Options for the routes this middleware is mounted on (`app.post('/reports', sluice(http, { route: { cost: 5 } }), h)`). */
   route?: RouteOptions
@@ -21,9 +27,26 @@ function handlerRoute(c: Context): string | undefined {
   return undefined
 }
 
-function nodeRemoteAddress(c: Context): string | undefined {
-  const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined
-  return env?.incoming?.socket?.remoteAddress
+/** Limiters already warned that no remote address could be found: the warning is logged once each. */
+const warnedNoAddress = new WeakSet<HttpLimiter>()
+
+const NO_ADDRESS_WARNING =
+  'sluice: no client address: this request did not come through @hono/node-server (no c.env.incoming), ' +
+  "so every client keys as 'ip:unknown' and shares one budget. Pass the runtime's peer address: " +
+  'sluice(options, { remoteAddress: (c) => getConnInfo(c).remote.address }), with getConnInfo from ' +
+  "your runtime's Hono adapter (hono/bun, hono/deno, hono/cloudflare-workers, ...)"
+
+/** The peer address from @hono/node-server's `c.env.incoming`; warns once per limiter when there is none. */
+function nodeRemoteAddress(http: HttpLimiter): (c: Context) => string | undefined {
+  return (c) => {
+    const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined
+    // A unix socket under node-server has `incoming` but no address: that is `missingIp`'s case, not this.
+    if (env?.incoming === undefined && !warnedNoAddress.has(http)) {
+      warnedNoAddress.add(http)
+      ;(http.options.logger ?? defaultLogger).warn({ route: c.req.path }, NO_ADDRESS_WARNING)
+    }
+    return env?.incoming?.socket?.remoteAddress
+  }
 }
 
 /**
@@ -37,8 +60,16 @@ export function sluice(
   const http = asHttpLimiter(limiter)
   const routeOptions =
     options.route === undefined ? undefined : http.prepare(options.route, 'hono route options')
-  const remoteAddress = options.remoteAddress ?? nodeRemoteAddress
-  return async (c, next) => {
+  const remoteAddress = options.remoteAddress ?? nodeRemoteAddress(http)
+  return async (c, next, ...rest: unknown[]) => {
+    // Given to another framework: Express passes (req, res, next), Fastify's register (instance, options, done).
+    if (typeof (c as Partial<Context> | undefined)?.req?.header !== 'function') {
+      const third = rest[0]
+      const error = wrongAdapter('hono', [c, next, third])
+      if (typeof third !== 'function') throw error
+      ;(third as (error: Error) => void)(error)
+      return undefined
+    }
     const outcome = await http.check(
       {
         method: c.req.method,

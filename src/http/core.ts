@@ -48,8 +48,8 @@ const scalarOptions = z.object({
   storeUnavailableStatus: z.union([z.literal(503), z.literal(429)]).default(503),
 })
 
-/** The logger when none is given: one JSON line per message on stderr. */
-const defaultLogger: HttpLogger = { warn: logTo('warn'), error: logTo('error') }
+/** The logger when none is given: one JSON line per message on stderr (adapters log through it too). */
+export const defaultLogger: HttpLogger = { warn: logTo('warn'), error: logTo('error') }
 
 function logTo(level: 'warn' | 'error'): HttpLogger['warn'] {
   return (details, message) =>
@@ -249,7 +249,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
 
 /** Adapters accept either a ready core or its options. */
 export function asHttpLimiter(value: HttpLimiter | HttpLimiterOptions): HttpLimiter {
-  return typeof (value as HttpLimiter).check === 'function'
+  return typeof (value as HttpLimiter | undefined)?.check === 'function'
     ? (value as HttpLimiter)
     : createHttpLimiter(value as HttpLimiterOptions)
 }

@@ -53,6 +53,10 @@ export class KeyMaker {
   }
 
   clientIp(request: HttpRequestInfo): string | undefined {
+    // The framework resolved the client through its own trusted proxies and Sluice was not told to:
+    // the framework's answer wins (adapters refuse the setup where both are set).
+    if (request.frameworkClientAddress !== undefined && this.#options.trustProxy === undefined)
+      return request.frameworkClientAddress
     const forwarded = this.#proxyHeader === undefined ? undefined : request.header(this.#proxyHeader)
     return this.#ipResolver.resolve(request.remoteAddress, forwarded)
   }

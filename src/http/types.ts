@@ -13,6 +13,13 @@ export interface HttpRequestInfo {
   path: string
   /** The socket's peer address; undefined for a unix socket. */
   remoteAddress: string | undefined
+  /**
+   * The client address as the framework resolved it through proxies the framework was told to trust
+   * (Express `req.ip` under `app.set('trust proxy', ...)`, Fastify `request.ip` under `trustProxy`).
+   * Adapters set it only when the framework trusts proxies; the core then keys on it instead of
+   * reading forwarding headers itself (Sluice's `trustProxy` must be unset: docs/http.md, "Behind a proxy").
+   */
+  frameworkClientAddress?: string | undefined
   /** A request header by lower-case name (repeated headers joined with `, `). */
   header(name: string): string | undefined
   /** The framework's own request object, for user callbacks (`user`, `tiers.resolve`, `skip.when`). */

@@ -1,0 +1,180 @@
+// Attack through a real nginx in front of Express 5 and Fastify 5 configured the way their users do
+// (`app.set('trust proxy', '127.0.0.1')`, `Fastify({ trustProxy: '127.0.0.1' })`, no `trustProxy` in
+// Sluice's options). Clients connect from their own loopback addresses (127.0.0.5, ...), nginx appends
+// them to X-Forwarded-For. Before the fix Sluice keyed every request on nginx's 127.0.0.1: one client
+// spending its budget locked out everyone. A client that forges X-Forwarded-For must stay in its own budget.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, request, type Server } from 'node:http'
+import { connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import express from 'express'
+import Fastify, { type FastifyInstance } from 'fastify'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sluice as sluiceExpress } from '../../src/adapters/express.js'
+import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
+import type { HttpLimiterOptions } from '../../src/http/index.js'
+import { createLimiter } from '../../src/limiter.js'
+import { freePort } from '../service/helpers.js'
+
+const nginxBinary = ['/usr/sbin/nginx', 'nginx'].find((bin) => spawnSync(bin, ['-v']).status === 0)
+
+/** Two requests per client per minute; every decision's key is recorded. */
+function options(keys: string[]): HttpLimiterOptions {
+  const limiter = createLimiter({
+    policies: { perIp: { algorithm: 'sliding-window-log', limit: 2, window: '1m' } },
+  })
+  return {
+    limiter,
+    rules: [{ policy: 'perIp', key: 'ip' }],
+    onDecision: (info) => keys.push(info.decision.key),
+  }
+}
+
+function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  return new Promise((resolve, reject) => {
+    const attempt = () => {
+      const socket = connect(port, '127.0.0.1')
+      socket.once('connect', () => {
+        socket.destroy()
+        resolve()
+      })
+      socket.once('error', () => {
+        socket.destroy()
+        if (Date.now() > deadline) reject(new Error(`nothing listens on ${port} after ${timeoutMs}ms`))
+        else setTimeout(attempt, 50)
+      })
+    }
+    attempt()
+  })
+}
+
+let nginx: ChildProcess | undefined
+let nginxPort = 0
+let dir = ''
+let expressServer: Server | undefined
+let fastify: FastifyInstance | undefined
+const expressKeys: string[] = []
+const fastifyKeys: string[] = []
+
+/** One GET through nginx, from the client address `from` (any 127.0.0.0/8 address is on lo). */
+function get(path: string, from: string, headers: Record<string, string> = {}): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: '127.0.0.1', port: nginxPort, path, localAddress: from, headers, agent: false },
+      (res) => {
+        res.resume()
+        res.on('end', () => resolve(res.statusCode ?? 0))
+      },
+    )
+    req.setTimeout(5000, () => req.destroy(new Error(`timeout on ${path}`)))
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+beforeAll(async () => {
+  if (nginxBinary === undefined) throw new Error('nginx is not installed: apt-get install -y nginx')
+  const app = express()
+  app.set('trust proxy', '127.0.0.1') // nginx, and only nginx
+  app.get('/express/hello', sluiceExpress(options(expressKeys)), (_req, res) => {
+    res.send('hello')
+  })
+  expressServer = createServer(app).listen(0, '127.0.0.1')
+  await once(expressServer, 'listening')
+  const expressPort = (expressServer.address() as { port: number }).port
+
+  fastify = Fastify({ trustProxy: '127.0.0.1' })
+  await fastify.register(sluiceFastify, options(fastifyKeys))
+  fastify.get('/fastify/hello', async () => 'hello')
+  await fastify.listen({ port: 0, host: '127.0.0.1' })
+  const fastifyPort = (fastify.server.address() as { port: number }).port
+
+  nginxPort = await freePort()
+  dir = mkdtempSync(join(tmpdir(), 'sluice-proxy-'))
+  mkdirSync(join(dir, 'logs'))
+  const location = (prefix: string, port: number) =>
+    [
+      `    location ${prefix} {`,
+      `      proxy_pass http://127.0.0.1:${port};`,
+      '      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
+      '    }',
+    ].join('\n')
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    [
+      'daemon off;',
+      'worker_processes 1;',
+      `pid ${dir}/nginx.pid;`,
+      `error_log ${dir}/logs/error.log warn;`,
+      'events { worker_connections 64; }',
+      'http {',
+      '  access_log off;',
+      `  client_body_temp_path ${dir}/client_body;`,
+      `  proxy_temp_path ${dir}/proxy;`,
+      `  fastcgi_temp_path ${dir}/fastcgi;`,
+      `  uwsgi_temp_path ${dir}/uwsgi;`,
+      `  scgi_temp_path ${dir}/scgi;`,
+      '  server {',
+      `    listen 127.0.0.1:${nginxPort};`,
+      location('/express/', expressPort),
+      location('/fastify/', fastifyPort),
+      '  }',
+      '}',
+      '',
+    ].join('\n'),
+  )
+  nginx = spawn(
+    nginxBinary,
+    ['-p', dir, '-e', join(dir, 'logs', 'startup.log'), '-c', join(dir, 'nginx.conf')],
+    {
+      stdio: 'ignore',
+    },
+  )
+  await waitForPort(nginxPort, 10_000)
+})
+
+afterAll(async () => {
+  if (nginx !== undefined && nginx.exitCode === null) {
+    const exited = once(nginx, 'exit')
+    nginx.kill('SIGQUIT')
+    await exited
+  }
+  expressServer?.closeAllConnections()
+  await new Promise((resolve) => expressServer?.close(resolve))
+  await fastify?.close()
+  if (dir !== '') rmSync(dir, { recursive: true, force: true })
+})
+
+for (const [framework, keys] of [
+  ['express', expressKeys],
+  ['fastify', fastifyKeys],
+] as const) {
+  describe(`nginx in front of ${framework} with the framework's trust proxy`, () => {
+    const path = `/${framework}/hello`
+
+    it("a client that spends its budget does not spend its neighbour's", async () => {
+      expect([
+        await get(path, '127.0.0.5'),
+        await get(path, '127.0.0.5'),
+        await get(path, '127.0.0.5'),
+      ]).toEqual([200, 200, 429])
+      expect(await get(path, '127.0.0.6')).toBe(200)
+      expect(keys.slice(-4)).toEqual(['ip:127.0.0.5', 'ip:127.0.0.5', 'ip:127.0.0.5', 'ip:127.0.0.6'])
+    })
+
+    it('a client forging X-Forwarded-For stays in its own budget and cannot spend a victim’s', async () => {
+      const forged = (address: string) => ({ 'x-forwarded-for': address })
+      const statuses = []
+      // A new forged address on every request, then the victim's own address.
+      for (const address of ['198.51.100.1', '198.51.100.2', '198.51.100.3', '127.0.0.8', '127.0.0.8'])
+        statuses.push(await get(path, '127.0.0.7', forged(address)))
+      expect(statuses).toEqual([200, 200, 429, 429, 429])
+      expect(new Set(keys.slice(-5))).toEqual(new Set(['ip:127.0.0.7']))
+      expect(await get(path, '127.0.0.8')).toBe(200)
+    })
+  })
+}
