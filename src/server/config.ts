@@ -7,7 +7,7 @@ import { z } from 'zod'
 import { InvalidConfigError, InvalidDurationError, SluiceError } from '../errors.js'
 import type { StoreUnavailableStatus } from '../http/headers.js'
 import type { TrustProxy } from '../http/ip.js'
-import { clientIpResolver } from '../http/ip.js'
+import { clientIpResolver, ipMatcher } from '../http/ip.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import type { Path } from './config-errors.js'
@@ -51,6 +51,12 @@ export interface ServiceConfig {
     readonly keyHeader: string | undefined
     /** Header naming the caller's tier for /v1/authz; undefined means no tiers there. */
     readonly tierHeader: string | undefined
+    /**
+     * Peers whose keyHeader and tierHeader are believed (addresses, CIDRs, loopback, private,
+     * linklocal). Default: trustProxy when it is a list, else `['loopback']`. From any other peer
+     * both headers are ignored: the key is the peer's address and the tier the default.
+     */
+    readonly trustedPeers: readonly string[]
     /** Peers whose forwarding header is believed (the HTTP core's rules). Default `['loopback']`. */
     readonly trustProxy: TrustProxy
     /** The header those proxies write. Default `x-real-ip` (what examples/nginx/sluice.conf sends). */
@@ -94,6 +100,7 @@ const topSchema = z.strictObject({
     .strictObject({
       keyHeader: headerName.optional(),
       tierHeader: headerName.optional(),
+      trustedPeers: z.array(z.string(), { error: 'must be a list like [loopback, 10.0.0.5]' }).optional(),
       trustProxy: z
         .union([z.literal(false), z.number().int().min(0), z.array(z.string())], {
           error: 'must be false, a number of proxy hops, or a list like [loopback, 10.0.0.0/8]',
@@ -275,6 +282,16 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     const message = error instanceof SluiceError ? error.message : String(error)
     throw loc.error(['authz', 'trustProxy'], `authz.${message}`, error)
   }
+  // The identity and tier headers come from the same peers as the forwarding header unless told.
+  const trustedPeers =
+    top.authz?.trustedPeers ??
+    (Array.isArray(trustProxy) ? trustProxy.filter((entry) => entry !== 'unix') : ['loopback'])
+  try {
+    ipMatcher(trustedPeers, 'authz.trustedPeers')
+  } catch (error) {
+    const message = error instanceof SluiceError ? error.message : String(error)
+    throw loc.error(['authz', 'trustedPeers'], message, error)
+  }
 
   return {
     file,
@@ -288,6 +305,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     authz: {
       keyHeader: top.authz?.keyHeader?.toLowerCase(),
       tierHeader: top.authz?.tierHeader?.toLowerCase(),
+      trustedPeers,
       trustProxy,
       proxyHeader,
       ipv6Prefix: top.authz?.ipv6Prefix ?? 64,
@@ -344,6 +362,10 @@ export function describeConfig(config: ServiceConfig): string {
     `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
     `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${
       config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`
+    }${
+      config.authz.keyHeader === undefined && config.authz.tierHeader === undefined
+        ? ''
+        : ` (headers believed from ${config.authz.trustedPeers.join(', ') || 'no peer'})`
     }; store unavailable -> ${config.authz.storeUnavailableStatus}`,
     '  policies:',
   ]

@@ -12,7 +12,7 @@ import { createObservability } from '../metrics/observability.js'
 import { isSyncStore } from '../store.js'
 import type { ServiceConfig } from './config.js'
 import { limiterPolicies } from './config.js'
-import { authzIpResolver, displayed, displayNamesOf } from './observe.js'
+import { authzIpResolver, authzPeerTrusted, displayed, displayNamesOf } from './observe.js'
 import { serve } from './plumbing.js'
 import { policiesForHeaders } from './responses.js'
 import { route } from './routes.js'
@@ -92,6 +92,7 @@ export function createService(options: ServiceOptions): Service {
     adminToken: options.adminToken ?? options.config.adminToken,
     headerPolicies: policiesForHeaders(options.config),
     authzIp: authzIpResolver(options.config),
+    authzTrusted: authzPeerTrusted(options.config),
     closing: false,
   }
   if (ctx.syncStore) metrics?.setStoreUp(ctx.limiter.store.name, true)
@@ -127,6 +128,7 @@ export function createService(options: ServiceOptions): Service {
       ctx.limiter = nextLimiter
       ctx.headerPolicies = policiesForHeaders(next)
       ctx.authzIp = authzIpResolver(next)
+      ctx.authzTrusted = authzPeerTrusted(next)
       displayNames = displayNamesOf(next)
       logger.info({ file: next.file, policies: next.entries.size, keptCounters: kept }, 'config reloaded')
     },
