@@ -12,7 +12,7 @@ import { InvalidConfigError, SluiceError } from './errors.js'
 import type { ServiceConfig } from './server/config.js'
 import { describeConfig, loadConfig, parseConfig } from './server/config.js'
 import { createService } from './server/service.js'
-import { openStore, redactStoreUrl } from './server/store-url.js'
+import { openStore } from './server/store-url.js'
 
 const HELP = `Usage: sluice <command> [options]
 
@@ -136,7 +136,7 @@ async function serve(argv: string[]): Promise<void> {
   const { url } = address
   process.stdout.write(
     [
-      `sluice serving on ${url} (store: ${redactStoreUrl(storeUrl)}, config: ${file})`,
+      `sluice serving on ${url} (store: ${service.store.description}, config: ${file})`,
       `  POST ${url}/v1/check     {"policy":"${config.policyNames[0]}","key":"user-42"}`,
       `  POST ${url}/v1/peek`,
       `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,

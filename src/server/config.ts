@@ -12,6 +12,7 @@ import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import type { Path } from './config-errors.js'
 import { dotted, Locator, suggestDuration } from './config-errors.js'
+import { parseStoreUrl, redactStoreUrl } from './store-url.js'
 
 export const FAIL_MODES = ['open', 'closed', 'memory'] as const
 /** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
@@ -35,7 +36,10 @@ export interface PolicyEntry {
 export interface ServiceConfig {
   /** Where the config came from (a path, or a label for text configs). */
   readonly file: string
-  /** The store as written in the config (`memory`, `redis://...`). CLI flags and env override it. */
+  /**
+   * The store as written in the config (`memory`, `redis://...`), already checked by parseStoreUrl.
+   * It may hold a password: print only `redactStoreUrl(store)`. CLI flags and env override it.
+   */
   readonly store: string
   readonly prefix: string
   readonly onStoreError: FailMode
@@ -207,6 +211,15 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     throw loc.error(path, `${label}: ${message}`)
   }
   const top = parsed.data
+  if (top.store !== undefined) {
+    // Checked here so `sluice check` and a reload catch a bad URL; the message is already redacted.
+    try {
+      parseStoreUrl(top.store)
+    } catch (error) {
+      const message = error instanceof SluiceError ? error.message : String(error)
+      throw loc.error(['store'], message.replace(/^store /, 'store: '), error)
+    }
+  }
   const onStoreError: FailMode = top.onStoreError ?? 'open'
   const entries = new Map<string, PolicyEntry>()
   const byName = new Map<string, PolicyEntry>()
@@ -358,7 +371,7 @@ function authzClient(config: ServiceConfig): string {
 export function describeConfig(config: ServiceConfig): string {
   const lines = [
     `${config.file}: ok`,
-    `  store: ${config.store}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
+    `  store: ${redactStoreUrl(config.store)}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
     `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
     `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${
       config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`

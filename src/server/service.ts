@@ -16,7 +16,7 @@ import { authzIpResolver, authzPeerTrusted, displayed, displayNamesOf } from './
 import { serve } from './plumbing.js'
 import { policiesForHeaders } from './responses.js'
 import { route } from './routes.js'
-import { memoryStoreHandle } from './store-url.js'
+import { memoryStoreHandle, redactStoreUrl } from './store-url.js'
 import type { Service, ServiceContext, ServiceOptions } from './types.js'
 
 export { memoryStoreHandle } from './store-url.js'
@@ -117,7 +117,7 @@ export function createService(options: ServiceOptions): Service {
       const { config } = ctx
       if (next.store !== config.store || next.prefix !== config.prefix) {
         logger.warn(
-          { store: next.store, prefix: next.prefix },
+          { store: redactStoreUrl(next.store), prefix: next.prefix },
           'store and prefix changes take effect on restart; keeping the current store',
         )
       }

@@ -157,7 +157,7 @@ describe('config errors name file, line and path', () => {
 
 describe('store URLs', () => {
   it('parses every form', () => {
-    expect(parseStoreUrl('memory')).toEqual({ kind: 'memory' })
+    expect(parseStoreUrl('memory')).toEqual({ kind: 'memory', redacted: 'memory' })
     expect(parseStoreUrl('redis://127.0.0.1:6380/2')).toMatchObject({
       kind: 'redis',
       tls: false,
