@@ -2,7 +2,7 @@
 // first) against a real redis-server whose ACL users have passwords holding `/`, `@`, `:` and `%`:
 // the banner, /readyz, the reload warning, `sluice check` and every error message hide them.
 import type { ChildProcess } from 'node:child_process'
-import { spawn, spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
