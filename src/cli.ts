@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util'
 import { pino } from 'pino'
 import { InvalidConfigError, SluiceError } from './errors.js'
 import type { ServiceConfig } from './server/config.js'
-import { describeConfig, loadConfig, parseConfig } from './server/config.js'
+import { checkAdminToken, describeConfig, loadConfig, parseConfig } from './server/config.js'
 import { createService } from './server/service.js'
 import { openStore } from './server/store-url.js'
 
@@ -122,6 +122,7 @@ async function serve(argv: string[]): Promise<void> {
   try {
     const store = await openStore(storeUrl, { prefix: config.prefix })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
+    checkAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
     service = createService({ config, store, logger, ...(adminToken === undefined ? {} : { adminToken }) })
   } catch (error) {
     failAndExit(error)

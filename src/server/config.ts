@@ -99,7 +99,14 @@ const topSchema = z.strictObject({
       { error: 'must be a map of tier name to policy overrides' },
     )
     .optional(),
-  admin: z.strictObject({ token: z.string().min(8, { error: 'must be at least 8 characters' }) }).optional(),
+  admin: z
+    .strictObject({
+      token: z.string().superRefine((token, ctx) => {
+        const problem = adminTokenProblem(token)
+        if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem })
+      }),
+    })
+    .optional(),
   authz: z
     .strictObject({
       keyHeader: headerName.optional(),
@@ -127,6 +134,28 @@ const topSchema = z.strictObject({
     })
     .optional(),
 })
+
+/** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
+export const MIN_ADMIN_TOKEN_LENGTH = 16
+
+/** What is wrong with an admin token (never quoting it), or undefined when it is acceptable. */
+export function adminTokenProblem(token: string): string | undefined {
+  if (token.length < MIN_ADMIN_TOKEN_LENGTH)
+    return `must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -hex 24)`
+  // A header value loses its surrounding whitespace on the way in: such a token could never match.
+  if (/^\s|\s$/.test(token)) return 'must not start or end with whitespace'
+  return undefined
+}
+
+/**
+ * Throw `InvalidConfigError` naming `where` (`SLUICE_ADMIN_TOKEN`, `adminToken`) unless `token`
+ * follows the admin token rule. The token itself is never in the message.
+ */
+export function checkAdminToken(token: string | undefined, where: string): void {
+  if (token === undefined) return
+  const problem = adminTokenProblem(token)
+  if (problem !== undefined) throw new InvalidConfigError(`${where}: ${problem}`)
+}
 
 /** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
 function shapeTag(resolved: ResolvedPolicy): string {

@@ -11,7 +11,7 @@ import { createLimiter } from '../limiter.js'
 import { createObservability } from '../metrics/observability.js'
 import { isSyncStore } from '../store.js'
 import type { ServiceConfig } from './config.js'
-import { limiterPolicies } from './config.js'
+import { checkAdminToken, limiterPolicies } from './config.js'
 import { authzIpResolver, authzPeerTrusted, displayed, displayNamesOf } from './observe.js'
 import { serve } from './plumbing.js'
 import { policiesForHeaders } from './responses.js'
@@ -29,6 +29,7 @@ export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './t
  * const { url } = await service.listen(0)
  */
 export function createService(options: ServiceOptions): Service {
+  checkAdminToken(options.adminToken, 'adminToken')
   const handle = options.store ?? memoryStoreHandle()
   const logger = options.logger ?? pino({ level: process.env.SLUICE_LOG_LEVEL ?? 'info' })
   const registry = new Registry()
