@@ -64,12 +64,15 @@ describe('the shipped nginx config in front of the shipped service config', () =
   }
 
   it('X-Sluice-Tier: enterprise from the client gets the default budget, not enterprise', async () => {
-    const results = await burst(DEFAULT_BURST + 5, { 'x-sluice-tier': 'enterprise' })
+    const started = Date.now()
+    const results = await burst(2 * DEFAULT_BURST, { 'x-sluice-tier': 'enterprise' })
     const admitted = results.filter((r) => r.status === 200).length
-    // The bucket refills 100/min: at most one more token while the burst runs.
+    // The bucket refills 100/min (one token per 600 ms) while the burst runs; enterprise would
+    // admit all 40.
+    const refilled = Math.ceil((Date.now() - started) / 600)
     expect(admitted).toBeGreaterThanOrEqual(DEFAULT_BURST)
-    expect(admitted).toBeLessThanOrEqual(DEFAULT_BURST + 1)
-    expect(results.at(-1)!.status).toBe(429)
+    expect(admitted).toBeLessThanOrEqual(DEFAULT_BURST + refilled)
+    expect(results.filter((r) => r.status === 429).length).toBeGreaterThan(0)
     expect(results[0]!.headers.get('x-ratelimit-limit')).toBe(String(DEFAULT_BURST))
   })
 
@@ -93,16 +96,16 @@ describe('the shipped nginx config in front of the shipped service config', () =
   })
 
   it('RateLimit and RateLimit-Policy reach the client on 200 and on 429', async () => {
-    const results = await burst(DEFAULT_BURST + 2, {})
+    const results = await burst(2 * DEFAULT_BURST, {})
     const ok = results[0]!
-    const denied = results.at(-1)!
+    const denied = results.find((r) => r.status === 429)
     expect(ok.status).toBe(200)
-    expect(denied.status).toBe(429)
-    for (const r of [ok, denied]) {
+    expect(denied).toBeDefined()
+    for (const r of [ok, denied!]) {
       expect(r.headers.get('ratelimit-policy')).toMatch(/^"api";q=\d+;w=\d+/)
       expect(r.headers.get('ratelimit')).toMatch(/^"api";r=\d+;t=\d+$/)
     }
-    expect(denied.headers.get('ratelimit')).toMatch(/^"api";r=0;/)
+    expect(denied!.headers.get('ratelimit')).toMatch(/^"api";r=0;/)
   })
 })
 
