@@ -57,8 +57,7 @@ export async function authz(
   const tier = query.get('tier') ?? (trusted ? headerTier(ctx, req, res) : undefined)
   const entry = entryFor(config, query.get('policy') ?? undefined, tier, 'query')
   const keyHeader = trusted ? config.authz.keyHeader : undefined
-  const headerKey = keyHeader === undefined ? undefined : req.headers[keyHeader]
-  const rawKey = keyHeader === undefined ? ctx.authzIp(req) : headerKey
+  const rawKey = keyHeader === undefined ? ctx.authzIp(req) : req.headers[keyHeader]
   if (typeof rawKey !== 'string' || rawKey === '') {
     throw new ClientError(
       'missing_key',

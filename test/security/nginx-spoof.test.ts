@@ -6,7 +6,9 @@ import { readFileSync } from 'node:fs'
 import type { Server } from 'node:http'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { Writable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
+import { pino } from 'pino'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import type { RunningNginx } from '../helpers/nginx-harness.js'
 import { startShippedNginx } from '../helpers/nginx-harness.js'
@@ -116,10 +118,26 @@ describe('/v1/authz without nginx: tier and identity headers', () => {
     'tiers:\n  pro: { api: { limit: 50 } }\n'
 
   it('an unknown tier in the tier header falls back to the default tier (logged), not an error', async () => {
-    const r = await service(`${TIERS}authz: { tierHeader: x-sluice-tier }\n`)
+    const lines: string[] = []
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(chunk.toString())
+        done()
+      },
+    })
+    const r = await service(`${TIERS}authz: { tierHeader: x-sluice-tier }\n`, {
+      logger: pino({ level: 'info' }, sink),
+    })
     const res = await get(`${r.url}/v1/authz?policy=api`, { 'x-sluice-tier': 'nosuch' })
     expect(res.status).toBe(200)
     expect(res.headers.get('x-ratelimit-limit')).toBe('2')
+    const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(logged).toContainEqual(
+      expect.objectContaining({
+        tier: 'nosuch',
+        msg: 'unknown tier in x-sluice-tier; using the default tier',
+      }),
+    )
     // A known tier from a trusted peer (loopback, the default) still applies.
     const pro = await get(`${r.url}/v1/authz?policy=api`, { 'x-sluice-tier': 'pro' })
     expect(pro.headers.get('x-ratelimit-limit')).toBe('50')
