@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util'
 import { pino } from 'pino'
 import { InvalidConfigError, SluiceError } from './errors.js'
 import type { ServiceConfig } from './server/config.js'
-import { describeConfig, loadConfig, parseConfig } from './server/config.js'
+import { checkAdminToken, describeConfig, loadConfig, parseConfig } from './server/config.js'
 import { createService } from './server/service.js'
 import { openStore, redactStoreUrl } from './server/store-url.js'
 
@@ -230,6 +230,7 @@ async function serve(argv: string[]): Promise<void> {
   try {
     const store = await openStore(storeUrl, { prefix: config.prefix })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
+    checkAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
     service = createService({ config, store, logger, ...(adminToken === undefined ? {} : { adminToken }) })
   } catch (error) {
     failAndExit(error)
@@ -244,7 +245,7 @@ async function serve(argv: string[]): Promise<void> {
   const { url } = address
   process.stdout.write(
     [
-      `sluice serving on ${url} (store: ${redactStoreUrl(storeUrl)}, config: ${file})`,
+      `sluice serving on ${url} (store: ${service.store.description}, config: ${file})`,
       `  POST ${url}/v1/check     {"policy":"${config.policyNames[0]}","key":"user-42"}`,
       `  POST ${url}/v1/peek`,
       `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,

@@ -100,14 +100,14 @@ function render(s) {
   const limited = s.topDenied.flatMap((t) => t.keys.map((k) => ({ ...k, policy: t.policy, total: t.total })))
     .sort((a, b) => b.count - a.count).slice(0, 10);
   fill($('top'), limited.map((k) => el('tr', {},
-    el('td', {}, k.policy), el('td', { class: 'key', title: k.key }, k.key),
+    el('td', {}, k.policy), el('td', { class: 'key', title: k.key }, k.fingerprint ?? k.key),
     el('td', { class: 'count' }, k.count + (k.maxError ? ' ±' + k.maxError : '')),
     el('td', {}, pct(k.count / Math.max(1, k.total))))), 'nobody is being limited', 4);
   $('top1').textContent = s.topAdmitted.filter((t) => t.total > 0).map((t) =>
     t.policy + ': top 1% of ~' + t.distinctKeys + ' keys send ' + (t.topOnePercentShare == null ? '?' : pct(t.topOnePercentShare))).join(' · ') || '–';
   fill($('spikes'), s.spikes.map((sp) => el('tr', {},
     el('td', {}, new Date(sp.at).toLocaleTimeString()), el('td', { class: 'l' }, sp.policy),
-    el('td', { class: 'key', title: sp.key ?? '' }, sp.scope === 'key' ? sp.key : '(whole policy)'),
+    el('td', { class: 'key', title: sp.key ?? '' }, sp.scope === 'key' ? sp.fingerprint ?? sp.key : '(whole policy)'),
     el('td', {}, sp.rate.toFixed(0) + '/s'), el('td', {}, sp.ratio.toFixed(1) + '×'))), 'no spikes', 5);
   $('updated').textContent = new Date(s.at).toLocaleTimeString();
 }

@@ -19,8 +19,18 @@ export function validateKey(key: KeySpec, where: string): void {
     )
 }
 
-function hashKey(value: string): string {
+/** A stable, non-reversible name for a secret or an over-long key: 32 base64url characters of SHA-256. */
+export function hashKey(value: string): string {
   return createHash('sha256').update(value).digest('base64url').slice(0, 32)
+}
+
+/**
+ * The store key of an API key: `apikey:<hashKey(key)>`. The HTTP core and the service's /v1/authz
+ * both use it, so the raw key never reaches a store, a metric, top keys or a log.
+ * @example hashedApiKey('sk_live_abc') // 'apikey:' + 32 base64url characters
+ */
+export function hashedApiKey(key: string): string {
+  return `apikey:${hashKey(key)}`
 }
 
 /** The key settings of one HTTP core, validated and with their defaults applied. */
@@ -84,7 +94,7 @@ export class KeyMaker {
   apiKeyOf(request: HttpRequestInfo): string | undefined {
     // API keys are secrets: only a hash of them reaches the store, metrics and logs.
     const key = request.header(this.#settings.apiKeyHeader)
-    return key === undefined || key.length === 0 ? undefined : `apikey:${hashKey(key)}`
+    return key === undefined || key.length === 0 ? undefined : hashedApiKey(key)
   }
 
   /** A key past `maxKeyLength` becomes a hash of itself (same caller, same budget). */

@@ -2,7 +2,7 @@
 // weighted moving average (EWMA) of that same series' earlier intervals, and flag a jump of `factor`x.
 // Memory is bounded: per-key counts per interval go through a space-saving summary, and per-key
 // baselines are kept for at most `maxKeys` keys (the least recently seen go first).
-import { SpaceSaving } from './topk.js'
+import { keyFingerprint, SpaceSaving } from './topk.js'
 
 /** A rate that jumped well above its own recent baseline. */
 export interface Spike {
@@ -11,6 +11,8 @@ export interface Spike {
   policy: string
   /** Present when `scope` is `key`. */
   key?: string
+  /** For a hashed key: its short form to show (topk.ts keyFingerprint). */
+  fingerprint?: string
   /** End of the interval that spiked (ms since epoch, the detector's clock). */
   at: number
   /** Requests per second in that interval. */
@@ -198,7 +200,11 @@ export class SpikeDetector {
     const reference = Math.max(baseline, this.minRate)
     if (rate < this.factor * reference) return undefined
     const spike: Spike = { scope, policy, at, rate, baseline, ratio: rate / reference }
-    if (key !== undefined) spike.key = key
+    if (key !== undefined) {
+      spike.key = key
+      const fingerprint = keyFingerprint(key)
+      if (fingerprint !== undefined) spike.fingerprint = fingerprint
+    }
     return spike
   }
 }

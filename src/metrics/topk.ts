@@ -11,6 +11,26 @@ export interface HeavyHitter {
   count: number
   /** Upper bound on |true count - count|. */
   maxError: number
+  /** For a hashed key (`apikey:<hash>`, `hash:<hash>`): a short form to show, `apikey:I6L_xJKj…`. */
+  fingerprint?: string
+}
+
+// The HTTP core's and the service's hashed keys: a kind, then 32 base64url characters of SHA-256.
+const HASHED_KEY = /^(apikey|hash):([A-Za-z0-9_-]{32})$/
+const FINGERPRINT_CHARS = 8
+
+/**
+ * A short, stable name for a hashed key (what dashboards show); undefined for other keys.
+ * @example keyFingerprint('apikey:I6L_xJKjT0mQ...') // 'apikey:I6L_xJKj…'
+ */
+export function keyFingerprint(key: string): string | undefined {
+  const match = HASHED_KEY.exec(key)
+  return match === null ? undefined : `${match[1]}:${match[2]!.slice(0, FINGERPRINT_CHARS)}…`
+}
+
+function withFingerprint(hitter: HeavyHitter): HeavyHitter {
+  const fingerprint = keyFingerprint(hitter.key)
+  return fingerprint === undefined ? hitter : { ...hitter, fingerprint }
 }
 
 interface Counter {
@@ -275,6 +295,6 @@ export class SlidingTopK {
       for (let i = 0; i < onePercent; i++) sum += all[i]!.count
       topOnePercentShare = Math.min(1, sum / total)
     } else if (total === 0) topOnePercentShare = 0
-    return { total, distinctKeys, top: all.slice(0, k), topOnePercentShare }
+    return { total, distinctKeys, top: all.slice(0, k).map(withFingerprint), topOnePercentShare }
   }
 }

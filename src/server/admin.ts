@@ -1,6 +1,6 @@
 // Endpoints for operators: POST /v1/reset and /v1/block behind the admin bearer token, and GET /readyz
 // (does the store answer, and if not, does some policy's failure mode still serve decisions).
-import { timingSafeEqual } from 'node:crypto'
+import { createHash, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { InvalidDurationError } from '../errors.js'
 import { send, settlesWithin } from './plumbing.js'
@@ -9,8 +9,14 @@ import type { ServiceContext } from './types.js'
 
 const READY_TIMEOUT_MS = 1000
 
-/** Throw 403 when admin endpoints are off, 401 unless the request carries the admin bearer token. */
-function authorize(ctx: ServiceContext, req: IncomingMessage): void {
+const digest = (text: string): Buffer => createHash('sha256').update(text).digest()
+
+/**
+ * Throw 403 when admin endpoints are off, 401 unless the request carries the admin bearer token.
+ * The compare is of SHA-256 digests (always 32 bytes), so neither its time nor its answer depends
+ * on the length of the token given or expected. A failure is logged with the peer address.
+ */
+function authorize(ctx: ServiceContext, req: IncomingMessage, id: string): void {
   if (ctx.adminToken === undefined)
     throw new ClientError(
       'admin_disabled',
@@ -18,10 +24,20 @@ function authorize(ctx: ServiceContext, req: IncomingMessage): void {
       403,
     )
   const header = req.headers.authorization ?? ''
-  const given = Buffer.from(header.startsWith('Bearer ') ? header.slice(7) : '')
-  const expected = Buffer.from(ctx.adminToken)
-  if (given.length !== expected.length || !timingSafeEqual(given, expected))
+  const given = header.startsWith('Bearer ') ? header.slice(7) : ''
+  if (!timingSafeEqual(digest(given), digest(ctx.adminToken))) {
+    ctx.logger.warn(
+      {
+        event: 'admin_auth_failed',
+        reqId: id,
+        peer: req.socket.remoteAddress,
+        path: req.url?.split('?')[0],
+        sent: header === '' ? 'no authorization header' : 'a wrong token',
+      },
+      'admin request refused: missing or wrong bearer token',
+    )
     throw new ClientError('unauthorized', 'send Authorization: Bearer <admin token>', 401)
+  }
 }
 
 /** `/v1/reset` `{"policy","key"}` or `/v1/block` `{"policy","key","duration"}`, on every tier. */
@@ -32,7 +48,7 @@ export async function admin(
   kind: 'reset' | 'block',
   id: string,
 ): Promise<void> {
-  authorize(ctx, req)
+  authorize(ctx, req, id)
   const { entries, key, duration } = parseAdminRequest(ctx.config, await jsonBody(req), kind)
   try {
     for (const entry of entries) {

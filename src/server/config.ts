@@ -7,11 +7,12 @@ import { z } from 'zod'
 import { InvalidConfigError, InvalidDurationError, SluiceError } from '../errors.js'
 import type { StoreUnavailableStatus } from '../http/headers.js'
 import type { TrustProxy } from '../http/ip.js'
-import { clientIpResolver } from '../http/ip.js'
+import { clientIpResolver, ipMatcher } from '../http/ip.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import type { Path } from './config-errors.js'
 import { dotted, Locator, suggestDuration } from './config-errors.js'
+import { parseStoreUrl, redactStoreUrl } from './store-url.js'
 
 export const FAIL_MODES = ['open', 'closed', 'memory'] as const
 /** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
@@ -35,7 +36,10 @@ export interface PolicyEntry {
 export interface ServiceConfig {
   /** Where the config came from (a path, or a label for text configs). */
   readonly file: string
-  /** The store as written in the config (`memory`, `redis://...`). CLI flags and env override it. */
+  /**
+   * The store as written in the config (`memory`, `redis://...`), already checked by parseStoreUrl.
+   * It may hold a password: print only `redactStoreUrl(store)`. CLI flags and env override it.
+   */
   readonly store: string
   /** True when the file has a `store:` line (then it wins over REDIS_URL; docs/service.md). */
   readonly storeWritten: boolean
@@ -53,6 +57,12 @@ export interface ServiceConfig {
     readonly keyHeader: string | undefined
     /** Header naming the caller's tier for /v1/authz; undefined means no tiers there. */
     readonly tierHeader: string | undefined
+    /**
+     * Peers whose keyHeader and tierHeader are believed (addresses, CIDRs, loopback, private,
+     * linklocal). Default: trustProxy when it is a list, else `['loopback']`. From any other peer
+     * both headers are ignored: the key is the peer's address and the tier the default.
+     */
+    readonly trustedPeers: readonly string[]
     /** Peers whose forwarding header is believed (the HTTP core's rules). Default `['loopback']`. */
     readonly trustProxy: TrustProxy
     /** The header those proxies write. Default `x-real-ip` (what examples/nginx/sluice.conf sends). */
@@ -91,11 +101,19 @@ const topSchema = z.strictObject({
       { error: 'must be a map of tier name to policy overrides' },
     )
     .optional(),
-  admin: z.strictObject({ token: z.string().min(8, { error: 'must be at least 8 characters' }) }).optional(),
+  admin: z
+    .strictObject({
+      token: z.string().superRefine((token, ctx) => {
+        const problem = adminTokenProblem(token)
+        if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem })
+      }),
+    })
+    .optional(),
   authz: z
     .strictObject({
       keyHeader: headerName.optional(),
       tierHeader: headerName.optional(),
+      trustedPeers: z.array(z.string(), { error: 'must be a list like [loopback, 10.0.0.5]' }).optional(),
       trustProxy: z
         .union([z.literal(false), z.number().int().min(0), z.array(z.string())], {
           error: 'must be false, a number of proxy hops, or a list like [loopback, 10.0.0.0/8]',
@@ -118,6 +136,28 @@ const topSchema = z.strictObject({
     })
     .optional(),
 })
+
+/** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
+export const MIN_ADMIN_TOKEN_LENGTH = 16
+
+/** What is wrong with an admin token (never quoting it), or undefined when it is acceptable. */
+export function adminTokenProblem(token: string): string | undefined {
+  if (token.length < MIN_ADMIN_TOKEN_LENGTH)
+    return `must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -hex 24)`
+  // A header value loses its surrounding whitespace on the way in: such a token could never match.
+  if (/^\s|\s$/.test(token)) return 'must not start or end with whitespace'
+  return undefined
+}
+
+/**
+ * Throw `InvalidConfigError` naming `where` (`SLUICE_ADMIN_TOKEN`, `adminToken`) unless `token`
+ * follows the admin token rule. The token itself is never in the message.
+ */
+export function checkAdminToken(token: string | undefined, where: string): void {
+  if (token === undefined) return
+  const problem = adminTokenProblem(token)
+  if (problem !== undefined) throw new InvalidConfigError(`${where}: ${problem}`)
+}
 
 /** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
 function shapeTag(resolved: ResolvedPolicy): string {
@@ -202,6 +242,15 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     throw loc.error(path, `${label}: ${message}`)
   }
   const top = parsed.data
+  if (top.store !== undefined) {
+    // Checked here so `sluice check` and a reload catch a bad URL; the message is already redacted.
+    try {
+      parseStoreUrl(top.store)
+    } catch (error) {
+      const message = error instanceof SluiceError ? error.message : String(error)
+      throw loc.error(['store'], message.replace(/^store /, 'store: '), error)
+    }
+  }
   const onStoreError: FailMode = top.onStoreError ?? 'open'
   const entries = new Map<string, PolicyEntry>()
   const byName = new Map<string, PolicyEntry>()
@@ -277,6 +326,16 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     const message = error instanceof SluiceError ? error.message : String(error)
     throw loc.error(['authz', 'trustProxy'], `authz.${message}`, error)
   }
+  // The identity and tier headers come from the same peers as the forwarding header unless told.
+  const trustedPeers =
+    top.authz?.trustedPeers ??
+    (Array.isArray(trustProxy) ? trustProxy.filter((entry) => entry !== 'unix') : ['loopback'])
+  try {
+    ipMatcher(trustedPeers, 'authz.trustedPeers')
+  } catch (error) {
+    const message = error instanceof SluiceError ? error.message : String(error)
+    throw loc.error(['authz', 'trustedPeers'], message, error)
+  }
 
   return {
     file,
@@ -291,6 +350,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     authz: {
       keyHeader: top.authz?.keyHeader?.toLowerCase(),
       tierHeader: top.authz?.tierHeader?.toLowerCase(),
+      trustedPeers,
       trustProxy,
       proxyHeader,
       ipv6Prefix: top.authz?.ipv6Prefix ?? 64,
@@ -343,10 +403,14 @@ function authzClient(config: ServiceConfig): string {
 export function describeConfig(config: ServiceConfig): string {
   const lines = [
     `${config.file}: ok`,
-    `  store: ${config.store}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
+    `  store: ${redactStoreUrl(config.store)}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
     `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
     `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${
       config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`
+    }${
+      config.authz.keyHeader === undefined && config.authz.tierHeader === undefined
+        ? ''
+        : ` (headers believed from ${config.authz.trustedPeers.join(', ') || 'no peer'})`
     }; store unavailable -> ${config.authz.storeUnavailableStatus}`,
     '  policies:',
   ]

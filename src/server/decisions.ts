@@ -2,6 +2,7 @@
 // GET /v1/authz (nginx auth_request, Traefik forwardAuth: the answer is the status and its headers).
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { rateLimitBody, rateLimitHeaders } from '../http/headers.js'
+import { hashedApiKey } from '../http/keys.js'
 import type { Decision } from '../limiter.js'
 import { send } from './plumbing.js'
 import type { DecisionRequest } from './requests.js'
@@ -50,12 +51,12 @@ export async function authz(
       )
   }
   const { config } = ctx
-  const tierHeader = config.authz.tierHeader
-  const headerTier = tierHeader === undefined ? undefined : req.headers[tierHeader]
-  const tier =
-    query.get('tier') ?? (typeof headerTier === 'string' && headerTier !== '' ? headerTier : undefined)
+  // The tier and key headers speak for the client: believed only from authz.trustedPeers (nginx),
+  // never from whoever connects. From anyone else the tier is the default and the key the address.
+  const trusted = ctx.authzTrusted(req)
+  const tier = query.get('tier') ?? (trusted ? headerTier(ctx, req, res) : undefined)
   const entry = entryFor(config, query.get('policy') ?? undefined, tier, 'query')
-  const keyHeader = config.authz.keyHeader
+  const keyHeader = trusted ? config.authz.keyHeader : undefined
   const rawKey = keyHeader === undefined ? ctx.authzIp(req) : req.headers[keyHeader]
   if (typeof rawKey !== 'string' || rawKey === '') {
     throw new ClientError(
@@ -63,7 +64,9 @@ export async function authz(
       keyHeader === undefined ? 'no client address to limit on' : `the ${keyHeader} header is missing`,
     )
   }
-  const key = checkKey(rawKey, keyHeader ?? 'client address')
+  // An API key is a secret: only its hash reaches the store, metrics, top keys and logs (the HTTP
+  // core's `apikey:<hash>` form, so one key has one name everywhere).
+  const key = keyHeader === undefined ? checkKey(rawKey, 'client address') : hashedApiKey(rawKey)
   const costText = query.get('cost')
   const cost = checkCost(costText === null ? undefined : Number(costText), entry, 'query')
   // The header table of the config this check was made under: a reload during the await may drop
@@ -82,4 +85,21 @@ export async function authz(
     storeUnavailableStatus: ctx.config.authz.storeUnavailableStatus,
   })
   send(ctx, res, body.status, body.body, headers)
+}
+
+/**
+ * The tier named by authz.tierHeader, or undefined. A tier the config does not define falls back
+ * to the default tier (logged): a client-supplied header must not turn into an error.
+ */
+function headerTier(ctx: ServiceContext, req: IncomingMessage, res: ServerResponse): string | undefined {
+  const { tierHeader } = ctx.config.authz
+  if (tierHeader === undefined) return undefined
+  const value = req.headers[tierHeader]
+  if (typeof value !== 'string' || value === '') return undefined
+  if (ctx.config.tierNames.includes(value)) return value
+  ctx.logger.info(
+    { reqId: res.getHeader('x-request-id'), tier: value.slice(0, 64), peer: req.socket.remoteAddress },
+    `unknown tier in ${tierHeader}; using the default tier`,
+  )
+  return undefined
 }

@@ -2,7 +2,7 @@
 // address of /v1/authz under the HTTP core's rules, and waiting for a streamed response to end.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { ClientIpResolver } from '../http/ip.js'
-import { clientIpResolver, groupIp, parseIp } from '../http/ip.js'
+import { clientIpResolver, groupIp, ipMatcher, parseIp } from '../http/ip.js'
 import type { Decision, DecisionEvent, LayeredDecision } from '../limiter.js'
 import type { ServiceConfig } from './config.js'
 
@@ -46,6 +46,15 @@ export function authzIpResolver(config: ServiceConfig): (req: IncomingMessage) =
     const ip = address === undefined ? undefined : parseIp(address)
     return ip === undefined ? undefined : groupIp(ip.address, ip.family, ipv6Prefix)
   }
+}
+
+/**
+ * Whether a /v1/authz peer may speak for the client through authz.keyHeader and authz.tierHeader:
+ * only the socket peer counts (a forwarding header cannot vouch for itself).
+ */
+export function authzPeerTrusted(config: ServiceConfig): (req: IncomingMessage) => boolean {
+  const matches = ipMatcher(config.authz.trustedPeers, 'authz.trustedPeers')
+  return (req) => matches(req.socket.remoteAddress)
 }
 
 /** Resolves when the response is over (an SSE stream ends when the client leaves or on close). */

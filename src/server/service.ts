@@ -11,12 +11,12 @@ import { createLimiter } from '../limiter.js'
 import { createObservability } from '../metrics/observability.js'
 import { isSyncStore } from '../store.js'
 import type { ServiceConfig } from './config.js'
-import { limiterPolicies } from './config.js'
-import { authzIpResolver, displayed, displayNamesOf } from './observe.js'
+import { checkAdminToken, limiterPolicies } from './config.js'
+import { authzIpResolver, authzPeerTrusted, displayed, displayNamesOf } from './observe.js'
 import { serve } from './plumbing.js'
 import { policiesForHeaders } from './responses.js'
 import { route } from './routes.js'
-import { memoryStoreHandle } from './store-url.js'
+import { memoryStoreHandle, redactStoreUrl } from './store-url.js'
 import type { Service, ServiceContext, ServiceOptions } from './types.js'
 
 export { memoryStoreHandle } from './store-url.js'
@@ -29,6 +29,7 @@ export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './t
  * const { url } = await service.listen(0)
  */
 export function createService(options: ServiceOptions): Service {
+  checkAdminToken(options.adminToken, 'adminToken')
   const handle = options.store ?? memoryStoreHandle()
   const logger = options.logger ?? pino({ level: process.env.SLUICE_LOG_LEVEL ?? 'info' })
   const registry = new Registry()
@@ -92,6 +93,7 @@ export function createService(options: ServiceOptions): Service {
     adminToken: options.adminToken ?? options.config.adminToken,
     headerPolicies: policiesForHeaders(options.config),
     authzIp: authzIpResolver(options.config),
+    authzTrusted: authzPeerTrusted(options.config),
     closing: false,
   }
   if (ctx.syncStore) metrics?.setStoreUp(ctx.limiter.store.name, true)
@@ -116,7 +118,7 @@ export function createService(options: ServiceOptions): Service {
       const { config } = ctx
       if (next.store !== config.store || next.prefix !== config.prefix) {
         logger.warn(
-          { store: next.store, prefix: next.prefix },
+          { store: redactStoreUrl(next.store), prefix: next.prefix },
           'store and prefix changes take effect on restart; keeping the current store',
         )
       }
@@ -127,6 +129,7 @@ export function createService(options: ServiceOptions): Service {
       ctx.limiter = nextLimiter
       ctx.headerPolicies = policiesForHeaders(next)
       ctx.authzIp = authzIpResolver(next)
+      ctx.authzTrusted = authzPeerTrusted(next)
       displayNames = displayNamesOf(next)
       logger.info({ file: next.file, policies: next.entries.size, keptCounters: kept }, 'config reloaded')
     },

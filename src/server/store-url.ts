@@ -11,7 +11,7 @@ export interface HostPort {
   readonly port: number
 }
 
-export type StoreSpec =
+export type StoreSpec = (
   | { readonly kind: 'memory' }
   | {
       readonly kind: 'redis'
@@ -29,12 +29,63 @@ export type StoreSpec =
       readonly username: string | undefined
       readonly password: string | undefined
     }
+) & {
+  /** The URL with any password replaced by `***`: the only form logs, /readyz and errors print. */
+  readonly redacted: string
+}
 
 const USAGE =
   'use memory, redis://host:port[/db], rediss://host:port[/db] or redis+cluster://host1:port1,host2:port2'
 
+/**
+ * The one split of a store URL that parsing and redaction share: `scheme://[auth@]rest`, where the
+ * auth part ends at the LAST `@` (a password may hold `@`, `/` and `:`; a host and a db never hold
+ * `@`), so `redis://u:p@ss/w@host/0` is user `u`, password `p@ss/w`, host `host`, db 0.
+ */
+function splitStoreUrl(text: string): { scheme: string; auth: string | undefined; rest: string } | undefined {
+  const scheme = /^([a-z+]+):\/\/(.*)$/s.exec(text)
+  if (scheme === null) return undefined
+  const rest = scheme[2]!
+  const at = rest.lastIndexOf('@')
+  return at === -1
+    ? { scheme: scheme[1]!, auth: undefined, rest }
+    : { scheme: scheme[1]!, auth: rest.slice(0, at), rest: rest.slice(at + 1) }
+}
+
+/**
+ * The URL with any password replaced by `***`, for logs, /readyz and error messages. Works on any
+ * text (a URL that does not parse is redacted all the same).
+ * @example redactStoreUrl('redis://user:p@ss/w@host:6379') // 'redis://user:***@host:6379'
+ */
+export function redactStoreUrl(url: string): string {
+  const text = url.trim()
+  const parts = splitStoreUrl(text)
+  if (parts === undefined) {
+    // Not scheme://...: whatever precedes an `@` may be a password.
+    const at = text.lastIndexOf('@')
+    return at === -1 ? text : `***@${text.slice(at + 1)}`
+  }
+  if (parts.auth === undefined) return text
+  // `user:password`, `:password`, or the password alone (`redis://secret@host`).
+  const colon = parts.auth.indexOf(':')
+  const user = colon === -1 ? undefined : parts.auth.slice(0, colon)
+  return `${parts.scheme}://${user === undefined ? '' : `${user}:`}***@${parts.rest}`
+}
+
 function bad(url: string, why: string): InvalidConfigError {
   return new InvalidConfigError(`store ${JSON.stringify(redactStoreUrl(url))}: ${why}; ${USAGE}`)
+}
+
+/** Percent-decoding that keeps a `%` not followed by two hex digits as it is (`50%off`). */
+function decodePart(text: string): string {
+  return text.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run)
+    } catch {
+      // Not UTF-8 (`%ff`): keep the bytes as written.
+      return run
+    }
+  })
 }
 
 function hostPort(url: string, text: string): HostPort {
@@ -46,25 +97,23 @@ function hostPort(url: string, text: string): HostPort {
 }
 
 /**
- * Parse a store URL. Throws `InvalidConfigError` saying what to write instead.
+ * Parse a store URL. Throws `InvalidConfigError` saying what to write instead (with the URL
+ * redacted). User name and password may be percent-encoded.
  * @example parseStoreUrl('redis://127.0.0.1:6379/2') // { kind: 'redis', host: '127.0.0.1', port: 6379, db: 2, ... }
  */
 export function parseStoreUrl(url: string): StoreSpec {
   const text = url.trim()
-  if (text === 'memory' || text === 'memory://') return { kind: 'memory' }
-  const scheme = /^([a-z+]+):\/\/(.*)$/.exec(text)
-  if (scheme === null) throw bad(url, 'not a store URL')
-  const [, protocol, rest] = scheme as unknown as [string, string, string]
-  // user:password@ (either may be empty), percent-encoded.
-  const at = rest.lastIndexOf('@')
-  const auth = at === -1 ? undefined : rest.slice(0, at)
-  const afterAuth = at === -1 ? rest : rest.slice(at + 1)
+  if (text === 'memory' || text === 'memory://') return { kind: 'memory', redacted: 'memory' }
+  const parts = splitStoreUrl(text)
+  if (parts === undefined) throw bad(url, 'not a store URL')
+  const { scheme: protocol, auth, rest: afterAuth } = parts
+  const redacted = redactStoreUrl(text)
   let username: string | undefined
   let password: string | undefined
   if (auth !== undefined) {
     const colon = auth.indexOf(':')
-    const user = decodeURIComponent(colon === -1 ? auth : auth.slice(0, colon))
-    const pass = colon === -1 ? '' : decodeURIComponent(auth.slice(colon + 1))
+    const user = decodePart(colon === -1 ? auth : auth.slice(0, colon))
+    const pass = colon === -1 ? '' : decodePart(auth.slice(colon + 1))
     username = user === '' ? undefined : user
     password = pass === '' ? undefined : pass
     if (colon === -1) {
@@ -90,22 +139,15 @@ export function parseStoreUrl(url: string): StoreSpec {
       db: path === '' ? 0 : Number(path),
       username,
       password,
+      redacted,
     }
   }
   if (protocol === 'redis+cluster' || protocol === 'rediss+cluster') {
     if (path !== '') throw bad(url, 'Redis Cluster has no databases; remove the /db')
     const nodes = hosts.split(',').map((h) => hostPort(url, h.trim()))
-    return { kind: 'cluster', tls: protocol === 'rediss+cluster', nodes, username, password }
+    return { kind: 'cluster', tls: protocol === 'rediss+cluster', nodes, username, password, redacted }
   }
   throw bad(url, `unknown scheme ${protocol}://`)
-}
-
-/** The URL with any password replaced by `***`, for logs and /readyz. */
-export function redactStoreUrl(url: string): string {
-  return url.replace(/^([a-z+]+:\/\/)([^@/]*)@/, (_, scheme: string, auth: string) => {
-    const colon = auth.indexOf(':')
-    return colon === -1 ? `${scheme}***@` : `${scheme}${auth.slice(0, colon)}:***@`
-  })
 }
 
 /** A memory store with a trivial ping: what `npm start` runs on. */
@@ -156,7 +198,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     await client.ping()
   } catch (error) {
     client.disconnect()
-    throw new StoreError(`cannot connect to ${redactStoreUrl(url)}: ${(error as Error).message}`, {
+    throw new StoreError(`cannot connect to ${spec.redacted}: ${(error as Error).message}`, {
       cause: error,
     })
   }
@@ -174,7 +216,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
   }
   return {
     store: owned,
-    description: redactStoreUrl(url),
+    description: spec.redacted,
     async ping() {
       await client.ping()
     },

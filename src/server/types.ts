@@ -92,6 +92,8 @@ export interface ServiceContext {
   headerPolicies: Map<string, Readonly<Record<string, ResolvedPolicy>>>
   /** The client address a /v1/authz request is limited on (observe.ts, authzIpResolver). */
   authzIp: (req: IncomingMessage) => string | undefined
+  /** Whether the peer's authz.keyHeader / tierHeader are believed (observe.ts, authzPeerTrusted). */
+  authzTrusted: (req: IncomingMessage) => boolean
   /** Set by close(): every answer from then on carries `connection: close`. */
   closing: boolean
 }

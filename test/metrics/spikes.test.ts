@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { hashedApiKey } from '../../src/http/keys.js'
 import type { Spike } from '../../src/metrics/spikes.js'
 import { SpikeDetector } from '../../src/metrics/spikes.js'
 
@@ -99,5 +100,17 @@ describe('SpikeDetector', () => {
     expect(d.recent().length).toBeLessThanOrEqual(3)
     // Internal bound, checked through the only observable effect: a re-appearing old key is new again.
     expect((d as unknown as { keyBaselines: Map<string, unknown> }).keyBaselines.size).toBeLessThanOrEqual(10)
+  })
+})
+
+describe('spikes of hashed keys', () => {
+  it('carry the short fingerprint of an apikey:<hash> key; plain keys carry none', () => {
+    const hashed = hashedApiKey('sk_live_spiky-secret')
+    const d = new SpikeDetector({ factor: 10, minRate: 5 })
+    feed(d, 'api', [hashed, 'plain'], 0, 10, 3)
+    feed(d, 'api', [hashed, 'plain'], 10_000, 1, 80)
+    const keySpikes = d.tick(11_000).filter((s) => s.scope === 'key')
+    expect(keySpikes.find((s) => s.key === hashed)?.fingerprint).toBe(`${hashed.slice(0, 15)}…`)
+    expect(keySpikes.find((s) => s.key === 'plain')).not.toHaveProperty('fingerprint')
   })
 })

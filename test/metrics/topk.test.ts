@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { DistinctCounter, SlidingTopK, SpaceSaving } from '../../src/metrics/topk.js'
+import { hashedApiKey } from '../../src/http/keys.js'
+import { DistinctCounter, keyFingerprint, SlidingTopK, SpaceSaving } from '../../src/metrics/topk.js'
 
 /** Deterministic pseudo-random numbers (mulberry32), so failures reproduce. */
 function random(seed: number): () => number {
@@ -166,5 +167,26 @@ describe('SlidingTopK', () => {
     const t = new SlidingTopK({ horizonMs: 60_000, buckets: 6, capacity: 32 })
     for (let i = 0; i < 100_000; i++) t.add(`ip-${i}`, i)
     expect(t.report(100_000, 1000).top.length).toBeLessThanOrEqual(6 * 32)
+  })
+})
+
+describe('keyFingerprint', () => {
+  it('shortens the hashed keys of the HTTP core and the service, and nothing else', () => {
+    const hashed = hashedApiKey('sk_live_secret')
+    expect(keyFingerprint(hashed)).toBe(`apikey:${hashed.slice(7, 15)}…`)
+    expect(keyFingerprint(`hash:${'A'.repeat(32)}`)).toBe('hash:AAAAAAAA…')
+    for (const key of ['user-42', '203.0.113.7', 'apikey:short', `apikey:${'A'.repeat(33)}`])
+      expect(keyFingerprint(key), key).toBeUndefined()
+  })
+
+  it('SlidingTopK reports a fingerprint beside the hashed key', () => {
+    const hashed = hashedApiKey('sk_live_secret')
+    const t = new SlidingTopK()
+    t.add(hashed, 1000, 5)
+    t.add('user-1', 1000, 1)
+    expect(t.report(1000, 2).top).toEqual([
+      { key: hashed, count: 5, maxError: 0, fingerprint: keyFingerprint(hashed) },
+      { key: 'user-1', count: 1, maxError: 0 },
+    ])
   })
 })

@@ -135,7 +135,7 @@ describe('config errors name file, line and path', () => {
     [
       'a short admin token',
       `policies:\n${API}admin:\n  token: abc\n`,
-      'conf.yaml:4: admin.token: must be at least 8 characters',
+      'conf.yaml:4: admin.token: must be at least 16 characters',
     ],
     ['a non-string store', `store: 5\npolicies:\n${API}`, 'conf.yaml:1: store: must be a store URL'],
     ['broken YAML', `policies:\n  api: { algorithm: gcra\n`, 'conf.yaml:3: not valid YAML'],
@@ -157,7 +157,7 @@ describe('config errors name file, line and path', () => {
 
 describe('store URLs', () => {
   it('parses every form', () => {
-    expect(parseStoreUrl('memory')).toEqual({ kind: 'memory' })
+    expect(parseStoreUrl('memory')).toEqual({ kind: 'memory', redacted: 'memory' })
     expect(parseStoreUrl('redis://127.0.0.1:6380/2')).toMatchObject({
       kind: 'redis',
       tls: false,
