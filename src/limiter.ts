@@ -34,11 +34,14 @@ export interface Decision {
   reason?: DenyReason
   /** True when the store failed and the policy's `onStoreError` fallback decided. */
   degraded?: boolean
-  /**
-   * True when the local deny cache answered without asking the store. In a layered decision, the
-   * layers other than the cached denial were not evaluated: they report full `remaining`.
-   */
+  /** True when the local deny cache answered without asking the store. */
   cached?: boolean
+  /**
+   * True on a layer of a layered decision that the local deny cache answered: another layer's
+   * cached denial decided, this one was not evaluated (nor charged). Its numbers are placeholders
+   * (full `remaining`), not its state; the rate-limit headers leave it out of `RateLimit`.
+   */
+  notEvaluated?: boolean
 }
 
 /** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */
@@ -307,6 +310,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     }
     if (!r.allowed) d.reason = r.unavailable ? 'store_unavailable' : r.blocked ? 'blocked' : 'limit'
     if (r.degraded) d.degraded = true
+    if (r.notEvaluated) d.notEvaluated = true
     return d
   }
 
@@ -507,7 +511,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
 
 /**
  * Store-shaped results for a check the deny cache can answer: the cached denial for the first
- * cached layer, and for the other layers (not evaluated, not charged) a full allowance.
+ * cached layer, and for the other layers (not evaluated, not charged) a full allowance marked
+ * `notEvaluated`, so that nobody reads it as their state.
  */
 function cachedResults(cache: LocalDenyCache, steps: readonly Step[], now: number): StepResult[] | undefined {
   for (let i = 0; i < steps.length; i++) {
@@ -519,7 +524,14 @@ function cachedResults(cache: LocalDenyCache, steps: readonly Step[], now: numbe
     return steps.map((other, j) =>
       j === i
         ? denied
-        : { allowed: true, remaining: other.policy.capacity, resetMs: 0, retryAfterMs: 0, blocked: false },
+        : {
+            allowed: true,
+            remaining: other.policy.capacity,
+            resetMs: 0,
+            retryAfterMs: 0,
+            blocked: false,
+            notEvaluated: true,
+          },
     )
   }
   return undefined

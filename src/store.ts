@@ -24,6 +24,8 @@ export interface StepResult {
   degraded?: boolean
   /** Set by the failover layer with `onStoreError: 'closed'`: denied because the store failed. */
   unavailable?: boolean
+  /** Set by the limiter's local deny cache, never by a store: a placeholder for a layer not evaluated. */
+  notEvaluated?: boolean
 }
 
 export interface Store {

@@ -6,7 +6,8 @@ import type { ResolvedPolicy } from '../policy.js'
 /**
  * Which header families to send:
  * - `legacy`: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (Unix seconds);
- * - `draft`: IETF `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-08+);
+ * - `draft`: IETF `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers 08 to 11;
+ *   docs/http.md says what each number means per algorithm);
  * - `both` (the default in the adapters) or `none`.
  * `Retry-After` is sent on every denial whatever the family, unless `none`.
  */
@@ -26,23 +27,28 @@ export function layersOf(decision: Decision | LayeredDecision): readonly Decisio
 }
 
 /**
+ * Does `d` bind the client more than `best`? A denial beats an admit, and among denials the longer
+ * wait; among admits the smaller share left (ties: the later reset). Layers the deny cache did not
+ * evaluate never win: their numbers are placeholders.
+ */
+function tighter(d: Decision, best: Decision): boolean {
+  if (d.notEvaluated) return false
+  if (best.notEvaluated) return true
+  if (!best.allowed) return !d.allowed && safe(d.retryAfterMs) > safe(best.retryAfterMs)
+  if (!d.allowed) return true
+  const share = safe(d.remaining) * safe(best.limit)
+  const bestShare = safe(best.remaining) * safe(d.limit)
+  return share < bestShare || (share === bestShare && safe(d.resetMs) > safe(best.resetMs))
+}
+
+/**
  * The layer the headers describe: on a denial the denying layer that asks for the longest wait,
  * otherwise the layer closest to its limit (smallest share left; ties: the later reset).
  */
 export function headlineLayer(decision: Decision | LayeredDecision): Decision {
   const layers = layersOf(decision)
   let best = layers[0] ?? decision
-  for (let i = 1; i < layers.length; i++) {
-    const d = layers[i]!
-    if (!best.allowed) {
-      if (!d.allowed && safe(d.retryAfterMs) > safe(best.retryAfterMs)) best = d
-    } else if (!d.allowed) best = d
-    else {
-      const share = safe(d.remaining) * safe(best.limit)
-      const bestShare = safe(best.remaining) * safe(d.limit)
-      if (share < bestShare || (share === bestShare && safe(d.resetMs) > safe(best.resetMs))) best = d
-    }
-  }
+  for (let i = 1; i < layers.length; i++) if (tighter(layers[i]!, best)) best = layers[i]!
   return best
 }
 
@@ -64,6 +70,20 @@ export function retryAfterSeconds(decision: Decision | LayeredDecision): number 
   return Math.max(1, seconds(waitMs))
 }
 
+/**
+ * The instant a layer's `t` names, in ms from now. Denied: when this request would pass (the
+ * `Retry-After` of the denying layer: the same instant, draft 08/09 section 6). Allowed: when the
+ * layer is back to full, except the sliding window counter, whose count fades out over the window
+ * after its own: there, when its window turns over (at most `w`), the moment its counters roll.
+ */
+function resetInstantMs(layer: Decision, policy: ResolvedPolicy | undefined): number {
+  if (!layer.allowed) return Math.max(1, safe(layer.retryAfterMs))
+  const resetMs = safe(layer.resetMs)
+  if (policy?.algorithm === 'sliding-window-counter' && resetMs > policy.windowMs)
+    return resetMs - policy.windowMs
+  return resetMs
+}
+
 /** A Structured Field string (RFC 8941 sf-string): printable ASCII, `"` and `\` escaped. */
 function sfString(value: string): string {
   let quoted = quotedNames.get(value)
@@ -77,9 +97,12 @@ function sfString(value: string): string {
 const quotedNames = new Map<string, string>()
 
 /**
- * One `RateLimit-Policy` item: `"name";q=<quota>;w=<window seconds>`. Windows that are not whole
- * seconds are expressed over the nearest whole number of seconds with the quota scaled (rounded down), so
- * the advertised rate never exceeds the real one. Concurrency policies have no window: `q` only.
+ * One `RateLimit-Policy` item: `"name";q=<capacity>;w=<seconds>`. `q` is the most the key can
+ * spend at once (the burst for token bucket and GCRA), so `r <= q` and `X-RateLimit-Limit` is the
+ * headline's `q`; `w` is how long an empty policy takes to refill `q` (the window; for token bucket
+ * and GCRA `burst / limit` windows), rounded up to whole seconds so that the advertised rate
+ * `q / w` never exceeds the real one. Concurrency policies: `q` slots, `qu="concurrent-requests"`,
+ * no window.
  */
 function policyItem(layer: Decision, policy: ResolvedPolicy | undefined): string {
   if (policy === undefined) return `${sfString(layer.policy)};q=${safe(layer.limit)}`
@@ -95,25 +118,26 @@ const policyItems = new WeakMap<ResolvedPolicy, string>()
 
 function describePolicy(policy: ResolvedPolicy): string {
   const name = sfString(policy.name)
-  if (policy.algorithm === 'concurrency') return `${name};q=${safe(policy.limit)}`
-  const windowSeconds = Math.max(1, Math.round(policy.windowMs / 1000))
-  const quota =
-    windowSeconds * 1000 === policy.windowMs
-      ? policy.limit
-      : Math.max(1, Math.floor((policy.limit * windowSeconds * 1000) / policy.windowMs))
-  return `${name};q=${safe(quota)};w=${windowSeconds}`
+  if (policy.algorithm === 'concurrency') return `${name};q=${safe(policy.capacity)};qu="concurrent-requests"`
+  const refillMs =
+    policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra'
+      ? (policy.capacity * policy.windowMs) / policy.limit
+      : policy.windowMs
+  return `${name};q=${safe(policy.capacity)};w=${Math.max(1, Math.ceil(refillMs / 1000))}`
 }
 
-/** One `RateLimit` item: `"name";r=<remaining>;t=<seconds until the quota resets>`. */
-function stateItem(layer: Decision): string {
-  const resetSeconds = layer.allowed ? seconds(layer.resetMs) : Math.max(1, seconds(layer.resetMs))
-  return `${sfString(layer.policy)};r=${safe(layer.remaining)};t=${resetSeconds}`
+/** One `RateLimit` item: `"name";r=<remaining>;t=<seconds until the instant of resetInstantMs>`. */
+function stateItem(layer: Decision, policy: ResolvedPolicy | undefined): string {
+  return `${sfString(layer.policy)};r=${safe(layer.remaining)};t=${seconds(resetInstantMs(layer, policy))}`
 }
 
 /**
  * The rate-limit headers for one decision. Legacy headers describe the layer closest to its limit
- * (the denying one on a 429); the IETF fields list every layer, one item each. Numbers are never
- * negative; `Retry-After` (whole seconds, rounded up, at least 1) is present only on a denial.
+ * (the denying one on a 429); the IETF fields list every policy once: a policy checked on several
+ * keys (two rules) reports its tightest layer, and layers the local deny cache did not evaluate are
+ * left out of `RateLimit` (their policy stays in `RateLimit-Policy`). Numbers are never negative;
+ * `Retry-After` (whole seconds, rounded up, at least 1) is present only on a denial and equals the
+ * denying layer's `t`; `X-RateLimit-Reset` names the instant of the headline's `t`.
  * @example
  * const d = await limiter.consume([{ policy: 'perIp', key: ip }, { policy: 'perUser', key: user }])
  * for (const [name, value] of Object.entries(rateLimitHeaders(d, limiter.policies, { headers: 'both', nowMs: Date.now() })))
@@ -131,24 +155,44 @@ export function rateLimitHeaders(
   if (families === 'legacy' || families === 'both') {
     out['X-RateLimit-Limit'] = String(safe(headline.limit))
     out['X-RateLimit-Remaining'] = String(safe(headline.remaining))
-    const resetMs = headline.allowed ? safe(headline.resetMs) : Math.max(safe(headline.resetMs), 1)
+    const resetMs = resetInstantMs(headline, policyNamed(policies, headline.policy))
     out['X-RateLimit-Reset'] = String(Math.ceil((safe(options.nowMs) + resetMs) / 1000))
   }
   if (families === 'draft' || families === 'both') {
     const layers = layersOf(decision)
     let policyField = ''
     let stateField = ''
-    for (const l of layers) {
-      const separator = policyField === '' ? '' : ', '
-      policyField +=
-        separator + policyItem(l, Object.hasOwn(policies, l.policy) ? policies[l.policy] : undefined)
-      stateField += separator + stateItem(l)
+    for (let i = 0; i < layers.length; i++) {
+      const name = layers[i]!.policy
+      if (seenBefore(layers, i, name)) continue
+      const policy = policyNamed(policies, name)
+      policyField += (policyField === '' ? '' : ', ') + policyItem(layers[i]!, policy)
+      // The tightest evaluated layer of this policy (layers are few: a scan, no grouping map).
+      let state: Decision | undefined
+      for (let j = i; j < layers.length; j++) {
+        const d = layers[j]!
+        if (d.policy === name && !d.notEvaluated && (state === undefined || tighter(d, state))) state = d
+      }
+      if (state !== undefined) stateField += (stateField === '' ? '' : ', ') + stateItem(state, policy)
     }
     out['RateLimit-Policy'] = policyField
-    out.RateLimit = stateField
+    if (stateField !== '') out.RateLimit = stateField
   }
   if (!decision.allowed) out['Retry-After'] = String(retryAfterSeconds(decision))
   return out
+}
+
+function policyNamed(
+  policies: Readonly<Record<string, ResolvedPolicy>>,
+  name: string,
+): ResolvedPolicy | undefined {
+  return Object.hasOwn(policies, name) ? policies[name] : undefined
+}
+
+/** Does a layer before `index` carry policy `name`? */
+function seenBefore(layers: readonly Decision[], index: number, name: string): boolean {
+  for (let j = 0; j < index; j++) if (layers[j]!.policy === name) return true
+  return false
 }
 
 export interface RateLimitBody {

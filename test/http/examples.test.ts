@@ -37,7 +37,8 @@ describe.each(['express', 'fastify', 'hono', 'node'])('examples/%s', (name) => {
     const base = await start(name)
     const alice = await fetch(`${base}/users/1`, { headers: { authorization: 'Bearer alice' } })
     expect(alice.status).toBe(200)
-    expect(alice.headers.get('ratelimit-policy')).toBe('"perIp";q=300;w=60, "userFree";q=60;w=60')
+    // userFree: a 20-token bucket refilled at 60 a minute states its burst, refilled in 20 s.
+    expect(alice.headers.get('ratelimit-policy')).toBe('"perIp";q=300;w=60, "userFree";q=20;w=20')
     const carol = await fetch(`${base}/users/1`, { headers: { authorization: 'Bearer carol' } })
     expect(carol.headers.get('ratelimit-policy')).toBe('"perIp";q=300;w=60') // enterprise: no user layer
     const report = await fetch(`${base}/reports`, {

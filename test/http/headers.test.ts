@@ -107,17 +107,52 @@ describe('rateLimitHeaders', () => {
     for (const v of Object.values(h)) expect(v).not.toMatch(/-\d/)
   })
 
-  it('scales sub-second windows and omits the window of concurrency policies', async () => {
+  it('rounds sub-second windows up, keeps q at capacity, and marks concurrency policies', async () => {
     const { limiter } = setup()
     const fast = await limiter.consume('fast', 'k')
+    // 5 per 500 ms is stated as 5 per 1 s: never more than the real rate, and q = X-RateLimit-Limit.
     expect(rateLimitHeaders(fast, limiter.policies, { headers: 'draft', nowMs: NOW })).toEqual({
-      'RateLimit-Policy': '"fast";q=10;w=1',
+      'RateLimit-Policy': '"fast";q=5;w=1',
       RateLimit: '"fast";r=4;t=1',
     })
     const slots = await limiter.acquire('slots', 'k')
     expect(
       rateLimitHeaders(slots, limiter.policies, { headers: 'draft', nowMs: NOW })['RateLimit-Policy'],
-    ).toBe('"slots";q=2')
+    ).toBe('"slots";q=2;qu="concurrent-requests"')
+  })
+
+  it('leaves layers the deny cache did not evaluate out of RateLimit, not out of the policy list', () => {
+    const denied: Decision = {
+      allowed: false,
+      limit: 2,
+      remaining: 0,
+      resetMs: 30_000,
+      retryAfterMs: 30_000,
+      policy: 'perUser',
+      key: 'u',
+      reason: 'limit',
+    }
+    const placeholder: Decision = {
+      allowed: true,
+      limit: 300,
+      remaining: 300,
+      resetMs: 0,
+      retryAfterMs: 0,
+      policy: 'perIp',
+      key: 'ip',
+      notEvaluated: true,
+    }
+    const d: LayeredDecision = {
+      ...denied,
+      results: [placeholder, denied],
+      deniedBy: 'perUser',
+      cached: true,
+    }
+    const h = rateLimitHeaders(d, {}, { headers: 'both', nowMs: NOW })
+    expect(h['RateLimit-Policy']).toBe('"perIp";q=300, "perUser";q=2')
+    expect(h.RateLimit).toBe('"perUser";r=0;t=30')
+    expect(h['X-RateLimit-Limit']).toBe('2')
+    expect(h['Retry-After']).toBe('30')
   })
 
   it('sends nothing with none', async () => {
