@@ -1,8 +1,8 @@
 // Express with layered limits and tiers: node --import tsx examples/express/server.ts
 // Try: curl -i -H 'Authorization: Bearer alice' http://127.0.0.1:3000/users/1
 import express from 'express'
-import { sluice } from 'sluice/express'
 import { createHttpLimiter } from 'sluice'
+import { sluice } from 'sluice/express'
 import { options, port } from '../shared.js'
 
 const limit = sluice(createHttpLimiter(options))

@@ -2,8 +2,8 @@
 // Try: curl -i -X POST -H 'Authorization: Bearer carol' http://127.0.0.1:3000/reports
 import { serve } from '@hono/node-server'
 import { Hono } from 'hono'
-import { sluice } from 'sluice/hono'
 import { createHttpLimiter } from 'sluice'
+import { sluice } from 'sluice/hono'
 import { options, port } from '../shared.js'
 
 // The per-route cost goes in the core's `routes` table, so one global middleware serves every route.

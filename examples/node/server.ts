@@ -1,8 +1,8 @@
 // Plain node:http with layered limits and tiers: node --import tsx examples/node/server.ts
 // Try: curl -i http://127.0.0.1:3000/users/1
 import { createServer } from 'node:http'
-import { withSluice } from 'sluice/node'
 import { createHttpLimiter } from 'sluice'
+import { withSluice } from 'sluice/node'
 import { options, port } from '../shared.js'
 
 const http = createHttpLimiter({ ...options, routes: { 'POST /reports': { cost: 5 } } })
