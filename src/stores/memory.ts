@@ -31,6 +31,8 @@ type Generation = Map<string, Map<string, Entry>>
 const NOT_BLOCKED = 0
 
 export interface MemoryStore extends SyncStore {
+  /** The store's clock: whole ms of `options.now` (default `Date.now`). */
+  now(): number
   /** Keys currently held (live or not yet swept). Never above `maxKeys`. */
   readonly size: number
   /** `applySync` for a single step, without the arrays: the limiter's hot path. */
@@ -262,6 +264,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   const store: MemoryStore = {
     name: 'memory',
+    now: clock,
     get size() {
       return recentSize + oldSize
     },
