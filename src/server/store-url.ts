@@ -12,7 +12,7 @@ export interface HostPort {
 }
 
 export type StoreSpec =
-  | { readonly kind: 'memory' }
+  | { readonly kind: 'memory'; readonly maxKeys?: number }
   | {
       readonly kind: 'redis'
       readonly tls: boolean
@@ -52,6 +52,7 @@ function hostPort(url: string, text: string): HostPort {
 export function parseStoreUrl(url: string): StoreSpec {
   const text = url.trim()
   if (text === 'memory' || text === 'memory://') return { kind: 'memory' }
+  if (text.startsWith('memory?') || text.startsWith('memory://?')) return parseMemoryUrl(url, text)
   const scheme = /^([a-z+]+):\/\/(.*)$/.exec(text)
   if (scheme === null) throw bad(url, 'not a store URL')
   const [, protocol, rest] = scheme as unknown as [string, string, string]
@@ -100,6 +101,19 @@ export function parseStoreUrl(url: string): StoreSpec {
   throw bad(url, `unknown scheme ${protocol}://`)
 }
 
+/** `memory?maxKeys=N`: the memory store's bound on keys held, all policies together. */
+function parseMemoryUrl(url: string, text: string): StoreSpec {
+  const query = new URLSearchParams(text.slice(text.indexOf('?') + 1))
+  for (const name of query.keys())
+    if (name !== 'maxKeys')
+      throw bad(url, `unknown memory store option ${JSON.stringify(name)} (maxKeys is the one)`)
+  const raw = query.get('maxKeys')
+  if (raw === null) return { kind: 'memory' }
+  const maxKeys = /^\d{1,15}$/.test(raw) ? Number(raw) : Number.NaN
+  if (!(maxKeys >= 2)) throw bad(url, `maxKeys must be a whole number >= 2, got ${JSON.stringify(raw)}`)
+  return { kind: 'memory', maxKeys }
+}
+
 /** The URL with any password replaced by `***`, for logs and /readyz. */
 export function redactStoreUrl(url: string): string {
   return url.replace(/^([a-z+]+:\/\/)([^@/]*)@/, (_, scheme: string, auth: string) => {
@@ -109,8 +123,10 @@ export function redactStoreUrl(url: string): string {
 }
 
 /** A memory store with a trivial ping: what `npm start` runs on. */
-export function memoryStoreHandle(): StoreHandle {
-  return { store: memoryStore(), description: 'memory', ping: async () => {} }
+export function memoryStoreHandle(maxKeys?: number): StoreHandle {
+  const store = maxKeys === undefined ? memoryStore() : memoryStore({ maxKeys })
+  const description = maxKeys === undefined ? 'memory' : `memory?maxKeys=${maxKeys}`
+  return { store, description, ping: async () => {} }
 }
 
 export interface OpenStoreOptions {
@@ -127,7 +143,7 @@ const COMMAND_TIMEOUT_MS = 1000
  */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
-  if (spec.kind === 'memory') return memoryStoreHandle()
+  if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
   const { Redis, Cluster } = await import('ioredis')
   const { redisStore } = await import('../stores/redis/index.js')
   const auth = {
