@@ -104,7 +104,9 @@ describe('memory store: eviction never resets a lockout (library)', () => {
       ).toThrow(
         expect.objectContaining({
           code: 'SLUICE_INVALID_POLICY',
-          message: expect.stringMatching(/^policies\.login\.maxKeys: .*(positive whole number|must be a number)/),
+          message: expect.stringMatching(
+            /^policies\.login\.maxKeys: .*(positive whole number|must be a number)/,
+          ),
         }),
       )
     }
