@@ -45,6 +45,20 @@ describe('memory store: eviction never resets a lockout (library)', () => {
     expect(limiter.consumeSync('login', 'alice').allowed).toBe(false)
   })
 
+  it('a lockout reached through layered checks outlives the flood too', async () => {
+    const store = memoryStore({ maxKeys: 1_000, now: () => 1_700_000_000_000 })
+    const limiter = createLimiter({ store, policies: { login, api } })
+    const attempt = () =>
+      limiter.consume([
+        { policy: 'login', key: 'alice' },
+        { policy: 'api', key: 'alice' },
+      ])
+    for (let i = 0; i < 5; i++) expect((await attempt()).allowed).toBe(true)
+    expect(await attempt()).toMatchObject({ allowed: false, deniedBy: 'login' })
+    for (let i = 0; i < 11_000; i++) limiter.consumeSync('api', `flood-${i}`)
+    expect(await attempt()).toMatchObject({ allowed: false, deniedBy: 'login' })
+  })
+
   it('a blocked key outlives a flood of open keys', async () => {
     const store = memoryStore({ maxKeys: 1_000, now: () => 1_700_000_000_000 })
     const limiter = createLimiter({ store, policies: { login, api } })
