@@ -180,6 +180,10 @@ export function createLimiter<const P extends Record<string, Policy>>(
     : protectStore(userStore, { ...failover, policies: policies.values() })
   const syncStore = isSyncStore(store) ? store : undefined
   const oneStepStore = isMemoryStore(store) ? store : undefined
+  // The deny cache runs on the store's clock: a test clock (or any clock of the store's own) that
+  // passes a denial's retry time must find the key admitted, not a denial cached on Date.now.
+  const storeNow = userStore.now
+  const clockNow: () => number = storeNow === undefined ? Date.now : () => storeNow.call(userStore)
   let listeners: DecisionListener[] = options.onDecision === undefined ? [] : [options.onDecision]
   // An in-process store answers as fast as a cache would: the cache only fronts remote stores.
   const denyCache =
@@ -225,7 +229,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
         return d
       })
     }
-    const sentAt = Date.now()
+    const sentAt = clockNow()
     const hit = cachedResults(denyCache, steps, sentAt)
     if (hit !== undefined) {
       const d = build(hit)

@@ -35,6 +35,12 @@ export interface RatePolicy {
   mode?: 'exact' | 'hybrid'
   /** Hybrid mode: how often counts are flushed to Redis and the global total pulled back. Default `100ms`. */
   syncEvery?: Duration
+  /**
+   * Memory store: the most keys of this policy held at once. When they are all held, a new key of
+   * this policy evicts one of this policy's own (keys that would admit first, denying or blocked
+   * keys last), so a flood of one policy never evicts another's. Default: only the store's `maxKeys`.
+   */
+  maxKeys?: number
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -44,6 +50,12 @@ export interface ConcurrencyPolicy {
   timeout: Duration
   /** When the store fails: admit (`open`, the limiter's default), deny (`closed`) or decide in memory. */
   onStoreError?: StoreErrorMode
+  /**
+   * Memory store: the most keys of this policy held at once. When they are all held, a new key of
+   * this policy evicts one of this policy's own (keys that would admit first, denying or blocked
+   * keys last), so a flood of one policy never evicts another's. Default: only the store's `maxKeys`.
+   */
+  maxKeys?: number
 }
 
 export type Policy = RatePolicy | ConcurrencyPolicy
@@ -62,6 +74,8 @@ export interface ResolvedPolicy {
   readonly onStoreError?: StoreErrorMode
   /** Set only for hybrid policies: the sync interval in ms (see src/scale/hybrid.ts). */
   readonly syncEveryMs?: number
+  /** Set only when the policy bounds its own keys in the memory store (see src/stores/memory.ts). */
+  readonly maxKeys?: number
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -86,6 +100,7 @@ const rateSchema = z.strictObject({
   onStoreError: storeErrorSchema.optional(),
   mode: z.enum(['exact', 'hybrid'], { error: "must be 'exact' or 'hybrid'" }).optional(),
   syncEvery: durationSchema.optional(),
+  maxKeys: positiveInt('maxKeys').optional(),
 })
 
 const concurrencySchema = z.strictObject({
@@ -93,6 +108,7 @@ const concurrencySchema = z.strictObject({
   limit: positiveInt('limit'),
   timeout: durationSchema,
   onStoreError: storeErrorSchema.optional(),
+  maxKeys: positiveInt('maxKeys').optional(),
 })
 
 /** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
@@ -146,6 +162,9 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
       `policies.${name}.syncEvery: only hybrid policies sync; add mode: 'hybrid' or remove it`,
     )
   }
+  const resolved: {
+    -readonly [K in keyof ResolvedPolicy]: ResolvedPolicy[K]
+  } = { name, algorithm: p.algorithm, limit, windowMs, capacity }
   if (hybrid) {
     if (p.algorithm !== 'fixed-window') {
       throw new InvalidPolicyError(
@@ -158,17 +177,10 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
         `policies.${name}.syncEvery: must be between 1ms and the window (${windowMs}ms)`,
       )
     }
-    const base = { name, algorithm: p.algorithm, limit, windowMs, capacity, syncEveryMs }
-    return Object.freeze(p.onStoreError === undefined ? base : { ...base, onStoreError: p.onStoreError })
+    resolved.syncEveryMs = syncEveryMs
   }
-  if (p.onStoreError !== undefined)
-    return Object.freeze({
-      name,
-      algorithm: p.algorithm,
-      limit,
-      windowMs,
-      capacity,
-      onStoreError: p.onStoreError,
-    })
-  return Object.freeze({ name, algorithm: p.algorithm, limit, windowMs, capacity })
+  // Optional fields only when given: a resolved policy holds exactly what was chosen.
+  if (p.onStoreError !== undefined) resolved.onStoreError = p.onStoreError
+  if (p.maxKeys !== undefined) resolved.maxKeys = p.maxKeys
+  return Object.freeze(resolved)
 }

@@ -43,6 +43,12 @@ export interface Store {
   /** Forget everything stored for these keys, blocks included. */
   reset(steps: readonly Step[]): Promise<void>
   close(): Promise<void>
+  /**
+   * The store's clock (ms), for a store that decides on this process's clock (the memory store,
+   * Redis with `clock: 'client'`). The limiter's local deny cache times its denials with it, so a
+   * cached denial ends when the store's would; without it the cache uses `Date.now`.
+   */
+  now?(): number
 }
 
 /** A store that can also decide synchronously (in-process). The limiter uses it for `consumeSync`. */

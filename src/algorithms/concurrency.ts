@@ -52,8 +52,27 @@ export const concurrency: Algorithm<ConcurrencyState> = {
       resetMs: lastExpiry - nowMs,
     }
   },
-  refund(state, _policy, nowMs, _amount, leaseId) {
-    const leases = live(state, nowMs).filter((lease) => lease.id !== leaseId)
-    return leases.length === 0 ? undefined : { leases }
+  refund(state, _policy, nowMs, amount, leaseId) {
+    const leases = live(state, nowMs)
+    if (leaseId !== undefined && leaseId !== '') {
+      const kept = leases.filter((lease) => lease.id !== leaseId)
+      return kept.length === 0 ? undefined : { leases: kept }
+    }
+    // Leases taken by consume (no lease id) share the id '': give back `amount` units of them, the
+    // newest first (a refund usually follows the consume it undoes). Named leases are left alone.
+    const kept = leases.slice()
+    let left = amount
+    for (let i = kept.length - 1; i >= 0 && left > 0; i--) {
+      const lease = kept[i]!
+      if (lease.id !== '') continue
+      if (lease.cost <= left) {
+        left -= lease.cost
+        kept.splice(i, 1)
+      } else {
+        kept[i] = { id: lease.id, expiresAt: lease.expiresAt, cost: lease.cost - left }
+        left = 0
+      }
+    }
+    return kept.length === 0 ? undefined : { leases: kept }
   },
 }

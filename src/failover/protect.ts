@@ -356,6 +356,9 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       return { status: down ? 'down' : 'degraded', reason, circuit, counts: { ...counts } }
     },
   }
+  // The limiter's deny cache reads the store's clock through this layer.
+  const primaryNow = store.now
+  if (primaryNow !== undefined) protectedStore.now = () => primaryNow.call(store)
   return protectedStore
 }
 

@@ -12,7 +12,7 @@ export interface HostPort {
 }
 
 export type StoreSpec = (
-  | { readonly kind: 'memory' }
+  | { readonly kind: 'memory'; readonly maxKeys?: number }
   | {
       readonly kind: 'redis'
       readonly tls: boolean
@@ -104,6 +104,7 @@ function hostPort(url: string, text: string): HostPort {
 export function parseStoreUrl(url: string): StoreSpec {
   const text = url.trim()
   if (text === 'memory' || text === 'memory://') return { kind: 'memory', redacted: 'memory' }
+  if (text.startsWith('memory?') || text.startsWith('memory://?')) return parseMemoryUrl(url, text)
   const parts = splitStoreUrl(text)
   if (parts === undefined) throw bad(url, 'not a store URL')
   const { scheme: protocol, auth, rest: afterAuth } = parts
@@ -150,9 +151,24 @@ export function parseStoreUrl(url: string): StoreSpec {
   throw bad(url, `unknown scheme ${protocol}://`)
 }
 
+/** `memory?maxKeys=N`: the memory store's bound on keys held, all policies together. */
+function parseMemoryUrl(url: string, text: string): StoreSpec {
+  const query = new URLSearchParams(text.slice(text.indexOf('?') + 1))
+  for (const name of query.keys())
+    if (name !== 'maxKeys')
+      throw bad(url, `unknown memory store option ${JSON.stringify(name)} (maxKeys is the one)`)
+  const raw = query.get('maxKeys')
+  if (raw === null) return { kind: 'memory', redacted: 'memory' }
+  const maxKeys = /^\d{1,15}$/.test(raw) ? Number(raw) : Number.NaN
+  if (!(maxKeys >= 2)) throw bad(url, `maxKeys must be a whole number >= 2, got ${JSON.stringify(raw)}`)
+  return { kind: 'memory', maxKeys, redacted: `memory?maxKeys=${maxKeys}` }
+}
+
 /** A memory store with a trivial ping: what `npm start` runs on. */
-export function memoryStoreHandle(): StoreHandle {
-  return { store: memoryStore(), description: 'memory', ping: async () => {} }
+export function memoryStoreHandle(maxKeys?: number): StoreHandle {
+  const store = maxKeys === undefined ? memoryStore() : memoryStore({ maxKeys })
+  const description = maxKeys === undefined ? 'memory' : `memory?maxKeys=${maxKeys}`
+  return { store, description, ping: async () => {} }
 }
 
 export interface OpenStoreOptions {
@@ -169,7 +185,7 @@ const COMMAND_TIMEOUT_MS = 1000
  */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
-  if (spec.kind === 'memory') return memoryStoreHandle()
+  if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
   const { Redis, Cluster } = await import('ioredis')
   const { redisStore } = await import('../stores/redis/index.js')
   const auth = {

@@ -1,6 +1,7 @@
-// The in-process store: runs the pure transitions directly. Bounded by `maxKeys` with
-// least-recently-used eviction in two generations (a hot key is never evicted before a cold one),
-// and expiry without a timer per key: expired entries are swept a little on every write.
+// The in-process store: runs the pure transitions directly. Bounded by `maxKeys` in all and by each
+// policy's own `maxKeys`; when a key must go, keys that would admit go before keys that deny or are
+// blocked, so evicting is never the cheap way to lift a lockout. Expiry needs no timer per key:
+// expired entries are swept a little on every write.
 import { algorithms } from '../algorithms/index.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { Step, StepResult, SyncStore } from '../store.js'
@@ -8,7 +9,11 @@ import type { Step, StepResult, SyncStore } from '../store.js'
 export interface MemoryStoreOptions {
   /** The clock, in ms. Default `Date.now`. Tests pass a fake clock. */
   now?: () => number
-  /** The most keys held at once; least recently used keys go first. Default 1,000,000. */
+  /**
+   * The most keys held at once, all policies together. Default 1,000,000. When full, the policy
+   * holding the most keys gives one up (see docs/stores.md#eviction); a policy's own `maxKeys`
+   * bounds its share.
+   */
   maxKeys?: number
 }
 
@@ -17,20 +22,33 @@ interface Entry {
   /** When the state is back to empty (ms); after this (and after `blockedUntil`) the entry is dead. */
   expiresAt: number
   blockedUntil: number
-  /** Read since the sweeper last looked: a hot key that merely refilled is not worth deleting. */
+  /** Read since the sweeper or the evictor last looked: a hot key is not the one to drop. */
   touched: boolean
+  /** Out of units or blocked at its last decision: kept in its table's `held` map. */
+  held: boolean
 }
 
 /**
- * One generation: policy name -> caller's key -> entry. Nested rather than keyed by a joined
- * `policy:key` string, so the lookup hashes the caller's own string (whose hash V8 caches) instead
- * of a fresh concatenation on every decision.
+ * One policy's keys, in two maps by what losing them would cost. Each map keeps insertion order
+ * (a key moves to the back when it changes map), which is the order keys are evicted in.
  */
-type Generation = Map<string, Map<string, Entry>>
+interface Table {
+  /** Keys that would admit at their last decision: forgetting one only forgives part of a count. */
+  readonly open: Map<string, Entry>
+  /** Keys that denied (no units left) or are blocked: evicted only when `open` is empty. */
+  readonly held: Map<string, Entry>
+  /** Where eviction stands in each map (see `oldest`). */
+  openCursor?: Iterator<[string, Entry]> | undefined
+  heldCursor?: Iterator<[string, Entry]> | undefined
+}
 
 const NOT_BLOCKED = 0
+/** Touched keys the evictor moves to the back before it drops one anyway: bounds one insert's work. */
+const SECOND_CHANCES = 32
 
 export interface MemoryStore extends SyncStore {
+  /** The store's clock: whole ms of `options.now` (default `Date.now`). */
+  now(): number
   /** Keys currently held (live or not yet swept). Never above `maxKeys`. */
   readonly size: number
   /** `applySync` for a single step, without the arrays: the limiter's hot path. */
@@ -43,26 +61,38 @@ export function isMemoryStore(store: unknown): store is MemoryStore {
 }
 
 const dead = (entry: Entry, at: number): boolean => entry.expiresAt <= at && entry.blockedUntil <= at
+const tableSize = (table: Table): number => table.open.size + table.held.size
 
-/** Walks one generation an entry at a time, without allocating per step. */
+/** Walks every table's entries, one at a time, without allocating per step. */
 class Cursor {
-  private tables: Iterator<Map<string, Entry>>
+  private readonly tables: Iterator<Table>
   private entries: Iterator<[string, Entry]> | undefined
-  table: Map<string, Entry> | undefined
-  constructor(generation: Generation) {
-    this.tables = generation.values()
+  private table: Table | undefined
+  private inHeld = false
+  /** The map the last entry came from (to delete it). */
+  map: Map<string, Entry> | undefined
+  constructor(tables: Map<string, Table>) {
+    this.tables = tables.values()
   }
-  /** The next [key, entry] in `this.table`, or undefined at the end of the generation. */
+  /** The next [key, entry], or undefined after the last table. */
   next(): [string, Entry] | undefined {
     for (;;) {
       if (this.entries !== undefined) {
         const r = this.entries.next()
         if (!r.done) return r.value
+        if (!this.inHeld && this.table !== undefined) {
+          this.inHeld = true
+          this.map = this.table.held
+          this.entries = this.map.entries()
+          continue
+        }
       }
       const t = this.tables.next()
       if (t.done) return undefined
       this.table = t.value
-      this.entries = t.value.entries()
+      this.inHeld = false
+      this.map = t.value.open
+      this.entries = this.map.entries()
     }
   }
 }
@@ -79,104 +109,163 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   if (!Number.isSafeInteger(maxKeys) || maxKeys < 2) {
     throw new InvalidOptionsError(`memoryStore: maxKeys must be a whole number >= 2, got ${String(maxKeys)}`)
   }
-  // Two generations: `recent` takes every write; when it holds half of maxKeys it becomes `old` and
-  // the previous `old` (keys untouched for a whole generation) is dropped at once.
-  const generationSize = Math.floor(maxKeys / 2)
-  let recent: Generation = new Map()
-  let old: Generation = new Map()
-  let recentSize = 0
-  let oldSize = 0
-  // Two cursors walk the generations a little on every write, dropping entries that have expired:
-  // idle keys go away without a timer, even when traffic moves on to other keys.
-  let sweepOld = new Cursor(old)
-  let sweepRecent = new Cursor(recent)
-
+  /** Policy name -> its keys. Nested rather than keyed by `policy:key`, so a lookup hashes the caller's own string. */
+  let tables = new Map<string, Table>()
+  let size = 0
+  // The sweeper walks all entries a little on every write, dropping those that have expired: idle
+  // keys go away without a timer, even when traffic moves on to other keys.
+  let sweeper = new Cursor(tables)
   let decisions = 0
 
   const clock = (): number => Math.floor(now())
 
-  /**
-   * The entry of (policy, key), possibly expired (callers treat an expired state as empty). An
-   * expired entry is reused in place rather than deleted and re-created: a key that refills between
-   * hits would otherwise churn the Map on every decision. The sweepers delete the ones nobody touches.
-   */
-  // The recent generation's table of the last policy read: saves a lookup per decision.
+  // The table of the last policy read: saves a lookup per decision.
   let lastPolicy = ''
-  let lastTable: Map<string, Entry> | undefined
+  let lastTable: Table | undefined
 
-  function read(policy: string, key: string): Entry | undefined {
-    if (policy !== lastPolicy || lastTable === undefined) {
-      lastPolicy = policy
-      lastTable = recent.get(policy)
-    }
-    const entry = lastTable?.get(key)
-    if (entry !== undefined) {
-      entry.touched = true
-      return entry
-    }
-    const table = old.get(policy)
-    const stale = table?.get(key)
-    if (stale === undefined) return undefined
-    // Touched again: promote it to the recent generation, so a hot key is never evicted.
-    table!.delete(key)
-    oldSize--
-    insert(policy, key, stale)
-    return stale
-  }
-
-  function insert(policy: string, key: string, entry: Entry): void {
-    if (recentSize >= generationSize) {
-      old = recent
-      oldSize = recentSize
-      recent = new Map()
-      recentSize = 0
-      sweepOld = new Cursor(old)
-      sweepRecent = new Cursor(recent)
-      lastTable = undefined
-    }
-    let table = recent.get(policy)
+  function tableOf(policy: string): Table {
+    if (policy === lastPolicy && lastTable !== undefined) return lastTable
+    let table = tables.get(policy)
     if (table === undefined) {
-      table = new Map()
-      recent.set(policy, table)
-      lastTable = undefined
+      table = { open: new Map(), held: new Map() }
+      tables.set(policy, table)
     }
-    table.set(key, entry)
-    recentSize++
+    lastPolicy = policy
+    lastTable = table
+    return table
   }
 
-  /** Look at one entry of each generation and drop it if it has expired. */
-  function sweepSome(at: number): void {
-    const o = sweepOld.next()
-    if (o !== undefined && dead(o[1], at)) {
-      sweepOld.table!.delete(o[0])
-      oldSize--
+  /**
+   * The entry of a key, possibly expired (callers treat an expired state as empty). An expired entry
+   * is reused in place rather than deleted and re-created: a key that refills between hits would
+   * otherwise churn the Map on every decision. The sweeper deletes the ones nobody touches.
+   */
+  function read(table: Table, key: string): Entry | undefined {
+    const entry = table.open.get(key) ?? table.held.get(key)
+    if (entry !== undefined) entry.touched = true
+    return entry
+  }
+
+  /** Keep `entry` in the map its last decision calls for (`held`: no units left, or blocked). */
+  function mark(table: Table, key: string, entry: Entry, held: boolean): void {
+    if (entry.held === held) return
+    entry.held = held
+    if (held) {
+      table.open.delete(key)
+      table.held.set(key, entry)
+    } else {
+      table.held.delete(key)
+      table.open.set(key, entry)
     }
-    const r = sweepRecent.next()
+  }
+
+  function insert(table: Table, key: string, entry: Entry, policyMaxKeys: number | undefined): void {
+    // The policy over its own share pays with its own keys; over the store's bound, the policy
+    // holding the most keys pays (a flood of one policy is the largest table, so it pays itself).
+    if (policyMaxKeys !== undefined && tableSize(table) >= policyMaxKeys) evictFrom(table)
+    else if (size >= maxKeys) evictFrom(largestTable())
+    ;(entry.held ? table.held : table.open).set(key, entry)
+    size++
+  }
+
+  function largestTable(): Table {
+    let largest: Table | undefined
+    for (const table of tables.values()) {
+      if (largest === undefined || tableSize(table) > tableSize(largest)) largest = table
+    }
+    return largest!
+  }
+
+  /**
+   * The oldest entry of one of a table's maps. A Map keeps insertion order, but finding its first
+   * entry again after deleting from the front skips every deleted slot (a full scan per eviction),
+   * so each map keeps one long-lived iterator that only moves forward. It sees keys added after it
+   * was made; everything it passes is deleted or moved to the back, so it never skips a key.
+   */
+  function oldest(table: Table, held: boolean): [string, Entry] | undefined {
+    const map = held ? table.held : table.open
+    if (map.size === 0) return undefined
+    let r = (held ? table.heldCursor : table.openCursor)?.next()
+    if (r === undefined || r.done) {
+      // A finished iterator stays finished: start another from the front.
+      const cursor = map.entries()
+      if (held) table.heldCursor = cursor
+      else table.openCursor = cursor
+      r = cursor.next()
+    }
+    return r.done ? undefined : r.value
+  }
+
+  /**
+   * Drop one key of `table`: the oldest open key not read lately, else (nothing else can go) the
+   * oldest held key. Only a full store or a full share gets here: one insert's work, never a
+   * decision's. Expired keys are the sweeper's (sweepSome), which also runs on every insert.
+   */
+  function evictFrom(table: Table): void {
+    let moved = 0
+    for (let first = oldest(table, false); first !== undefined; first = oldest(table, false)) {
+      const [key, entry] = first
+      table.open.delete(key)
+      if (entry.touched && moved < SECOND_CHANCES) {
+        // Read since it was inserted (or last passed over): to the back, once.
+        entry.touched = false
+        table.open.set(key, entry)
+        moved++
+        continue
+      }
+      size--
+      return
+    }
+    const first = oldest(table, true)
+    if (first !== undefined) {
+      table.held.delete(first[0])
+      size--
+    }
+  }
+
+  /** Look at one entry and drop it if it has expired and nobody read it since the last pass. */
+  function sweepSome(at: number): void {
+    const r = sweeper.next()
     if (r === undefined) {
-      sweepRecent = new Cursor(recent)
+      sweeper = new Cursor(tables)
       return
     }
     const entry = r[1]
     if (entry.touched) entry.touched = false
     else if (dead(entry, at)) {
-      sweepRecent.table!.delete(r[0])
-      recentSize--
+      sweeper.map!.delete(r[0])
+      size--
     }
   }
 
-  function write(step: Step, entry: Entry | undefined, state: unknown, resetMs: number, at: number): void {
+  function write(
+    table: Table,
+    step: Step,
+    entry: Entry | undefined,
+    state: unknown,
+    resetMs: number,
+    remaining: number,
+    at: number,
+  ): void {
     if (entry === undefined) {
       if (resetMs > 0)
-        insert(step.policy.name, step.key, {
-          state,
-          expiresAt: at + resetMs,
-          blockedUntil: NOT_BLOCKED,
-          touched: false,
-        })
+        insert(
+          table,
+          step.key,
+          {
+            state,
+            expiresAt: at + resetMs,
+            blockedUntil: NOT_BLOCKED,
+            touched: false,
+            held: remaining === 0,
+          },
+          step.policy.maxKeys,
+        )
       sweepSome(at)
     } else {
       entry.state = resetMs > 0 ? state : undefined
       entry.expiresAt = at + resetMs
+      if (entry.held !== (remaining === 0)) mark(table, step.key, entry, remaining === 0)
     }
   }
 
@@ -226,12 +315,15 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     // The common case, kept lean: one outcome object, one result object.
     const at = clock()
     const peek = mode === 'peek'
-    const entry = read(step.policy.name, step.key)
+    const policy = step.policy
+    const table = tableOf(policy.name)
+    const entry = read(table, step.key)
     if (entry !== undefined && entry.blockedUntil > at) return strip(evaluate(step, entry, at, peek))
     const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
-    const policy = step.policy
     const o = algorithms[policy.algorithm].consume(state, policy, at, step.cost, peek, step.leaseId)
-    if (o.allowed && !peek) write(step, entry, o.state, o.resetMs, at)
+    if (o.allowed && !peek) write(table, step, entry, o.state, o.resetMs, o.remaining, at)
+    else if (entry !== undefined && entry.held !== (o.remaining === 0))
+      mark(table, step.key, entry, o.remaining === 0)
     // Every insert sweeps (in write); every 8th decision too, denied ones included, so keys that
     // went idle are cleared even when the traffic left is all hitting its limits.
     if ((++decisions & 7) === 0) sweepSome(at)
@@ -248,22 +340,34 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     if (steps.length === 1) return [applyOneSync(steps[0]!, mode)]
     const at = clock()
     const peek = mode === 'peek'
-    const entries = steps.map((step) => read(step.policy.name, step.key))
+    const tablesOf = steps.map((step) => tableOf(step.policy.name))
+    const entries = steps.map((step, i) => read(tablesOf[i]!, step.key))
     const results = steps.map((step, i) => evaluate(step, entries[i], at, peek))
     if (peek) return results.map(strip)
     if (results.every((r) => r.allowed)) {
-      for (let i = 0; i < results.length; i++)
-        write(steps[i]!, entries[i], results[i]!.state, results[i]!.resetMs, at)
+      for (let i = 0; i < results.length; i++) {
+        const r = results[i]!
+        write(tablesOf[i]!, steps[i]!, entries[i], r.state, r.resetMs, r.remaining, at)
+      }
       return results.map(strip)
     }
     // All or nothing: nothing is charged, and layers that would admit report their state as it is.
-    return results.map((r, i) => (r.allowed ? strip(evaluate(steps[i]!, entries[i], at, true)) : strip(r)))
+    const out = results.map((r, i) =>
+      r.allowed ? strip(evaluate(steps[i]!, entries[i], at, true)) : strip(r),
+    )
+    for (let i = 0; i < steps.length; i++) {
+      const entry = entries[i]
+      if (entry !== undefined)
+        mark(tablesOf[i]!, steps[i]!.key, entry, out[i]!.remaining === 0 || out[i]!.blocked)
+    }
+    return out
   }
 
   const store: MemoryStore = {
     name: 'memory',
+    now: clock,
     get size() {
-      return recentSize + oldSize
+      return size
     },
     applySync,
     applyOneSync,
@@ -273,7 +377,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     async refund(steps) {
       const at = clock()
       for (const step of steps) {
-        const entry = read(step.policy.name, step.key)
+        const table = tableOf(step.policy.name)
+        const entry = read(table, step.key)
         if (entry === undefined || entry.expiresAt <= at) continue
         const algorithm = algorithms[step.policy.algorithm]
         const state = algorithm.refund(entry.state, step.policy, at, step.cost, step.leaseId)
@@ -281,36 +386,47 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         const probe = state === undefined ? undefined : algorithm.consume(state, step.policy, at, 1, true)
         entry.state = state
         entry.expiresAt = probe === undefined ? at : at + probe.resetMs
+        mark(
+          table,
+          step.key,
+          entry,
+          entry.blockedUntil > at || (probe !== undefined && probe.remaining === 0),
+        )
       }
     },
     async block(steps, durationMs) {
       const at = clock()
       for (const step of steps) {
-        const entry = read(step.policy.name, step.key)
+        const table = tableOf(step.policy.name)
+        const entry = read(table, step.key)
         if (entry === undefined) {
-          insert(step.policy.name, step.key, {
+          const blocked = {
             state: undefined,
             expiresAt: at,
             blockedUntil: at + durationMs,
             touched: false,
-          })
-        } else entry.blockedUntil = Math.max(entry.blockedUntil, at + durationMs)
+            held: true,
+          }
+          insert(table, step.key, blocked, step.policy.maxKeys)
+        } else {
+          entry.blockedUntil = Math.max(entry.blockedUntil, at + durationMs)
+          mark(table, step.key, entry, true)
+        }
       }
     },
     async reset(steps) {
       for (const step of steps) {
-        if (recent.get(step.policy.name)?.delete(step.key)) recentSize--
-        if (old.get(step.policy.name)?.delete(step.key)) oldSize--
+        const table = tables.get(step.policy.name)
+        if (table === undefined) continue
+        if (table.open.delete(step.key)) size--
+        if (table.held.delete(step.key)) size--
       }
     },
     async close() {
       lastTable = undefined
-      recent = new Map()
-      old = new Map()
-      recentSize = 0
-      oldSize = 0
-      sweepOld = new Cursor(old)
-      sweepRecent = new Cursor(recent)
+      tables = new Map()
+      size = 0
+      sweeper = new Cursor(tables)
     },
   }
   return store

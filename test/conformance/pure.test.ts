@@ -37,6 +37,7 @@ function pureStore(now: () => number): Store {
   }
   return {
     name: 'pure',
+    now,
     async apply(steps, mode) {
       const at = now()
       const evaluated = steps.map((s) => evaluate(s, at, mode === 'peek'))

@@ -1,6 +1,7 @@
 // The conformance suite: every vector runs against any store handed to it. Memory and Redis stores
 // (standalone and Cluster) all call runConformance with their own factory.
 import { describe, expect, it } from 'vitest'
+import { createLimiter, type Limiter } from '../../src/limiter.js'
 import { resolvePolicy } from '../../src/policy.js'
 import type { Step, StepResult, Store } from '../../src/store.js'
 import { type Vector, type VectorStep, vectors } from './vectors.js'
@@ -20,12 +21,63 @@ function checkInvariants(result: StepResult | undefined, capacity: number, where
   else expect(r.retryAfterMs, `${where}: denied means a wait`).toBeGreaterThan(0)
 }
 
+/**
+ * Cases that hold only through a limiter: its local deny cache (on, as by default) and the way it
+ * passes refunds down. Every store's factory runs them, whatever vector subset it takes.
+ */
+function runThroughLimiter(makeStore: StoreFactory): void {
+  const policies = {
+    slots: { algorithm: 'concurrency', limit: 3, timeout: '10s' },
+    once: { algorithm: 'fixed-window', limit: 1, window: '1s' },
+  } as const
+  async function withLimiter(
+    body: (limiter: Limiter<keyof typeof policies>, advance: (ms: number) => void) => Promise<void>,
+  ): Promise<void> {
+    let clock = 1_700_000_000_000
+    const store = await makeStore(() => clock)
+    const limiter = createLimiter({ store, policies, localDenyCache: { maxKeys: 100 } })
+    try {
+      await body(limiter, (ms) => {
+        clock += ms
+      })
+    } finally {
+      await limiter.close()
+    }
+  }
+
+  describe('through a limiter, deny cache on', () => {
+    it('a refund of 1 after three consumes of a concurrency policy frees exactly one slot', async () => {
+      await withLimiter(async (limiter) => {
+        for (let i = 0; i < 3; i++) expect((await limiter.consume('slots', 'k')).allowed).toBe(true)
+        expect(await limiter.consume('slots', 'k')).toMatchObject({ allowed: false, remaining: 0 })
+        await limiter.refund('slots', 'k', 1)
+        expect(await limiter.peek('slots', 'k')).toMatchObject({ allowed: true, remaining: 1 })
+        expect(await limiter.consume('slots', 'k')).toMatchObject({ allowed: true, remaining: 0 })
+        expect(await limiter.consume('slots', 'k')).toMatchObject({ allowed: false, remaining: 0 })
+      })
+    })
+
+    it("the deny cache keeps the store's clock: denied until its retry time, admitted at it", async () => {
+      await withLimiter(async (limiter, advance) => {
+        expect((await limiter.consume('once', 'k')).allowed).toBe(true)
+        expect(await limiter.consume('once', 'k')).toMatchObject({ allowed: false, retryAfterMs: 1000 })
+        advance(999)
+        expect(await limiter.consume('once', 'k')).toMatchObject({ allowed: false, retryAfterMs: 1 })
+        advance(1)
+        expect(await limiter.consume('once', 'k')).toMatchObject({ allowed: true, remaining: 0 })
+        expect(await limiter.consume('once', 'k')).toMatchObject({ allowed: false, retryAfterMs: 1000 })
+      })
+    })
+  })
+}
+
 export function runConformance(
   label: string,
   makeStore: StoreFactory,
   only: readonly Vector[] = vectors,
 ): void {
   describe(`conformance: ${label}`, () => {
+    runThroughLimiter(makeStore)
     for (const vector of only) {
       it(vector.name, async () => {
         let clock = vector.start ?? 1_700_000_000_000

@@ -843,6 +843,37 @@ const concurrency: Vector[] = [
     ],
   },
   {
+    // Leases made by consume (no lease id) share the id '': a refund gives back exactly `cost`
+    // units of them, the newest first, on every store.
+    name: 'concurrency: a refund without a lease id frees exactly that many slots, newest first',
+    policy: conc(3),
+    steps: [
+      { expect: { allowed: true, remaining: 2 } },
+      { after: 100, expect: { allowed: true, remaining: 1 } },
+      { after: 100, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { expect: { allowed: false, remaining: 0, retryAfterMs: 800 } },
+      // t=200: the lease taken at t=200 goes; those of t=0 and t=100 (ending at 1100) stay.
+      { op: 'refund', cost: 1 },
+      { op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 900 } },
+      { expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { expect: { allowed: false, remaining: 0, retryAfterMs: 800 } },
+    ],
+  },
+  {
+    name: 'concurrency: a refund without a lease id splits a costly lease and leaves named leases alone',
+    policy: conc(5),
+    steps: [
+      { lease: 'a', expect: { allowed: true, remaining: 4 } },
+      { cost: 3, expect: { allowed: true, remaining: 1 } },
+      { op: 'refund', cost: 1 },
+      { op: 'peek', expect: { allowed: true, remaining: 2 } },
+      // More than the anonymous leases hold: they all go, lease a stays.
+      { op: 'refund', cost: 5 },
+      { op: 'peek', expect: { allowed: true, remaining: 4 } },
+      { op: 'peek', cost: 5, expect: { allowed: false } },
+    ],
+  },
+  {
     name: 'concurrency: reset drops every lease',
     policy: conc(1),
     steps: [

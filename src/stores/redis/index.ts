@@ -504,5 +504,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       closed = true
     },
   }
+  // Client clock: the scripts decide on `now`, so the limiter's deny cache must time with it too.
+  if (clientClock) store.now = () => Math.floor(now())
   return store
 }

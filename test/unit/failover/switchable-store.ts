@@ -32,6 +32,7 @@ export function switchableStore(behaviour: Behaviour = 'answer', now?: () => num
 
   const store: SwitchableStore = {
     name: 'switchable',
+    now: inner.now,
     behaviour,
     calls,
     get hanging() {

@@ -102,11 +102,36 @@ function concurrency.save(step, leases, now, slack)
   save_string(step, cmsgpack.pack(flat), concurrency_last_expiry(leases, now), now, slack)
 end
 
-function concurrency.refund(step, state, now, _amount, slack)
+function concurrency.refund(step, state, now, amount, slack)
+  local leases = concurrency_live(state, now)
   local kept = {}
-  for _, lease in ipairs(concurrency_live(state, now)) do
-    if lease.id ~= step.lease then
-      kept[#kept + 1] = lease
+  if step.lease ~= '' then
+    for _, lease in ipairs(leases) do
+      if lease.id ~= step.lease then
+        kept[#kept + 1] = lease
+      end
+    end
+  else
+    -- Leases taken by consume (no lease id) share the id '': give back `amount` units of them, the
+    -- newest first. Named leases are left alone (src/algorithms/concurrency.ts does the same).
+    local left = amount
+    local gone = {}
+    for i = #leases, 1, -1 do
+      local lease = leases[i]
+      if left > 0 and lease.id == '' then
+        if lease.cost <= left then
+          left = left - lease.cost
+          gone[i] = true
+        else
+          lease.cost = lease.cost - left
+          left = 0
+        end
+      end
+    end
+    for i, lease in ipairs(leases) do
+      if not gone[i] then
+        kept[#kept + 1] = lease
+      end
     end
   end
   concurrency.save(step, kept, now, slack)
