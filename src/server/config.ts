@@ -11,7 +11,7 @@ import { clientIpResolver } from '../http/ip.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import type { Path } from './config-errors.js'
-import { dotted, Locator, suggestDuration } from './config-errors.js'
+import { dotted, Locator, suggestDuration, toPlain } from './config-errors.js'
 
 export const FAIL_MODES = ['open', 'closed', 'memory'] as const
 /** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
@@ -183,7 +183,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     const line = yamlError.linePos?.[0]?.line ?? lines.linePos(yamlError.pos[0]).line
     throw new InvalidConfigError(`${file}:${line}: not valid YAML: ${yamlError.message.split('\n')[0]}`)
   }
-  const raw: unknown = doc.toJS()
+  const raw = toPlain(loc, doc)
   if (!isRecord(raw)) throw loc.error([], 'the config must be a YAML map with at least `policies:`')
 
   const parsed = topSchema.safeParse(raw)
