@@ -12,6 +12,8 @@ import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import type { Path } from './config-errors.js'
 import { dotted, Locator, suggestDuration, toPlain } from './config-errors.js'
+import type { DashboardSettings, HttpSettings } from './config-http.js'
+import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
 
 export const FAIL_MODES = ['open', 'closed', 'memory'] as const
 /** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
@@ -60,6 +62,10 @@ export interface ServiceConfig {
     /** Status when a `closed` policy denies because the store failed. Default 503. */
     readonly storeUnavailableStatus: StoreUnavailableStatus
   }
+  /** Browser origins, timeouts and the connection cap of the HTTP server (config-http.ts). */
+  readonly http: HttpSettings
+  /** The dashboard's token and optional listener of its own (config-http.ts). */
+  readonly dashboard: DashboardSettings
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -115,6 +121,8 @@ const topSchema = z.strictObject({
         .optional(),
     })
     .optional(),
+  http: httpSchema,
+  dashboard: dashboardSchema,
 })
 
 /** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
@@ -195,7 +203,13 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     }
     const path = issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))
     const label = path.length === 0 ? 'config' : dotted(path)
-    const given = path.reduce<unknown>((node, key) => (isRecord(node) ? node[String(key)] : undefined), raw)
+    const given = path.reduce<unknown>(
+      (node, key) =>
+        typeof node === 'object' && node !== null
+          ? (node as Record<string, unknown>)[String(key)]
+          : undefined,
+      raw,
+    )
     const message = given === undefined ? 'is required' : issue.message
     throw loc.error(path, `${label}: ${message}`)
   }
@@ -275,6 +289,8 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     const message = error instanceof SluiceError ? error.message : String(error)
     throw loc.error(['authz', 'trustProxy'], `authz.${message}`, error)
   }
+  const http = resolveHttp(loc, top.http)
+  const dashboard = resolveDashboard(loc, top.dashboard)
 
   return {
     file,
@@ -293,6 +309,8 @@ export function parseConfig(text: string, file: string): ServiceConfig {
       ipv6Prefix: top.authz?.ipv6Prefix ?? 64,
       storeUnavailableStatus: top.authz?.storeUnavailableStatus ?? 503,
     },
+    http,
+    dashboard,
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined

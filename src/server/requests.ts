@@ -112,8 +112,26 @@ export function parseJson(text: string): unknown {
   }
 }
 
-/** The request body (bounded by readBody) parsed as JSON. */
+/** `application/json`, with parameters or not, in any case; nothing else (no `+json`, no lookalikes). */
+function isJsonType(type: string | undefined): boolean {
+  if (type === 'application/json') return true
+  if (type === undefined) return false
+  const semicolon = type.indexOf(';')
+  return (semicolon < 0 ? type : type.slice(0, semicolon)).trim().toLowerCase() === 'application/json'
+}
+
+/**
+ * The request body (bounded by readBody) parsed as JSON. Only an `application/json` body is read:
+ * text/plain, form and multipart bodies are what a web page can send cross-site without a CORS
+ * preflight, so taking them would let any page a user visits spend budgets (415, nothing read).
+ */
 export async function jsonBody(req: IncomingMessage): Promise<unknown> {
+  if (!isJsonType(req.headers['content-type']))
+    throw new ClientError(
+      'unsupported_media_type',
+      'send the body as JSON with content-type: application/json',
+      415,
+    )
   return parseJson(await readBody(req))
 }
 
