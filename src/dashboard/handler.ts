@@ -60,10 +60,13 @@ export function createDashboard<S>(options: DashboardOptions<S>): Dashboard {
     const frame = `data: ${JSON.stringify(options.snapshot())}\n\n`
     for (const res of clients) {
       // A consumer that stopped reading: its frames pile up in memory. Drop it (its page reconnects
-      // once it reads again); the close handler forgets it and stops the timer with the last one.
+      // once it reads again).
       if (res.writableLength > maxBuffered) {
         clients.delete(res)
-        res.destroy()
+        // A reset, not a close: a close would leave the kernel holding the unsent bytes of an
+        // orphaned socket until the peer reads them; a reset frees them now.
+        if (res.socket !== null) res.socket.resetAndDestroy()
+        else res.destroy()
       } else res.write(frame)
     }
     if (clients.size === 0) stopTimer()
@@ -85,6 +88,8 @@ export function createDashboard<S>(options: DashboardOptions<S>): Dashboard {
         'content-length': Buffer.byteLength(body),
         'retry-after': '10',
         'cache-control': 'no-store',
+        // A refused client keeps no connection either.
+        connection: 'close',
       })
       res.end(body)
       return

@@ -354,6 +354,13 @@ function authzClient(config: ServiceConfig): string {
   return `client IP (${trusted}; IPv6 per /${ipv6Prefix})`
 }
 
+function describeHttp(config: ServiceConfig): string {
+  const { http, dashboard } = config
+  const origins = http.allowedOrigins.size === 0 ? 'none' : [...http.allowedOrigins].join(', ')
+  const where = dashboard.port === undefined ? 'main port' : `${dashboard.host}:${dashboard.port}`
+  return `  http: browser origins ${origins}; headers ${http.headersTimeoutMs}ms, request ${http.requestTimeoutMs}ms, max ${http.maxConnections} connections; dashboard on ${where}, ${dashboard.token === undefined ? 'no token' : 'token required'}`
+}
+
 /** A human summary of what the config says, for `sluice check`. */
 export function describeConfig(config: ServiceConfig): string {
   const lines = [
@@ -363,6 +370,7 @@ export function describeConfig(config: ServiceConfig): string {
     `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${
       config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`
     }; store unavailable -> ${config.authz.storeUnavailableStatus}`,
+    describeHttp(config),
     '  policies:',
   ]
   for (const entry of config.entries.values()) {
