@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net'
 import type { Browser } from 'playwright-core'
 import { chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { parseConfig } from '../../src/server/config.js'
 import { get, post, servicesClosedAfterEach } from '../service/helpers.js'
 
 const startService = servicesClosedAfterEach()
@@ -125,6 +126,19 @@ describe('a browser Origin is refused unless configured (403)', () => {
     expect(res.status).toBe(200)
   })
 
+  it('follows a reload: an origin added to http.allowedOrigins is admitted at once', async () => {
+    const { service, url } = await startService(YAML)
+    expect(
+      (await post(`${url}/v1/check`, { policy: 'api', key: 'alice' }, { origin: 'https://app.example' }))
+        .status,
+    ).toBe(403)
+    service.reload(parseConfig(`${YAML}http:\n  allowedOrigins: [HTTPS://App.Example]\n`, 'test.yaml'))
+    expect(
+      (await post(`${url}/v1/check`, { policy: 'api', key: 'alice' }, { origin: 'https://app.example' }))
+        .status,
+    ).toBe(200)
+  })
+
   it('refuses an allowedOrigins entry that is not an origin, naming file and line', async () => {
     await expect(
       startService(`${YAML}http:\n  allowedOrigins: [https://app.example/path]\n`),
@@ -151,6 +165,14 @@ describe('the dashboard: optional token, and a bind of its own', () => {
     expect(await byQuery.text()).toContain('/events')
     // /metrics and decisions do not need the dashboard token.
     expect((await post(`${url}/v1/check`, { policy: 'api', key: 'bob' })).status).toBe(200)
+  })
+
+  it('follows a reload: a token set later is required at once', async () => {
+    const { service, url } = await startService(YAML)
+    expect((await get(`${url}/dashboard/snapshot.json`)).status).toBe(200)
+    service.reload(parseConfig(`${YAML}dashboard:\n  token: dash-token-5678\n`, 'test.yaml'))
+    expect((await get(`${url}/dashboard/snapshot.json`)).status).toBe(401)
+    expect((await get(`${url}/dashboard/snapshot.json?token=dash-token-5678`)).status).toBe(200)
   })
 
   it('with dashboard.port, the dashboard answers only on its own listener', async () => {

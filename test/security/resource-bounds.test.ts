@@ -146,6 +146,18 @@ describe('slow clients are cut after the configured timeouts', () => {
     expect(answer.json?.error).toBe('request_timeout')
   })
 
+  it('refuses timeouts that cannot work, naming file and line', async () => {
+    await expect(startService(`${YAML}http:\n  headersTimeout: 20s\n  requestTimeout: 5s\n`)).rejects.toThrow(
+      /^test\.yaml:5: http\.headersTimeout: .*above http\.requestTimeout/,
+    )
+    await expect(startService(`${YAML}http:\n  requestTimeout: 10 seconds\n`)).rejects.toThrow(
+      /^test\.yaml:5: http\.requestTimeout: /,
+    )
+    await expect(startService(`${YAML}http:\n  maxConnections: 0\n`)).rejects.toThrow(
+      /^test\.yaml:5: http\.maxConnections: /,
+    )
+  })
+
   it('refuses connections past http.maxConnections', async () => {
     const { url } = await startService(`${YAML}http:\n  maxConnections: 2\n`)
     const port = portOf(url)
