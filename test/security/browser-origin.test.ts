@@ -214,6 +214,21 @@ describe('from a real page in Chromium', () => {
     await browser?.close()
   })
 
+  it('the dashboard page opened with ?token= goes live (its stream carries the token)', async () => {
+    const { url } = await startService(`${YAML}dashboard:\n  token: dash-token-5678\n`, {
+      observability: { pushIntervalMs: 100 },
+    })
+    const tab = await browser.newPage()
+    try {
+      await tab.goto(`${url}/dashboard?token=dash-token-5678`)
+      await tab.waitForFunction(() => document.getElementById('status')?.textContent === 'live', undefined, {
+        timeout: 5000,
+      })
+    } finally {
+      await tab.close()
+    }
+  })
+
   it('a cross-site page cannot spend a budget by no-cors fetch or by a text/plain form', async () => {
     const { url } = await startService(YAML)
     // The attacker's page, on another origin (another port).
