@@ -251,7 +251,7 @@ async function serve(argv: string[]): Promise<void> {
       `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,
       `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || env('SLUICE_ADMIN_TOKEN') ? 'on' : 'off'})`,
       `  GET  ${url}/healthz  ${url}/readyz  ${url}/metrics`,
-      `  dashboard: ${url}/dashboard`,
+      `  dashboard: ${service.dashboardAddress?.url ?? url}/dashboard${config.dashboard.token === undefined ? '' : '?token=<dashboard.token>'}`,
       '',
     ].join('\n'),
   )

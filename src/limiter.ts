@@ -345,7 +345,17 @@ export function createLimiter<const P extends Record<string, Policy>>(
     if (!Array.isArray(checks) || checks.length === 0) {
       throw new InvalidOptionsError('layered consume: pass a non-empty array of { policy, key, cost? }')
     }
-    const steps = checks.map((c: Check) => step(c?.policy, c?.key, c?.cost ?? 1))
+    // A loop, not map: map skips the holes of a sparse array, which then reach find() as undefined.
+    const steps: Step[] = []
+    for (let i = 0; i < checks.length; i++) {
+      const c: unknown = checks[i]
+      if (typeof c !== 'object' || c === null)
+        throw new InvalidOptionsError(
+          `layered consume: checks[${i}] is ${c === null ? 'null' : typeof c}; pass { policy, key, cost? }`,
+        )
+      const check = c as Check
+      steps.push(step(check.policy, check.key, check.cost))
+    }
     const hybridStep = steps.find((s) => hybridOf(s) !== undefined)
     if (hybridStep !== undefined)
       throw new InvalidOptionsError(
@@ -376,10 +386,10 @@ export function createLimiter<const P extends Record<string, Policy>>(
       }
       // An in-process store decides now: one resolved promise instead of a chain of async calls.
       if (oneStepStore !== undefined && listeners.length === 0 && hybrids.size === 0) {
-        const s = step(a, key, opts?.cost ?? 1)
+        const s = step(a, key, opts?.cost)
         return Promise.resolve(decision(s, oneStepStore.applyOneSync(s, mode)))
       }
-      const s = step(a, key, opts?.cost ?? 1)
+      const s = step(a, key, opts?.cost)
       const hybrid = hybridOf(s)
       if (hybrid !== undefined) return Promise.resolve(decideHybrid(hybrid, mode, s))
       if (syncStore !== undefined)
@@ -417,7 +427,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     peek,
     consumeSync(policy, key, opts) {
       if (hybrids.size > 0) {
-        const s = step(policy, key, opts?.cost ?? 1)
+        const s = step(policy, key, opts?.cost)
         const hybrid = hybridOf(s)
         if (hybrid !== undefined) return decideHybrid(hybrid, 'consume', s)
       }
@@ -426,7 +436,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
           `consumeSync needs an in-process store; the ${store.name} store is asynchronous, use consume`,
         )
       }
-      const s = step(policy, key, opts?.cost ?? 1)
+      const s = step(policy, key, opts?.cost)
       if (listeners.length === 0) {
         if (oneStepStore !== undefined) return decision(s, oneStepStore.applyOneSync(s, 'consume'))
         return decision(s, syncStore.applySync([s], 'consume')[0]!)
@@ -466,7 +476,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     },
     async acquire(policy, key, opts) {
       const id = randomUUID()
-      const s = step(policy, key, opts?.cost ?? 1, id)
+      const s = step(policy, key, opts?.cost, id)
       if (s.policy.algorithm !== 'concurrency') {
         throw new InvalidOptionsError(
           `acquire: policy ${s.policy.name} is ${s.policy.algorithm}; acquire needs a concurrency policy, use consume`,

@@ -10,6 +10,22 @@ export interface DashboardOptions<S> {
   /** How often connected pages get a new snapshot, ms. */
   intervalMs: number
   snapshot: () => S
+  /** Event streams open at once; one more is answered 503 with Retry-After. Default 16. */
+  maxStreams?: number
+  /**
+   * Bytes a stream may have waiting to be sent (beyond what the kernel holds) before it is dropped
+   * as a consumer that stopped reading; checked before every push. Default 256 KiB.
+   */
+  maxStreamBufferBytes?: number
+}
+
+export const DASHBOARD_DEFAULTS = { maxStreams: 16, maxStreamBufferBytes: 256 * 1024 } as const
+
+function positiveInteger(value: number | undefined, fallback: number, what: string): number {
+  if (value === undefined) return fallback
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new InvalidOptionsError(`${what}: use a whole number, at least 1 (got ${String(value)})`)
+  return value
 }
 
 export interface Dashboard {
@@ -29,6 +45,12 @@ export function createDashboard<S>(options: DashboardOptions<S>): Dashboard {
     )
   if (!Number.isSafeInteger(options.intervalMs) || options.intervalMs < 50)
     throw new InvalidOptionsError('pushIntervalMs: use a whole number of ms, at least 50')
+  const maxStreams = positiveInteger(options.maxStreams, DASHBOARD_DEFAULTS.maxStreams, 'maxStreams')
+  const maxBuffered = positiveInteger(
+    options.maxStreamBufferBytes,
+    DASHBOARD_DEFAULTS.maxStreamBufferBytes,
+    'maxStreamBufferBytes',
+  )
   const page = dashboardPage(base)
   const clients = new Set<ServerResponse>()
   let timer: NodeJS.Timeout | undefined
@@ -36,10 +58,42 @@ export function createDashboard<S>(options: DashboardOptions<S>): Dashboard {
   function push(): void {
     if (clients.size === 0) return
     const frame = `data: ${JSON.stringify(options.snapshot())}\n\n`
-    for (const res of clients) res.write(frame)
+    for (const res of clients) {
+      // A consumer that stopped reading: its frames pile up in memory. Drop it (its page reconnects
+      // once it reads again).
+      if (res.writableLength > maxBuffered) {
+        clients.delete(res)
+        // A reset, not a close: a close would leave the kernel holding the unsent bytes of an
+        // orphaned socket until the peer reads them; a reset frees them now.
+        if (res.socket !== null) res.socket.resetAndDestroy()
+        else res.destroy()
+      } else res.write(frame)
+    }
+    if (clients.size === 0) stopTimer()
   }
 
-  function stream(req: IncomingMessage, res: ServerResponse): void {
+  function stopTimer(): void {
+    if (timer !== undefined) clearInterval(timer)
+    timer = undefined
+  }
+
+  function stream(res: ServerResponse): void {
+    if (clients.size >= maxStreams) {
+      const body = JSON.stringify({
+        error: 'too_many_streams',
+        message: `${maxStreams} dashboard streams are open already; try again later`,
+      })
+      res.writeHead(503, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+        'retry-after': '10',
+        'cache-control': 'no-store',
+        // A refused client keeps no connection either.
+        connection: 'close',
+      })
+      res.end(body)
+      return
+    }
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-store',
@@ -53,12 +107,10 @@ export function createDashboard<S>(options: DashboardOptions<S>): Dashboard {
       timer = setInterval(push, options.intervalMs)
       timer.unref()
     }
-    req.on('close', () => {
+    // The response's close: the client went away, or push() dropped it.
+    res.on('close', () => {
       clients.delete(res)
-      if (clients.size === 0 && timer !== undefined) {
-        clearInterval(timer)
-        timer = undefined
-      }
+      if (clients.size === 0) stopTimer()
     })
   }
 
@@ -81,7 +133,7 @@ export function createDashboard<S>(options: DashboardOptions<S>): Dashboard {
       })
       res.end(req.method === 'HEAD' ? undefined : page)
     } else if (pathname === `${base}/events`) {
-      stream(req, res)
+      stream(res)
     } else if (pathname === `${base}/snapshot.json`) {
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' })
       res.end(JSON.stringify(options.snapshot()))
@@ -97,8 +149,7 @@ export function createDashboard<S>(options: DashboardOptions<S>): Dashboard {
       return clients.size
     },
     close() {
-      if (timer !== undefined) clearInterval(timer)
-      timer = undefined
+      stopTimer()
       for (const res of clients) res.end()
       clients.clear()
     },

@@ -111,7 +111,8 @@ function render(s) {
     el('td', {}, sp.rate.toFixed(0) + '/s'), el('td', {}, sp.ratio.toFixed(1) + '×'))), 'no spikes', 5);
   $('updated').textContent = new Date(s.at).toLocaleTimeString();
 }
-const source = new EventSource(BASE + '/events');
+// The page's own query (a dashboard token, when one is set) goes on to the stream.
+const source = new EventSource(BASE + '/events' + location.search);
 source.onopen = () => { $('status').textContent = 'live'; $('status').className = 'live'; };
 source.onerror = () => { $('status').textContent = 'reconnecting…'; $('status').className = ''; };
 source.onmessage = (e) => render(JSON.parse(e.data));

@@ -3,7 +3,7 @@
 import { BlockList, isIPv4, isIPv6 } from 'node:net'
 import { InvalidOptionsError } from '../errors.js'
 
-/** Normalise one address: strip brackets, zone and port; map `::ffff:a.b.c.d` to IPv4. */
+/** Normalise one address: strip brackets, zone and port; IPv4-mapped and -compatible IPv6 to IPv4. */
 export function parseIp(raw: string): { address: string; family: 'ipv4' | 'ipv6' } | undefined {
   let s = raw.trim()
   if (s.length === 0 || s.length > 64) return undefined
@@ -19,9 +19,25 @@ export function parseIp(raw: string): { address: string; family: 'ipv4' | 'ipv6'
   if (isIPv4(s)) return { address: s, family: 'ipv4' }
   if (!isIPv6(s)) return undefined
   const lower = s.toLowerCase()
-  const mapped = /^(?:0{0,4}:){0,4}:?(?:0{0,4}:)?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower)
-  if (mapped?.[1] !== undefined && isIPv4(mapped[1])) return { address: mapped[1], family: 'ipv4' }
+  // IPv4 inside IPv6 starts with zero groups (`::ffff:606:606`, `0:0:0:0:0:ffff:6.6.6.6`, `::6.6.6.6`);
+  // any other address skips the byte decoding.
+  if (lower.startsWith('::') || lower.startsWith('0')) {
+    const embedded = embeddedIpv4(ipv6Bytes(lower))
+    if (embedded !== undefined) return { address: embedded, family: 'ipv4' }
+  }
   return { address: lower, family: 'ipv6' }
+}
+
+/**
+ * The IPv4 address an IPv6 one carries, written in any form: IPv4-mapped (`::ffff:0:0/96`) and
+ * IPv4-compatible (`::/96`, deprecated but still parsed). `::`, `::1` and other addresses whose
+ * first IPv4 byte would be 0 are not IPv4: they stay IPv6.
+ */
+function embeddedIpv4(bytes: readonly number[]): string | undefined {
+  for (let i = 0; i < 10; i++) if (bytes[i] !== 0) return undefined
+  const mapped = bytes[10] === 0xff && bytes[11] === 0xff
+  if (!mapped && (bytes[10] !== 0 || bytes[11] !== 0 || bytes[12] === 0)) return undefined
+  return `${bytes[12]}.${bytes[13]}.${bytes[14]}.${bytes[15]}`
 }
 
 /** The 16 bytes of a valid IPv6 address (as returned by `parseIp`). */

@@ -30,6 +30,10 @@ export interface ObservabilityOptions {
   dashboardPath?: string
   /** How often the dashboard gets a new snapshot, ms. Default 1000. */
   pushIntervalMs?: number
+  /** Dashboard event streams open at once; one more gets a 503. Default 16. */
+  maxStreams?: number
+  /** Bytes a dashboard stream may have queued before it is dropped as not reading. Default 256 KiB. */
+  maxStreamBufferBytes?: number
   /** Decisions are counted in batches applied this often, ms (also when a batch holds 4096 keys). Default 100. */
   flushMs?: number
   /** Clock in ms. Default `Date.now`. */
@@ -86,6 +90,8 @@ export interface Observability {
   metricsHandler: NodeHandler
   /** Serves the dashboard page, `/events` (SSE) and `/snapshot.json` under `dashboardPath`; 404 elsewhere. */
   dashboardHandler: NodeHandler
+  /** Dashboard event streams open now. */
+  readonly dashboardStreams: number
   /** Heavy hitters per policy and side, heaviest first. */
   topKeys(options?: { policy?: string; side?: 'denied' | 'admitted'; k?: number }): TopKeysReport[]
   /** Recent spikes, newest first. */
@@ -298,6 +304,10 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     path: options.dashboardPath ?? '/dashboard',
     intervalMs: options.pushIntervalMs ?? 1000,
     snapshot,
+    ...(options.maxStreams === undefined ? {} : { maxStreams: options.maxStreams }),
+    ...(options.maxStreamBufferBytes === undefined
+      ? {}
+      : { maxStreamBufferBytes: options.maxStreamBufferBytes }),
   })
 
   const metricsHandler: NodeHandler = (_req, res) => {
@@ -317,6 +327,9 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     metrics,
     metricsHandler,
     dashboardHandler: dashboard.handler,
+    get dashboardStreams() {
+      return dashboard.clients
+    },
     topKeys,
     flush,
     spikes: () => {

@@ -1,7 +1,7 @@
 // How a config mistake is reported: the file and line of a path in the YAML document, the path as
 // messages name it, and what to write instead of a spelled-out duration.
 import type { Document, LineCounter } from 'yaml'
-import { isMap, isScalar } from 'yaml'
+import { isMap, isScalar, visit } from 'yaml'
 import { InvalidConfigError } from '../errors.js'
 
 /** A path into the config: `['tiers', 'pro', 'api', 'limit']`. */
@@ -37,6 +37,11 @@ export class Locator {
       offset = (node as { range?: [number, number, number] } | null)?.range?.[0] ?? offset
     }
     return this.lines.linePos(offset).line
+  }
+
+  /** The line of a node's first character. */
+  lineAt(node: { range?: [number, number, number] | null | undefined }): number {
+    return this.lines.linePos(node.range?.[0] ?? 0).line
   }
 
   error(path: Path, message: string, cause?: unknown): InvalidConfigError {
@@ -75,4 +80,41 @@ export function suggestDuration(value: unknown): string | undefined {
   const match = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$/.exec(value)
   const unit = match === null ? undefined : LONG_UNITS[match[2]!.toLowerCase()]
   return unit === undefined ? undefined : `${match![1]}${unit}`
+}
+
+/** Aliases one config may expand (yaml's own default, stated here so the bound is ours). */
+const MAX_ALIAS_COUNT = 100
+
+/**
+ * The document as plain values, after refusing what toJS would hide: a `__proto__` key (which toJS
+ * silently drops) and an alias bomb (toJS throws a bare ReferenceError). Both name file and line.
+ */
+export function toPlain(loc: Locator, doc: Document): unknown {
+  let proto: InvalidConfigError | undefined
+  let firstAlias: number | undefined
+  visit(doc, {
+    Pair(_, pair) {
+      if (isScalar(pair.key) && pair.key.value === '__proto__') {
+        proto = new InvalidConfigError(
+          `${loc.file}:${loc.lineAt(pair.key)}: "__proto__" cannot be a key; rename it (a name starts with a letter)`,
+        )
+        return visit.BREAK
+      }
+      return undefined
+    },
+    Alias(_, alias) {
+      firstAlias ??= loc.lineAt(alias)
+      return visit.SKIP
+    },
+  })
+  if (proto !== undefined) throw proto
+  try {
+    return doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT })
+  } catch (error) {
+    if (!(error instanceof ReferenceError)) throw error
+    throw new InvalidConfigError(
+      `${loc.file}:${firstAlias ?? 1}: the YAML aliases expand too far (over ${MAX_ALIAS_COUNT} nodes from aliases); write the values out instead`,
+      { cause: error },
+    )
+  }
 }

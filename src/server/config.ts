@@ -11,7 +11,9 @@ import { clientIpResolver, ipMatcher } from '../http/ip.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import type { Path } from './config-errors.js'
-import { dotted, Locator, suggestDuration } from './config-errors.js'
+import { dotted, Locator, suggestDuration, toPlain } from './config-errors.js'
+import type { DashboardSettings, HttpSettings } from './config-http.js'
+import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
 import { parseStoreUrl, redactStoreUrl } from './store-url.js'
 
 export const FAIL_MODES = ['open', 'closed', 'memory'] as const
@@ -72,6 +74,10 @@ export interface ServiceConfig {
     /** Status when a `closed` policy denies because the store failed. Default 503. */
     readonly storeUnavailableStatus: StoreUnavailableStatus
   }
+  /** Browser origins, timeouts and the connection cap of the HTTP server (config-http.ts). */
+  readonly http: HttpSettings
+  /** The dashboard's token and optional listener of its own (config-http.ts). */
+  readonly dashboard: DashboardSettings
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -135,6 +141,8 @@ const topSchema = z.strictObject({
         .optional(),
     })
     .optional(),
+  http: httpSchema,
+  dashboard: dashboardSchema,
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
@@ -225,7 +233,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     const line = yamlError.linePos?.[0]?.line ?? lines.linePos(yamlError.pos[0]).line
     throw new InvalidConfigError(`${file}:${line}: not valid YAML: ${yamlError.message.split('\n')[0]}`)
   }
-  const raw: unknown = doc.toJS()
+  const raw = toPlain(loc, doc)
   if (!isRecord(raw)) throw loc.error([], 'the config must be a YAML map with at least `policies:`')
 
   const parsed = topSchema.safeParse(raw)
@@ -237,7 +245,13 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     }
     const path = issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))
     const label = path.length === 0 ? 'config' : dotted(path)
-    const given = path.reduce<unknown>((node, key) => (isRecord(node) ? node[String(key)] : undefined), raw)
+    const given = path.reduce<unknown>(
+      (node, key) =>
+        typeof node === 'object' && node !== null
+          ? (node as Record<string, unknown>)[String(key)]
+          : undefined,
+      raw,
+    )
     const message = given === undefined ? 'is required' : issue.message
     throw loc.error(path, `${label}: ${message}`)
   }
@@ -336,6 +350,8 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     const message = error instanceof SluiceError ? error.message : String(error)
     throw loc.error(['authz', 'trustedPeers'], message, error)
   }
+  const http = resolveHttp(loc, top.http)
+  const dashboard = resolveDashboard(loc, top.dashboard)
 
   return {
     file,
@@ -356,6 +372,8 @@ export function parseConfig(text: string, file: string): ServiceConfig {
       ipv6Prefix: top.authz?.ipv6Prefix ?? 64,
       storeUnavailableStatus: top.authz?.storeUnavailableStatus ?? 503,
     },
+    http,
+    dashboard,
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined
@@ -399,6 +417,13 @@ function authzClient(config: ServiceConfig): string {
   return `client IP (${trusted}; IPv6 per /${ipv6Prefix})`
 }
 
+function describeHttp(config: ServiceConfig): string {
+  const { http, dashboard } = config
+  const origins = http.allowedOrigins.size === 0 ? 'none' : [...http.allowedOrigins].join(', ')
+  const where = dashboard.port === undefined ? 'main port' : `${dashboard.host}:${dashboard.port}`
+  return `  http: browser origins ${origins}; headers ${http.headersTimeoutMs}ms, request ${http.requestTimeoutMs}ms, max ${http.maxConnections} connections; dashboard on ${where}, ${dashboard.token === undefined ? 'no token' : 'token required'}`
+}
+
 /** A human summary of what the config says, for `sluice check`. */
 export function describeConfig(config: ServiceConfig): string {
   const lines = [
@@ -412,6 +437,7 @@ export function describeConfig(config: ServiceConfig): string {
         ? ''
         : ` (headers believed from ${config.authz.trustedPeers.join(', ') || 'no peer'})`
     }; store unavailable -> ${config.authz.storeUnavailableStatus}`,
+    describeHttp(config),
     '  policies:',
   ]
   for (const entry of config.entries.values()) {

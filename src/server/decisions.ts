@@ -33,6 +33,23 @@ export async function decide(
   return JSON.stringify(presentLayered(d, request.entries))
 }
 
+const DECIMAL = /^[0-9]{1,16}$/
+
+/** Only policy, tier and cost, each at most once (which of two values wins is nobody's guess). */
+function checkQuery(query: URLSearchParams): void {
+  const seen = new Set<string>()
+  for (const name of query.keys()) {
+    if (name !== 'policy' && name !== 'tier' && name !== 'cost')
+      throw new ClientError(
+        'unknown_field',
+        `unknown query parameter ${JSON.stringify(name)}; use policy, tier, cost`,
+      )
+    if (seen.has(name))
+      throw new ClientError('duplicate_parameter', `query parameter ${name} is given twice; give it once`)
+    seen.add(name)
+  }
+}
+
 /**
  * GET /v1/authz?policy=&tier=&cost=: consume for the client (its address, or authz.keyHeader) and
  * answer with the status and rate-limit headers the adapters give.
@@ -43,13 +60,7 @@ export async function authz(
   res: ServerResponse,
   query: URLSearchParams,
 ): Promise<void> {
-  for (const name of query.keys()) {
-    if (name !== 'policy' && name !== 'tier' && name !== 'cost')
-      throw new ClientError(
-        'unknown_field',
-        `unknown query parameter ${JSON.stringify(name)}; use policy, tier, cost`,
-      )
-  }
+  checkQuery(query)
   const { config } = ctx
   // The tier and key headers speak for the client: believed only from authz.trustedPeers (nginx),
   // never from whoever connects. From anyone else the tier is the default and the key the address.
@@ -68,6 +79,12 @@ export async function authz(
   // core's `apikey:<hash>` form, so one key has one name everywhere).
   const key = keyHeader === undefined ? checkKey(rawKey, 'client address') : hashedApiKey(rawKey)
   const costText = query.get('cost')
+  // Decimal digits only, like the JSON API's whole numbers: Number() would read 0x10, 1e1, +3 and " 5".
+  if (costText !== null && !DECIMAL.test(costText))
+    throw new ClientError(
+      'invalid_cost',
+      `query: cost must be a positive whole number, got ${JSON.stringify(costText)}`,
+    )
   const cost = checkCost(costText === null ? undefined : Number(costText), entry, 'query')
   // The header table of the config this check was made under: a reload during the await may drop
   // or reshape the policy.

@@ -3,9 +3,12 @@
 // routes.ts hands it the function that answers a request.
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { createServer, STATUS_CODES } from 'node:http'
+import type { AddressInfo, Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
 import { SluiceError } from '../errors.js'
+import type { HttpSettings } from './config-http.js'
+import type { ClientErrorCode } from './requests.js'
 import { ClientError } from './requests.js'
 import type { ListeningAddress, ServiceContext } from './types.js'
 
@@ -44,8 +47,8 @@ function fail(
   const { logger } = ctx
   if (error instanceof ClientError) {
     logger.info({ reqId: id, method: req.method, url: req.url, error: error.code }, error.message)
-    if (error.code === 'body_too_large') {
-      // Do not read the rest of an oversized body: answer, then close the connection.
+    if (error.code === 'body_too_large' || error.code === 'unsupported_media_type') {
+      // Do not read the rest of an oversized or refused body: answer, then close the connection.
       res.setHeader('connection', 'close')
       req.resume()
     }
@@ -59,6 +62,54 @@ function fail(
   }
   logger.error({ reqId: id, method: req.method, url: req.url, err: error }, 'internal error')
   send(ctx, res, 500, errorBody('internal_error', 'internal error; see the service log for this request id'))
+}
+
+/** What Node's HTTP parser refused, as the answer every other error gets: status and a JSON body. */
+function parserAnswer(error: NodeJS.ErrnoException): {
+  status: number
+  code: ClientErrorCode
+  message: string
+} {
+  switch (error.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, code: 'headers_too_large', message: 'the request headers are too large' }
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return {
+        status: 408,
+        code: 'request_timeout',
+        message: 'the request took too long to arrive (http.headersTimeout, http.requestTimeout)',
+      }
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return { status: 413, code: 'body_too_large', message: 'the chunk extensions are too large' }
+    default:
+      return {
+        status: 400,
+        code: 'bad_request',
+        message: `the request is not valid HTTP/1.1 (${error.code ?? 'parse error'})`,
+      }
+  }
+}
+
+/**
+ * Node's `clientError`: answer in JSON when nothing of a response went out on the socket yet (as
+ * Node's own handler decides), then close it. A reset connection gets nothing.
+ */
+function answerClientError(ctx: ServiceContext, error: NodeJS.ErrnoException, socket: Duplex): void {
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage
+  if (error.code !== 'ECONNRESET' && socket.writable && (inFlight == null || !inFlight.headersSent)) {
+    const { status, code, message } = parserAnswer(error)
+    ctx.logger.debug({ error: code, cause: error.code }, message)
+    const body = errorBody(code, message)
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: ${JSON_TYPE}\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      () => socket.destroy(),
+    )
+    // The server sockets are half-open: do not wait on a client that never reads or closes.
+    setTimeout(() => socket.destroy(), 1000).unref()
+    return
+  }
+  socket.destroy()
 }
 
 const TIMED_OUT = Symbol('timed out')
@@ -94,8 +145,12 @@ export interface HttpFront {
   shutdown(graceMs: number): Promise<void>
 }
 
-/** A node:http server that answers every request with `route`. */
-export function serve(ctx: ServiceContext, route: Route): HttpFront {
+/**
+ * A node:http server that answers every request with `route`, within the bounds of `settings`:
+ * headers and whole-request timeouts (Node's checker runs at a quarter of the shorter, at most every
+ * second), a connection cap, and JSON answers for what Node's parser refuses.
+ */
+export function serve(ctx: ServiceContext, route: Route, settings: HttpSettings): HttpFront {
   const { logger } = ctx
 
   // Request ids: the caller's X-Request-Id when it is sane, else a per-boot prefix and a counter.
@@ -129,7 +184,17 @@ export function serve(ctx: ServiceContext, route: Route): HttpFront {
     if (ctx.closing && inFlight === 0) drained?.()
   }
 
-  const server = createServer((req, res) => {
+  const { headersTimeoutMs, requestTimeoutMs } = settings
+  const checkEveryMs = Math.min(
+    1000,
+    Math.max(50, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs) / 4)),
+  )
+  const options = {
+    headersTimeout: headersTimeoutMs,
+    requestTimeout: requestTimeoutMs,
+    connectionsCheckingInterval: checkEveryMs,
+  }
+  const server = createServer(options, (req, res) => {
     inFlight++
     const id = requestId(req)
     res.setHeader('x-request-id', id)
@@ -143,6 +208,10 @@ export function serve(ctx: ServiceContext, route: Route): HttpFront {
     )
   })
   server.keepAliveTimeout = 65_000
+  server.maxConnections = settings.maxConnections
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) =>
+    answerClientError(ctx, error, socket),
+  )
 
   return {
     listen(port, host) {

@@ -27,6 +27,14 @@ export type ClientErrorCode =
   | 'method_not_allowed'
   | 'unauthorized'
   | 'admin_disabled'
+  | 'invalid_utf8'
+  | 'duplicate_parameter'
+  | 'unsupported_media_type'
+  | 'origin_not_allowed'
+  | 'bad_request'
+  | 'headers_too_large'
+  | 'request_timeout'
+  | 'too_many_streams'
 
 /** A mistake of the caller: answered with `status` and `{"error": code, "message": ...}`. */
 export class ClientError extends Error {
@@ -40,7 +48,22 @@ export class ClientError extends Error {
   }
 }
 
-/** Read a request body of at most MAX_BODY_BYTES; larger bodies are refused without buffering them. */
+// Fatal: a replacement character would let `\xff\xfe` and `\xff\xfd` decode to one key (one budget).
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** The body as text; bytes that are not UTF-8 are a ClientError, never replaced by U+FFFD. */
+function decodeUtf8(bytes: Buffer): string {
+  try {
+    return utf8.decode(bytes)
+  } catch {
+    throw new ClientError('invalid_utf8', 'the body is not valid UTF-8; send the key as UTF-8 text')
+  }
+}
+
+/**
+ * Read a request body of at most MAX_BODY_BYTES; larger bodies are refused without buffering them,
+ * bodies that are not UTF-8 are refused, and a connection that closes mid-body rejects.
+ */
 export function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length'])
@@ -60,10 +83,19 @@ export function readBody(req: IncomingMessage): Promise<string> {
       chunks.push(chunk)
     }
     req.on('data', onData)
-    req.once('end', () =>
-      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8')),
-    )
+    req.once('end', () => {
+      try {
+        resolve(decodeUtf8(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)))
+      } catch (error) {
+        reject(error)
+      }
+    })
     req.once('error', reject)
+    // A connection cut mid-body (a body timeout, a client gone) must settle the request too.
+    req.once('close', () => {
+      if (!req.complete)
+        reject(new ClientError('request_timeout', 'the connection closed before the body ended', 408))
+    })
   })
 }
 
@@ -80,8 +112,26 @@ export function parseJson(text: string): unknown {
   }
 }
 
-/** The request body (bounded by readBody) parsed as JSON. */
+/** `application/json`, with parameters or not, in any case; nothing else (no `+json`, no lookalikes). */
+function isJsonType(type: string | undefined): boolean {
+  if (type === 'application/json') return true
+  if (type === undefined) return false
+  const semicolon = type.indexOf(';')
+  return (semicolon < 0 ? type : type.slice(0, semicolon)).trim().toLowerCase() === 'application/json'
+}
+
+/**
+ * The request body (bounded by readBody) parsed as JSON. Only an `application/json` body is read:
+ * text/plain, form and multipart bodies are what a web page can send cross-site without a CORS
+ * preflight, so taking them would let any page a user visits spend budgets (415, nothing read).
+ */
 export async function jsonBody(req: IncomingMessage): Promise<unknown> {
+  if (!isJsonType(req.headers['content-type']))
+    throw new ClientError(
+      'unsupported_media_type',
+      'send the body as JSON with content-type: application/json',
+      415,
+    )
   return parseJson(await readBody(req))
 }
 
@@ -118,12 +168,22 @@ export function entryFor(config: ServiceConfig, policy: unknown, tier: unknown, 
   return entry
 }
 
+// With the u flag a well-formed pair is one code point, so only unpaired surrogates match.
+const LONE_SURROGATE = /\p{Cs}/u
+
 export function checkKey(key: unknown, where: string): string {
   if (typeof key !== 'string' || key.length === 0)
     throw new ClientError('invalid_key', `${where}: key must be a non-empty string`)
   // Cheap bound first: a UTF-8 string takes at most 3 bytes per UTF-16 unit.
   if (key.length * 3 > MAX_KEY_BYTES && Buffer.byteLength(key) > MAX_KEY_BYTES)
     throw new ClientError('key_too_long', `${where}: key is over ${MAX_KEY_BYTES} bytes`)
+  // A lone surrogate (`"\ud800"` in JSON) has no UTF-8 form: a Redis store would write U+FFFD, so
+  // every such key would share one budget.
+  if (LONE_SURROGATE.test(key))
+    throw new ClientError(
+      'invalid_key',
+      `${where}: key holds a lone UTF-16 surrogate; send valid Unicode text`,
+    )
   return key
 }
 
@@ -183,7 +243,8 @@ export function parseDecisionRequest(config: ServiceConfig, body: unknown): Deci
     const item: unknown = list[i]
     if (!isRecord(item)) throw new ClientError('invalid_body', `${where}: must be an object {"policy","key"}`)
     rejectUnknown(item, SINGLE_FIELDS, where)
-    const entry = entryFor(config, item.policy, item.tier ?? body.tier, where)
+    // Only a missing tier falls back to the body's: `"tier": null` is a mistake, not "the outer tier".
+    const entry = entryFor(config, item.policy, item.tier === undefined ? body.tier : item.tier, where)
     const key = checkKey(item.key, where)
     const cost = checkCost(item.cost, entry, where)
     const id = `${entry.name}\u0000${key}`

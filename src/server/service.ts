@@ -15,9 +15,9 @@ import { checkAdminToken, limiterPolicies } from './config.js'
 import { authzIpResolver, authzPeerTrusted, displayed, displayNamesOf } from './observe.js'
 import { serve } from './plumbing.js'
 import { policiesForHeaders } from './responses.js'
-import { route } from './routes.js'
+import { dashboardRoute, route } from './routes.js'
 import { memoryStoreHandle, redactStoreUrl } from './store-url.js'
-import type { Service, ServiceContext, ServiceOptions } from './types.js'
+import type { ListeningAddress, Service, ServiceContext, ServiceOptions } from './types.js'
 
 export { memoryStoreHandle } from './store-url.js'
 export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './types.js'
@@ -88,6 +88,10 @@ export function createService(options: ServiceOptions): Service {
     registry,
     observability,
     syncStore: isSyncStore(handle.store),
+    dashboardListener:
+      options.config.dashboard.port === undefined || observability === undefined
+        ? undefined
+        : { host: options.config.dashboard.host ?? '127.0.0.1', port: options.config.dashboard.port },
     config: options.config,
     limiter: buildLimiter(options.config),
     adminToken: options.adminToken ?? options.config.adminToken,
@@ -97,7 +101,12 @@ export function createService(options: ServiceOptions): Service {
     closing: false,
   }
   if (ctx.syncStore) metrics?.setStoreUp(ctx.limiter.store.name, true)
-  const front = serve(ctx, route)
+  // Timeouts and the connection cap are the server's, fixed at start (a reload logs a change).
+  const started = options.config
+  const front = serve(ctx, route, started.http)
+  const dashboardFront =
+    ctx.dashboardListener === undefined ? undefined : serve(ctx, dashboardRoute, started.http)
+  let dashboardAddress: ListeningAddress | undefined
 
   return {
     registry,
@@ -111,8 +120,23 @@ export function createService(options: ServiceOptions): Service {
     store: handle,
     logger,
     subscribe,
-    listen(port, host = '127.0.0.1') {
-      return front.listen(port, host)
+    get dashboardAddress() {
+      return dashboardAddress
+    },
+    async listen(port, host = '127.0.0.1') {
+      const address = await front.listen(port, host)
+      if (dashboardFront !== undefined && ctx.dashboardListener !== undefined) {
+        try {
+          dashboardAddress = await dashboardFront.listen(
+            ctx.dashboardListener.port,
+            ctx.dashboardListener.host,
+          )
+        } catch (error) {
+          await front.shutdown(0)
+          throw error
+        }
+      }
+      return address
     },
     reload(next) {
       const { config } = ctx
@@ -122,6 +146,16 @@ export function createService(options: ServiceOptions): Service {
           'store and prefix changes take effect on restart; keeping the current store',
         )
       }
+      const restartOnly: string[] = (['headersTimeoutMs', 'requestTimeoutMs', 'maxConnections'] as const)
+        .filter((name) => next.http[name] !== started.http[name])
+        .map((name) => `http.${name}`)
+      if (next.dashboard.host !== started.dashboard.host || next.dashboard.port !== started.dashboard.port)
+        restartOnly.push('dashboard.host', 'dashboard.port')
+      if (restartOnly.length > 0)
+        logger.warn(
+          { settings: restartOnly },
+          'these settings take effect on restart; keeping the current ones',
+        )
       const nextLimiter = buildLimiter(next)
       const kept = [...next.entries.keys()].filter((name) => config.entries.has(name)).length
       ctx.config = next
@@ -138,7 +172,7 @@ export function createService(options: ServiceOptions): Service {
       ctx.closing = true
       // Ends the dashboard's event streams, which would otherwise hold the server open.
       observability?.close()
-      await front.shutdown(graceMs)
+      await Promise.all([front.shutdown(graceMs), dashboardFront?.shutdown(graceMs)])
       await handle.store.close()
       logger.info('stopped')
     },

@@ -60,7 +60,13 @@ export interface Service {
    * Returns a function that stops listening.
    */
   subscribe(listener: DecisionListener): () => void
+  /**
+   * Listen on `port` (and, when the config sets `dashboard.port`, start the dashboard's own
+   * listener on `dashboard.host:dashboard.port` too).
+   */
   listen(port: number, host?: string): Promise<ListeningAddress>
+  /** Where the dashboard's own listener listens, once `listen()` resolved; undefined without `dashboard.port`. */
+  readonly dashboardAddress: ListeningAddress | undefined
   /**
    * Swap in a new, already validated config: counters of policies whose algorithm and window did not
    * change are kept (same store, same internal names). `store` and `prefix` changes need a restart.
@@ -83,6 +89,8 @@ export interface ServiceContext {
   readonly observability: Observability | undefined
   /** The store decides in-process (memory): /v1/check skips the promise round trip. */
   readonly syncStore: boolean
+  /** The dashboard's own bind (the config's at start; a change needs a restart), or undefined. */
+  readonly dashboardListener: { readonly host: string; readonly port: number } | undefined
   // Swapped together by reload():
   config: ServiceConfig
   limiter: Limiter

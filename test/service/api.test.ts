@@ -337,7 +337,7 @@ describe('bad input', () => {
     const status = await new Promise<number>((resolve, reject) => {
       const req = request(
         at('/v1/check'),
-        { method: 'POST', headers: { 'transfer-encoding': 'chunked' } },
+        { method: 'POST', headers: { 'transfer-encoding': 'chunked', 'content-type': 'application/json' } },
         (res) => {
           res.resume()
           resolve(res.statusCode ?? 0)

@@ -12,7 +12,7 @@ const service = createService({ config, logger: pino({ level: 'silent' }) })
 const { url } = await service.listen(0)
 const out = []
 for (let i = 0; i < 2; i++) {
-  const res = await fetch(url + '/v1/check', { method: 'POST', body: JSON.stringify({ policy: 'api', key: 'k' }) })
+  const res = await fetch(url + '/v1/check', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ policy: 'api', key: 'k' }) })
   out.push((await res.json()).allowed)
 }
 await service.close()
