@@ -26,7 +26,8 @@ function distance(a: string, b: string): number {
     for (let j = 1; j <= t.length; j++) {
       const cost = s[i - 1] === t[j - 1] ? 0 : 1
       let d = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost)
-      if (i > 1 && j > 1 && s[i - 1] === t[j - 2] && s[i - 2] === t[j - 1]) d = Math.min(d, before[j - 2]! + 1)
+      if (i > 1 && j > 1 && s[i - 1] === t[j - 2] && s[i - 2] === t[j - 1])
+        d = Math.min(d, before[j - 2]! + 1)
       current.push(d)
     }
     before = previous
@@ -79,6 +80,6 @@ export function checkKnownKeys(
 }
 
 /** True for a plain options object: not null, not an array, not a function. */
-export function isOptionsObject(value: unknown): value is Record<string, unknown> {
+export function isOptionsObject(value: unknown): value is object {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }

@@ -5,6 +5,7 @@ import type { Registry } from 'prom-client'
 import { createDashboard } from '../dashboard/handler.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limiter.js'
+import { checkKnownKeys, keysOf } from '../options.js'
 import type { MetricsOptions, Outcome, SluiceMetrics, StoreHealth } from './prometheus.js'
 import { createMetrics, outcomeOf } from './prometheus.js'
 import { RateSeries, RecentSamples } from './series.js'
@@ -98,6 +99,18 @@ export interface Observability {
   close(): void
 }
 
+const OPTION_KEYS = keysOf<ObservabilityOptions>({
+  limiter: true,
+  registry: true,
+  metrics: true,
+  topKeys: true,
+  spikes: true,
+  dashboardPath: true,
+  pushIntervalMs: true,
+  flushMs: true,
+  now: true,
+})
+
 const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
 /** Distinct keys a batch may hold before it is flushed early (bounds its memory). */
 const MAX_BATCH_KEYS = 4096
@@ -120,6 +133,7 @@ const EMPTY_TOTALS = (): Record<Outcome, number> => ({ allowed: 0, denied: 0, de
 export function createObservability(options: ObservabilityOptions): Observability {
   if (options === null || typeof options !== 'object' || typeof options.limiter?.subscribe !== 'function')
     throw new InvalidOptionsError('createObservability: pass { limiter } (a limiter from createLimiter)')
+  checkKnownKeys('createObservability', options, OPTION_KEYS)
   const now = options.now ?? Date.now
   const metricsOptions: MetricsOptions = { ...options.metrics }
   if (options.registry !== undefined) metricsOptions.registry = options.registry
