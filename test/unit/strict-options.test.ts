@@ -6,14 +6,22 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { sluice as sluiceExpress } from '../../src/adapters/express.js'
 import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
 import { SluiceError } from '../../src/errors.js'
+import { protectStore } from '../../src/failover/index.js'
 import { createHttpLimiter, type HttpLimiterOptions } from '../../src/http/index.js'
 import { createLimiter, type LimiterOptions } from '../../src/limiter.js'
-import { createObservability, type ObservabilityOptions } from '../../src/metrics/index.js'
+import {
+  createMetrics,
+  createObservability,
+  type ObservabilityOptions,
+  SlidingTopK,
+  SpikeDetector,
+} from '../../src/metrics/index.js'
 import { closest } from '../../src/options.js'
 import type { Policy } from '../../src/policy.js'
 import { resolvePolicy } from '../../src/policy.js'
 import { LocalDenyCache } from '../../src/scale/deny-cache.js'
 import { parseConfig } from '../../src/server/config.js'
+import { createService } from '../../src/server/index.js'
 import { memoryStore } from '../../src/stores/memory.js'
 
 const policies = {
@@ -248,6 +256,33 @@ describe('observability options', () => {
       'dashbordPath',
       'dashboardPath',
     )
+  })
+})
+
+describe('the other options objects: metrics pieces, protectStore, createService', () => {
+  it('names a misspelled option of each', async () => {
+    const limiter = createLimiter({ policies })
+    expectUnknown(
+      () => createObservability(js<ObservabilityOptions>({ limiter, topKeys: { horizonMS: 1000 } })),
+      'horizonMS',
+      'horizonMs',
+    )
+    expectUnknown(
+      () => createObservability(js<ObservabilityOptions>({ limiter, spikes: { factr: 3 } })),
+      'factr',
+      'factor',
+    )
+    expectUnknown(
+      () => createObservability(js<ObservabilityOptions>({ limiter, metrics: { maxLabelValue: 3 } })),
+      'maxLabelValue',
+      'maxLabelValues',
+    )
+    expectUnknown(() => createMetrics(js({ maxLabelValue: 3 })), 'maxLabelValue', 'maxLabelValues')
+    expectUnknown(() => new SlidingTopK(js({ bucket: 3 })), 'bucket', 'buckets')
+    expectUnknown(() => new SpikeDetector(js({ alpah: 0.5 })), 'alpah', 'alpha')
+    expectUnknown(() => protectStore(memoryStore(), js({ timeout: 50 })), 'timeout', 'timeoutMs')
+    const config = parseConfig('policies:\n  api: { algorithm: gcra, limit: 1, window: 1s }\n', 'inline')
+    expectUnknown(() => createService(js({ config, adminTokn: 'x'.repeat(16) })), 'adminTokn', 'adminToken')
   })
 })
 
