@@ -5,6 +5,8 @@ import Fastify from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import { sluice as sluiceExpress } from '../../src/adapters/express.js'
 import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
+import { sluice as sluiceHono } from '../../src/adapters/hono.js'
+import { withSluice } from '../../src/adapters/node.js'
 import { SluiceError } from '../../src/errors.js'
 import { protectStore } from '../../src/failover/index.js'
 import { createHttpLimiter, type HttpLimiterOptions } from '../../src/http/index.js'
@@ -181,6 +183,17 @@ describe('HTTP options, rules and routes', () => {
     const limit = sluiceExpress(http)
     expectUnknown(() => limit.route(js({ cots: 5 })), 'cots', 'cost')
     expectUnknown(() => limit.route(js({ skp: true })), 'skp', 'skip')
+  })
+
+  it('names a misspelled adapter option: Hono route, node:http routeOptions', () => {
+    const http = httpWith({})
+    expectUnknown(() => sluiceHono(http, js({ rotue: { cost: 2 } })), 'rotue', 'route')
+    expectUnknown(() => sluiceHono(http, { route: js({ cots: 2 }) }), 'cots', 'cost')
+    expectUnknown(
+      () => withSluice(http, () => {}, js({ routeOption: () => undefined })),
+      'routeOption',
+      'routeOptions',
+    )
   })
 
   it('accepts every documented option', () => {
