@@ -98,8 +98,20 @@ const concurrencySchema = z.strictObject({
 
 // The keys a policy may have, checked before its schema so a misspelling (`windw`) is named as such
 // rather than reported as the key it left missing. `maxKeys` is a policy option (see its schema).
-const RATE_KEYS = ['algorithm', 'limit', 'window', 'burst', 'onStoreError', 'mode', 'syncEvery', 'maxKeys']
-const CONCURRENCY_KEYS = ['algorithm', 'limit', 'timeout', 'onStoreError', 'maxKeys']
+const RATE_KEYS = [
+  'algorithm',
+  'limit',
+  'window',
+  'burst',
+  'onStoreError',
+  'mode',
+  'syncEvery',
+  'maxKeys',
+] satisfies readonly (keyof RatePolicy | 'maxKeys')[]
+const CONCURRENCY_KEYS = ['algorithm', 'limit', 'timeout', 'onStoreError', 'maxKeys'] satisfies readonly (
+  | keyof ConcurrencyPolicy
+  | 'maxKeys'
+)[]
 
 /** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
 export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {

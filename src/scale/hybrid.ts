@@ -17,6 +17,7 @@ import {
   adaptClient,
   type ClientAdapter,
   clientProblem,
+  NOT_A_CLIENT,
   type RedisClient,
   replyErrorCode,
 } from '../stores/redis/client.js'
@@ -55,7 +56,7 @@ export interface HybridRedisOptions {
 export function hybridRedis(client: RedisClient, options: HybridRedisOptions = {}): HybridBackend {
   const problem = clientProblem(client)
   const adapter: ClientAdapter | undefined = problem === undefined ? adaptClient(client) : undefined
-  if (adapter === undefined) throw new InvalidOptionsError(`hybridRedis: ${problem}`)
+  if (adapter === undefined) throw new InvalidOptionsError(`hybridRedis: ${problem ?? NOT_A_CLIENT}`)
   if (!isOptionsObject(options)) throw new InvalidOptionsError('hybridRedis: options must be an object')
   checkKnownKeys('hybridRedis', options, keysOf<HybridRedisOptions>({ prefix: true }))
   const prefix = options.prefix ?? 'sluice'

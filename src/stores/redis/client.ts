@@ -107,7 +107,7 @@ function isNodeRedis(client: unknown): client is NodeRedisClientLike {
   return typeof c?.evalSha === 'function' && typeof c.isOpen === 'boolean'
 }
 
-const NOT_A_CLIENT =
+export const NOT_A_CLIENT =
   'pass an ioredis Redis or Cluster, or a node-redis v5 client or cluster (createClient/createCluster)'
 
 /**

@@ -6,7 +6,14 @@ import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
 import { ALGORITHMS, type AlgorithmName } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
-import { adaptClient, type ClientAdapter, clientProblem, type RedisClient, replyErrorCode } from './client.js'
+import {
+  adaptClient,
+  type ClientAdapter,
+  clientProblem,
+  NOT_A_CLIENT,
+  type RedisClient,
+  replyErrorCode,
+} from './client.js'
 import { stepKeys } from './keys.js'
 import { luaSources } from './lua.generated.js'
 
@@ -175,7 +182,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   // fail-open admit: it is a configuration error, here.
   const problem = clientProblem(client)
   const adapter: ClientAdapter | undefined = problem === undefined ? adaptClient(client) : undefined
-  if (adapter === undefined) throw new InvalidOptionsError(`redisStore: ${problem}`)
+  if (adapter === undefined) throw new InvalidOptionsError(`redisStore: ${problem ?? NOT_A_CLIENT}`)
   if (!isOptionsObject(options)) throw new InvalidOptionsError('redisStore: options must be an object')
   checkKnownKeys('redisStore', options, OPTION_KEYS)
   const parsed = optionsSchema.safeParse(options)
