@@ -6,9 +6,11 @@ import { parseDuration } from './duration.js'
 import { InvalidCostError, InvalidKeyError, InvalidOptionsError, UnknownPolicyError } from './errors.js'
 import type { FailoverLimiterOptions, StoreHealth } from './failover/index.js'
 import { protectStore, resolveFailover } from './failover/index.js'
+import { FAILOVER_OPTION_KEYS } from './failover/options.js'
+import { checkKnownKeys, keysOf } from './options.js'
 import type { Policy, ResolvedPolicy } from './policy.js'
 import { resolvePolicy } from './policy.js'
-import { LocalDenyCache, type LocalDenyCacheOptions } from './scale/deny-cache.js'
+import { denyCacheOptions, LocalDenyCache, type LocalDenyCacheOptions } from './scale/deny-cache.js'
 import { type HybridBackend, HybridPolicy } from './scale/hybrid.js'
 import type { Step, StepResult, Store } from './store.js'
 import { isSyncStore } from './store.js'
@@ -137,6 +139,18 @@ export interface Limiter<Name extends string = string> {
   close(): Promise<void>
 }
 
+/** Every key `createLimiter` accepts; anything else is a misspelling to report. */
+const LIMITER_OPTION_KEYS = [
+  ...keysOf<Omit<LimiterOptions<Record<string, Policy>>, keyof FailoverLimiterOptions>>({
+    store: true,
+    policies: true,
+    onDecision: true,
+    localDenyCache: true,
+    hybrid: true,
+  }),
+  ...FAILOVER_OPTION_KEYS,
+]
+
 /**
  * Create a limiter over named policies.
  * @example
@@ -155,6 +169,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
   ) {
     throw new InvalidOptionsError('createLimiter: pass { policies: { name: { algorithm, limit, window } } }')
   }
+  checkKnownKeys('createLimiter', options, LIMITER_OPTION_KEYS)
+  const denyCacheSettings = denyCacheOptions(options.localDenyCache)
   const policies = new Map<string, ResolvedPolicy>()
   for (const [name, policy] of Object.entries(options.policies))
     policies.set(name, resolvePolicy(name, policy))
@@ -189,7 +205,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
   const denyCache =
     syncStore !== undefined || options.localDenyCache === false
       ? undefined
-      : new LocalDenyCache(typeof options.localDenyCache === 'object' ? options.localDenyCache : {})
+      : new LocalDenyCache(denyCacheSettings)
 
   function emit(
     operation: DecisionEvent['operation'],

@@ -3,6 +3,7 @@ import { z } from 'zod'
 import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
 import { InvalidPolicyError } from './errors.js'
+import { checkKnownKeys, isOptionsObject, unknownOptionMessage } from './options.js'
 
 export const ALGORITHMS = [
   'fixed-window',
@@ -111,6 +112,23 @@ const concurrencySchema = z.strictObject({
   maxKeys: positiveInt('maxKeys').optional(),
 })
 
+// The keys a policy may have, checked before its schema so a misspelling (`windw`) is named as such
+// rather than reported as the key it left missing. `maxKeys` is a policy option (see its schema).
+const RATE_KEYS = [
+  'algorithm',
+  'limit',
+  'window',
+  'burst',
+  'onStoreError',
+  'mode',
+  'syncEvery',
+  'maxKeys',
+] satisfies readonly (keyof RatePolicy | 'maxKeys')[]
+const CONCURRENCY_KEYS = ['algorithm', 'limit', 'timeout', 'onStoreError', 'maxKeys'] satisfies readonly (
+  | keyof ConcurrencyPolicy
+  | 'maxKeys'
+)[]
+
 /** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
 export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   if (!POLICY_NAME.test(name)) {
@@ -124,13 +142,23 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
       `policies.${name}.algorithm: ${JSON.stringify(algorithm)} is not an algorithm; use one of ${ALGORITHMS.join(', ')}`,
     )
   }
-  const schema = algorithm === 'concurrency' ? concurrencySchema : rateSchema
+  const concurrency = algorithm === 'concurrency'
+  if (isOptionsObject(policy))
+    checkKnownKeys(
+      `policies.${name}`,
+      policy,
+      concurrency ? CONCURRENCY_KEYS : RATE_KEYS,
+      (message) => new InvalidPolicyError(message),
+    )
+  const schema = concurrency ? concurrencySchema : rateSchema
   const parsed = schema.safeParse(policy)
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!
     const path = issue.path.length > 0 ? `.${issue.path.join('.')}` : ''
     const detail =
-      issue.code === 'unrecognized_keys' ? `unknown option ${issue.keys.join(', ')}` : issue.message
+      issue.code === 'unrecognized_keys'
+        ? unknownOptionMessage(issue.keys[0]!, Object.keys(schema.shape))
+        : issue.message
     throw new InvalidPolicyError(`policies.${name}${path}: ${detail}`)
   }
   const p = parsed.data

@@ -3,6 +3,7 @@ import type { Context, MiddlewareHandler } from 'hono'
 import { matchedRoutes } from 'hono/route'
 import { asHttpLimiter, defaultLogger } from '../http/core.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
+import { checkKnownKeys, keysOf } from '../options.js'
 import { wrongAdapter } from './misuse.js'
 
 export interface HonoAdapterOptions {
@@ -16,6 +17,8 @@ export interface HonoAdapterOptions {
   /** Options for the routes this middleware is mounted on (`app.post('/reports', sluice(http, { route: { cost: 5 } }), h)`). */
   route?: RouteOptions
 }
+
+const OPTION_KEYS = keysOf<HonoAdapterOptions>({ remoteAddress: true, route: true })
 
 /** The pattern of the handler that will answer (not a middleware's `*`), or undefined when none matched. */
 function handlerRoute(c: Context): string | undefined {
@@ -57,6 +60,7 @@ export function sluice(
   limiter: HttpLimiter | HttpLimiterOptions,
   options: HonoAdapterOptions = {},
 ): MiddlewareHandler {
+  checkKnownKeys('sluice/hono options', options, OPTION_KEYS)
   const http = asHttpLimiter(limiter)
   const routeOptions =
     options.route === undefined ? undefined : http.prepare(options.route, 'hono route options')

@@ -8,11 +8,14 @@ import type {
   HttpRequestInfo,
   RouteOptions,
 } from '../http/index.js'
+import { checkKnownKeys, keysOf } from '../options.js'
 
 export interface NodeAdapterOptions {
   /** The route pattern of a request (node:http has no router). Default: none, so every request is `METHOD *`. */
   route?: (req: IncomingMessage) => string | undefined
 }
+
+const OPTION_KEYS = keysOf<NonNullable<Parameters<typeof withSluice>[2]>>({ route: true, routeOptions: true })
 
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown
 
@@ -49,6 +52,7 @@ export function withSluice(
     routeOptions?: (route: string | undefined) => RouteOptions | undefined
   } = {},
 ): (req: IncomingMessage, res: ServerResponse) => void {
+  checkKnownKeys('withSluice options', options, OPTION_KEYS)
   const http = asHttpLimiter(limiter)
   return (req, res) => {
     const route = options.route?.(req)

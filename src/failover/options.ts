@@ -3,6 +3,7 @@ import { z } from 'zod'
 import type { Duration } from '../duration.js'
 import { parseDuration } from '../duration.js'
 import { InvalidOptionsError, SluiceError } from '../errors.js'
+import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { StoreErrorMode } from '../policy.js'
 import { STORE_ERROR_MODES } from '../policy.js'
 import type { CircuitState } from './breaker.js'
@@ -44,6 +45,22 @@ export interface FailoverLimiterOptions {
   /** Called on store errors and on store up/down and circuit changes; thrown errors are ignored. */
   onStoreHealth?: (event: StoreHealthEvent) => void
 }
+
+/** The keys of FailoverLimiterOptions: `createLimiter` accepts these besides its own. */
+export const FAILOVER_OPTION_KEYS = keysOf<FailoverLimiterOptions>({
+  onStoreError: true,
+  storeTimeout: true,
+  breaker: true,
+  maxInFlight: true,
+  instances: true,
+  logger: true,
+  logInterval: true,
+  onStoreHealth: true,
+})
+const BREAKER_KEYS = keysOf<NonNullable<FailoverLimiterOptions['breaker']>>({
+  failures: true,
+  cooldown: true,
+})
 
 /** The same options, resolved to numbers. What `protectStore` takes. */
 export interface FailoverSettings {
@@ -90,7 +107,7 @@ const schema = z.object({
   onStoreError: z.enum(STORE_ERROR_MODES, { error: "must be 'open', 'closed' or 'memory'" }).optional(),
   storeTimeout: duration.optional(),
   breaker: z
-    .strictObject({ failures: count('breaker.failures').optional(), cooldown: duration.optional() })
+    .object({ failures: count('breaker.failures').optional(), cooldown: duration.optional() })
     .optional(),
   maxInFlight: count('maxInFlight').optional(),
   instances: count('instances').optional(),
@@ -108,14 +125,17 @@ const schema = z.object({
     .optional(),
 })
 
-/** Validate the failover options of `createLimiter`. Throws `InvalidOptionsError` / `InvalidDurationError`. */
+/**
+ * Validate the failover options of `createLimiter` (its other keys are the limiter's to check).
+ * Throws `InvalidOptionsError` / `InvalidDurationError`.
+ */
 export function resolveFailover(options: FailoverLimiterOptions): FailoverSettings {
+  if (isOptionsObject(options.breaker))
+    checkKnownKeys('createLimiter: breaker', options.breaker, BREAKER_KEYS)
   const parsed = schema.safeParse(options)
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!
-    const detail =
-      issue.code === 'unrecognized_keys' ? `unknown option ${issue.keys.join(', ')}` : issue.message
-    throw new InvalidOptionsError(`createLimiter: ${issue.path.join('.')}: ${detail}`)
+    throw new InvalidOptionsError(`createLimiter: ${issue.path.join('.')}: ${issue.message}`)
   }
   const o = parsed.data
   try {

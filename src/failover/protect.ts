@@ -3,6 +3,7 @@
 // (`open`: admit, marked degraded; `closed`: deny as store_unavailable; `memory`: decide in-process).
 // It never rejects a decision and never leaves a rejection unhandled.
 import { SluiceError, StoreError, StoreTimeoutError, StoreUnavailableError } from '../errors.js'
+import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy, StoreErrorMode } from '../policy.js'
 import type { Step, StepResult, Store } from '../store.js'
 import type { MemoryStore } from '../stores/memory.js'
@@ -52,12 +53,28 @@ export interface ProtectOptions extends Partial<FailoverSettings> {
   now?: () => number
 }
 
+const PROTECT_OPTION_KEYS = keysOf<ProtectOptions>({
+  onStoreError: true,
+  timeoutMs: true,
+  failures: true,
+  cooldownMs: true,
+  maxInFlight: true,
+  instances: true,
+  logger: true,
+  logIntervalMs: true,
+  fallbackMaxKeys: true,
+  onStoreHealth: true,
+  policies: true,
+  now: true,
+})
+
 /**
  * Wrap a remote store so that its failures cost a bounded time and follow each policy's
  * `onStoreError`. The limiter does this for every store that is not in-process.
  * @example const store = protectStore(redisStore(client), { timeoutMs: 50, onStoreError: 'memory' })
  */
 export function protectStore(store: Store, options: ProtectOptions = {}): ProtectedStore {
+  checkKnownKeys('protectStore', options, PROTECT_OPTION_KEYS)
   const settings: FailoverSettings = {
     ...DEFAULT_FAILOVER,
     logger: { warn() {} },

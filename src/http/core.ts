@@ -4,6 +4,7 @@
 import { z } from 'zod'
 import { InvalidOptionsError } from '../errors.js'
 import type { Check, Decision, LayeredDecision } from '../limiter.js'
+import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import { isSyncStore } from '../store.js'
 import { rateLimitBody, rateLimitHeaders } from './headers.js'
 import { ipMatcher } from './ip.js'
@@ -18,6 +19,7 @@ import type {
   HttpRequestInfo,
   HttpResponseSpec,
   RouteOptions,
+  TierOptions,
 } from './types.js'
 
 export interface HttpLimiter {
@@ -47,6 +49,59 @@ const scalarOptions = z.object({
   proxyHeader: z.enum(['x-forwarded-for', 'forwarded', 'x-real-ip']).default('x-forwarded-for'),
   storeUnavailableStatus: z.union([z.literal(503), z.literal(429)]).default(503),
 })
+
+// Every key the options (and their nested objects) may hold: anything else is a misspelling.
+const OPTION_KEYS = keysOf<HttpLimiterOptions>({
+  limiter: true,
+  rules: true,
+  routes: true,
+  tiers: true,
+  user: true,
+  apiKeyHeader: true,
+  trustProxy: true,
+  proxyHeader: true,
+  ipv6Prefix: true,
+  missingIp: true,
+  maxKeyLength: true,
+  skip: true,
+  deny: true,
+  shadow: true,
+  headers: true,
+  body: true,
+  storeUnavailableStatus: true,
+  onLimited: true,
+  onDecision: true,
+  onError: true,
+  logger: true,
+  now: true,
+})
+const SKIP_KEYS = keysOf<NonNullable<HttpLimiterOptions['skip']>>({
+  ips: true,
+  paths: true,
+  routes: true,
+  when: true,
+})
+const DENY_KEYS = keysOf<NonNullable<HttpLimiterOptions['deny']>>({ ips: true, when: true })
+const TIER_KEYS = keysOf<TierOptions>({
+  resolve: true,
+  default: true,
+  cacheMs: true,
+  cacheBy: true,
+  cacheSize: true,
+  onError: true,
+})
+
+/** Unknown keys anywhere in the options, reported with the key meant. */
+function checkOptionKeys(options: HttpLimiterOptions): void {
+  checkKnownKeys('createHttpLimiter', options, OPTION_KEYS)
+  const nested: [string, unknown, readonly string[]][] = [
+    ['skip', options.skip, SKIP_KEYS],
+    ['deny', options.deny, DENY_KEYS],
+    ['tiers', options.tiers, TIER_KEYS],
+  ]
+  for (const [name, value, keys] of nested)
+    if (isOptionsObject(value)) checkKnownKeys(`createHttpLimiter: ${name}`, value, keys)
+}
 
 /** The logger when none is given: one JSON line per message on stderr (adapters log through it too). */
 export const defaultLogger: HttpLogger = { warn: logTo('warn'), error: logTo('error') }
@@ -86,6 +141,7 @@ function describe(details: object): object {
 export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   if (options === null || typeof options !== 'object' || typeof options.limiter?.consume !== 'function')
     throw new InvalidOptionsError('createHttpLimiter: pass { limiter: createLimiter(...), rules: [...] }')
+  checkOptionKeys(options)
   const parsed = scalarOptions.safeParse(options)
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!

@@ -1,11 +1,15 @@
 // Rules and routes: which layers apply to a request. Rules are checked against the limiter's policies
 // once, route patterns become matchers, and configured routes merge with adapter route options.
 import { InvalidOptionsError } from '../errors.js'
+import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
 import { validateKey } from './keys.js'
 import type { HttpLimiterOptions, RouteOptions, Rule } from './types.js'
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'])
+
+const RULE_KEYS = keysOf<Rule>({ policy: true, key: true, routes: true, cost: true })
+const ROUTE_KEYS = keysOf<RouteOptions>({ cost: true, rules: true, skip: true })
 
 /** A bounded-cardinality method: the standard ones as is, anything else as `OTHER`. */
 export function methodOf(raw: string): string {
@@ -73,6 +77,7 @@ export function compileRules(
   function validateRule(rule: Rule, where: string, routeCost: number | undefined): CompiledRule {
     if (rule === null || typeof rule !== 'object')
       throw new InvalidOptionsError(`${where}: a rule is { policy, key }`)
+    checkKnownKeys(where, rule, RULE_KEYS)
     validateKey(rule.key, `${where}.key`)
     const names = typeof rule.policy === 'string' ? [rule.policy] : Object.values(rule.policy ?? {})
     if (typeof rule.policy === 'object' && rule.policy !== null) {
@@ -113,6 +118,9 @@ export function compileRules(
    * a cost no policy can admit shows at run time as a logged InvalidCostError and a 500.
    */
   function compileRoute(route: RouteOptions, where: string, strict = false): CompiledRoute {
+    if (route === null || typeof route !== 'object')
+      throw new InvalidOptionsError(`${where}: route options are { cost?, rules?, skip? }`)
+    checkKnownKeys(where, route, ROUTE_KEYS)
     if (route.cost !== undefined && (!Number.isSafeInteger(route.cost) || route.cost <= 0))
       throw new InvalidOptionsError(`${where}.cost: a positive whole number`)
     if (strict)

@@ -5,13 +5,14 @@ import type { Registry } from 'prom-client'
 import { createDashboard } from '../dashboard/handler.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limiter.js'
+import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { MetricsOptions, Outcome, SluiceMetrics, StoreHealth } from './prometheus.js'
-import { createMetrics, outcomeOf } from './prometheus.js'
+import { createMetrics, METRICS_OPTION_KEYS, outcomeOf } from './prometheus.js'
 import { RateSeries, RecentSamples } from './series.js'
 import type { Spike, SpikeDetectorOptions } from './spikes.js'
-import { SpikeDetector } from './spikes.js'
+import { SPIKE_OPTION_KEYS, SpikeDetector } from './spikes.js'
 import type { HeavyHitter, SlidingTopKOptions } from './topk.js'
-import { SlidingTopK } from './topk.js'
+import { SlidingTopK, TOPK_OPTION_KEYS } from './topk.js'
 
 /** A node:http request handler (also fits Express and `@hono/node-server` raw handlers). */
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
@@ -104,6 +105,20 @@ export interface Observability {
   close(): void
 }
 
+const OPTION_KEYS = keysOf<ObservabilityOptions>({
+  limiter: true,
+  registry: true,
+  metrics: true,
+  topKeys: true,
+  spikes: true,
+  dashboardPath: true,
+  pushIntervalMs: true,
+  maxStreams: true,
+  maxStreamBufferBytes: true,
+  flushMs: true,
+  now: true,
+})
+
 const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
 /** Distinct keys a batch may hold before it is flushed early (bounds its memory). */
 const MAX_BATCH_KEYS = 4096
@@ -126,6 +141,14 @@ const EMPTY_TOTALS = (): Record<Outcome, number> => ({ allowed: 0, denied: 0, de
 export function createObservability(options: ObservabilityOptions): Observability {
   if (options === null || typeof options !== 'object' || typeof options.limiter?.subscribe !== 'function')
     throw new InvalidOptionsError('createObservability: pass { limiter } (a limiter from createLimiter)')
+  checkKnownKeys('createObservability', options, OPTION_KEYS)
+  const nested: [string, unknown, readonly string[]][] = [
+    ['metrics', options.metrics, METRICS_OPTION_KEYS.filter((k) => k !== 'registry')],
+    ['topKeys', options.topKeys, TOPK_OPTION_KEYS],
+    ['spikes', options.spikes, SPIKE_OPTION_KEYS],
+  ]
+  for (const [name, value, keys] of nested)
+    if (isOptionsObject(value)) checkKnownKeys(`createObservability: ${name}`, value, keys)
   const now = options.now ?? Date.now
   const metricsOptions: MetricsOptions = { ...options.metrics }
   if (options.registry !== undefined) metricsOptions.registry = options.registry

@@ -5,6 +5,7 @@ import type { Counter, Gauge } from 'prom-client'
 import * as prom from 'prom-client'
 import { InvalidOptionsError } from '../errors.js'
 import type { Decision, DecisionEvent, LayeredDecision } from '../limiter.js'
+import { checkKnownKeys, keysOf } from '../options.js'
 
 /** How a decision ended, as counted in `sluice_decisions_total{outcome}`. */
 export type Outcome = 'allowed' | 'denied' | 'degraded'
@@ -31,6 +32,12 @@ export interface MetricsOptions {
   /** Buckets of `sluice_store_duration_seconds`, in seconds. */
   durationBuckets?: readonly number[]
 }
+
+export const METRICS_OPTION_KEYS = keysOf<MetricsOptions>({
+  registry: true,
+  maxLabelValues: true,
+  durationBuckets: true,
+})
 
 /** The health of one store as last reported through the input API. */
 export interface StoreHealth {
@@ -105,6 +112,7 @@ function boundedLabel(max: number): (value: string) => string {
  * res.end(await metrics.registry.metrics())
  */
 export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
+  checkKnownKeys('createMetrics', options, METRICS_OPTION_KEYS)
   const registry = options.registry ?? new prom.Registry()
   const maxLabelValues = options.maxLabelValues ?? 100
   const policyLabel = boundedLabel(maxLabelValues)

@@ -2,6 +2,7 @@
 // weighted moving average (EWMA) of that same series' earlier intervals, and flag a jump of `factor`x.
 // Memory is bounded: per-key counts per interval go through a space-saving summary, and per-key
 // baselines are kept for at most `maxKeys` keys (the least recently seen go first).
+import { checkKnownKeys, keysOf } from '../options.js'
 import { keyFingerprint, SpaceSaving } from './topk.js'
 
 /** A rate that jumped well above its own recent baseline. */
@@ -55,6 +56,17 @@ interface Baseline {
  * d.onSpike((s) => console.warn('spike', s))
  * d.record('api', 'user-42', Date.now())
  */
+export const SPIKE_OPTION_KEYS = keysOf<SpikeDetectorOptions>({
+  intervalMs: true,
+  factor: true,
+  alpha: true,
+  minRate: true,
+  warmupIntervals: true,
+  maxKeys: true,
+  keysPerInterval: true,
+  keep: true,
+})
+
 export class SpikeDetector {
   readonly intervalMs: number
   readonly factor: number
@@ -74,6 +86,7 @@ export class SpikeDetector {
   private listeners: ((spike: Spike) => void)[] = []
 
   constructor(options: SpikeDetectorOptions = {}) {
+    checkKnownKeys('spikes', options, SPIKE_OPTION_KEYS)
     this.intervalMs = options.intervalMs ?? 1000
     this.factor = options.factor ?? 10
     this.alpha = options.alpha ?? 0.2

@@ -1,6 +1,7 @@
 // Heavy hitters with bounded memory: the space-saving algorithm (Metwally et al.) over a sliding time
 // horizon built from a ring of time buckets, plus a small HyperLogLog per bucket to estimate how many
 // distinct keys there were (needed for "share of traffic taken by the top 1% of keys").
+import { checkKnownKeys, keysOf } from '../options.js'
 
 /**
  * One counted key. The true count lies within `maxError` of `count` (for one space-saving summary
@@ -231,6 +232,8 @@ export interface TopKReport {
  * t.add('203.0.113.7', Date.now())
  * t.report(Date.now(), 10).top // [{ key: '203.0.113.7', count: 1, maxError: 0 }]
  */
+export const TOPK_OPTION_KEYS = keysOf<SlidingTopKOptions>({ horizonMs: true, buckets: true, capacity: true })
+
 export class SlidingTopK {
   readonly horizonMs: number
   readonly bucketMs: number
@@ -238,6 +241,7 @@ export class SlidingTopK {
   private readonly ring: (Bucket | undefined)[]
 
   constructor(options: SlidingTopKOptions = {}) {
+    checkKnownKeys('topKeys', options, TOPK_OPTION_KEYS)
     this.horizonMs = options.horizonMs ?? 60_000
     const buckets = options.buckets ?? 6
     this.capacity = options.capacity ?? 128

@@ -1,10 +1,32 @@
 // The local deny cache: once the store denies a key with a known retry time, this instance denies
 // that policy+key itself until then, so a hammered key costs the store nothing. Bounded in entries.
+import { InvalidOptionsError } from '../errors.js'
+import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { Step, StepResult } from '../store.js'
 
 export interface LocalDenyCacheOptions {
   /** Most keys remembered at once; the oldest entry is dropped first. Default 10,000. */
   maxKeys?: number
+}
+
+const OPTION_KEYS = keysOf<LocalDenyCacheOptions>({ maxKeys: true })
+
+/**
+ * Check `createLimiter`'s `localDenyCache` option (`true`, `false`, or the options), whether or not
+ * the limiter will use a cache; returns the options. Throws `InvalidOptionsError`.
+ */
+export function denyCacheOptions(
+  value: unknown,
+  where = 'createLimiter: localDenyCache',
+): LocalDenyCacheOptions {
+  if (value === undefined || typeof value === 'boolean') return {}
+  if (!isOptionsObject(value))
+    throw new InvalidOptionsError(`${where}: use true, false or { maxKeys }, got ${JSON.stringify(value)}`)
+  checkKnownKeys(where, value, OPTION_KEYS)
+  const { maxKeys } = value as { maxKeys?: unknown }
+  if (maxKeys !== undefined && (typeof maxKeys !== 'number' || !Number.isSafeInteger(maxKeys) || maxKeys < 1))
+    throw new InvalidOptionsError(`${where}.maxKeys: a whole number >= 1, got ${JSON.stringify(maxKeys)}`)
+  return value as LocalDenyCacheOptions
 }
 
 interface Entry {
@@ -29,7 +51,7 @@ export class LocalDenyCache {
   epoch = 0
 
   constructor(options: LocalDenyCacheOptions = {}) {
-    this.maxKeys = options.maxKeys ?? 10_000
+    this.maxKeys = denyCacheOptions(options, 'LocalDenyCache').maxKeys ?? 10_000
   }
 
   get entryCount(): number {

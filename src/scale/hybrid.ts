@@ -10,9 +10,17 @@
 // are the other instances' admissions since their last flush before its last pull (at most 2S + L
 // of their traffic).
 import { InvalidOptionsError } from '../errors.js'
+import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
 import type { Step, StepResult } from '../store.js'
-import { adaptClient, type ClientAdapter, type RedisClient, replyErrorCode } from '../stores/redis/client.js'
+import {
+  adaptClient,
+  type ClientAdapter,
+  clientProblem,
+  NOT_A_CLIENT,
+  type RedisClient,
+  replyErrorCode,
+} from '../stores/redis/client.js'
 import { subjectTag } from '../stores/redis/keys.js'
 import { HYBRID_ADD_SHA, HYBRID_ADD_SOURCE } from './hybrid-script.js'
 
@@ -46,9 +54,11 @@ export interface HybridRedisOptions {
  *   policies: { api: { algorithm: 'fixed-window', limit: 1000, window: '1s', mode: 'hybrid', syncEvery: '100ms' } } })
  */
 export function hybridRedis(client: RedisClient, options: HybridRedisOptions = {}): HybridBackend {
-  const adapter: ClientAdapter | undefined = adaptClient(client)
-  if (adapter === undefined)
-    throw new InvalidOptionsError('hybridRedis: pass an ioredis or node-redis v5 client or cluster')
+  const problem = clientProblem(client)
+  const adapter: ClientAdapter | undefined = problem === undefined ? adaptClient(client) : undefined
+  if (adapter === undefined) throw new InvalidOptionsError(`hybridRedis: ${problem ?? NOT_A_CLIENT}`)
+  if (!isOptionsObject(options)) throw new InvalidOptionsError('hybridRedis: options must be an object')
+  checkKnownKeys('hybridRedis', options, keysOf<HybridRedisOptions>({ prefix: true }))
   const prefix = options.prefix ?? 'sluice'
   if (!/^[^{}]{1,64}$/.test(prefix))
     throw new InvalidOptionsError('hybridRedis: prefix must be 1-64 characters without { or }')

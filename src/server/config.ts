@@ -8,6 +8,7 @@ import { InvalidConfigError, InvalidDurationError, SluiceError } from '../errors
 import type { StoreUnavailableStatus } from '../http/headers.js'
 import type { TrustProxy } from '../http/ip.js'
 import { clientIpResolver, ipMatcher } from '../http/ip.js'
+import { closest } from '../options.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import type { Path } from './config-errors.js'
@@ -167,6 +168,20 @@ export function checkAdminToken(token: string | undefined, where: string): void 
   if (problem !== undefined) throw new InvalidConfigError(`${where}: ${problem}`)
 }
 
+/** The keys the config allows in the map at `path` (the top level, `authz`, `admin`). */
+function knownKeys(path: Path): string[] {
+  let schema: z.ZodType = topSchema
+  for (const segment of path) {
+    const inner: z.ZodType = schema instanceof z.ZodOptional ? (schema.unwrap() as z.ZodType) : schema
+    if (!(inner instanceof z.ZodObject)) return []
+    const next = (inner.shape as Record<string, z.ZodType>)[String(segment)]
+    if (next === undefined) return []
+    schema = next
+  }
+  const inner = schema instanceof z.ZodOptional ? (schema.unwrap() as z.ZodType) : schema
+  return inner instanceof z.ZodObject ? Object.keys(inner.shape) : []
+}
+
 /** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
 function shapeTag(resolved: ResolvedPolicy): string {
   return createHash('sha1').update(`${resolved.algorithm}|${resolved.windowMs}`).digest('hex').slice(0, 6)
@@ -193,7 +208,8 @@ function resolveEntry(
     let message = error.message.startsWith(prefix)
       ? `${dotted(where)}${error.message.slice(prefix.length)}`
       : error.message
-    const field = /^\.([A-Za-z]+)[:.]/.exec(error.message.slice(prefix.length))?.[1]
+    const rest = error.message.slice(prefix.length)
+    const field = /^\.([A-Za-z]+)[:.]/.exec(rest)?.[1] ?? /^: unknown option '([A-Za-z]+)'/.exec(rest)?.[1]
     const path = field === undefined ? where : [...where, field]
     if (error instanceof InvalidDurationError && field !== undefined) {
       const value = policy[field]
@@ -240,8 +256,13 @@ export function parseConfig(text: string, file: string): ServiceConfig {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!
     if (issue.code === 'unrecognized_keys') {
-      const path = [...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), issue.keys[0]!]
-      throw loc.error(path, `${dotted(path)}: unknown key; check the spelling (see docs/service.md)`)
+      const at = issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))
+      const key = issue.keys[0]!
+      const path = [...at, key]
+      const meant = closest(key, knownKeys(at))
+      const hint =
+        meant === undefined ? 'check the spelling (see docs/service.md)' : `did you mean '${meant}'?`
+      throw loc.error(path, `${dotted(path)}: unknown key; ${hint}`)
     }
     const path = issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))
     const label = path.length === 0 ? 'config' : dotted(path)

@@ -9,6 +9,7 @@ import type { StoreHealthEvent } from '../failover/options.js'
 import type { DecisionListener, Limiter } from '../limiter.js'
 import { createLimiter } from '../limiter.js'
 import { createObservability } from '../metrics/observability.js'
+import { checkKnownKeys, keysOf } from '../options.js'
 import { isSyncStore } from '../store.js'
 import type { ServiceConfig } from './config.js'
 import { checkAdminToken, limiterPolicies } from './config.js'
@@ -22,6 +23,14 @@ import type { ListeningAddress, Service, ServiceContext, ServiceOptions } from '
 export { memoryStoreHandle } from './store-url.js'
 export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './types.js'
 
+const OPTION_KEYS = keysOf<ServiceOptions>({
+  config: true,
+  store: true,
+  logger: true,
+  adminToken: true,
+  observability: true,
+})
+
 /**
  * Create the decision service. Nothing listens until `listen()`.
  * @example
@@ -29,6 +38,7 @@ export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './t
  * const { url } = await service.listen(0)
  */
 export function createService(options: ServiceOptions): Service {
+  checkKnownKeys('createService', options, OPTION_KEYS)
   checkAdminToken(options.adminToken, 'adminToken')
   const handle = options.store ?? memoryStoreHandle()
   const logger = options.logger ?? pino({ level: process.env.SLUICE_LOG_LEVEL ?? 'info' })

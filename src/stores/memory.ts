@@ -4,6 +4,7 @@
 // expired entries are swept a little on every write.
 import { algorithms } from '../algorithms/index.js'
 import { InvalidOptionsError } from '../errors.js'
+import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { Step, StepResult, SyncStore } from '../store.js'
 
 export interface MemoryStoreOptions {
@@ -16,6 +17,8 @@ export interface MemoryStoreOptions {
    */
   maxKeys?: number
 }
+
+const OPTION_KEYS = keysOf<MemoryStoreOptions>({ now: true, maxKeys: true })
 
 interface Entry {
   state: unknown
@@ -102,6 +105,8 @@ class Cursor {
  * @example createLimiter({ store: memoryStore({ maxKeys: 100_000 }), policies })
  */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
+  if (!isOptionsObject(options)) throw new InvalidOptionsError('memoryStore: pass { maxKeys?, now? }')
+  checkKnownKeys('memoryStore', options, OPTION_KEYS)
   const now = options.now ?? Date.now
   const maxKeys = options.maxKeys ?? 1_000_000
   if (typeof now !== 'function')

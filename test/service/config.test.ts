@@ -97,7 +97,7 @@ describe('config errors name file, line and path', () => {
     [
       'an unknown policy option',
       `policies:\n  api: { algorithm: gcra, limit: 1, window: 1s, brust: 3 }\n`,
-      'conf.yaml:2: policies.api: unknown option brust',
+      "conf.yaml:2: policies.api: unknown option 'brust'; did you mean 'burst'?",
     ],
     ['an unknown top-level key', `policies:\n${API}polices: {}\n`, 'conf.yaml:3: polices: unknown key'],
     [

@@ -1,7 +1,11 @@
 // Policy names are types: a typo is a compile error. `tsc --noEmit` checks this file (test/ is in
 // tsconfig's include); each @ts-expect-error fails the type check if the error it expects goes away.
+import Fastify from 'fastify'
 import { describe, expect, it } from 'vitest'
+import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
+import { createHttpLimiter, type RouteOptions } from '../../src/http/index.js'
 import { createLimiter, type Decision, type LayeredDecision } from '../../src/limiter.js'
+import { memoryStore } from '../../src/stores/memory.js'
 
 describe('typed policy names', () => {
   it('accepts configured names and rejects others at compile time', async () => {
@@ -35,5 +39,43 @@ describe('typed policy names', () => {
       // @ts-expect-error concurrency takes a timeout, not a window
       createLimiter({ policies: { p: { algorithm: 'concurrency', limit: 1, window: '1s' } } }),
     ).toThrow()
+  })
+})
+
+describe('typed options', () => {
+  it('rejects misspelled option keys at compile time where TypeScript checks object literals', () => {
+    const policies = { api: { algorithm: 'gcra', limit: 10, window: '1s' } } as const
+    // @ts-expect-error stroe is not an option (store is)
+    expect(() => createLimiter({ stroe: memoryStore(), policies })).toThrow("did you mean 'store'?")
+    // @ts-expect-error storeTimout is not an option (storeTimeout is)
+    expect(() => createLimiter({ policies, storeTimout: '50ms' })).toThrow("did you mean 'storeTimeout'?")
+    const http = createHttpLimiter({
+      limiter: createLimiter({ policies }),
+      rules: [{ policy: 'api', key: 'ip' }],
+    })
+    // @ts-expect-error cots is not a route option (cost is)
+    expect(() => http.prepare({ cots: 5 })).toThrow("did you mean 'cost'?")
+  })
+
+  it('Fastify route config: `satisfies RouteOptions` rejects a typo; the bare literal is refused at registration', async () => {
+    const policies = { api: { algorithm: 'gcra', limit: 10, window: '1s' } } as const
+    const http = createHttpLimiter({
+      limiter: createLimiter({ policies }),
+      rules: [{ policy: 'api', key: 'ip' }],
+    })
+    const app = Fastify()
+    await app.register(sluiceFastify, { http })
+    app.get('/ok', { config: { sluice: { cost: 2 } satisfies RouteOptions } }, async () => 'ok')
+    // @ts-expect-error cots is not a route option (cost is)
+    const typo = { cots: 5 } satisfies RouteOptions
+    expect(typo).toEqual({ cots: 5 })
+    // Fastify infers its ContextConfig type parameter from the config literal itself, so no
+    // declaration of FastifyContextConfig.sluice can make this line a type error (see
+    // docs/http.md); the plugin refuses it when the route is registered instead.
+    await expect(async () => {
+      app.post('/typo', { config: { sluice: { cots: 5 } } }, async () => 'ok')
+      await app.ready()
+    }).rejects.toThrow("route POST /typo config.sluice: unknown option 'cots'; did you mean 'cost'?")
+    await app.close().catch(() => {})
   })
 })

@@ -4,6 +4,8 @@ import type { Redis as IORedis, Cluster as IORedisCluster } from 'ioredis'
 
 /** The subset of a node-redis v5 client (`createClient()`) that Sluice uses. */
 export interface NodeRedisClientLike {
+  /** False before `connect()` and after `close()`: such a client cannot serve a store. */
+  readonly isOpen: boolean
   evalSha(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>
   scriptLoad(script: string): Promise<unknown>
   del(keys: string[]): Promise<unknown>
@@ -92,12 +94,41 @@ function readyStreams(client: IORedisLike, cluster: boolean): Corkable[] {
   return out
 }
 
+// A client is recognised by its commands and by the connection state it reports (ioredis `status`,
+// node-redis `isOpen`), which also tells whether it can work: a pipeline, a MULTI or a callback-era
+// client has the command names but not the state.
 function isIORedis(client: unknown): client is IORedisLike {
-  return typeof (client as Partial<IORedisLike>).evalsha === 'function'
+  const c = client as Partial<IORedisLike> | null
+  return typeof c?.evalsha === 'function' && typeof c.status === 'string'
 }
 
 function isNodeRedis(client: unknown): client is NodeRedisClientLike {
-  return typeof (client as Partial<NodeRedisClientLike>).evalSha === 'function'
+  const c = client as Partial<NodeRedisClientLike> | null
+  return typeof c?.evalSha === 'function' && typeof c.isOpen === 'boolean'
+}
+
+export const NOT_A_CLIENT =
+  'pass an ioredis Redis or Cluster, or a node-redis v5 client or cluster (createClient/createCluster)'
+
+/**
+ * Why `client` cannot serve a store, or undefined when it can: not a client of either library, a
+ * node-redis client never connected or closed, an ioredis client closed or closing (quit and
+ * disconnect set `manuallyClosing` at once; `status` becomes `end` only when the socket has closed).
+ * A client still connecting is fine: its commands wait for the connection.
+ */
+export function clientProblem(client: unknown): string | undefined {
+  if (isIORedis(client)) {
+    const closing = (client as { manuallyClosing?: unknown }).manuallyClosing === true
+    return client.status === 'end' || closing
+      ? `the ioredis client is closed (quit() or disconnect() was called; status ${client.status}); pass a client that is connected or connecting`
+      : undefined
+  }
+  if (isNodeRedis(client)) {
+    return client.isOpen
+      ? undefined
+      : 'the node-redis client is not open; call `await client.connect()` before passing it (a client after close(), quit() or destroy() cannot be used)'
+  }
+  return NOT_A_CLIENT
 }
 
 /** Detect the client's library and wrap it; `undefined` when it is neither. */

@@ -3,9 +3,17 @@
 import { createHash } from 'node:crypto'
 import { z } from 'zod'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
+import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
 import { ALGORITHMS, type AlgorithmName } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
-import { adaptClient, type ClientAdapter, type RedisClient, replyErrorCode } from './client.js'
+import {
+  adaptClient,
+  type ClientAdapter,
+  clientProblem,
+  NOT_A_CLIENT,
+  type RedisClient,
+  replyErrorCode,
+} from './client.js'
 import { stepKeys } from './keys.js'
 import { luaSources } from './lua.generated.js'
 
@@ -50,6 +58,14 @@ export interface RedisStore extends Store {
  * CLIENT_CLOCK_SLACK_MS in scripts/one-prelude.lua equal (flat-scripts.test.ts compares expiries).
  */
 const CLIENT_CLOCK_SLACK_MS = 1000
+
+const OPTION_KEYS = keysOf<RedisStoreOptions>({
+  prefix: true,
+  clock: true,
+  now: true,
+  coalesce: true,
+  coalesceWrites: true,
+})
 
 const optionsSchema = z.strictObject({
   prefix: z
@@ -162,12 +178,13 @@ interface Group {
  * const limiter = createLimiter({ store, policies: { api: { algorithm: 'gcra', limit: 100, window: '1m' } } })
  */
 export function redisStore(client: RedisClient, options: RedisStoreOptions = {}): RedisStore {
-  const adapter: ClientAdapter | undefined = adaptClient(client)
-  if (adapter === undefined) {
-    throw new InvalidOptionsError(
-      'redisStore: pass an ioredis Redis or Cluster, or a node-redis v5 client or cluster (createClient/createCluster)',
-    )
-  }
+  // A client that cannot work would turn every decision into a store failure, i.e. a silent
+  // fail-open admit: it is a configuration error, here.
+  const problem = clientProblem(client)
+  const adapter: ClientAdapter | undefined = problem === undefined ? adaptClient(client) : undefined
+  if (adapter === undefined) throw new InvalidOptionsError(`redisStore: ${problem ?? NOT_A_CLIENT}`)
+  if (!isOptionsObject(options)) throw new InvalidOptionsError('redisStore: options must be an object')
+  checkKnownKeys('redisStore', options, OPTION_KEYS)
   const parsed = optionsSchema.safeParse(options)
   if (!parsed.success) {
     throw new InvalidOptionsError(`redisStore: ${parsed.error.issues[0]!.message}`)
