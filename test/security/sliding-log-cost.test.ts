@@ -1,0 +1,265 @@
+// Issue 13, finding 5: one request could cost megabytes. A sliding-window-log request of cost c used
+// to store c entries (one per unit): 30 requests of cost 1,000,000 grew a service by hundreds of MB,
+// and on Redis each one held the server for tens of ms. The log now stores one (time, units) entry
+// per admitted request, so its bytes and its script time follow the number of requests, not units.
+// Attacked here on the pure transition, the memory store, a private real redis-server (LLEN, MEMORY
+// USAGE, INFO commandstats) through the flat and the module scripts, and a real `sluice serve`.
+import type { ChildProcess } from 'node:child_process'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import v8 from 'node:v8'
+import vm from 'node:vm'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type SlidingWindowLogState, slidingWindowLog } from '../../src/algorithms/sliding-window-log.js'
+import { resolvePolicy } from '../../src/policy.js'
+import type { Step, StepResult } from '../../src/store.js'
+import { memoryStore } from '../../src/stores/memory.js'
+import { redisStore } from '../../src/stores/redis/index.js'
+import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
+import { freePort, post } from '../service/helpers.js'
+
+// The largest limit a sliding-window-log policy may have (src/policy.ts, MAX_LOG_LIMIT), so a single
+// request may cost a million units.
+const LIMIT = 1_000_000
+const BIG = 1_000_000
+const REQUESTS = 30
+const T0 = 1_700_000_000_000
+const log = resolvePolicy('log', { algorithm: 'sliding-window-log', limit: LIMIT, window: '1h' })
+
+/** Entries a state holds: one per admitted request at most. */
+const entriesOf = (state: SlidingWindowLogState | undefined): number => state?.times.length ?? 0
+
+describe('sliding-window-log: state is bounded by requests, not units (pure transition)', () => {
+  it('30 admitted requests of cost 33,333 at 30 times keep at most 30 entries and a few hundred bytes', () => {
+    let state: SlidingWindowLogState | undefined
+    const cost = Math.floor(LIMIT / REQUESTS)
+    for (let i = 0; i < REQUESTS; i++) {
+      const o = slidingWindowLog.consume(state, log, T0 + i * 7, cost, false)
+      expect(o.allowed).toBe(true)
+      state = o.state
+    }
+    expect(entriesOf(state)).toBeLessThanOrEqual(REQUESTS)
+    // Serialized size is independent of the state's shape: it was about 9 MB (999,990 numbers).
+    expect(v8.serialize(state).length).toBeLessThan(REQUESTS * 32)
+    // Still exact: the units left and the wait for one more than is left.
+    const next = slidingWindowLog.consume(state, log, T0 + 500, LIMIT - cost * REQUESTS + 1, true)
+    expect(next).toMatchObject({ allowed: false, remaining: LIMIT - cost * REQUESTS })
+    expect(next.retryAfterMs).toBe(3_600_000 - 500)
+  })
+
+  it('one request of cost 1,000,000 is one entry; a denied one adds nothing', () => {
+    const first = slidingWindowLog.consume(undefined, log, T0, BIG, false)
+    expect(first.allowed).toBe(true)
+    expect(entriesOf(first.state)).toBe(1)
+    const denied = slidingWindowLog.consume(first.state, log, T0 + 1, BIG, false)
+    expect(denied).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 3_600_000 - 1 })
+    expect(v8.serialize(first.state).length).toBeLessThan(64)
+  })
+})
+
+describe('sliding-window-log: the memory store under requests of cost 1,000,000', () => {
+  it('30 keys, each spent by one request of cost 1,000,000, grow the heap by well under 4 MB', () => {
+    v8.setFlagsFromString('--expose-gc')
+    const collect = vm.runInNewContext('gc') as () => void
+    const store = memoryStore({ now: () => T0 })
+    const step = (key: string, cost: number): Step => ({ policy: log, key, cost })
+    // Warm the paths first so the measurement sees only what the states hold.
+    for (let i = 0; i < REQUESTS; i++) store.applyOneSync(step(`warm-${i}`, 1), 'consume')
+    collect()
+    const before = process.memoryUsage().heapUsed
+    for (let i = 0; i < REQUESTS; i++) {
+      expect(store.applyOneSync(step(`big-${i}`, BIG), 'consume').allowed).toBe(true)
+    }
+    collect()
+    const grownMb = (process.memoryUsage().heapUsed - before) / 2 ** 20
+    expect(grownMb).toBeLessThan(4)
+  })
+})
+
+describe('sliding-window-log on a real Redis: bytes and script time do not grow with cost', () => {
+  let server: RedisServer
+  let client: Redis
+  beforeAll(async () => {
+    server = await startRedis()
+    client = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 2 })
+  })
+  afterAll(async () => {
+    client?.disconnect()
+    await server?.stop()
+  })
+
+  /** usec per EVALSHA call since the last CONFIG RESETSTAT (this server serves only this test). */
+  async function usecPerEvalsha(): Promise<{ calls: number; usecPerCall: number }> {
+    const info = await client.info('commandstats')
+    const line = info.split('\n').find((l) => l.startsWith('cmdstat_evalsha:'))
+    if (line === undefined) return { calls: 0, usecPerCall: 0 }
+    const calls = Number(/calls=(\d+)/.exec(line)![1])
+    const usec = Number(/usec=(\d+)/.exec(line)![1])
+    return { calls, usecPerCall: usec / calls }
+  }
+
+  const entriesInRedis = async (key: string) => {
+    const len = await client.llen(key)
+    // The list is [start, time 1, units-so-far 1, time 2, units-so-far 2, ...].
+    return len === 0 ? 0 : (len - 1) / 2
+  }
+
+  it('30 requests of cost 33,333 on one key: at most 30 entries (LLEN) and under 1 KB (MEMORY USAGE)', async () => {
+    let now = T0
+    const store = redisStore(client, { prefix: 'sec-log-a', clock: 'client', now: () => now })
+    const cost = Math.floor(LIMIT / REQUESTS)
+    for (let i = 0; i < REQUESTS; i++) {
+      now += 3
+      const [r] = await store.apply([{ policy: log, key: 'k', cost }], 'consume')
+      expect(r!.allowed).toBe(true)
+    }
+    expect(await entriesInRedis('sec-log-a:{k}:log')).toBeLessThanOrEqual(REQUESTS)
+    expect(Number(await client.call('MEMORY', 'USAGE', 'sec-log-a:{k}:log'))).toBeLessThan(1024)
+  })
+
+  it('a call of cost 1,000,000 takes Redis well under 2 ms (INFO commandstats), flat and module scripts', async () => {
+    let now = T0
+    const store = redisStore(client, { prefix: 'sec-log-b', clock: 'client', now: () => now })
+    const other = resolvePolicy('other', { algorithm: 'fixed-window', limit: 10, window: '1h' })
+    // Load the scripts first: SCRIPT LOAD is not an EVALSHA, but the first call's NOSCRIPT is.
+    await store.apply([{ policy: log, key: 'warm', cost: 1 }], 'consume')
+    await store.apply(
+      [
+        { policy: log, key: 'warm', cost: 1 },
+        { policy: other, key: 'warm', cost: 1 },
+      ],
+      'consume',
+    )
+    await client.config('RESETSTAT')
+    for (let i = 0; i < 10; i++) {
+      now += 1
+      // Flat script (one step), then the module apply script (a layered decision of two steps).
+      const [flat] = await store.apply([{ policy: log, key: `f${i}`, cost: BIG }], 'consume')
+      const [layered] = await store.apply(
+        [
+          { policy: log, key: `m${i}`, cost: BIG },
+          { policy: other, key: `m${i}`, cost: 1 },
+        ],
+        'consume',
+      )
+      expect(flat!.allowed && layered!.allowed).toBe(true)
+      expect(await entriesInRedis(`sec-log-b:{f${i}}:log`)).toBe(1)
+      expect(await entriesInRedis(`sec-log-b:{m${i}}:log`)).toBe(1)
+    }
+    const { calls, usecPerCall } = await usecPerEvalsha()
+    expect(calls).toBe(20)
+    expect(usecPerCall).toBeLessThan(2000)
+    // The whole log of one such key is a few dozen bytes.
+    expect(Number(await client.call('MEMORY', 'USAGE', 'sec-log-b:{f0}:log'))).toBeLessThan(200)
+  })
+
+  it('large costs decide exactly as the memory store does (flat, module and refund scripts)', async () => {
+    let now = T0
+    const clock = () => now
+    const flat = redisStore(client, { prefix: 'sec-log-c', clock: 'client', now: clock })
+    const module = redisStore(client, { prefix: 'sec-log-d', clock: 'client', now: clock })
+    const memory = memoryStore({ now: clock })
+    const policy = resolvePolicy('p', { algorithm: 'sliding-window-log', limit: LIMIT, window: 1000 })
+    const pad = resolvePolicy('pad', { algorithm: 'fixed-window', limit: 1_000_000, window: '1h' })
+    // A fixed sequence of (ms to advance, op, cost): merges at one ms, partial expiry, refunds that
+    // split the newest entry, denials that wait for several entries to leave.
+    const plan: [number, 'consume' | 'peek' | 'refund', number][] = [
+      [0, 'consume', 400_000],
+      [0, 'consume', 100_000],
+      [10, 'consume', 300_000],
+      [5, 'peek', 300_000],
+      [5, 'consume', 300_000],
+      [20, 'refund', 150_000],
+      [0, 'consume', 200_000],
+      [300, 'consume', 1],
+      [700, 'peek', 1],
+      [0, 'consume', 600_000],
+      [10, 'consume', 500_000],
+      [0, 'refund', 250_000],
+      [1, 'consume', BIG],
+      [1000, 'consume', BIG],
+      [500, 'refund', 2 * BIG],
+      [0, 'consume', 999_999],
+      [0, 'consume', 2],
+    ]
+    const results: StepResult[][] = []
+    for (const [i, [after, op, cost]] of plan.entries()) {
+      now += after
+      const step: Step = { policy, key: 'k', cost }
+      if (op === 'refund') {
+        await Promise.all([flat.refund([step]), module.refund([step]), memory.refund([step])])
+        continue
+      }
+      const expected = await memory.apply([step], op)
+      expect(await flat.apply([step], op), `flat, step ${i}`).toEqual(expected)
+      const layered = await module.apply([step, { policy: pad, key: 'k', cost: 1 }], op)
+      expect(layered[0], `module, step ${i}`).toEqual(expected[0])
+      results.push(expected)
+    }
+    // The plan does reach denials that wait for more than the oldest entry.
+    expect(results.some((r) => !r[0]!.allowed && r[0]!.retryAfterMs > 0)).toBe(true)
+    expect(await entriesInRedis('sec-log-c:{k}:p')).toBeLessThanOrEqual(plan.length)
+  })
+})
+
+describe('sliding-window-log in a real `sluice serve`', () => {
+  const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
+  let dir: string
+  let child: ChildProcess | undefined
+  afterAll(async () => {
+    if (child !== undefined && child.exitCode === null) {
+      const exited = new Promise((resolve) => child!.once('exit', resolve))
+      child.kill('SIGKILL')
+      await exited
+    }
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+  })
+
+  const rssMb = (pid: number) => {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024
+  }
+
+  it('30 POST /v1/check of cost 1,000,000 on a limit-1,000,000 log keep the RSS within a few MB', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-sec-log-'))
+    const file = join(dir, 'sluice.yaml')
+    writeFileSync(file, `policies:\n  big: { algorithm: sliding-window-log, limit: ${LIMIT}, window: 1h }\n`)
+    const port = await freePort()
+    const proc = spawn(process.execPath, [CLI, 'serve', '--config', file, '--port', String(port)], {
+      env: { ...process.env, SLUICE_STORE: '', REDIS_URL: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    child = proc
+    let out = ''
+    proc.stdout.on('data', (c: Buffer) => {
+      out += c.toString()
+    })
+    proc.stderr.on('data', (c: Buffer) => {
+      out += c.toString()
+    })
+    const url = `http://127.0.0.1:${port}`
+    const deadline = Date.now() + 10_000
+    while (!out.includes(`sluice serving on ${url}`)) {
+      if (Date.now() > deadline) throw new Error(`no banner: ${out}`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    // Warm up with the same request shape at cost 1, then measure what 30 big requests add.
+    for (let i = 0; i < REQUESTS; i++) {
+      const res = await post(`${url}/v1/check`, { policy: 'big', key: `warm-${i}`, cost: 1 })
+      expect(res.body.allowed).toBe(true)
+    }
+    const before = rssMb(proc.pid!)
+    for (let i = 0; i < REQUESTS; i++) {
+      const res = await post(`${url}/v1/check`, { policy: 'big', key: `user-${i}`, cost: BIG })
+      expect(res.body).toMatchObject({ allowed: true, remaining: 0 })
+    }
+    const denied = await post(`${url}/v1/check`, { policy: 'big', key: 'user-0', cost: BIG })
+    expect(denied.body).toMatchObject({ allowed: false })
+    const grown = rssMb(proc.pid!) - before
+    expect(grown).toBeLessThan(8)
+  })
+})
