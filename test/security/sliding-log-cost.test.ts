@@ -204,6 +204,42 @@ describe('sliding-window-log on a real Redis: bytes and script time do not grow 
     expect(results.some((r) => !r[0]!.allowed && r[0]!.retryAfterMs > 0)).toBe(true)
     expect(await entriesInRedis('sec-log-c:{k}:p')).toBeLessThanOrEqual(plan.length)
   })
+  it('random sequences of large costs decide as the memory store (flat and module), with few entries', async () => {
+    // Many entries, partly expired, so the scripts' binary searches (first live entry, entry that
+    // holds the n-th unit, refund's cut) run; same fake clock on both stores.
+    const policy = resolvePolicy('p', { algorithm: 'sliding-window-log', limit: 5000, window: 1000 })
+    const pad = resolvePolicy('pad', { algorithm: 'fixed-window', limit: 1_000_000, window: '1h' })
+    for (let seed = 1; seed <= 4; seed++) {
+      let a = seed
+      const rand = () => {
+        a = (a * 1103515245 + 12345) % 2 ** 31
+        return a / 2 ** 31
+      }
+      let now = T0
+      const clock = () => now
+      const flat = redisStore(client, { prefix: `sec-log-r${seed}`, clock: 'client', now: clock })
+      const module = redisStore(client, { prefix: `sec-log-m${seed}`, clock: 'client', now: clock })
+      const memory = memoryStore({ now: clock })
+      let admitted = 0
+      for (let i = 0; i < 150; i++) {
+        now += rand() < 0.3 ? 0 : Math.floor(rand() * 120)
+        const cost = 1 + Math.floor(rand() * (rand() < 0.5 ? 5 : 1500))
+        const step: Step = { policy, key: 'k', cost }
+        const what = `seed ${seed}, step ${i}, t ${now - T0}, cost ${cost}`
+        if (rand() < 0.15) {
+          await Promise.all([flat.refund([step]), module.refund([step]), memory.refund([step])])
+          continue
+        }
+        const mode = rand() < 0.2 ? 'peek' : 'consume'
+        const expected = await memory.apply([step], mode)
+        expect(await flat.apply([step], mode), `flat, ${what}`).toEqual(expected)
+        const layered = await module.apply([step, { policy: pad, key: 'k', cost: 1 }], mode)
+        expect(layered[0], `module, ${what}`).toEqual(expected[0])
+        if (expected[0]!.allowed && mode === 'consume') admitted++
+        expect(await entriesInRedis(`sec-log-r${seed}:{k}:p`), what).toBeLessThanOrEqual(admitted)
+      }
+    }
+  })
 })
 
 describe('sliding-window-log in a real `sluice serve`', () => {
