@@ -14,7 +14,11 @@ import v8 from 'node:v8'
 import vm from 'node:vm'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type SlidingWindowLogState, slidingWindowLog } from '../../src/algorithms/sliding-window-log.js'
+import {
+  LOG_TOTAL_MODULUS,
+  type SlidingWindowLogState,
+  slidingWindowLog,
+} from '../../src/algorithms/sliding-window-log.js'
 import { resolvePolicy } from '../../src/policy.js'
 import type { Step, StepResult } from '../../src/store.js'
 import { memoryStore } from '../../src/stores/memory.js'
@@ -239,6 +243,55 @@ describe('sliding-window-log on a real Redis: bytes and script time do not grow 
         expect(await entriesInRedis(`sec-log-r${seed}:{k}:p`), what).toBeLessThanOrEqual(admitted)
       }
     }
+  })
+  it('running totals that wrap at 2^50 count exactly in the flat and the module scripts', async () => {
+    // A long-lived key whose totals sit just below 2^50: written as the scripts write it, and the
+    // same state handed to the pure transition. Every decision after it must agree.
+    const policy = resolvePolicy('p', { algorithm: 'sliding-window-log', limit: 100, window: 1000 })
+    const pad = resolvePolicy('pad', { algorithm: 'fixed-window', limit: 1_000_000, window: '1h' })
+    const high = LOG_TOTAL_MODULUS - 7
+    let now = T0
+    let state: SlidingWindowLogState | undefined = { times: [now - 10], ends: [high], start: high - 3 }
+    for (const prefix of ['sec-log-wf', 'sec-log-wm']) {
+      await client.rpush(`${prefix}:{k}:p`, String(high - 3), String(now - 10), String(high))
+      await client.pexpire(`${prefix}:{k}:p`, 60_000)
+    }
+    const flat = redisStore(client, { prefix: 'sec-log-wf', clock: 'client', now: () => now })
+    const module = redisStore(client, { prefix: 'sec-log-wm', clock: 'client', now: () => now })
+    for (const [i, [after, cost, refund]] of (
+      [
+        [0, 5, false],
+        [10, 40, false],
+        [0, 60, false],
+        [5, 2, true],
+        [400, 55, false],
+        [600, 30, false],
+        [1, 20, true],
+        [0, 80, false],
+        [300, 50, false],
+      ] as const
+    ).entries()) {
+      now += after
+      const step: Step = { policy, key: 'k', cost }
+      if (refund) {
+        await Promise.all([flat.refund([step]), module.refund([step])])
+        state = slidingWindowLog.refund(state, policy, now, cost)
+        continue
+      }
+      const o = slidingWindowLog.consume(state, policy, now, cost, false)
+      if (o.allowed) state = o.state
+      const expected = { allowed: o.allowed, remaining: o.remaining, resetMs: o.resetMs, blocked: false }
+      expect(await flat.apply([step], 'consume'), `flat, step ${i}`).toEqual([
+        { ...expected, retryAfterMs: o.retryAfterMs },
+      ])
+      const [layered] = await module.apply([step, { policy: pad, key: 'k', cost: 1 }], 'consume')
+      expect(layered, `module, step ${i}`).toEqual({ ...expected, retryAfterMs: o.retryAfterMs })
+    }
+    // The totals did wrap, and both scripts stored the same list.
+    expect(state!.ends.some((t) => t < high)).toBe(true)
+    expect(await client.lrange('sec-log-wf:{k}:p', 0, -1)).toEqual(
+      await client.lrange('sec-log-wm:{k}:p', 0, -1),
+    )
   })
 })
 
