@@ -11,15 +11,20 @@ local STRIDE, CAPACITY = 3, false
 -- window, `start` the total before it, `count` the live units.
 local TOTAL_MODULUS = 1125899906842624 -- 2^50, as in sliding-window-log.lua
 local first, start, count, newest, total, first_total, entries = 0, 0, 0, nil, 0, nil, nil
-local tail = redis.call('LRANGE', key, -2, -1)
-local stored = #tail > 0
+-- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
+local head = redis.call('LRANGE', key, 0, 3)
+local stored = #head > 0
 if stored then
-  newest = tail[1] + 0
+  if #head == 3 then
+    newest, total = head[2] + 0, head[3]
+  else
+    local tail = redis.call('LRANGE', key, -2, -1)
+    newest, total = tail[1] + 0, tail[2]
+  end
   if newest + window <= now then
     newest = nil
   else
-    total = tail[2] + 0
-    local head = redis.call('LRANGE', key, 0, 2)
+    total = total + 0
     if head[2] + window > now then
       -- The oldest entry is still in the window, so all are: no search.
       start, first_total = head[1] + 0, head[3] + 0
@@ -91,7 +96,8 @@ if allowed and not peek and not held and cost > 0 then
   -- Commit: drop what left the window, add `cost` units at `at` (to the newest entry when it is at
   -- that time).
   if count == 0 then
-    redis.call('RPUSH', key, '0', string.format('%d', at), string.format('%d', cost))
+    -- A fresh list: start 0, then this entry, whose total is the cost as the caller wrote it.
+    redis.call('RPUSH', key, '0', string.format('%d', at), ARGV[a + cost_at])
   else
     if first > 0 then
       redis.call('LTRIM', key, 2 * first, -1)

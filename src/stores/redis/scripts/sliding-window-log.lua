@@ -25,21 +25,26 @@ end
 -- it), count (live units), newest (time), total (the newest total), and when already read the oldest
 -- live entry's total (first_total) and the entry count (entries).
 function sliding_window_log.read(step, now, keep_dead)
-  local tail = redis.call('LRANGE', step.key, -2, -1)
-  if #tail == 0 then
+  -- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
+  local head = redis.call('LRANGE', step.key, 0, 3)
+  if #head == 0 then
     return nil
   end
-  local newest = tonumber(tail[1])
+  local newest, total
+  if #head == 3 then
+    newest, total = tonumber(head[2]), tonumber(head[3])
+  else
+    local tail = redis.call('LRANGE', step.key, -2, -1)
+    newest, total = tonumber(tail[1]), tonumber(tail[2])
+  end
   if newest + step.window <= now then
     if not keep_dead then
       redis.call('DEL', step.key)
     end
     return nil
   end
-  local total = tonumber(tail[2])
-  -- Entries are ordered. When the oldest is still inside the window, all are (one LRANGE);
+  -- Entries are ordered. When the oldest is still inside the window, all are (no search);
   -- otherwise binary search for the first one that is.
-  local head = redis.call('LRANGE', step.key, 0, 2)
   if tonumber(head[2]) + step.window > now then
     local start = tonumber(head[1])
     local first_total = tonumber(head[3])
