@@ -84,8 +84,12 @@ interface Row {
   redisBytes30: number
   /** A denied call of `cost` on a key holding 1,000 entries (1,000 requests of cost 1). */
   deniedUsecPerCall: number
+  /** MEMORY USAGE of that key of 1,000 requests (plus one filling it), per request. */
+  redisBytesPerRequest: number
   /** Memory store: heap bytes per key after one request of `cost` (key strings included). */
   memoryBytesPerKey: number
+  /** Memory store: heap bytes per request of 100 keys x 1,000 requests of cost 1 at distinct ms. */
+  memoryBytesPerRequest: number
 }
 
 async function measure(
@@ -96,6 +100,16 @@ async function measure(
   prefix: string,
 ): Promise<Row[]> {
   const rows: Row[] = []
+  const perRequest = impl.memoryStore({ now: () => clock, maxKeys: 1000 })
+  let clock = T0
+  for (let i = 0; i < 100; i++) perRequest.applySync([{ policy, key: `warm-${i}`, cost: 1 }], 'consume')
+  const start = heap()
+  for (let r = 0; r < 1000; r++) {
+    clock++
+    for (let i = 0; i < 100; i++) perRequest.applySync([{ policy, key: `many-${i}`, cost: 1 }], 'consume')
+  }
+  const memoryBytesPerRequest = Math.round(((heap() - start) / 100_000) * 10) / 10
+  await perRequest.close()
   for (const cost of COSTS) {
     let now = T0
     const store = impl.redisStore(client, { prefix: `${prefix}-${cost}`, clock: 'client', now: () => now })
@@ -130,6 +144,8 @@ async function measure(
     await client.config('RESETSTAT')
     for (let i = 0; i < 20; i++) await store.apply([step('full')], 'consume')
     const denied = await evalshaStats(client)
+    const redisBytesPerRequest =
+      Number(await client.call('MEMORY', 'USAGE', `${prefix}-${cost}:{full}:log`)) / 1001
     await client.del(`${prefix}-${cost}:{full}:log`, `${prefix}-${cost}:{thirty}:log`)
     for (let i = 0; i < keys; i++)
       await client.del(
@@ -156,7 +172,9 @@ async function measure(
       redisLlen30,
       redisBytes30,
       deniedUsecPerCall: Math.round(denied.usecPerCall * 10) / 10,
+      redisBytesPerRequest: Math.round(redisBytesPerRequest * 10) / 10,
       memoryBytesPerKey,
+      memoryBytesPerRequest,
     })
   }
   return rows

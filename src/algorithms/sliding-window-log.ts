@@ -63,29 +63,51 @@ function view(state: SlidingWindowLogState, windowMs: number, nowMs: number): Vi
 
 /** Index of the live entry that holds the `units`-th oldest live unit (the newest when beyond). */
 function holding(state: SlidingWindowLogState, live: View, units: number): number {
-  let lo = live.first
+  // Often the oldest live entry alone is enough (always when every request costs 1).
+  if (between(live.start, state.ends[live.first]!) >= units) return live.first
+  let lo = live.first + 1
   let hi = state.ends.length - 1
   while (lo < hi) {
     const mid = (lo + hi) >>> 1
     if (between(live.start, state.ends[mid]!) >= units) hi = mid
     else lo = mid + 1
   }
-  return lo
+  return Math.min(lo, hi)
 }
 
-/** The live entries plus `cost` units at `at` (merged into the newest entry when it is at `at`). */
+/**
+ * `source[from..]` with its last element replaced by `last` (`replace`) or with `last` appended, in
+ * an array of exactly that length (push would leave up to half again as spare capacity).
+ */
+function copyWith(source: readonly number[], from: number, last: number, replace: boolean): number[] {
+  const n = source.length - from - (replace ? 1 : 0)
+  const out = new Array<number>(n + 1)
+  for (let i = 0; i < n; i++) out[i] = source[from + i]!
+  out[n] = last
+  return out
+}
+
+/**
+ * The live entries plus `cost` units at `at` (merged into the newest entry when it is at `at`).
+ * States are never changed in place, so an unchanged array is shared with the previous state.
+ */
 function append(state: SlidingWindowLogState, live: View, at: number, cost: number): SlidingWindowLogState {
   if (live.count === 0) return { times: [at], ends: [cost], start: 0 }
-  const times = state.times.slice(live.first)
-  const ends = state.ends.slice(live.first)
+  const { times, ends } = state
   const last = times.length - 1
   const total = (ends[last]! + cost) % LOG_TOTAL_MODULUS
-  if (times[last] === at) ends[last] = total
-  else {
-    times.push(at)
-    ends.push(total)
+  if (times[last] === at) {
+    return {
+      times: live.first === 0 ? times : times.slice(live.first),
+      ends: copyWith(ends, live.first, total, true),
+      start: live.start,
+    }
   }
-  return { times, ends, start: live.start }
+  return {
+    times: copyWith(times, live.first, at, false),
+    ends: copyWith(ends, live.first, total, false),
+    start: live.start,
+  }
 }
 
 export const slidingWindowLog: Algorithm<SlidingWindowLogState> = {
