@@ -5,11 +5,13 @@
 import type { Algorithm } from './types.js'
 
 /**
- * Running totals of units wrap here, so they stay exact in doubles (and in Redis Lua) on a key that
- * never goes idle. A difference of two totals is still right: a window never holds 2^50 units, since
- * limit x window <= 2^50 (src/policy.ts). Twin of TOTAL_MODULUS in the Lua scripts.
+ * Running totals of units wrap here, so they stay small and exact on a key that never goes idle. A
+ * difference of two totals is still right while a window holds fewer units than this, and it holds
+ * at most `limit` <= 1,000,000 (MAX_LOG_LIMIT in src/policy.ts). 2^39 ms is in 1987, so in Redis a
+ * stored total is never mistaken for a time: a list that starts with a number >= 2^39 was written
+ * by the per-unit log of earlier versions (see the Lua twin). Twin of TOTAL_MODULUS in the scripts.
  */
-export const LOG_TOTAL_MODULUS = 2 ** 50
+export const LOG_TOTAL_MODULUS = 2 ** 39
 
 export interface SlidingWindowLogState {
   /** Admission times (ms), strictly increasing: one per admitted request, or per ms of them. */

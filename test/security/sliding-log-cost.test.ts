@@ -244,8 +244,8 @@ describe('sliding-window-log on a real Redis: bytes and script time do not grow 
       }
     }
   })
-  it('running totals that wrap at 2^50 count exactly in the flat and the module scripts', async () => {
-    // A long-lived key whose totals sit just below 2^50: written as the scripts write it, and the
+  it('running totals that wrap at 2^39 count exactly in the flat and the module scripts', async () => {
+    // A long-lived key whose totals sit just below 2^39: written as the scripts write it, and the
     // same state handed to the pure transition. Every decision after it must agree.
     const policy = resolvePolicy('p', { algorithm: 'sliding-window-log', limit: 100, window: 1000 })
     const pad = resolvePolicy('pad', { algorithm: 'fixed-window', limit: 1_000_000, window: '1h' })
@@ -292,6 +292,40 @@ describe('sliding-window-log on a real Redis: bytes and script time do not grow 
     expect(await client.lrange('sec-log-wf:{k}:p', 0, -1)).toEqual(
       await client.lrange('sec-log-wm:{k}:p', 0, -1),
     )
+  })
+  it('a list in the per-unit layout of earlier versions is replaced, not misread (upgrade)', async () => {
+    // Earlier versions stored one time per unit. After an upgrade the scripts meet such lists: they
+    // must neither fail (a script error is a store failure: `closed` policies would deny everyone)
+    // nor count them; the key starts over, as after a reset.
+    const now = T0
+    const policy = resolvePolicy('p', { algorithm: 'sliding-window-log', limit: 10, window: '1m' })
+    const pad = resolvePolicy('pad', { algorithm: 'fixed-window', limit: 100, window: '1m' })
+    const oldList = (n: number) => Array.from({ length: n }, (_, i) => String(now - 1000 + i))
+    const store = redisStore(client, { prefix: 'sec-log-up', clock: 'client', now: () => now })
+    for (const n of [1, 2, 3, 4, 7, 10]) {
+      const key = `sec-log-up:{k${n}}:p`
+      await client.rpush(key, ...oldList(n))
+      const [flat] = await store.apply([{ policy, key: `k${n}`, cost: 2 }], 'consume')
+      expect(flat, `flat, ${n} old entries`).toMatchObject({ allowed: true, remaining: 8 })
+      expect(await client.lrange(key, 0, -1)).toEqual(['0', String(now), '2'])
+
+      await client.del(key)
+      await client.rpush(key, ...oldList(n))
+      const [layered] = await store.apply(
+        [
+          { policy, key: `k${n}`, cost: 3 },
+          { policy: pad, key: `k${n}`, cost: 1 },
+        ],
+        'consume',
+      )
+      expect(layered, `module, ${n} old entries`).toMatchObject({ allowed: true, remaining: 7 })
+      expect(await client.lrange(key, 0, -1)).toEqual(['0', String(now), '3'])
+
+      await client.del(key)
+      await client.rpush(key, ...oldList(n))
+      await store.refund([{ policy, key: `k${n}`, cost: 1 }])
+      expect(await client.exists(key), `refund, ${n} old entries`).toBe(0)
+    }
   })
 })
 

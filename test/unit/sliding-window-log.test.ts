@@ -127,7 +127,7 @@ describe('sliding-window-log (run-length) decides as a log of one time per unit'
     it(`random sequence ${seed}: limit ${limit}, window ${windowMs} ms`, () => run(seed, limit, windowMs))
   }
 
-  it('running totals that wrap at 2^50 still count exactly', () => {
+  it('running totals that wrap at 2^39 still count exactly', () => {
     // A long-lived key whose totals sit just below the modulus: they wrap within the sequence.
     run(7, 20, 1000, LOG_TOTAL_MODULUS - 5)
     run(8, 1000, 1000, LOG_TOTAL_MODULUS - 1)

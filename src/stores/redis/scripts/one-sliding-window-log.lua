@@ -9,12 +9,14 @@ local STRIDE, CAPACITY = 3, false
 -- one (time, running total of units) pair per admitted request; totals wrap at TOTAL_MODULUS. Live
 -- until the newest entry + window. `first` is the index (0-based) of the oldest entry still in the
 -- window, `start` the total before it, `count` the live units.
-local TOTAL_MODULUS = 1125899906842624 -- 2^50, as in sliding-window-log.lua
+local TOTAL_MODULUS = 549755813888 -- 2^39, as in sliding-window-log.lua
 local first, start, count, newest, total, first_total, entries = 0, 0, 0, nil, 0, nil, nil
 -- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
 local head = redis.call('LRANGE', key, 0, 3)
 local stored = #head > 0
-if stored then
+-- A list that starts with a time (>= TOTAL_MODULUS) is the per-unit layout of earlier versions: it
+-- reads as no state, so one-drop.lua deletes it, as after a reset.
+if stored and head[1] + 0 < TOTAL_MODULUS then
   if #head == 3 then
     newest, total = head[2] + 0, head[3]
   else

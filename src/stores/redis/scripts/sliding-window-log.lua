@@ -2,15 +2,17 @@
 -- Stored as a list: the running total of units before the oldest entry, then per admitted request
 -- (requests admitted in the same ms share one) its time (ms) and the running total up to and
 -- including it: [start, time 1, total 1, time 2, total 2, ...], oldest first. Totals wrap at
--- TOTAL_MODULUS. So a key holds one pair per admitted request, whatever the request cost, and
+-- TOTAL_MODULUS (2^39). So a key holds one pair per admitted request, whatever the request cost, and
 -- dropping the k oldest entries is one LTRIM from index 2k (the last dropped total becomes the start).
 -- Expired entries are trimmed only when a consume or refund commits, like the TypeScript state.
 -- Meaningful until the newest entry + window.
 
 local sliding_window_log = {}
 
--- Twin of LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts: totals stay exact in doubles.
-local TOTAL_MODULUS = 1125899906842624 -- 2^50
+-- Twin of LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts: totals stay small and exact,
+-- and below any time since 1987, so a list that starts with a number >= TOTAL_MODULUS (a time) is
+-- the one-time-per-unit list of earlier versions: it reads as no state and is replaced.
+local TOTAL_MODULUS = 549755813888 -- 2^39
 
 -- Units admitted between running totals `from` and `to`.
 local function log_between(from, to)
@@ -28,6 +30,13 @@ function sliding_window_log.read(step, now, keep_dead)
   -- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
   local head = redis.call('LRANGE', step.key, 0, 3)
   if #head == 0 then
+    return nil
+  end
+  if tonumber(head[1]) >= TOTAL_MODULUS then
+    -- The per-unit layout of earlier versions (a time first): forgotten, as after a reset.
+    if not keep_dead then
+      redis.call('DEL', step.key)
+    end
     return nil
   end
   local newest, total
