@@ -91,7 +91,9 @@ if not allowed and count > 0 then
     end
     held_by = math.min(lo, hi)
   end
-  retry = redis.call('LINDEX', key, 2 * held_by + 1) + window - now
+  -- Entry 0's time was read with the head.
+  local held_at = held_by == 0 and head[2] or redis.call('LINDEX', key, 2 * held_by + 1)
+  retry = held_at + window - now
 end
 
 if allowed and not peek and not held and cost > 0 then

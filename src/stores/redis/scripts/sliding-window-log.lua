@@ -25,7 +25,7 @@ end
 
 -- The live part of the log: first (index of the oldest live entry, 0-based), start (the total before
 -- it), count (live units), newest (time), total (the newest total), and when already read the oldest
--- live entry's total (first_total) and the entry count (entries).
+-- live entry's time and total (first_time, first_total) and the entry count (entries).
 function sliding_window_log.read(step, now, keep_dead)
   -- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
   local head = redis.call('LRANGE', step.key, 0, 3)
@@ -56,14 +56,14 @@ function sliding_window_log.read(step, now, keep_dead)
   -- otherwise binary search for the first one that is.
   if tonumber(head[2]) + step.window > now then
     local start = tonumber(head[1])
-    local first_total = tonumber(head[3])
     return {
       first = 0,
       start = start,
       count = log_between(start, total),
       newest = newest,
       total = total,
-      first_total = first_total,
+      first_time = tonumber(head[2]),
+      first_total = tonumber(head[3]),
     }
   end
   local entries = (redis.call('LLEN', step.key) - 1) / 2
@@ -110,7 +110,10 @@ local function log_holding(step, state, units)
   return math.min(lo, hi)
 end
 
-local function log_time(step, index)
+local function log_time(step, state, index)
+  if index == 0 and state.first_time ~= nil then
+    return state.first_time
+  end
   return tonumber(redis.call('LINDEX', step.key, 2 * index + 1))
 end
 
@@ -141,7 +144,7 @@ function sliding_window_log.consume(step, state, now, peek)
     -- Wait until enough of the oldest units leave the window for `cost` to fit. An entry's units all
     -- leave together, at its time + window.
     local index = log_holding(step, state, count + step.cost - step.limit)
-    r.retry = log_time(step, index) + step.window - now
+    r.retry = log_time(step, state, index) + step.window - now
   end
   if newest ~= nil then
     r.reset = newest + step.window - now
