@@ -1,49 +1,153 @@
-// Sliding window log: exact. Remembers the time of every admitted unit within the last window.
-// Only admitted units are recorded, so a key holds at most `limit` entries and a client that keeps
-// hammering while denied does not push its own lockout further out.
+// Sliding window log: exact. Remembers every admitted request of the last window as (time, units);
+// requests admitted in the same ms share one entry. Only admitted units are recorded, so a client that
+// keeps hammering while denied does not push its own lockout further out, and a key holds at most one
+// entry per admitted request (and at most `limit`), whatever the requests cost.
 import type { Algorithm } from './types.js'
 
+/**
+ * Running totals of units wrap here, so they stay small and exact on a key that never goes idle. A
+ * difference of two totals is still right while a window holds fewer units than this, and it holds
+ * at most `limit` <= 1,000,000 (MAX_LOG_LIMIT in src/policy.ts). 2^39 ms is in 1987, so in Redis a
+ * stored total is never mistaken for a time: a list that starts with a number >= 2^39 was written
+ * by the per-unit log of earlier versions (see the Lua twin). Twin of TOTAL_MODULUS in the scripts.
+ */
+export const LOG_TOTAL_MODULUS = 2 ** 39
+
 export interface SlidingWindowLogState {
-  /** Times (ms) of admitted units, oldest first; one entry per unit of cost. */
-  entries: number[]
+  /** Admission times (ms), strictly increasing: one per admitted request, or per ms of them. */
+  times: number[]
+  /**
+   * `ends[i]`: the running total of units admitted up to and including `times[i]` (modulo
+   * LOG_TOTAL_MODULUS). The entry's own units are `ends[i]` minus the total before it.
+   */
+  ends: number[]
+  /** The running total before `times[0]`. */
+  start: number
 }
 
-/** Entries still inside the window at `nowMs`; an entry at t counts while nowMs < t + windowMs. */
-function live(state: SlidingWindowLogState | undefined, windowMs: number, nowMs: number): number[] {
-  if (state === undefined) return []
-  const entries = state.entries
+/** Units admitted between running totals `from` and `to`. */
+function between(from: number, to: number): number {
+  return to >= from ? to - from : to - from + LOG_TOTAL_MODULUS
+}
+
+/** The live part of a log at `nowMs`: an entry at t counts while nowMs < t + windowMs. */
+interface View {
+  /** Index of the oldest live entry (times.length when none is). */
+  first: number
+  /** The running total before entry `first`. */
+  start: number
+  /** Live units. */
+  count: number
+}
+
+const EMPTY: SlidingWindowLogState = Object.freeze({ times: [], ends: [], start: 0 }) as SlidingWindowLogState
+
+function view(state: SlidingWindowLogState, windowMs: number, nowMs: number): View {
+  const { times, ends } = state
+  const n = times.length
+  if (n === 0 || times[n - 1]! + windowMs <= nowMs) return { first: n, start: 0, count: 0 }
+  // Times are ordered: when the oldest is still in the window all are (the usual case, no search);
+  // otherwise binary search for the first that is.
   let first = 0
-  while (first < entries.length && entries[first]! + windowMs <= nowMs) first++
-  return first === 0 ? entries : entries.slice(first)
+  if (times[0]! + windowMs <= nowMs) {
+    let lo = 1
+    let hi = n - 1
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (times[mid]! + windowMs <= nowMs) lo = mid + 1
+      else hi = mid
+    }
+    first = lo
+  }
+  const start = first === 0 ? state.start : ends[first - 1]!
+  return { first, start, count: between(start, ends[n - 1]!) }
+}
+
+/** Index of the live entry that holds the `units`-th oldest live unit (the newest when beyond). */
+function holding(state: SlidingWindowLogState, live: View, units: number): number {
+  // Often the oldest live entry alone is enough (always when every request costs 1).
+  if (between(live.start, state.ends[live.first]!) >= units) return live.first
+  let lo = live.first + 1
+  let hi = state.ends.length - 1
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (between(live.start, state.ends[mid]!) >= units) hi = mid
+    else lo = mid + 1
+  }
+  return Math.min(lo, hi)
+}
+
+/**
+ * `source[from..]` with its last element replaced by `last` (`replace`) or with `last` appended, in
+ * an array of exactly that length (push would leave up to half again as spare capacity).
+ */
+function copyWith(source: readonly number[], from: number, last: number, replace: boolean): number[] {
+  const n = source.length - from - (replace ? 1 : 0)
+  const out = new Array<number>(n + 1)
+  for (let i = 0; i < n; i++) out[i] = source[from + i]!
+  out[n] = last
+  return out
+}
+
+/**
+ * The live entries plus `cost` units at `at` (merged into the newest entry when it is at `at`).
+ * States are never changed in place, so an unchanged array is shared with the previous state.
+ */
+function append(state: SlidingWindowLogState, live: View, at: number, cost: number): SlidingWindowLogState {
+  if (live.count === 0) return { times: [at], ends: [cost], start: 0 }
+  const { times, ends } = state
+  const last = times.length - 1
+  const total = (ends[last]! + cost) % LOG_TOTAL_MODULUS
+  if (times[last] === at) {
+    return {
+      times: live.first === 0 ? times : times.slice(live.first),
+      ends: copyWith(ends, live.first, total, true),
+      start: live.start,
+    }
+  }
+  return {
+    times: copyWith(times, live.first, at, false),
+    ends: copyWith(ends, live.first, total, false),
+    start: live.start,
+  }
 }
 
 export const slidingWindowLog: Algorithm<SlidingWindowLogState> = {
-  consume(state, policy, nowMs, cost, peek) {
-    const entries = live(state, policy.windowMs, nowMs)
+  consume(state = EMPTY, policy, nowMs, cost, peek) {
+    const windowMs = policy.windowMs
+    const live = view(state, windowMs, nowMs)
+    const newest = live.count > 0 ? state.times[state.times.length - 1]! : undefined
     // A clock that stepped backwards records at the newest time seen, keeping the log ordered.
-    const at = entries.length > 0 ? Math.max(nowMs, entries[entries.length - 1]!) : nowMs
-    const allowed = entries.length + cost <= policy.limit
-    let next = entries
-    if (allowed && !peek) {
-      next = entries.slice()
-      for (let i = 0; i < cost; i++) next.push(at)
+    const at = newest === undefined ? nowMs : Math.max(nowMs, newest)
+    const allowed = live.count + cost <= policy.limit
+    const commit = allowed && !peek && cost > 0
+    const after = commit ? live.count + cost : live.count
+    const newestAfter = commit ? at : newest
+    // Denied: wait until enough of the oldest units leave the window for `cost` to fit. An entry's
+    // units all leave together, at its time + window.
+    let retryAfterMs = 0
+    if (!allowed && live.count > 0) {
+      const entry = holding(state, live, live.count + cost - policy.limit)
+      retryAfterMs = state.times[entry]! + windowMs - nowMs
     }
-    const newest = next[next.length - 1]
     return {
       allowed,
-      state: { entries: next },
-      remaining: Math.max(0, policy.limit - next.length),
-      // Denied: wait until enough of the oldest entries leave the window for `cost` to fit.
-      retryAfterMs: allowed
-        ? 0
-        : entries[entries.length + cost - policy.limit - 1]! + policy.windowMs - nowMs,
-      resetMs: newest === undefined ? 0 : newest + policy.windowMs - nowMs,
+      state: commit ? append(state, live, at, cost) : state,
+      remaining: Math.max(0, policy.limit - after),
+      retryAfterMs,
+      resetMs: newestAfter === undefined ? 0 : newestAfter + windowMs - nowMs,
     }
   },
-  refund(state, policy, nowMs, amount) {
-    const entries = live(state, policy.windowMs, nowMs)
-    // Give back the newest units: a refund usually follows the consume it undoes.
-    const kept = entries.slice(0, Math.max(0, entries.length - amount))
-    return kept.length === 0 ? undefined : { entries: kept }
+  refund(state = EMPTY, policy, nowMs, amount) {
+    const live = view(state, policy.windowMs, nowMs)
+    // Give back the newest units: a refund usually follows the consume it undoes. The entry holding
+    // the last unit kept becomes the newest, shrunk to what is kept of it.
+    const keep = live.count - amount
+    if (keep <= 0) return undefined
+    const last = holding(state, live, keep)
+    const times = state.times.slice(live.first, last + 1)
+    const ends = state.ends.slice(live.first, last + 1)
+    ends[ends.length - 1] = (live.start + keep) % LOG_TOTAL_MODULUS
+    return { times, ends, start: live.start }
   },
 }
