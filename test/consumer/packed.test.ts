@@ -3,14 +3,14 @@
 // lowest version the peer range declares). No symlink to the repository: a symlink sees the repo's
 // devDependencies (ioredis, every framework) and hides what a user lacks.
 // Needs `npm run build` first and the npm registry (one shared npm cache; later runs are mostly offline).
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 
 const exec = promisify(execFile)
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -288,6 +288,7 @@ beforeAll(async () => {
     project('express', [tarball, `express@${lowest('express')}`, '@types/express@4.17.21', TYPES_NODE]),
     project('fastify', [tarball, `fastify@${lowest('fastify')}`, TYPES_NODE]),
     project('hono', [tarball, `hono@${lowest('hono')}`, TYPES_NODE]),
+    project('redis', [tarball, `ioredis@${lowest('ioredis')}`, `redis@${lowest('redis')}`]),
   ])
 }, 240_000)
 
@@ -473,4 +474,89 @@ app.get('/hello', (c) => c.text('ok'))
     const failures = await typecheck('hono')
     expect(failures).toEqual([])
   }, 280_000)
+})
+
+describe('the Redis clients, at the lowest versions the peer ranges declare, against a real redis-server', () => {
+  const { port } = inject('redis')
+
+  it(`redisStore and hybridRedis work with ioredis ${lowest('ioredis')} and redis ${lowest('redis')} (ESM and CommonJS)`, async () => {
+    const dir = dirOf('redis')
+    const body = `
+const policies = { one: { algorithm: 'gcra', limit: 1, window: '1m' } }
+const version = (name) => JSON.parse(require('fs').readFileSync('node_modules/' + name + '/package.json', 'utf8')).version
+;(async () => {
+  const io = new Redis(${port}, '127.0.0.1')
+  const nr = await createClient({ url: 'redis://127.0.0.1:${port}' }).connect()
+  const out = []
+  for (const [name, client] of [['ioredis', io], ['redis', nr]]) {
+    const store = redisStore(client, { prefix: 'consumer-' + name + '-' + process.argv[2] + '-' + process.pid })
+    const limiter = createLimiter({ store, policies })
+    const a = await limiter.consume('one', 'k')
+    const b = await limiter.consume('one', 'k')
+    const total = await hybridRedis(client).add([{ key: ['consumer-h', name, process.argv[2], process.pid].join('-'), count: 2, ttlMs: 10000 }])
+    out.push([name, version(name), store.client.library, a.allowed, b.allowed, total[0]])
+    await store.close()
+  }
+  console.log(JSON.stringify(out))
+  io.disconnect()
+  await nr.quit()
+})()
+`
+    await writeFile(
+      join(dir, 'store.mjs'),
+      `import { Redis } from 'ioredis'\nimport { createRequire } from 'node:module'\nimport { createClient } from 'redis'\nimport { createLimiter } from 'sluice'\nimport { hybridRedis, redisStore } from 'sluice/redis'\nconst require = createRequire(import.meta.url)\n${body}`,
+    )
+    await writeFile(
+      join(dir, 'store.cjs'),
+      `const { Redis } = require('ioredis')\nconst { createClient } = require('redis')\nconst { createLimiter } = require('sluice')\nconst { hybridRedis, redisStore } = require('sluice/redis')\n${body}`,
+    )
+    for (const file of ['store.mjs', 'store.cjs']) {
+      const out = await node(dir, [file, file])
+      expect(out.code, `${file}: ${out.stderr}`).toBe(0)
+      expect(JSON.parse(out.stdout), file).toEqual([
+        ['ioredis', lowest('ioredis'), 'ioredis', true, false, 2],
+        ['redis', lowest('redis'), 'node-redis', true, false, 2],
+      ])
+    }
+  })
+
+  it(`sluice serve --store redis://... works once ioredis ${lowest('ioredis')} is installed`, async () => {
+    const child = spawn(
+      process.execPath,
+      ['node_modules/.bin/sluice', 'serve', '--store', `redis://127.0.0.1:${port}`, '--port', '0'],
+      {
+        cwd: dirOf('redis'),
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
+      },
+    )
+    try {
+      let printed = ''
+      let stderr = ''
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString()
+      })
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no URL within 15 s: ${printed}${stderr}`)), 15_000)
+        child.stdout.on('data', (chunk: Buffer) => {
+          printed += chunk.toString()
+          const m = /sluice serving on (http:\/\/\S+) \(store: redis:/.exec(printed)
+          if (m !== null) {
+            clearTimeout(timer)
+            resolve(m[1] as string)
+          }
+        })
+        child.once('exit', (code) => reject(new Error(`exited ${code}: ${printed}${stderr}`)))
+      })
+      const key = `consumer-${process.pid}-${Date.now()}`
+      const res = await fetch(`${url}/v1/check`, {
+        method: 'POST',
+        body: JSON.stringify({ policy: 'api', key }),
+      })
+      expect(res.status).toBe(200)
+      expect(((await res.json()) as { allowed?: unknown }).allowed).toBe(true)
+    } finally {
+      child.kill('SIGTERM')
+    }
+  })
 })
