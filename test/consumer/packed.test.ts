@@ -364,6 +364,24 @@ describe('the core, installed alone (no ioredis, no framework)', () => {
     expect(out.stderr).toBe('sluice: the redis store needs ioredis: npm install ioredis\n')
     expect(out.code).toBe(1)
   })
+
+  it('openStore from sluice/server rejects with a StoreError naming what to install (ESM and CommonJS builds)', async () => {
+    const dir = dirOf('core')
+    const body = `.openStore('redis://127.0.0.1:1', { prefix: 'x' }).then(
+  () => console.log('opened'),
+  (e) => console.log(JSON.stringify([e.name, e.code, e.message])),
+)\n`
+    await writeFile(join(dir, 'open.mjs'), `import * as server from 'sluice/server'\nserver${body}`)
+    await writeFile(join(dir, 'open.cjs'), `require('sluice/server')${body}`)
+    for (const file of ['open.mjs', 'open.cjs']) {
+      const out = await node(dir, [file])
+      expect(JSON.parse(out.stdout), file).toEqual([
+        'StoreError',
+        'SLUICE_STORE_ERROR',
+        'the redis store needs ioredis: npm install ioredis',
+      ])
+    }
+  })
 })
 
 describe('each adapter with only its framework, at the lowest version the peer range declares', () => {
