@@ -21,21 +21,17 @@ const COMPILERS = { ts5: '5.9.3', ts7: '7.0.2' } as const
 type Compiler = keyof typeof COMPILERS
 /** What a TypeScript user of Node has besides the packages under test. */
 const TYPES_NODE = '@types/node@20.19.43'
-/** Subpaths that load without any peer installed. */
-const NO_PEER_SUBPATHS = [
-  'sluice',
-  'sluice/metrics',
-  'sluice/redis',
-  'sluice/node',
-  'sluice/server',
-  'sluice/express',
-  'sluice/fastify',
-]
-
 interface Pkg {
+  exports: Record<string, unknown>
   peerDependencies: Record<string, string>
 }
 const pkg = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as Pkg
+/** Subpaths that import their peer when loaded (the others must load with no peer installed). */
+const LOADS_A_PEER = new Set(['./hono'])
+/** Every subpath of "exports" that loads without any peer installed (a new one is checked unasked). */
+const NO_PEER_SUBPATHS = Object.keys(pkg.exports)
+  .filter((k) => k !== './package.json' && !LOADS_A_PEER.has(k))
+  .map((k) => (k === '.' ? 'sluice' : `sluice/${k.slice(2)}`))
 
 /** The lowest version a `>=X[.Y[.Z]]` peer range admits: the version the adapter is tested at. */
 function lowest(peer: string): string {
@@ -316,6 +312,9 @@ describe('the core, installed alone (no ioredis, no framework)', () => {
     expect(cjs.stderr, 'CommonJS require').toBe('')
     const names = JSON.parse(esm.stdout) as Record<string, string[]>
     expect(JSON.parse(cjs.stdout)).toEqual(names)
+    expect(NO_PEER_SUBPATHS).toEqual(
+      expect.arrayContaining(['sluice', 'sluice/redis', 'sluice/server', 'sluice/express']),
+    )
     for (const s of NO_PEER_SUBPATHS) expect(names[s]?.length, s).toBeGreaterThan(0)
     // Redis-specific exports live under sluice/redis only.
     expect(names.sluice).not.toContain('hybridRedis')
