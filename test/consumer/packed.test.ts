@@ -3,117 +3,21 @@
 // lowest version the peer range declares). No symlink to the repository: a symlink sees the repo's
 // devDependencies (ioredis, every framework) and hides what a user lacks.
 // Needs `npm run build` first and the npm registry (one shared npm cache; later runs are mostly offline).
-import { execFile, spawn } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { spawn } from 'node:child_process'
+import { readFile, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-
-const exec = promisify(execFile)
-const root = fileURLToPath(new URL('../..', import.meta.url))
-const cache = process.env.SLUICE_CONSUMER_NPM_CACHE ?? join(tmpdir(), 'sluice-consumer-npm-cache')
-
-/** The compilers every declaration is checked with, installed once as aliases in a tools project. */
-const COMPILERS = { ts5: '5.9.3', ts7: '7.0.2' } as const
-type Compiler = keyof typeof COMPILERS
-/** What a TypeScript user of Node has besides the packages under test. */
-const TYPES_NODE = '@types/node@20.19.43'
-interface Pkg {
-  exports: Record<string, unknown>
-  peerDependencies: Record<string, string>
-}
-const pkg = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as Pkg
-/** Subpaths that import their peer when loaded (the others must load with no peer installed). */
-const LOADS_A_PEER = new Set(['./hono'])
-/** Every subpath of "exports" that loads without any peer installed (a new one is checked unasked). */
-const NO_PEER_SUBPATHS = Object.keys(pkg.exports)
-  .filter((k) => k !== './package.json' && !LOADS_A_PEER.has(k))
-  .map((k) => (k === '.' ? 'sluice' : `sluice/${k.slice(2)}`))
-
-/** The lowest version a `>=X[.Y[.Z]]` peer range admits: the version the adapter is tested at. */
-function lowest(peer: string): string {
-  const range = pkg.peerDependencies[peer] ?? ''
-  const m = /^>=(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(range)
-  if (m === null) throw new Error(`peer ${peer}: range ${JSON.stringify(range)} is not >=X.Y.Z`)
-  return `${m[1]}.${m[2] ?? 0}.${m[3] ?? 0}`
-}
-
-let work = ''
-let tarball = ''
-const projects = new Map<string, string>()
-
-async function npm(cwd: string, args: string[]): Promise<string> {
-  const { stdout } = await exec(
-    'npm',
-    [...args, '--cache', cache, '--no-audit', '--no-fund', '--loglevel=error'],
-    {
-      cwd,
-      timeout: 150_000,
-      maxBuffer: 16 << 20,
-    },
-  )
-  return stdout
-}
-
-/** A fresh `npm init -y` project with `deps` installed in one `npm install`. */
-async function project(name: string, deps: string[]): Promise<void> {
-  const dir = join(work, name)
-  await mkdir(dir)
-  await npm(dir, ['init', '-y'])
-  await npm(dir, ['install', ...deps])
-  projects.set(name, dir)
-}
-
-function dirOf(name: string): string {
-  const dir = projects.get(name)
-  if (dir === undefined) throw new Error(`project ${name} was not installed`)
-  return dir
-}
-
-interface Ran {
-  code: number
-  stdout: string
-  stderr: string
-}
-
-async function node(cwd: string, args: string[], timeout = 20_000): Promise<Ran> {
-  try {
-    const { stdout, stderr } = await exec(process.execPath, args, { cwd, timeout })
-    return { code: 0, stdout, stderr }
-  } catch (error) {
-    const e = error as { code?: unknown; stdout?: string; stderr?: string }
-    return {
-      code: typeof e.code === 'number' ? e.code : -1,
-      stdout: e.stdout ?? '',
-      stderr: e.stderr ?? String(error),
-    }
-  }
-}
-
-/** Each way a consumer resolves modules; every project's TypeScript is checked under all of them. */
-interface Resolution {
-  name: string
-  module: string
-  /** Omitted: the compiler's default for `module`. */
-  moduleResolution?: string
-  /** node16/nodenext check a CommonJS file (.ts in a "type": "commonjs" project) and an ESM one (.mts). */
-  esm: boolean
-}
-function resolutions(compiler: Compiler): Resolution[] {
-  return [
-    { name: 'node16', module: 'node16', moduleResolution: 'node16', esm: true },
-    { name: 'nodenext', module: 'nodenext', moduleResolution: 'nodenext', esm: true },
-    { name: 'bundler', module: 'esnext', moduleResolution: 'bundler', esm: false },
-    // node10 is what `module: commonjs` means on TypeScript 5; TypeScript 7 removed node10 and resolves
-    // `module: commonjs` its own way (with "exports"), so there it is left to the default.
-    compiler === 'ts5'
-      ? { name: 'commonjs', module: 'commonjs', moduleResolution: 'node10', esm: false }
-      : { name: 'commonjs', module: 'commonjs', esm: false },
-  ]
-}
+import {
+  dirOf,
+  installProjects,
+  lowest,
+  NO_PEER_SUBPATHS,
+  node,
+  removeProjects,
+  TARBALL,
+  TYPES_NODE,
+  typecheck,
+} from './packed-helpers.js'
 
 /** The TypeScript each project's app.ts / app.mts holds (written before the first check). */
 const sources = new Map<string, string>()
@@ -190,109 +94,18 @@ export { app }
 `,
 )
 
-/**
- * `tsc --noEmit --strict` with skipLibCheck off, for every compiler and resolution, over every
- * project's app.ts (and app.mts where the resolution has ESM files). One compiler run covers all
- * projects: each file resolves packages from its own project's node_modules, so an adapter still
- * sees only its framework. Resolves to tsc's output lines per run that failed.
- */
-let checked: Promise<Map<string, string[]>> | undefined
-function typecheckAll(): Promise<Map<string, string[]>> {
-  checked ??= (async () => {
-    for (const [name, source] of sources) {
-      await writeFile(join(dirOf(name), 'app.ts'), source)
-      await writeFile(join(dirOf(name), 'app.mts'), source)
-    }
-    const jobs: Array<{ label: string; tsc: string; config: string }> = []
-    for (const compiler of Object.keys(COMPILERS) as Compiler[]) {
-      for (const r of resolutions(compiler)) {
-        // In the core project, whose @types/node the `types` option finds (every project has the same one).
-        const config = join(dirOf('core'), `tsconfig.${compiler}.${r.name}.json`)
-        const compilerOptions = {
-          module: r.module,
-          ...(r.moduleResolution === undefined ? {} : { moduleResolution: r.moduleResolution }),
-          target: 'es2022',
-          strict: true,
-          exactOptionalPropertyTypes: true,
-          noUncheckedIndexedAccess: true,
-          esModuleInterop: true,
-          skipLibCheck: false,
-          noEmit: true,
-          types: ['node'],
-        }
-        const files = [...sources.keys()].flatMap((name) =>
-          (r.esm ? ['app.ts', 'app.mts'] : ['app.ts']).map((f) => join(dirOf(name), f)),
-        )
-        await writeFile(config, JSON.stringify({ compilerOptions, files }, null, 2))
-        jobs.push({
-          label: `${compiler} (typescript ${COMPILERS[compiler]}) ${r.name}`,
-          tsc: join(dirOf('tools'), 'node_modules', compiler, 'bin', 'tsc'),
-          config,
-        })
-      }
-    }
-    const failures = new Map<string, string[]>()
-    // Two at a time: the machine has two cores.
-    for (let i = 0; i < jobs.length; i += 2) {
-      await Promise.all(
-        jobs.slice(i, i + 2).map(async (job) => {
-          const out = await node(work, [job.tsc, '-p', job.config], 120_000)
-          if (out.code !== 0)
-            failures.set(
-              job.label,
-              `${out.stdout}${out.stderr}`.split('\n').filter((l) => l !== ''),
-            )
-        }),
-      )
-    }
-    return failures
-  })()
-  return checked
-}
-
-/** The failures of `typecheckAll` that concern one project (its files and its node_modules). */
-async function typecheck(name: string): Promise<string[]> {
-  const out: string[] = []
-  for (const [label, lines] of await typecheckAll()) {
-    // Continuation lines (indented) belong to the error above them.
-    let mine = false
-    const kept = lines.filter((line) => {
-      if (!/^\s/.test(line)) mine = line.startsWith(`${name}/`) || !/^[\w-]+\//.test(line)
-      return mine
-    })
-    if (kept.length > 0) out.push(`${label}:\n${kept.join('\n')}`)
-  }
-  return out
-}
-
-beforeAll(async () => {
-  if (!existsSync(join(root, 'dist/index.js')))
-    throw new Error('dist/ is missing: run `npm run build` (npm test builds first)')
-  work = await mkdtemp(join(tmpdir(), 'sluice-packed-'))
-  await mkdir(join(work, 'pack'))
-  await npm(root, ['pack', '--pack-destination', join(work, 'pack')])
-  const [file] = (await readdir(join(work, 'pack'))).filter((f) => f.endsWith('.tgz'))
-  if (file === undefined) throw new Error('npm pack wrote no tarball')
-  tarball = join(work, 'pack', file)
-  // Installs are network-bound: all projects at once.
-  await Promise.all([
-    project(
-      'tools',
-      Object.entries(COMPILERS).map(([alias, version]) => `${alias}@npm:typescript@${version}`),
-    ),
-    project('core', [tarball, TYPES_NODE]),
-    project('express', [tarball, `express@${lowest('express')}`, '@types/express@4.17.21', TYPES_NODE]),
-    project('fastify', [tarball, `fastify@${lowest('fastify')}`, TYPES_NODE]),
-    project('hono', [tarball, `hono@${lowest('hono')}`, TYPES_NODE]),
-    project('redis', [tarball, `ioredis@${lowest('ioredis')}`, `redis@${lowest('redis')}`]),
-  ])
-}, 240_000)
-
-afterAll(async () => {
-  // SLUICE_CONSUMER_KEEP=1 keeps the projects for a look at what failed.
-  if (work !== '' && process.env.SLUICE_CONSUMER_KEEP === undefined)
-    await rm(work, { recursive: true, force: true })
-})
+beforeAll(
+  () =>
+    installProjects({
+      core: [TARBALL, TYPES_NODE],
+      express: [TARBALL, `express@${lowest('express')}`, '@types/express@4.17.21', TYPES_NODE],
+      fastify: [TARBALL, `fastify@${lowest('fastify')}`, TYPES_NODE],
+      hono: [TARBALL, `hono@${lowest('hono')}`, TYPES_NODE],
+      redis: [TARBALL, `ioredis@${lowest('ioredis')}`, `redis@${lowest('redis')}`],
+    }),
+  240_000,
+)
+afterAll(removeProjects)
 
 describe('the core, installed alone (no ioredis, no framework)', () => {
   it('ESM import and CommonJS require of every subpath that needs no peer give the same names', async () => {
@@ -347,7 +160,7 @@ describe('the core, installed alone (no ioredis, no framework)', () => {
   })
 
   it('its declarations (sluice, /redis, /metrics, /node, /server) compile on TS 5 and 7 under every resolution', async () => {
-    const failures = await typecheck('core')
+    const failures = await typecheck(sources, 'core')
     expect(failures).toEqual([])
   }, 280_000)
 
@@ -478,17 +291,17 @@ app.get('/hello', (c) => c.text('ok'))
   })
 
   it('sluice/express declarations compile with express 4 and @types/express, on TS 5 and 7 under every resolution', async () => {
-    const failures = await typecheck('express')
+    const failures = await typecheck(sources, 'express')
     expect(failures).toEqual([])
   }, 280_000)
 
   it('sluice/fastify declarations compile with only fastify, on TS 5 and 7 under every resolution', async () => {
-    const failures = await typecheck('fastify')
+    const failures = await typecheck(sources, 'fastify')
     expect(failures).toEqual([])
   }, 280_000)
 
   it('sluice/hono declarations compile with only hono, on TS 5 and 7 under every resolution', async () => {
-    const failures = await typecheck('hono')
+    const failures = await typecheck(sources, 'hono')
     expect(failures).toEqual([])
   }, 280_000)
 })
