@@ -105,7 +105,7 @@ export interface LimiterOptions<P extends Record<string, Policy>> extends Failov
    * policies over a remote store; never concurrency). Default on with 10,000 keys; `false` turns it off.
    */
   localDenyCache?: boolean | LocalDenyCacheOptions
-  /** Where `mode: 'hybrid'` policies sync their counts: `hybridRedis(client)` from `sluice`. */
+  /** Where `mode: 'hybrid'` policies sync their counts: `hybridRedis(client)` from `sluice/redis`. */
   hybrid?: HybridBackend
 }
 
@@ -181,7 +181,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     if (p.syncEveryMs === undefined) continue
     if (options.hybrid === undefined) {
       throw new InvalidOptionsError(
-        `createLimiter: policy ${p.name} is hybrid; pass hybrid: hybridRedis(client) so it can sync its counts`,
+        `createLimiter: policy ${p.name} is hybrid; pass hybrid: hybridRedis(client) (from sluice/redis) so it can sync its counts`,
       )
     }
     hybrids.set(p.name, new HybridPolicy(p, options.hybrid))

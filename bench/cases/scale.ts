@@ -15,8 +15,8 @@ import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible'
 // keepNames, which adds a defineProperty to every closure created per decision (about 1 µs per
 // decision here) that the published build does not have.
 // (The heap-bytes rows use the internal classes from src/: they measure memory, not time.)
-import { createLimiter, hybridRedis, resolvePolicy } from '../../dist/index.js'
-import { redisStore } from '../../dist/redis.js'
+import { createLimiter, resolvePolicy } from '../../dist/index.js'
+import { hybridRedis, redisStore } from '../../dist/redis.js'
 import { LocalDenyCache } from '../../src/scale/deny-cache.js'
 import { HybridPolicy } from '../../src/scale/hybrid.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'

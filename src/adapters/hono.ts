@@ -1,4 +1,4 @@
-// sluice/hono: Hono 4 middleware over the shared HTTP core.
+// sluice/hono: Hono 4 (4.8 and later: hono/route) middleware over the shared HTTP core.
 import type { Context, MiddlewareHandler } from 'hono'
 import { matchedRoutes } from 'hono/route'
 import { asHttpLimiter, defaultLogger } from '../http/core.js'

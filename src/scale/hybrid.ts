@@ -9,20 +9,10 @@
 // (global total as last pulled) + (its own unsynced admissions) + cost <= limit; what it cannot see
 // are the other instances' admissions since their last flush before its last pull (at most 2S + L
 // of their traffic).
-import { InvalidOptionsError } from '../errors.js'
-import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
+// The Redis backend, hybridRedis, is in hybrid-redis.ts and exported from sluice/redis: this file is
+// part of the core entry and knows no Redis client.
 import type { ResolvedPolicy } from '../policy.js'
 import type { Step, StepResult } from '../store.js'
-import {
-  adaptClient,
-  type ClientAdapter,
-  clientProblem,
-  NOT_A_CLIENT,
-  type RedisClient,
-  replyErrorCode,
-} from '../stores/redis/client.js'
-import { subjectTag } from '../stores/redis/keys.js'
-import { HYBRID_ADD_SHA, HYBRID_ADD_SOURCE } from './hybrid-script.js'
 
 /** Adds counts to the global total and reads it back: what a hybrid policy syncs with. */
 export interface HybridBackend {
@@ -39,48 +29,6 @@ export interface HybridCounter {
   count: number
   /** Time to live of the counter in ms. */
   ttlMs: number
-}
-
-export interface HybridRedisOptions {
-  /** Same namespace as the Redis store (`sluice` by default): keys are `prefix:{subject}:policy:h:window`. */
-  prefix?: string
-}
-
-/**
- * The Redis side of hybrid mode: one small script (INCRBY + PEXPIRE, see hybrid-script.ts) per
- * counter, all sent at once; keys follow the store's `prefix:{subject}:policy` naming so Cluster works.
- * @example
- * createLimiter({ store: redisStore(redis), hybrid: hybridRedis(redis),
- *   policies: { api: { algorithm: 'fixed-window', limit: 1000, window: '1s', mode: 'hybrid', syncEvery: '100ms' } } })
- */
-export function hybridRedis(client: RedisClient, options: HybridRedisOptions = {}): HybridBackend {
-  const problem = clientProblem(client)
-  const adapter: ClientAdapter | undefined = problem === undefined ? adaptClient(client) : undefined
-  if (adapter === undefined) throw new InvalidOptionsError(`hybridRedis: ${problem ?? NOT_A_CLIENT}`)
-  if (!isOptionsObject(options)) throw new InvalidOptionsError('hybridRedis: options must be an object')
-  checkKnownKeys('hybridRedis', options, keysOf<HybridRedisOptions>({ prefix: true }))
-  const prefix = options.prefix ?? 'sluice'
-  if (!/^[^{}]{1,64}$/.test(prefix))
-    throw new InvalidOptionsError('hybridRedis: prefix must be 1-64 characters without { or }')
-  let loading: Promise<void> | undefined
-  async function addOne(c: HybridCounter): Promise<number> {
-    const args = [String(c.count), String(c.ttlMs)]
-    try {
-      return Number(await adapter!.evalsha(HYBRID_ADD_SHA, [c.key], args))
-    } catch (error) {
-      if (replyErrorCode(error) !== 'NOSCRIPT') throw error
-      loading ??= adapter!.loadScript(HYBRID_ADD_SOURCE).finally(() => {
-        loading = undefined
-      })
-      await loading
-      return Number(await adapter!.evalsha(HYBRID_ADD_SHA, [c.key], args))
-    }
-  }
-  return {
-    add: (counters) => Promise.all(counters.map(addOne)),
-    remove: (keys) => adapter.del([...keys]),
-    keyOf: (policy, subject, window) => `${prefix}:{${subjectTag(subject)}}:${policy}:h:${window}`,
-  }
 }
 
 interface Entry {

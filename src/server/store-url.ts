@@ -186,7 +186,16 @@ const COMMAND_TIMEOUT_MS = 1000
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
   if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
-  const { Redis, Cluster } = await import('ioredis')
+  // ioredis is an optional peer: without it, say what to install (the CLI prints this one line).
+  const { Redis, Cluster } = await import('ioredis').catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code
+    if (
+      (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') &&
+      String(error).includes("'ioredis'")
+    )
+      throw new StoreError('the redis store needs ioredis: npm install ioredis', { cause: error })
+    throw error
+  })
   const { redisStore } = await import('../stores/redis/index.js')
   const auth = {
     ...(spec.username === undefined ? {} : { username: spec.username }),

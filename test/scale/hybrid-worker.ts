@@ -2,7 +2,8 @@
 // offers `rate` requests/s on one key until `stop`, then flushes and reports what it admitted.
 import { Redis } from 'ioredis'
 import { createLimiter } from '../../src/limiter.js'
-import { type HybridBackend, hybridRedis } from '../../src/scale/hybrid.js'
+import type { HybridBackend } from '../../src/scale/hybrid.js'
+import { hybridRedis } from '../../src/scale/hybrid-redis.js'
 
 interface Plan {
   port: number

@@ -1,6 +1,13 @@
 // A thin adapter over the two Redis clients Sluice accepts: ioredis (Redis, Cluster) and node-redis v5
-// (client, cluster). Only types are imported; the user brings the client.
-import type { Redis as IORedis, Cluster as IORedisCluster } from 'ioredis'
+// (client, cluster). The user brings the client; the types here are structural, so the declarations
+// compile in a project that has neither library installed (test/consumer/packed.test.ts).
+
+/** The subset of an ioredis `Redis` or `Cluster` that Sluice uses. */
+export interface IORedisClientLike {
+  evalsha(sha1: string, numkeys: number, ...args: string[]): Promise<unknown>
+  script(subcommand: 'LOAD', script: string): Promise<unknown>
+  del(...keys: string[]): Promise<unknown>
+}
 
 /** The subset of a node-redis v5 client (`createClient()`) that Sluice uses. */
 export interface NodeRedisClientLike {
@@ -18,7 +25,7 @@ export interface NodeRedisClusterLike extends NodeRedisClientLike {
 }
 
 /** Any client `redisStore` accepts. */
-export type RedisClient = IORedis | IORedisCluster | NodeRedisClientLike | NodeRedisClusterLike
+export type RedisClient = IORedisClientLike | NodeRedisClientLike | NodeRedisClusterLike
 
 /** What the store needs from a client, whichever library it comes from. */
 export interface ClientAdapter {
@@ -34,10 +41,8 @@ export interface ClientAdapter {
   del(keys: string[]): Promise<void>
 }
 
-interface IORedisLike {
-  evalsha(sha: string, numKeys: number, ...args: string[]): Promise<unknown>
-  script(subcommand: 'LOAD', source: string): Promise<unknown>
-  del(...keys: string[]): Promise<unknown>
+/** What the adapter reads of an ioredis client at run time, beyond the public subset. */
+interface IORedisLike extends IORedisClientLike {
   isCluster?: boolean
   nodes?: (role: 'master' | 'all') => IORedisLike[]
   status?: string

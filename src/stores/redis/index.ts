@@ -17,7 +17,9 @@ import {
 import { stepKeys } from './keys.js'
 import { luaSources } from './lua.generated.js'
 
-export type { NodeRedisClientLike, NodeRedisClusterLike, RedisClient } from './client.js'
+export type { HybridRedisOptions } from '../../scale/hybrid-redis.js'
+export { hybridRedis } from '../../scale/hybrid-redis.js'
+export type { IORedisClientLike, NodeRedisClientLike, NodeRedisClusterLike, RedisClient } from './client.js'
 export { subjectTag } from './keys.js'
 
 export interface RedisStoreOptions {
