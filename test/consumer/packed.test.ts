@@ -381,6 +381,7 @@ const version = (name) => JSON.parse(require('fs').readFileSync('node_modules/' 
       const key = `consumer-${process.pid}-${Date.now()}`
       const res = await fetch(`${url}/v1/check`, {
         method: 'POST',
+        headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ policy: 'api', key }),
       })
       expect(res.status).toBe(200)
