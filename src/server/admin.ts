@@ -12,9 +12,16 @@ const READY_TIMEOUT_MS = 1000
 const digest = (text: string): Buffer => createHash('sha256').update(text).digest()
 
 /**
- * Throw 403 when admin endpoints are off, 401 unless the request carries the admin bearer token.
- * The compare is of SHA-256 digests (always 32 bytes), so neither its time nor its answer depends
- * on the length of the token given or expected. A failure is logged with the peer address.
+ * True when `given` is the secret `expected` (admin and dashboard tokens). The compare is of SHA-256
+ * digests (always 32 bytes), so neither its time nor its answer depends on either length.
+ */
+export function sameSecret(given: string, expected: string): boolean {
+  return timingSafeEqual(digest(given), digest(expected))
+}
+
+/**
+ * Throw 403 when admin endpoints are off, 401 unless the request carries the admin bearer token
+ * (compared with sameSecret). A failure is logged with the peer address.
  */
 function authorize(ctx: ServiceContext, req: IncomingMessage, id: string): void {
   if (ctx.adminToken === undefined)
@@ -25,7 +32,7 @@ function authorize(ctx: ServiceContext, req: IncomingMessage, id: string): void 
     )
   const header = req.headers.authorization ?? ''
   const given = header.startsWith('Bearer ') ? header.slice(7) : ''
-  if (!timingSafeEqual(digest(given), digest(ctx.adminToken))) {
+  if (!sameSecret(given, ctx.adminToken)) {
     ctx.logger.warn(
       {
         event: 'admin_auth_failed',

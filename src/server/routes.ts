@@ -2,9 +2,8 @@
 // The decision endpoints live in decisions.ts, admin and readiness in admin.ts; /healthz, /metrics
 // and the dashboard are answered here, and so are the browser checks every request passes first
 // (Origin, CORS preflight) and the dashboard's token.
-import { timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { admin, ready } from './admin.js'
+import { admin, ready, sameSecret } from './admin.js'
 import { authz, decide } from './decisions.js'
 import { finished } from './observe.js'
 import { send } from './plumbing.js'
@@ -48,13 +47,6 @@ function browserRequest(
   })
   res.end()
   return true
-}
-
-/** True when `given` is `expected`, compared in constant time. */
-function sameSecret(given: string, expected: string): boolean {
-  const a = Buffer.from(given)
-  const b = Buffer.from(expected)
-  return a.length === b.length && timingSafeEqual(a, b)
 }
 
 const DASHBOARD_PATHS = new Set([
