@@ -12,6 +12,7 @@ import {
   installProjects,
   lowest,
   NO_PEER_SUBPATHS,
+  pkg,
   node,
   removeProjects,
   TARBALL,
@@ -194,6 +195,21 @@ describe('the core, installed alone (no ioredis, no framework)', () => {
       ])
     }
   })
+  it('the sluice command: --version, a mistyped flag, init then check (as `npx sluice` runs it)', async () => {
+    const dir = dirOf('core')
+    const bin = join(dir, 'node_modules/sluice/dist/cli.js')
+    const version = await node(dir, [bin, '--version'])
+    expect(version.stdout).toBe(`${(pkg as unknown as { version: string }).version}\n`)
+    const typo = await node(dir, [bin, 'serve', '--prot', '1'])
+    expect(typo.code).toBe(2)
+    expect(typo.stderr).toMatch(/^sluice serve: .*'--prot'.*\nUsage: sluice serve /)
+    expect(typo.stderr).not.toMatch(/\n\s+at /)
+    const init = await node(dir, [bin, 'init', '--config', 'starter.yaml'])
+    expect(init.code, init.stderr).toBe(0)
+    const checked = await node(dir, [bin, 'check', '--config', 'starter.yaml'])
+    expect(checked.code, checked.stderr).toBe(0)
+    expect(checked.stdout).toMatch(/sluice serve would use: memory \(from starter\.yaml store:\)/)
+  })
 })
 
 describe('each adapter with only its framework, at the lowest version the peer range declares', () => {
@@ -229,6 +245,32 @@ const server = app.listen(0, '127.0.0.1', async () => {
       expect(out.code, `${file}: ${out.stderr}`).toBe(0)
       expect(JSON.parse(out.stdout), file).toEqual([lowest('express'), 200, 'ok', 429, '60'])
     }
+  })
+
+  it(`sluice/express on express ${lowest('express')} keys on req.ip when the app trusts its proxy`, async () => {
+    const dir = dirOf('express')
+    await writeFile(
+      join(dir, 'proxy.cjs'),
+      `const express = require('express')
+const { createLimiter } = require('sluice')
+const { sluice } = require('sluice/express')
+const limiter = createLimiter({ policies: { one: { algorithm: 'fixed-window', limit: 1, window: '1m' } } })
+const app = express()
+app.set('trust proxy', 'loopback')
+app.use(sluice({ limiter, rules: [{ policy: 'one', key: 'ip' }] }))
+app.get('/hello', (req, res) => res.send('ok'))
+const server = app.listen(0, '127.0.0.1', async () => {
+  const url = 'http://127.0.0.1:' + server.address().port + '/hello'
+  const from = (ip) => fetch(url, { headers: { 'x-forwarded-for': ip } }).then((r) => r.status)
+  console.log(JSON.stringify([await from('203.0.113.1'), await from('203.0.113.2'), await from('203.0.113.1')]))
+  server.close()
+})
+`,
+    )
+    const out = await node(dir, ['proxy.cjs'])
+    expect(out.code, out.stderr).toBe(0)
+    // Two clients behind the same proxy have their own budgets; the first one's second try is limited.
+    expect(JSON.parse(out.stdout)).toEqual([200, 200, 429])
   })
 
   it(`sluice/fastify serves requests on fastify ${lowest('fastify')}`, async () => {
