@@ -131,6 +131,7 @@ beforeAll(
         'ioredis@5.10.1',
         'redis@5.12.1',
         'pino@10.4.0',
+        'prom-client@15.1.3',
         'tsx@4.23.15',
       ],
     }),
