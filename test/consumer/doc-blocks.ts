@@ -45,6 +45,7 @@ export function extractBlocks(file: string, markdown: string): Block[] {
     if (m !== null) {
       if (marker !== undefined) throw new MarkerError(`${file}:${marker.line}: marker precedes no code block`)
       const words = new Set((m[1] as string).split(/[\s,]+/).filter((w) => w !== ''))
+      if (words.size === 0) throw new MarkerError(`${file}:${i + 1}: check marker without a word`)
       for (const w of words)
         if (!MARKER_WORDS.has(w))
           throw new MarkerError(
@@ -97,7 +98,7 @@ export function extractBlocks(file: string, markdown: string): Block[] {
 
 /** One program: a block and the blocks that continue it, written as one module. */
 export interface Program {
-  /** File name in the checking project, e.g. `README.md-1.ts` (n: its first block's number). */
+  /** File name in the checking project: `README-1.ts`, `docs-http-2.ts` (the program's number in its file). */
   name: string
   source: string
   run: boolean

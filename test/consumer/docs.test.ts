@@ -189,11 +189,12 @@ describe('the extractor', () => {
     ])
   })
 
-  it('refuses an unknown marker word, a marker before no checked fence, and "continues" on a first block', () => {
+  it('refuses an unknown marker word, an empty marker, a marker before no checked fence, and "continues" on a first block', () => {
     expect(() => extractBlocks('x.md', '<!-- check: skip -->\n```ts\nx\n```\n')).toThrow(MarkerError)
     expect(() => extractBlocks('x.md', '<!-- check: run -->\n```sh\nls\n```\n')).toThrow(MarkerError)
     expect(() => extractBlocks('x.md', '<!-- check: run -->\n\nSome prose.\n')).toThrow(MarkerError)
     expect(() => extractBlocks('x.md', '<!-- check: continues -->\n```ts\nx\n```\n')).toThrow(MarkerError)
+    expect(() => extractBlocks('x.md', '<!-- check: -->\n```ts\nx\n```\n')).toThrow(MarkerError)
   })
 
   it('joins a "continues" block to the previous one of its file and maps lines back to the markdown', () => {
@@ -222,7 +223,15 @@ describe('every code block of the docs, in a fresh project from the packed tarba
   it('the blocks marked run exit 0 under tsx', async () => {
     await typecheckAll() // writes the programs
     const runnable = programs.filter((p) => p.run)
-    expect(runnable.map((p) => p.name)).toEqual(expect.arrayContaining(['README-1.ts']))
+    // Pinned, so a run marker cannot silently drop out either.
+    expect(runnable.map((p) => p.name)).toEqual([
+      'README-1.ts',
+      'README-3.ts',
+      'docs-errors-1.ts',
+      'docs-policies-1.ts',
+      'docs-service-1.ts',
+      'docs-stores-1.ts',
+    ])
     const failed: string[] = []
     for (const p of runnable) {
       const out = await runProgram(p)
