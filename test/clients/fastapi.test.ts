@@ -6,7 +6,7 @@ import { clientSuite, EXAMPLES, python, startProcess } from './helpers.js'
 clientSuite(
   'fastapi',
   () =>
-    ({ port, sluiceUrl, failMode }) =>
+    ({ port, sluiceUrl, failMode, policy }) =>
       startProcess(
         python(),
         ['app.py'],
@@ -14,6 +14,7 @@ clientSuite(
           PORT: String(port),
           SLUICE_URL: sluiceUrl,
           SLUICE_FAIL_MODE: failMode,
+          SLUICE_POLICY: policy,
           PYTHONDONTWRITEBYTECODE: '1',
         },
         join(EXAMPLES, 'fastapi'),

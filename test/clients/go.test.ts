@@ -15,6 +15,11 @@ clientSuite('go', (dir) => {
   })
   if (built.status !== 0)
     throw new Error(`go build failed (${built.error?.message ?? built.status}):\n${built.stderr}`)
-  return ({ port, sluiceUrl, failMode }) =>
-    startProcess(binary, [], { PORT: String(port), SLUICE_URL: sluiceUrl, SLUICE_FAIL_MODE: failMode })
+  return ({ port, sluiceUrl, failMode, policy }) =>
+    startProcess(binary, [], {
+      PORT: String(port),
+      SLUICE_URL: sluiceUrl,
+      SLUICE_FAIL_MODE: failMode,
+      SLUICE_POLICY: policy,
+    })
 })

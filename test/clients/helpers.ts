@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { rateLimitBody } from '../../src/http/headers.js'
+import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
 import { freePort } from '../service/helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
@@ -87,12 +88,33 @@ export async function waitForHttp(url: string, proc: Proc, timeoutMs = 15_000): 
   }
 }
 
-/** The limit the suite's service applies to GET /hello: 3 per minute, fixed window. */
+/**
+ * The limit the suite's service applies to GET /hello: 3 per minute, fixed window; `strict` is the
+ * same policy failing closed inside the service when its Redis is down.
+ */
 export const LIMIT = 3
-const CONFIG = `policies:\n  api: { algorithm: fixed-window, limit: ${LIMIT}, window: 1m }\n`
+const CONFIG = `policies:
+  api: { algorithm: fixed-window, limit: ${LIMIT}, window: 1m }
+  strict: { algorithm: fixed-window, limit: ${LIMIT}, window: 1m, onStoreError: closed }
+`
 
-/** Starts the example app on `port`, asking Sluice at `sluiceUrl`, in `failMode`. */
-export type StartApp = (options: { port: number; sluiceUrl: string; failMode: 'open' | 'closed' }) => Proc
+export interface AppOptions {
+  port: number
+  sluiceUrl: string
+  /** Deliberately a string: one test passes a misspelled mode. */
+  failMode: string
+  policy: string
+}
+
+/** Starts the example app on `port`, asking Sluice at `sluiceUrl` about `policy`, in `failMode`. */
+export type StartApp = (options: AppOptions) => Proc
+
+type AppName = 'open' | 'closed' | 'strict'
+const APPS: Record<AppName, { failMode: string; policy: string }> = {
+  open: { failMode: 'open', policy: 'api' },
+  closed: { failMode: 'closed', policy: 'api' },
+  strict: { failMode: 'open', policy: 'strict' },
+}
 
 /**
  * The shared suite: a real `sluice serve` on a free port, two instances of the example (fail open
@@ -104,28 +126,27 @@ export function clientSuite(name: string, prepare: (dir: string) => Promise<Star
     let dir: string
     let sluice: Proc | undefined
     let sluiceUrl: string
-    const apps: Partial<Record<'open' | 'closed', { proc: Proc; url: string }>> = {}
+    let redis: RedisServer | undefined
+    let start: StartApp
+    const apps: Partial<Record<AppName, { proc: Proc; url: string }>> = {}
 
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), `sluice-client-${name}-`))
       const config = join(dir, 'sluice.yaml')
       writeFileSync(config, CONFIG)
+      redis = await startRedis()
       const sluicePort = await freePort()
       sluiceUrl = `http://127.0.0.1:${sluicePort}`
       sluice = startProcess(
         process.execPath,
-        [CLI, 'serve', '--config', config, '--port', String(sluicePort)],
-        {
-          SLUICE_STORE: '',
-          REDIS_URL: '',
-        },
+        [CLI, 'serve', '--config', config, '--port', String(sluicePort), '--store', redis.url],
+        { SLUICE_STORE: '', REDIS_URL: '', SLUICE_LOG_LEVEL: 'warn' },
       )
-      const start = await prepare(dir)
+      start = await prepare(dir)
       await waitForHttp(`${sluiceUrl}/healthz`, sluice)
-      for (const failMode of ['open', 'closed'] as const) {
+      for (const [app, options] of Object.entries(APPS) as [AppName, (typeof APPS)[AppName]][]) {
         const port = await freePort()
-        const proc = start({ port, sluiceUrl, failMode })
-        apps[failMode] = { proc, url: `http://127.0.0.1:${port}` }
+        apps[app] = { proc: start({ port, sluiceUrl, ...options }), url: `http://127.0.0.1:${port}` }
       }
       for (const app of Object.values(apps)) await waitForHttp(`${app.url}/healthz`, app.proc)
     })
@@ -133,11 +154,12 @@ export function clientSuite(name: string, prepare: (dir: string) => Promise<Star
     afterAll(async () => {
       await stopProcess(sluice)
       for (const app of Object.values(apps)) await stopProcess(app.proc)
+      await redis?.stop()
       rmSync(dir, { recursive: true, force: true })
     })
 
-    const hello = (failMode: 'open' | 'closed', user?: string) =>
-      fetch(`${apps[failMode]!.url}/hello`, user === undefined ? {} : { headers: { 'x-user': user } })
+    const hello = (app: AppName, user?: string) =>
+      fetch(`${apps[app]!.url}/hello`, user === undefined ? {} : { headers: { 'x-user': user } })
 
     it(`admits ${LIMIT} requests with the rate-limit headers, then answers 429 with Retry-After and the adapters' body`, async () => {
       for (let i = 1; i <= LIMIT; i++) {
@@ -200,6 +222,39 @@ export function clientSuite(name: string, prepare: (dir: string) => Promise<Star
       const bob = await hello('open', 'bob')
       expect(bob.status).toBe(200)
       expect(bob.headers.get('x-ratelimit-remaining')).toBe(String(LIMIT - 1))
+    })
+
+    it('refuses a misspelled fail mode when it starts', async () => {
+      const proc = start({ port: await freePort(), sluiceUrl, failMode: 'sometimes', policy: 'api' })
+      await proc.exited
+      expect(proc.child.exitCode).not.toBe(0)
+      expect(proc.output()).toMatch(/fail_?mode .*sometimes.*open.*closed/i)
+    })
+
+    it("passes on the service's store_unavailable denial (a closed policy, Redis down) as the adapters' 503", async () => {
+      const strictBefore = await hello('strict', 'erin')
+      expect(strictBefore.status).toBe(200)
+      await redis!.stop()
+      const strict = await hello('strict', 'erin')
+      expect(strict.status).toBe(503)
+      const retryAfter = Number(strict.headers.get('retry-after'))
+      expect(retryAfter).toBeGreaterThanOrEqual(1)
+      const expected = rateLimitBody({
+        allowed: false,
+        limit: LIMIT,
+        remaining: 0,
+        resetMs: retryAfter * 1000,
+        retryAfterMs: retryAfter * 1000,
+        policy: 'strict',
+        key: 'user:erin',
+        reason: 'store_unavailable',
+      })
+      expect(expected.status).toBe(503)
+      expect(await strict.text()).toBe(expected.body)
+      // The open policy is admitted by the service (degraded): the client's fail mode is not involved.
+      const open = await hello('open', 'erin')
+      expect(open.status).toBe(200)
+      expect(open.headers.get('x-ratelimit-limit')).toBe(String(LIMIT))
     })
 
     it('fails open or closed, as configured, when the service does not answer in time (paused)', async () => {
