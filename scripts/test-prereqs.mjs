@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Before `npm test`: the system servers the suites start (redis-server, nginx, chromium). As root
+// Before `npm test`: the system servers the suites start (redis-server, nginx, chromium), and Go and
+// Python's fastapi, uvicorn and httpx for the client examples (test/clients). As root
 // with apt-get (a fresh CI image, a container), the missing ones are installed, as .ci/run does;
 // otherwise the run stops at once with one line naming the exact install command, instead of a raw
 // `spawn ENOENT` halfway through the suite.
@@ -7,12 +8,42 @@ import { spawnSync } from 'node:child_process'
 import { accessSync, constants } from 'node:fs'
 import { delimiter, join } from 'node:path'
 
-/** What the suites need: the Debian package and where its program is looked for. */
+/**
+ * What the suites need: the Debian package and where its program is looked for, or the Python
+ * module it provides (imported by the Python of `pythonForTests`).
+ */
 export const NEEDED = [
   { pkg: 'redis-server', bins: ['redis-server', 'redis-cli'] },
   { pkg: 'nginx', bins: ['nginx'], extraDirs: [process.env.SLUICE_PREREQS_SBIN ?? '/usr/sbin'] },
   { pkg: 'chromium', paths: ['/usr/bin/chromium'] },
+  { pkg: 'golang-go', bins: ['go'] },
+  { pkg: 'python3-fastapi', pythonModule: 'fastapi' },
+  { pkg: 'python3-uvicorn', pythonModule: 'uvicorn' },
+  { pkg: 'python3-httpx', pythonModule: 'httpx' },
 ]
+
+/**
+ * The Python that sees Debian's python3-* packages: SLUICE_PYTHON, else /usr/bin/python3 (a pyenv
+ * or venv python3 earlier on PATH would not see them), else python3. test/clients/helpers.ts uses
+ * the same rule.
+ */
+export function pythonForTests() {
+  const chosen = process.env.SLUICE_PYTHON
+  if (chosen !== undefined && chosen !== '') return chosen
+  return executable('/usr/bin/python3') ? '/usr/bin/python3' : 'python3'
+}
+
+/** The modules among `modules` that the tests' Python cannot import (all of them without a Python). */
+function missingPythonModules(modules) {
+  if (modules.length === 0) return []
+  const script = 'import sys\nfor m in sys.argv[1:]:\n  try: __import__(m)\n  except Exception: print(m)\n'
+  const result = spawnSync(pythonForTests(), ['-c', script, ...modules], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  })
+  if (result.status !== 0) return modules
+  return result.stdout.split('\n').filter((line) => line !== '')
+}
 
 function executable(path) {
   try {
@@ -30,9 +61,12 @@ function onPath(bin, extraDirs = []) {
 
 /** The packages whose programs are missing on this machine. */
 export function missingPackages() {
+  const modules = missingPythonModules(NEEDED.flatMap((need) => need.pythonModule ?? []))
   return NEEDED.filter(
     (need) =>
-      !(need.bins ?? []).every((bin) => onPath(bin, need.extraDirs)) || !(need.paths ?? []).every(executable),
+      !(need.bins ?? []).every((bin) => onPath(bin, need.extraDirs)) ||
+      !(need.paths ?? []).every(executable) ||
+      (need.pythonModule !== undefined && modules.includes(need.pythonModule)),
   ).map((need) => need.pkg)
 }
 

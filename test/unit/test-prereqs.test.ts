@@ -28,4 +28,36 @@ describe('the pre-test check', () => {
     expect(lines[0]).toMatch(/apt-get install -y redis-server nginx/)
     expect(r.stderr).not.toMatch(/ENOENT|at .*\.mjs/)
   })
+
+  it('names Go and the Python packages of the client examples when they are missing', () => {
+    // No go on this PATH, and a Python that does not exist (the examples' tests use SLUICE_PYTHON's).
+    const r = run({
+      PATH: '/nonexistent',
+      SLUICE_NO_INSTALL: '1',
+      SLUICE_PREREQS_SBIN: '/nonexistent',
+      SLUICE_PYTHON: '/nonexistent/python3',
+    })
+    expect(r.status).toBe(1)
+    const lines = r.stderr.trim().split('\n')
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(
+      /need redis-server, nginx, golang-go, python3-fastapi, python3-uvicorn, python3-httpx;/,
+    )
+    expect(lines[0]).toMatch(
+      /sudo apt-get install -y redis-server nginx golang-go python3-fastapi python3-uvicorn python3-httpx$/,
+    )
+  })
+
+  it('checks the Python packages by importing them with the Python the tests use', () => {
+    // Every program is on PATH; only the Python modules are missing (this Python has none of them).
+    const r = run({
+      PATH: process.env.PATH ?? '',
+      SLUICE_NO_INSTALL: '1',
+      SLUICE_PYTHON: '/nonexistent/python3',
+    })
+    expect(r.status).toBe(1)
+    expect(r.stderr).toBe(
+      'npm test: the test suites need python3-fastapi, python3-uvicorn, python3-httpx; install them first: sudo apt-get install -y python3-fastapi python3-uvicorn python3-httpx\n',
+    )
+  })
 })

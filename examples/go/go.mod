@@ -1,0 +1,3 @@
+module sluice.example/ratelimit
+
+go 1.19
