@@ -32,11 +32,13 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'README.md': 4,
   'docs/architecture.md': 1,
   'docs/benchmarks.md': 0,
+  'docs/clients.md': 0, // Go and Python: test/clients/docs.test.ts builds those
   'docs/errors.md': 1,
   'docs/http.md': 2,
   'docs/observability.md': 4,
   'docs/policies.md': 1,
   'docs/reliability.md': 2,
+  'docs/security.md': 0,
   'docs/scale.md': 2,
   'docs/service.md': 1,
   'docs/stores.md': 2,
