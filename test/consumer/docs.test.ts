@@ -21,6 +21,7 @@ import {
   dirOf,
   installProjects,
   node,
+  pkg,
   removeProjects,
   root,
   TARBALL,
@@ -140,6 +141,25 @@ beforeAll(
   240_000,
 )
 afterAll(removeProjects)
+
+describe('README', () => {
+  it('starts with the install lines, one per optional peer, at the minimums package.json declares', () => {
+    const text = readFileSync(join(root, 'README.md'), 'utf8')
+    // The first section after the title is Install, before the repository quick start.
+    expect(/^## (.+)$/m.exec(text)?.[1]).toBe('Install')
+    const install = text.slice(
+      text.indexOf('## Install'),
+      text.indexOf('\n## ', text.indexOf('## Install') + 1),
+    )
+    const lines = install.split('\n').filter((l) => l.startsWith('npm install '))
+    expect(lines[0]).toMatch(/^npm install sluice\s/)
+    for (const [peer, range] of Object.entries(pkg.peerDependencies)) {
+      const line = lines.find((l) => l.includes(`${peer} >= `))
+      expect(line, `an install line names ${peer}`).toBeDefined()
+      expect(line, `${peer}'s minimum`).toContain(`${peer} ${range.replace('>=', '>= ')}`)
+    }
+  })
+})
 
 describe('the extractor', () => {
   it('finds the expected number of checked blocks in README.md and every docs/*.md', () => {
