@@ -18,7 +18,8 @@ export interface RunningNginx {
   stop(): Promise<void>
 }
 
-function waitForPort(port: number, timeoutMs: number): Promise<void> {
+/** Resolves once something accepts connections on 127.0.0.1:`port`. */
+export function waitForPort(port: number, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs
   return new Promise((resolve, reject) => {
     const attempt = () => {

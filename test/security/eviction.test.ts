@@ -2,14 +2,14 @@
 // evicts keys that would admit before keys that deny or are blocked, and a policy's own `maxKeys`
 // caps its share, so a flood of one policy evicts only that policy's keys. Attacked through the
 // library and through the real `sluice serve` process (dist/cli.js, built by `npm test`).
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { type ChildProcess, spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createLimiter } from '../../src/limiter.js'
 import { memoryStore } from '../../src/stores/memory.js'
+import { CLI, startCli } from '../helpers/cli-process.js'
 import { freePort, post } from '../service/helpers.js'
 
 const login = { algorithm: 'sliding-window-log', limit: 5, window: '15m' } as const
@@ -128,7 +128,6 @@ describe('memory store: eviction never resets a lockout (library)', () => {
 })
 
 // The real service process, the way an operator runs it.
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
 
 interface Proc {
   child: ChildProcess
@@ -155,24 +154,14 @@ async function serve(yaml: string, args: string[] = []): Promise<string> {
   const file = join(dir, 'sluice.yaml')
   writeFileSync(file, yaml)
   const port = await freePort()
-  const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--port', String(port), ...args], {
-    env: { ...process.env, SLUICE_STORE: '', REDIS_URL: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let out = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    out += chunk.toString()
-  })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    out += chunk.toString()
-  })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  running.push({ child, output: () => out, exited })
+  const proc = startCli(['serve', '--config', file, '--port', String(port), ...args])
+  running.push(proc)
+  const { child, output } = proc
   const url = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 10_000
-  while (!out.includes(`sluice serving on ${url}`)) {
+  while (!output().includes(`sluice serving on ${url}`)) {
     if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`sluice serve did not start:\n${out}`)
+      throw new Error(`sluice serve did not start:\n${output()}`)
     await new Promise((r) => setTimeout(r, 50))
   }
   return url

@@ -7,7 +7,6 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, request, type Server } from 'node:http'
-import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import express from 'express'
@@ -17,6 +16,7 @@ import { sluice as sluiceExpress } from '../../src/adapters/express.js'
 import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
 import type { HttpLimiterOptions } from '../../src/http/index.js'
 import { createLimiter } from '../../src/limiter.js'
+import { waitForPort } from '../helpers/nginx-harness.js'
 import { freePort } from '../service/helpers.js'
 
 const nginxBinary = ['/usr/sbin/nginx', 'nginx'].find((bin) => spawnSync(bin, ['-v']).status === 0)
@@ -31,25 +31,6 @@ function options(keys: string[]): HttpLimiterOptions {
     rules: [{ policy: 'perIp', key: 'ip' }],
     onDecision: (info) => keys.push(info.decision.key),
   }
-}
-
-function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  return new Promise((resolve, reject) => {
-    const attempt = () => {
-      const socket = connect(port, '127.0.0.1')
-      socket.once('connect', () => {
-        socket.destroy()
-        resolve()
-      })
-      socket.once('error', () => {
-        socket.destroy()
-        if (Date.now() > deadline) reject(new Error(`nothing listens on ${port} after ${timeoutMs}ms`))
-        else setTimeout(attempt, 50)
-      })
-    }
-    attempt()
-  })
 }
 
 let nginx: ChildProcess | undefined

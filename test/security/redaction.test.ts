@@ -1,19 +1,16 @@
 // Issue 13, finding 3: store passwords never printed. The real CLI (dist/cli.js, `npm run -s build`
 // first) against a real redis-server whose ACL users have passwords holding `/`, `@`, `:` and `%`:
 // the banner, /readyz, the reload warning, `sluice check` and every error message hide them.
-import type { ChildProcess } from 'node:child_process'
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parseStoreUrl, redactStoreUrl } from '../../src/server/store-url.js'
+import { type CliProcess, startCli } from '../helpers/cli-process.js'
 import type { RedisServer } from '../helpers/redis-harness.js'
 import { redisCli, startRedis } from '../helpers/redis-harness.js'
 import { freePort } from '../service/helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
 const POLICIES = 'policies:\n  api: { algorithm: fixed-window, limit: 5, window: 1m }\n'
 
 // Every password holds SECRET; no user name does. `written` is the password as it goes in the URL.
@@ -26,27 +23,8 @@ const USERS = [
   { user: 'frank', password: 'x@y/z@SECRET', written: 'x@y/z@SECRET' },
 ] as const
 
-interface Proc {
-  child: ChildProcess
-  output: () => string
-  exited: Promise<number | null>
-}
-
-function start(args: string[]): Proc {
-  const child = spawn(process.execPath, [CLI, ...args], {
-    env: { ...process.env, SLUICE_STORE: '', REDIS_URL: '', SLUICE_ADMIN_TOKEN: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let out = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    out += chunk.toString()
-  })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    out += chunk.toString()
-  })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  return { child, output: () => out, exited }
-}
+type Proc = CliProcess
+const start = (args: string[]): Proc => startCli(args)
 
 async function until(what: string, test: () => boolean, proc: Proc, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs

@@ -1,41 +1,21 @@
 // The real `sluice` process (dist/cli.js, built by `npm test`): serve, SIGHUP and file-change reload,
 // SIGTERM graceful shutdown with a request in flight, and `sluice check`.
 
-import type { ChildProcess } from 'node:child_process'
-import { spawn, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest'
+import { CLI, type CliProcess, startCli } from '../helpers/cli-process.js'
 import { freePort, post } from './helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
 const policyYaml = (limit: number, window = '1m') =>
   `policies:\n  api: { algorithm: fixed-window, limit: ${limit}, window: ${window} }\n  other: { algorithm: gcra, limit: 5, window: 1s }\n`
 
-interface Proc {
-  child: ChildProcess
-  output: () => string
-  exited: Promise<number | null>
-}
-
-function start(args: string[], env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, [CLI, ...args], {
-    env: { ...process.env, SLUICE_STORE: '', REDIS_URL: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let out = ''
-  child.stdout?.on('data', (chunk: Buffer) => {
-    out += chunk.toString()
-  })
-  child.stderr?.on('data', (chunk: Buffer) => {
-    out += chunk.toString()
-  })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  return { child, output: () => out, exited }
-}
+type Proc = CliProcess
+const start = startCli
 
 async function until(
   what: string,
