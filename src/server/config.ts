@@ -4,6 +4,8 @@ import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { LineCounter, parseDocument } from 'yaml'
 import { z } from 'zod'
+import type { EnvoySettings, GrpcSettings } from '../envoy/settings.js'
+import { envoySchema, grpcSchema, resolveEnvoy, resolveGrpc } from '../envoy/settings.js'
 import { InvalidConfigError, InvalidDurationError, SluiceError } from '../errors.js'
 import type { StoreUnavailableStatus } from '../http/headers.js'
 import type { TrustProxy } from '../http/ip.js'
@@ -79,6 +81,10 @@ export interface ServiceConfig {
   readonly http: HttpSettings
   /** The dashboard's token and optional listener of its own (config-http.ts). */
   readonly dashboard: DashboardSettings
+  /** The gRPC listener for Envoy (src/envoy/settings.ts); no port: none. */
+  readonly grpc: GrpcSettings
+  /** The envoyproxy/ratelimit config the gRPC listener answers from, and how it charges. */
+  readonly envoy: EnvoySettings
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -144,6 +150,8 @@ const topSchema = z.strictObject({
     .optional(),
   http: httpSchema,
   dashboard: dashboardSchema,
+  grpc: grpcSchema,
+  envoy: envoySchema,
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
@@ -395,6 +403,8 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     },
     http,
     dashboard,
+    grpc: resolveGrpc(top.grpc),
+    envoy: resolveEnvoy(top.envoy, file),
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined

@@ -1,12 +1,11 @@
 // envoyproxy/ratelimit's own configuration files (../shared/envoy-ratelimit, test data beside the
 // clone) load as-is, and every invalid one is refused with an error naming the file and the problem.
 import { readdirSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { describeEnvoyConfig, loadEnvoyConfig, parseEnvoyConfig } from '../../src/envoy/config.js'
+import { FIXTURES } from './helpers.js'
 
-/** `<repo>/../shared/envoy-ratelimit`: CI puts shared/ beside the clone. */
-export const FIXTURES = resolve(import.meta.dirname, '..', '..', '..', 'shared', 'envoy-ratelimit')
 const valid = (name: string) => join(FIXTURES, 'valid', name)
 const invalid = (name: string) => join(FIXTURES, 'invalid', name)
 
