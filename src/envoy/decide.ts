@@ -68,9 +68,8 @@ export interface EnvoyContext {
   limiterWith(extra: Readonly<Record<string, Policy>>): Limiter
 }
 
-const bytes = (text: string) => (text.length * 3 <= 255 ? text.length : Buffer.byteLength(text))
-// Unpaired UTF-16 surrogates have no UTF-8 form (protobuf strings are UTF-8; grpc-js replaces them).
-const CONTROL_OR_REPLACEMENT = /[\u0000\ufffd]/
+// Invalid UTF-8 arrives as U+FFFD (protobuf strings are UTF-8); NUL would end a C string in a log.
+const NUL_OR_REPLACEMENT = /[\u0000\ufffd]/
 
 function checkText(what: string, text: unknown, max: number): string {
   if (typeof text !== 'string' || text === '')
@@ -80,7 +79,7 @@ function checkText(what: string, text: unknown, max: number): string {
     )
   if (text.length > max && Buffer.byteLength(text) > max)
     throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `${what} is over ${max} bytes`)
-  if (CONTROL_OR_REPLACEMENT.test(text))
+  if (NUL_OR_REPLACEMENT.test(text))
     throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `${what} holds a NUL or invalid UTF-8`)
   return text
 }
@@ -93,7 +92,7 @@ export function checkRequest(request: WireRequest): number {
       GRPC.INVALID_ARGUMENT,
       'domain is empty; Envoy sends the domain of its rate limit filter',
     )
-  if (bytes(domain) > BOUNDS.domainBytes)
+  if (Buffer.byteLength(domain) > BOUNDS.domainBytes)
     throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `domain is over ${BOUNDS.domainBytes} bytes`)
   if (!Array.isArray(descriptors) || descriptors.length === 0)
     throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, 'no descriptors; send at least one')
@@ -283,8 +282,8 @@ export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): 
         : limiter.consume(enforcedChecks).then((d) => d.results),
     each(limiter, shadowed.map(checkAt)),
   ])
-  enforced.forEach((i, n) => decisions.set(i, main[n]!))
-  shadowed.forEach((i, n) => decisions.set(i, shadow[n]!))
+  for (const [n, i] of enforced.entries()) decisions.set(i, main[n]!)
+  for (const [n, i] of shadowed.entries()) decisions.set(i, shadow[n]!)
   for (const d of decisions.values())
     if (d.reason === 'store_unavailable')
       throw new EnvoyRequestError(

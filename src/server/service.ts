@@ -5,7 +5,6 @@
 // admin.ts) and plumbing.ts is the server around them.
 import { pino } from 'pino'
 import { Registry } from 'prom-client'
-import type { EnvoyRules } from '../envoy/config.js'
 import type { EnvoyContext } from '../envoy/decide.js'
 import { grpcFront } from '../envoy/grpc.js'
 import { InvalidConfigError } from '../errors.js'
