@@ -65,17 +65,31 @@ describe('sluice serve with Envoy', () => {
     writeFileSync(join(folder, 'edge.yaml'), rules(2))
     writeFileSync(join(dir, 'sluice.yaml'), POLICIES)
     const [port, grpcPort] = [await freePort(), await freePort()]
-    proc = start(['serve', '--config', join(dir, 'sluice.yaml'), '--port', String(port), '--grpc-port', String(grpcPort), '--envoy-config', folder])
+    proc = start([
+      'serve',
+      '--config',
+      join(dir, 'sluice.yaml'),
+      '--port',
+      String(port),
+      '--grpc-port',
+      String(grpcPort),
+      '--envoy-config',
+      folder,
+    ])
     await until('the banner', () => proc!.output().includes(`gRPC 127.0.0.1:${grpcPort}`))
     const client = rlsClient(`127.0.0.1:${grpcPort}`)
     try {
-      const ask = (user: string) => client.shouldRateLimit({ domain: 'edge', descriptors: [d(['user', user])] })
+      const ask = (user: string) =>
+        client.shouldRateLimit({ domain: 'edge', descriptors: [d(['user', user])] })
       expect((await ask('a')).statuses[0]!.current_limit!.requests_per_unit).toBe(2)
       // The HTTP API is served by the same process.
       expect((await post(`http://127.0.0.1:${port}/v1/check`, { policy: 'api', key: 'k' })).status).toBe(200)
       // A change to a file of the folder is picked up (kept counters: same algorithm and window).
       writeFileSync(join(folder, 'edge.yaml'), rules(7))
-      await until('the new limit', async () => (await ask('a')).statuses[0]!.current_limit!.requests_per_unit === 7)
+      await until(
+        'the new limit',
+        async () => (await ask('a')).statuses[0]!.current_limit!.requests_per_unit === 7,
+      )
       // A broken file is refused and the rules in force stay.
       writeFileSync(join(folder, 'edge.yaml'), 'domain: edge\ndescriptors:\n  - value: x\n')
       proc.child.kill('SIGHUP')
@@ -94,7 +108,10 @@ describe('sluice serve with Envoy', () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-envoy-'))
     writeFileSync(join(dir, 'edge.yaml'), rules(3))
     const grpcPort = await freePort()
-    writeFileSync(join(dir, 'sluice.yaml'), `${POLICIES}grpc: { port: ${grpcPort} }\nenvoy: { config: edge.yaml }\n`)
+    writeFileSync(
+      join(dir, 'sluice.yaml'),
+      `${POLICIES}grpc: { port: ${grpcPort} }\nenvoy: { config: edge.yaml }\n`,
+    )
     proc = start(['serve', '--config', join(dir, 'sluice.yaml'), '--port', '0'])
     await until('the banner', () => proc!.output().includes(`gRPC 127.0.0.1:${grpcPort}`))
     const client = rlsClient(`127.0.0.1:${grpcPort}`)
@@ -107,14 +124,19 @@ describe('sluice serve with Envoy', () => {
   })
 
   it('refuses --grpc-port without an Envoy config, naming what to add', () => {
-    const run = spawnSync(process.execPath, [CLI, 'serve', '--port', '0', '--grpc-port', '0'], { encoding: 'utf8' })
+    const run = spawnSync(process.execPath, [CLI, 'serve', '--port', '0', '--grpc-port', '0'], {
+      encoding: 'utf8',
+    })
     expect(run.status).toBe(1)
-    expect(run.stderr).toMatch(/a gRPC port needs Envoy rules: set envoy.config in the config or pass --envoy-config/)
+    expect(run.stderr).toMatch(
+      /a gRPC port needs Envoy rules: set envoy.config in the config or pass --envoy-config/,
+    )
   })
 })
 
 describe('sluice check --envoy-config', () => {
-  const check = (...args: string[]) => spawnSync(process.execPath, [CLI, 'check', ...args], { encoding: 'utf8' })
+  const check = (...args: string[]) =>
+    spawnSync(process.execPath, [CLI, 'check', ...args], { encoding: 'utf8' })
 
   it('validates the fixtures folder and prints domains and limits', () => {
     const run = check('--envoy-config', join(FIXTURES, 'valid', 'basic_config.yaml'))

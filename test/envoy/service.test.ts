@@ -10,6 +10,9 @@ import { parseConfig } from '../../src/server/config.js'
 import type { Service } from '../../src/server/service.js'
 import { createService } from '../../src/server/service.js'
 import { openStore } from '../../src/server/store-url.js'
+import type { StoreHandle } from '../../src/server/types.js'
+import type { Store } from '../../src/store.js'
+import { memoryStore } from '../../src/stores/memory.js'
 import { quietLogger } from '../service/helpers.js'
 import type { RlsClient } from './helpers.js'
 import { d, FIXTURES, rlsClient } from './helpers.js'
@@ -250,3 +253,75 @@ for (const storeKind of ['memory', 'redis'] as const) {
     })
   })
 }
+
+describe('lifecycle of the gRPC listener', () => {
+  /** A real memory store answering 40 ms late, so a call is still in flight when close() starts. */
+  function slowStore(): StoreHandle {
+    const inner = memoryStore()
+    const later = () => new Promise((r) => setTimeout(r, 40))
+    const store: Store = {
+      name: 'slow-memory',
+      apply: async (steps, mode) => {
+        await later()
+        return inner.applySync(steps, mode)
+      },
+      refund: (steps) => inner.refund(steps),
+      block: (steps, ms) => inner.block(steps, ms),
+      reset: (steps) => inner.reset(steps),
+      close: () => inner.close(),
+    }
+    return { store, description: 'slow memory', ping: async () => {} }
+  }
+
+  it('finishes an in-flight call on close(), then refuses new ones', async () => {
+    const service = createService({
+      config: parseConfig('policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n', 't.yaml'),
+      logger: quietLogger,
+      store: slowStore(),
+      envoy: inline(
+        'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n',
+      ),
+      grpc: { port: 0 },
+    })
+    await service.listen(0)
+    const client = rlsClient(service.grpcAddress!.url)
+    try {
+      await client.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'warm'])] })
+      const inFlight = client.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'a'])] })
+      await new Promise((r) => setTimeout(r, 10))
+      const closed = service.close(2000)
+      expect((await inFlight).statuses[0]!.limit_remaining).toBe(4)
+      await closed
+      expect((await client.refused({ domain: 'd', descriptors: [d(['user', 'a'])] })).code).toBe(14)
+    } finally {
+      client.close()
+    }
+  })
+
+  it('reload() swaps the Envoy rules, keeping counters of unchanged limits', async () => {
+    const config = parseConfig(
+      'policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n',
+      't.yaml',
+    )
+    const rulesOf = (limit: number, unit = 'hour') =>
+      inline(
+        `domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: ${unit}, requests_per_unit: ${limit} }\n`,
+      )
+    const service = createService({ config, logger: quietLogger, envoy: rulesOf(5), grpc: { port: 0 } })
+    await service.listen(0)
+    const client = rlsClient(service.grpcAddress!.url)
+    running.push({ service, client })
+    const ask = () => client.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'a'])] })
+    await ask()
+    service.reload(config, rulesOf(10))
+    expect((await ask()).statuses[0]).toMatchObject({
+      limit_remaining: 8,
+      current_limit: { requests_per_unit: 10 },
+    })
+    service.reload(config, rulesOf(10, 'minute')) // another window: fresh counters
+    expect((await ask()).statuses[0]!.limit_remaining).toBe(9)
+    // Metrics: the same registry as the HTTP API, under the rule's composite key.
+    const metrics = await service.registry.metrics()
+    expect(metrics).toContain('policy="envoy:d.user"')
+  })
+})
