@@ -1,9 +1,11 @@
 // envoyproxy/ratelimit's own configuration files (../shared/envoy-ratelimit, test data beside the
 // clone) load as-is, and every invalid one is refused with an error naming the file and the problem.
-import { readdirSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { parse } from 'yaml'
 import { describeEnvoyConfig, loadEnvoyConfig, parseEnvoyConfig } from '../../src/envoy/config.js'
+import { parseConfig } from '../../src/server/config.js'
 import { FIXTURES } from './helpers.js'
 
 const valid = (name: string) => join(FIXTURES, 'valid', name)
@@ -94,5 +96,26 @@ describe('Sluice extensions', () => {
         'domain: d\ndescriptors:\n  - key: u\n    rate_limit: { requests_per_unit: 1, unit: second, window: 5s }\n',
       ),
     ).toThrow(/either unit or window/)
+  })
+})
+
+describe('docs/envoy.md', () => {
+  const text = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'envoy.md'), 'utf8')
+  const blocks = [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!)
+
+  it('holds rules, sluice.yaml and envoy.yaml blocks that all load', () => {
+    expect(blocks.length).toBeGreaterThanOrEqual(4)
+    for (const block of blocks) {
+      if (block.startsWith('domain:')) parseEnvoyConfig([{ file: 'docs/envoy.md', text: block }])
+      else if (block.startsWith('# sluice.yaml')) {
+        const config = parseConfig(block, 'docs/sluice.yaml')
+        expect(config.grpc.port).toBe(8081)
+        expect(config.envoy.charge).toBe('all-or-nothing')
+      } else {
+        expect(block.startsWith('# envoy.yaml')).toBe(true)
+        // Envoy's own config: valid YAML pointing its rate limit service at Sluice's port.
+        expect(JSON.stringify(parse(block))).toContain('"port_value":8081')
+      }
+    }
   })
 })
