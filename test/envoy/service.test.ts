@@ -13,6 +13,7 @@ import { openStore } from '../../src/server/store-url.js'
 import type { StoreHandle } from '../../src/server/types.js'
 import type { Store } from '../../src/store.js'
 import { memoryStore } from '../../src/stores/memory.js'
+import { startRedis } from '../helpers/redis-harness.js'
 import { quietLogger } from '../service/helpers.js'
 import type { RlsClient } from './helpers.js'
 import { d, FIXTURES, rlsClient } from './helpers.js'
@@ -323,5 +324,30 @@ describe('lifecycle of the gRPC listener', () => {
     // Metrics: the same registry as the HTTP API, under the rule's composite key.
     const metrics = await service.registry.metrics()
     expect(metrics).toContain('policy="envoy:d.user"')
+  })
+
+  it('answers UNAVAILABLE when the store fails under onStoreError: closed (Envoy decides)', async () => {
+    const redis = await startRedis()
+    const service = createService({
+      config: parseConfig(
+        'onStoreError: closed\npolicies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n',
+        't.yaml',
+      ),
+      logger: quietLogger,
+      store: await openStore(redis.url, { prefix: 'envoy-down' }),
+      envoy: inline(
+        'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n',
+      ),
+      grpc: { port: 0 },
+    })
+    await service.listen(0)
+    const client = rlsClient(service.grpcAddress!.url)
+    running.push({ service, client })
+    const req = { domain: 'd', descriptors: [d(['user', 'a'])] }
+    expect((await client.shouldRateLimit(req)).overall_code).toBe('OK')
+    await redis.stop()
+    const error = await client.refused(req)
+    expect(error.code).toBe(14)
+    expect(error.details).toMatch(/the store did not answer; Envoy's failure_mode_deny decides/)
   })
 })
