@@ -19,7 +19,7 @@ export const BOUNDS = {
 } as const
 
 /** gRPC status codes this service answers with (grpc-js `status`). */
-export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, UNAVAILABLE: 14 } as const
+export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, UNAVAILABLE: 14 } as const
 
 /** A request refused with a gRPC status and a message saying what to send instead. */
 export class EnvoyRequestError extends Error {
@@ -64,6 +64,8 @@ export interface EnvoyContext {
   readonly rules: EnvoyRules
   readonly settings: EnvoySettings
   readonly limiter: Limiter
+  /** Whether a call from this peer address is answered (grpc.trustedPeers). */
+  peerTrusted(address: string | undefined): boolean
   /** A limiter holding the configured policies and these extra ones (per-request overrides). */
   limiterWith(extra: Readonly<Record<string, Policy>>): Limiter
 }

@@ -28,6 +28,14 @@ export function rateLimitServiceDefinition(): ServiceDefinition {
   return definition
 }
 
+/** `127.0.0.1:5000`, `[::1]:5000` or `ipv4:10.0.0.5:5000` (grpc-js's peer) -> the address. */
+export function peerAddress(peer: string): string | undefined {
+  const bare = peer.replace(/^ipv[46]:/, '')
+  if (bare.startsWith('[')) return bare.slice(1, bare.indexOf(']'))
+  const colon = bare.lastIndexOf(':')
+  return colon < 0 ? undefined : bare.slice(0, colon)
+}
+
 /** The largest request accepted: Envoy's requests are a few hundred bytes. */
 export const MAX_REQUEST_BYTES = 64 * 1024
 
@@ -49,7 +57,17 @@ export function grpcFront(context: () => EnvoyContext, logger: Logger): GrpcFron
       call: { request: WireRequest; getPeer(): string },
       callback: (error: Partial<ServiceError> | null, value?: WireResponse) => void,
     ) {
-      shouldRateLimit(context(), call.request).then(
+      const ctx = context()
+      const peer = peerAddress(call.getPeer())
+      if (!ctx.peerTrusted(peer)) {
+        logger.warn({ grpc: true, peer }, 'ShouldRateLimit from a peer not in grpc.trustedPeers')
+        callback({
+          code: status.PERMISSION_DENIED,
+          details: `peer ${peer ?? 'unknown'} is not in grpc.trustedPeers`,
+        })
+        return
+      }
+      shouldRateLimit(ctx, call.request).then(
         (response) => callback(null, response),
         (error: unknown) => {
           if (error instanceof EnvoyRequestError) {

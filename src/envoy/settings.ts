@@ -15,6 +15,7 @@ export const grpcSchema = z
       .min(0)
       .max(65535, { error: 'must be a port number from 0 to 65535' }),
     host: z.string({ error: 'must be an address to bind, like 127.0.0.1' }).min(1).optional(),
+    trustedPeers: z.array(z.string(), { error: 'must be a list like [loopback, 10.0.0.0/8]' }).optional(),
   })
   .optional()
 
@@ -31,6 +32,8 @@ export interface GrpcSettings {
   readonly port: number | undefined
   /** Default 127.0.0.1. */
   readonly host: string
+  /** Peers whose calls are answered (addresses, CIDRs, loopback, private, linklocal). Default [loopback]. */
+  readonly trustedPeers: readonly string[]
 }
 
 export interface EnvoySettings {
@@ -42,7 +45,11 @@ export interface EnvoySettings {
 }
 
 export function resolveGrpc(written: z.infer<typeof grpcSchema>): GrpcSettings {
-  return { port: written?.port, host: written?.host ?? '127.0.0.1' }
+  return {
+    port: written?.port,
+    host: written?.host ?? '127.0.0.1',
+    trustedPeers: written?.trustedPeers ?? ['loopback'],
+  }
 }
 
 export function resolveEnvoy(written: z.infer<typeof envoySchema>, file: string): EnvoySettings {

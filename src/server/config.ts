@@ -379,6 +379,13 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     const message = error instanceof SluiceError ? error.message : String(error)
     throw loc.error(['authz', 'trustedPeers'], message, error)
   }
+  const grpc = resolveGrpc(top.grpc)
+  try {
+    ipMatcher(grpc.trustedPeers, 'grpc.trustedPeers')
+  } catch (error) {
+    const message = error instanceof SluiceError ? error.message : String(error)
+    throw loc.error(['grpc', 'trustedPeers'], message, error)
+  }
   const http = resolveHttp(loc, top.http)
   const dashboard = resolveDashboard(loc, top.dashboard)
 
@@ -403,7 +410,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     },
     http,
     dashboard,
-    grpc: resolveGrpc(top.grpc),
+    grpc,
     envoy: resolveEnvoy(top.envoy, file),
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)

@@ -9,6 +9,7 @@ import type { EnvoyContext } from '../envoy/decide.js'
 import { grpcFront } from '../envoy/grpc.js'
 import { InvalidConfigError } from '../errors.js'
 import type { StoreHealthEvent } from '../failover/options.js'
+import { ipMatcher } from '../http/ip.js'
 import type { DecisionListener, Limiter } from '../limiter.js'
 import { createLimiter } from '../limiter.js'
 import { createObservability } from '../metrics/observability.js'
@@ -146,8 +147,10 @@ export function createService(options: ServiceOptions): Service {
   // Per-request limit overrides (Envoy's descriptor `limit`) need policies of their own: a limiter
   // with them added, kept per shape until the next reload.
   let overrideLimiters = new Map<string, Limiter>()
+  let peerTrusted = ipMatcher(options.config.grpc.trustedPeers, 'grpc.trustedPeers')
   const envoyContext = (): EnvoyContext => ({
     rules: envoyRules!,
+    peerTrusted: (address) => peerTrusted(address),
     settings: ctx.config.envoy,
     limiter: ctx.limiter,
     limiterWith(extra) {
@@ -232,6 +235,7 @@ export function createService(options: ServiceOptions): Service {
       if (nextEnvoy !== undefined) envoyRules = nextEnvoy
       const nextLimiter = buildLimiter(next)
       overrideLimiters = new Map()
+      peerTrusted = ipMatcher(next.grpc.trustedPeers, 'grpc.trustedPeers')
       const kept = [...next.entries.keys()].filter((name) => config.entries.has(name)).length
       ctx.config = next
       ctx.adminToken = options.adminToken ?? next.adminToken

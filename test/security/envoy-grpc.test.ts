@@ -143,3 +143,46 @@ describe('bad requests to ShouldRateLimit', () => {
     })
   }
 })
+
+describe('grpc.trustedPeers', () => {
+  it('answers only the peers it lists: a loopback caller is refused when only 10.0.0.0/8 is', async () => {
+    const config = parseConfig(
+      "policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\ngrpc: { port: 0, trustedPeers: ['10.0.0.0/8'] }\nenvoy: { config: rules.yaml }\n",
+      't.yaml',
+    )
+    const ownPrefix = `envoy-peer-${randomBytes(4).toString('hex')}`
+    const guarded = createService({
+      config,
+      logger: quietLogger,
+      store: await openStore(inject('redis').url, { prefix: ownPrefix }),
+      envoy: parseEnvoyConfig([
+        {
+          file: 'rules.yaml',
+          text: 'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n',
+        },
+      ]),
+    })
+    await guarded.listen(0)
+    const outsider = rlsClient(guarded.grpcAddress!.url)
+    try {
+      const error = await outsider.refused(valid())
+      expect(error.code).toBe(status.PERMISSION_DENIED)
+      expect(error.details).toMatch(/peer 127\.0\.0\.1 is not in grpc\.trustedPeers/)
+      expect(await redis.keys(`${ownPrefix}*`)).toEqual([])
+      // The default, [loopback], answers the same caller (the service of the tests above).
+      expect((await client.shouldRateLimit(valid('u9'))).overall_code).toBe('OK')
+    } finally {
+      outsider.close()
+      await guarded.close(500)
+    }
+  })
+
+  it('refuses an entry that is not an address, naming file and line', () => {
+    expect(() =>
+      parseConfig(
+        "policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\ngrpc: { port: 1, trustedPeers: ['envoy'] }\n",
+        't.yaml',
+      ),
+    ).toThrow(/t\.yaml:3: grpc\.trustedPeers: "envoy" is not an address/)
+  })
+})
