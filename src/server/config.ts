@@ -476,6 +476,11 @@ export function describeConfig(config: ServiceConfig): string {
         : ` (headers believed from ${config.authz.trustedPeers.join(', ') || 'no peer'})`
     }; store unavailable -> ${config.authz.storeUnavailableStatus}`,
     describeHttp(config),
+    ...(config.envoy.config === undefined && config.grpc.port === undefined
+      ? []
+      : [
+          `  envoy: rules ${config.envoy.config ?? '(from --envoy-config)'}, charge ${config.envoy.charge}, gRPC on ${config.grpc.host}:${config.grpc.port ?? 8081} (peers ${config.grpc.trustedPeers.join(', ')})`,
+        ]),
     '  policies:',
   ]
   for (const entry of config.entries.values()) {

@@ -112,6 +112,15 @@ describe('sluice serve with Envoy', () => {
       join(dir, 'sluice.yaml'),
       `${POLICIES}grpc: { port: ${grpcPort} }\nenvoy: { config: edge.yaml }\n`,
     )
+    // sluice check reads the same settings and validates the rules they name.
+    const checked = spawnSync(process.execPath, [CLI, 'check', '--config', join(dir, 'sluice.yaml')], {
+      encoding: 'utf8',
+    })
+    expect(checked.status, checked.stderr).toBe(0)
+    expect(checked.stdout).toContain(
+      `envoy: rules ${join(dir, 'edge.yaml')}, charge all-or-nothing, gRPC on 127.0.0.1:${grpcPort}`,
+    )
+    expect(checked.stdout).toContain('user: 3 per hour, fixed-window')
     proc = start(['serve', '--config', join(dir, 'sluice.yaml'), '--port', '0'])
     await until('the banner', () => proc!.output().includes(`gRPC 127.0.0.1:${grpcPort}`))
     const client = rlsClient(`127.0.0.1:${grpcPort}`)
