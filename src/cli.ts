@@ -8,6 +8,8 @@ import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { pino } from 'pino'
+import type { EnvoyRules } from './envoy/config.js'
+import { describeEnvoyConfig, loadEnvoyConfig } from './envoy/config.js'
 import { InvalidConfigError, SluiceError } from './errors.js'
 import type { ServiceConfig } from './server/config.js'
 import { checkAdminToken, describeConfig, loadConfig, parseConfig } from './server/config.js'
@@ -26,6 +28,7 @@ Commands:
 `
 
 const SERVE_HELP = `Usage: sluice serve [--config FILE] [--port N] [--host H] [--store URL]
+                    [--grpc-port N --envoy-config PATH]
 
 Run the decision service: POST /v1/check, /v1/peek, GET /v1/authz (nginx auth_request),
 POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics, /dashboard (live).
@@ -35,16 +38,21 @@ POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics, /dashboard (
   --host H       Address to bind (default 127.0.0.1, or SLUICE_HOST)
   --store URL    memory | redis://host:port[/db] | rediss://... | redis+cluster://h1:p1,h2:p2
                  (default: SLUICE_STORE, then the config's store: line, then REDIS_URL, then memory)
+  --envoy-config PATH  envoyproxy/ratelimit YAML (a file or a folder of files; or envoy.config)
+  --grpc-port N  Serve Envoy's rate limit service (gRPC ShouldRateLimit) on N, bound to grpc.host
+                 (default 127.0.0.1); default 8081 when an Envoy config is given (or grpc.port)
 
 Environment: SLUICE_ADMIN_TOKEN (admin endpoints), SLUICE_LOG_LEVEL (pino level, default info).
 Signals: SIGHUP reloads the config (so does saving the file); SIGTERM/SIGINT stop gracefully.
 `
 
-const CHECK_HELP = `Usage: sluice check [--config FILE] [--store URL]
+const CHECK_HELP = `Usage: sluice check [--config FILE] [--store URL] [--envoy-config PATH]
 
 Validate a config file (default examples/sluice.yaml, or SLUICE_CONFIG) and print the policies,
 tiers and settings it defines, and the store \`sluice serve\` would use with the same flags and
 environment (and where that choice came from). Exits 1 with file, line and path when it is not valid.
+With --envoy-config (or the config's envoy.config), also validate that envoyproxy/ratelimit config
+(a file or a folder) and print its domains and limits; --envoy-config alone checks only that.
 `
 
 const INIT_HELP = `Usage: sluice init [--config FILE] [--force]
@@ -121,6 +129,7 @@ async function check(argv: string[]): Promise<void> {
   const values = flags('check', argv, {
     config: { type: 'string' },
     store: { type: 'string' },
+    'envoy-config': { type: 'string' },
     help: { type: 'boolean' },
   })
   if (values.help) {
@@ -128,10 +137,16 @@ async function check(argv: string[]): Promise<void> {
     return
   }
   try {
-    const config = await loadConfig(configPath(values.config))
-    const store = chooseStore(values.store, config)
-    process.stdout.write(describeConfig(config))
-    process.stdout.write(`  sluice serve would use: ${redactStoreUrl(store.url)} (from ${store.source})\n`)
+    const envoyFlag = values['envoy-config']
+    let envoyPath = envoyFlag
+    if (envoyFlag === undefined || values.config !== undefined || env('SLUICE_CONFIG') !== undefined) {
+      const config = await loadConfig(configPath(values.config))
+      const store = chooseStore(values.store, config)
+      process.stdout.write(describeConfig(config))
+      process.stdout.write(`  sluice serve would use: ${redactStoreUrl(store.url)} (from ${store.source})\n`)
+      envoyPath ??= config.envoy.config
+    }
+    if (envoyPath !== undefined) process.stdout.write(describeEnvoyConfig(await loadEnvoyConfig(envoyPath)))
   } catch (error) {
     failAndExit(error)
   }
@@ -200,6 +215,8 @@ async function serve(argv: string[]): Promise<void> {
     port: { type: 'string' },
     host: { type: 'string' },
     store: { type: 'string' },
+    'grpc-port': { type: 'string' },
+    'envoy-config': { type: 'string' },
     help: { type: 'boolean' },
   })
   if (values.help) {
@@ -226,12 +243,29 @@ async function serve(argv: string[]): Promise<void> {
     failAndExit(error)
   }
   const storeUrl = chooseStore(values.store, config).url
+  const envoyPath = values['envoy-config'] ?? config.envoy.config
+  const grpcPortText = values['grpc-port']
+  if (grpcPortText !== undefined && (!/^\d{1,5}$/.test(grpcPortText) || Number(grpcPortText) > 65535))
+    failAndExit(`--grpc-port ${grpcPortText}: use a number from 0 to 65535`)
+  const grpcPort =
+    grpcPortText !== undefined
+      ? Number(grpcPortText)
+      : (config.grpc.port ?? (envoyPath === undefined ? undefined : 8081))
+  let envoy: EnvoyRules | undefined
   let service: ReturnType<typeof createService>
   try {
+    if (envoyPath !== undefined) envoy = await loadEnvoyConfig(envoyPath)
     const store = await openStore(storeUrl, { prefix: config.prefix })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
     checkAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
-    service = createService({ config, store, logger, ...(adminToken === undefined ? {} : { adminToken }) })
+    service = createService({
+      config,
+      store,
+      logger,
+      ...(adminToken === undefined ? {} : { adminToken }),
+      ...(envoy === undefined ? {} : { envoy }),
+      ...(grpcPort === undefined ? {} : { grpc: { port: grpcPort, host: config.grpc.host } }),
+    })
   } catch (error) {
     failAndExit(error)
   }
@@ -252,6 +286,11 @@ async function serve(argv: string[]): Promise<void> {
       `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || env('SLUICE_ADMIN_TOKEN') ? 'on' : 'off'})`,
       `  GET  ${url}/healthz  ${url}/readyz  ${url}/metrics`,
       `  dashboard: ${service.dashboardAddress?.url ?? url}/dashboard${config.dashboard.token === undefined ? '' : '?token=<dashboard.token>'}`,
+      ...(service.grpcAddress === undefined
+        ? []
+        : [
+            `  gRPC ${service.grpcAddress.url}  envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (envoy config: ${envoyPath})`,
+          ]),
       '',
     ].join('\n'),
   )
@@ -259,14 +298,18 @@ async function serve(argv: string[]): Promise<void> {
   // Reload on SIGHUP and when the file changes; an invalid config is logged and the old one kept.
   // A file event whose text equals the config in force (editors write twice, touch) is ignored.
   let reloading = Promise.resolve()
-  const reload = (trigger: 'SIGHUP' | 'file change') => {
+  const reload = (trigger: 'SIGHUP' | 'file change' | 'envoy config change') => {
     reloading = reloading.then(async () => {
       try {
         const text = await readFile(file, 'utf8').catch((error: unknown) => {
           throw new InvalidConfigError(`${file}: cannot read the config file (${(error as Error).message})`)
         })
-        if (trigger === 'file change' && text === textInForce) return
-        service.reload(parseConfig(text, file))
+        const next = parseConfig(text, file)
+        // The Envoy rules are read again on every reload (SIGHUP, either config changing).
+        const nextEnvoyPath = values['envoy-config'] ?? next.envoy.config
+        const nextEnvoy = nextEnvoyPath === undefined ? undefined : await loadEnvoyConfig(nextEnvoyPath)
+        if (trigger === 'file change' && text === textInForce && nextEnvoy === undefined) return
+        service.reload(next, nextEnvoy)
         textInForce = text
         logger.info({ file, trigger }, 'new config in force')
       } catch (error) {
@@ -291,6 +334,18 @@ async function serve(argv: string[]): Promise<void> {
   } catch (error) {
     logger.warn({ file, err: error }, 'cannot watch the config file; reload with SIGHUP')
   }
+  // The Envoy config (a file, or a folder of files) reloads when it changes too.
+  let envoyWatcher: FSWatcher | undefined
+  if (envoyPath !== undefined) {
+    try {
+      envoyWatcher = watch(envoyPath, () => {
+        clearTimeout(debounce)
+        debounce = setTimeout(() => reload('envoy config change'), 150)
+      })
+    } catch (error) {
+      logger.warn({ file: envoyPath, err: error }, 'cannot watch the Envoy config; reload with SIGHUP')
+    }
+  }
 
   let stopping = false
   const stop = (signal: string) => {
@@ -298,6 +353,7 @@ async function serve(argv: string[]): Promise<void> {
     stopping = true
     logger.info({ signal }, 'stopping: finishing in-flight requests')
     watcher?.close()
+    envoyWatcher?.close()
     clearTimeout(debounce)
     service.close().then(
       () => process.exit(0),

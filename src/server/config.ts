@@ -4,6 +4,8 @@ import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { LineCounter, parseDocument } from 'yaml'
 import { z } from 'zod'
+import type { EnvoySettings, GrpcSettings } from '../envoy/settings.js'
+import { envoySchema, grpcSchema, resolveEnvoy, resolveGrpc } from '../envoy/settings.js'
 import { InvalidConfigError, InvalidDurationError, SluiceError } from '../errors.js'
 import type { StoreUnavailableStatus } from '../http/headers.js'
 import type { TrustProxy } from '../http/ip.js'
@@ -79,6 +81,10 @@ export interface ServiceConfig {
   readonly http: HttpSettings
   /** The dashboard's token and optional listener of its own (config-http.ts). */
   readonly dashboard: DashboardSettings
+  /** The gRPC listener for Envoy (src/envoy/settings.ts); no port: none. */
+  readonly grpc: GrpcSettings
+  /** The envoyproxy/ratelimit config the gRPC listener answers from, and how it charges. */
+  readonly envoy: EnvoySettings
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -144,6 +150,8 @@ const topSchema = z.strictObject({
     .optional(),
   http: httpSchema,
   dashboard: dashboardSchema,
+  grpc: grpcSchema,
+  envoy: envoySchema,
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
@@ -371,6 +379,13 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     const message = error instanceof SluiceError ? error.message : String(error)
     throw loc.error(['authz', 'trustedPeers'], message, error)
   }
+  const grpc = resolveGrpc(top.grpc)
+  try {
+    ipMatcher(grpc.trustedPeers, 'grpc.trustedPeers')
+  } catch (error) {
+    const message = error instanceof SluiceError ? error.message : String(error)
+    throw loc.error(['grpc', 'trustedPeers'], message, error)
+  }
   const http = resolveHttp(loc, top.http)
   const dashboard = resolveDashboard(loc, top.dashboard)
 
@@ -395,6 +410,8 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     },
     http,
     dashboard,
+    grpc,
+    envoy: resolveEnvoy(top.envoy, file),
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined
@@ -459,6 +476,11 @@ export function describeConfig(config: ServiceConfig): string {
         : ` (headers believed from ${config.authz.trustedPeers.join(', ') || 'no peer'})`
     }; store unavailable -> ${config.authz.storeUnavailableStatus}`,
     describeHttp(config),
+    ...(config.envoy.config === undefined && config.grpc.port === undefined
+      ? []
+      : [
+          `  envoy: rules ${config.envoy.config ?? '(from --envoy-config)'}, charge ${config.envoy.charge}, gRPC on ${config.grpc.host}:${config.grpc.port ?? 8081} (peers ${config.grpc.trustedPeers.join(', ')})`,
+        ]),
     '  policies:',
   ]
   for (const entry of config.entries.values()) {

@@ -1,4 +1,7 @@
 // `sluice/server`: the decision service as a library (what `sluice serve` runs).
+export type { EnvoyRules } from '../envoy/config.js'
+export { describeEnvoyConfig, loadEnvoyConfig, parseEnvoyConfig } from '../envoy/config.js'
+export type { ChargeMode, EnvoySettings, GrpcSettings } from '../envoy/settings.js'
 export type { FailMode, PolicyEntry, ServiceConfig } from './config.js'
 export { describeConfig, FAIL_MODES, limiterPolicies, loadConfig, parseConfig } from './config.js'
 export type { ClientErrorCode } from './requests.js'

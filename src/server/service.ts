@@ -5,11 +5,16 @@
 // admin.ts) and plumbing.ts is the server around them.
 import { pino } from 'pino'
 import { Registry } from 'prom-client'
+import type { EnvoyContext } from '../envoy/decide.js'
+import { grpcFront } from '../envoy/grpc.js'
+import { InvalidConfigError } from '../errors.js'
 import type { StoreHealthEvent } from '../failover/options.js'
+import { ipMatcher } from '../http/ip.js'
 import type { DecisionListener, Limiter } from '../limiter.js'
 import { createLimiter } from '../limiter.js'
 import { createObservability } from '../metrics/observability.js'
 import { checkKnownKeys, keysOf } from '../options.js'
+import type { Policy } from '../policy.js'
 import { isSyncStore } from '../store.js'
 import type { ServiceConfig } from './config.js'
 import { checkAdminToken, limiterPolicies } from './config.js'
@@ -29,7 +34,12 @@ const OPTION_KEYS = keysOf<ServiceOptions>({
   logger: true,
   adminToken: true,
   observability: true,
+  envoy: true,
+  grpc: true,
 })
+
+/** Distinct per-request override shapes whose limiters are kept (the oldest is dropped beyond). */
+const MAX_OVERRIDE_LIMITERS = 64
 
 /**
  * Create the decision service. Nothing listens until `listen()`.
@@ -50,7 +60,19 @@ export function createService(options: ServiceOptions): Service {
 
   // Observability: subscribed once through `forward`, so it outlives every reload. It sees
   // configured names (`api`, `api.pro`), not the internal ones that carry a shape hash.
-  let displayNames = displayNamesOf(options.config)
+  let envoyRules = options.envoy
+  const grpcListener =
+    options.grpc ??
+    (options.config.grpc.port === undefined
+      ? undefined
+      : { port: options.config.grpc.port, host: options.config.grpc.host })
+  if (grpcListener !== undefined && envoyRules === undefined)
+    throw new InvalidConfigError(
+      'a gRPC port needs Envoy rules: set envoy.config in the config or pass --envoy-config',
+    )
+  const namesOf = (config: ServiceConfig) =>
+    new Map([...displayNamesOf(config), ...(envoyRules?.displayNames ?? [])])
+  let displayNames = namesOf(options.config)
   const observability =
     options.observability === false
       ? undefined
@@ -74,10 +96,14 @@ export function createService(options: ServiceOptions): Service {
     }
   }
 
-  function buildLimiter(next: ServiceConfig): Limiter {
+  // Envoy's limits are policies of the same limiter (same store, metrics, failover as the HTTP API).
+  function buildLimiter(next: ServiceConfig, extra: Readonly<Record<string, Policy>> = {}): Limiter {
+    const envoyPolicies: Record<string, Policy> = {}
+    for (const [name, policy] of Object.entries({ ...envoyRules?.policies, ...extra }))
+      envoyPolicies[name] = { ...policy, onStoreError: next.onStoreError }
     return createLimiter({
       store: handle.store,
-      policies: limiterPolicies(next),
+      policies: { ...limiterPolicies(next), ...envoyPolicies },
       onDecision: forward,
       onStoreHealth,
       // Failover warnings (store failing, recovered) go to the service log, at most one per 10 s.
@@ -118,6 +144,30 @@ export function createService(options: ServiceOptions): Service {
     ctx.dashboardListener === undefined ? undefined : serve(ctx, dashboardRoute, started.http)
   let dashboardAddress: ListeningAddress | undefined
 
+  // Per-request limit overrides (Envoy's descriptor `limit`) need policies of their own: a limiter
+  // with them added, kept per shape until the next reload.
+  let overrideLimiters = new Map<string, Limiter>()
+  let peerTrusted = ipMatcher(options.config.grpc.trustedPeers, 'grpc.trustedPeers')
+  const envoyContext = (): EnvoyContext => ({
+    rules: envoyRules!,
+    peerTrusted: (address) => peerTrusted(address),
+    settings: ctx.config.envoy,
+    limiter: ctx.limiter,
+    limiterWith(extra) {
+      const id = Object.keys(extra).sort().join(',')
+      let limiter = overrideLimiters.get(id)
+      if (limiter === undefined) {
+        limiter = buildLimiter(ctx.config, extra)
+        if (overrideLimiters.size >= MAX_OVERRIDE_LIMITERS)
+          overrideLimiters.delete(overrideLimiters.keys().next().value!)
+        overrideLimiters.set(id, limiter)
+      }
+      return limiter
+    },
+  })
+  const grpc = grpcListener === undefined ? undefined : grpcFront(envoyContext, logger)
+  let grpcAddress: ListeningAddress | undefined
+
   return {
     registry,
     observability,
@@ -133,6 +183,12 @@ export function createService(options: ServiceOptions): Service {
     get dashboardAddress() {
       return dashboardAddress
     },
+    get grpcAddress() {
+      return grpcAddress
+    },
+    get envoy() {
+      return envoyRules
+    },
     async listen(port, host = '127.0.0.1') {
       const address = await front.listen(port, host)
       if (dashboardFront !== undefined && ctx.dashboardListener !== undefined) {
@@ -146,9 +202,17 @@ export function createService(options: ServiceOptions): Service {
           throw error
         }
       }
+      if (grpc !== undefined && grpcListener !== undefined) {
+        try {
+          grpcAddress = await grpc.listen(grpcListener.port, grpcListener.host ?? '127.0.0.1')
+        } catch (error) {
+          await Promise.all([front.shutdown(0), dashboardFront?.shutdown(0)])
+          throw error
+        }
+      }
       return address
     },
-    reload(next) {
+    reload(next, nextEnvoy) {
       const { config } = ctx
       if (next.store !== config.store || next.prefix !== config.prefix) {
         logger.warn(
@@ -161,12 +225,17 @@ export function createService(options: ServiceOptions): Service {
         .map((name) => `http.${name}`)
       if (next.dashboard.host !== started.dashboard.host || next.dashboard.port !== started.dashboard.port)
         restartOnly.push('dashboard.host', 'dashboard.port')
+      if (next.grpc.port !== started.grpc.port || next.grpc.host !== started.grpc.host)
+        restartOnly.push('grpc.port', 'grpc.host')
       if (restartOnly.length > 0)
         logger.warn(
           { settings: restartOnly },
           'these settings take effect on restart; keeping the current ones',
         )
+      if (nextEnvoy !== undefined) envoyRules = nextEnvoy
       const nextLimiter = buildLimiter(next)
+      overrideLimiters = new Map()
+      peerTrusted = ipMatcher(next.grpc.trustedPeers, 'grpc.trustedPeers')
       const kept = [...next.entries.keys()].filter((name) => config.entries.has(name)).length
       ctx.config = next
       ctx.adminToken = options.adminToken ?? next.adminToken
@@ -174,7 +243,7 @@ export function createService(options: ServiceOptions): Service {
       ctx.headerPolicies = policiesForHeaders(next)
       ctx.authzIp = authzIpResolver(next)
       ctx.authzTrusted = authzPeerTrusted(next)
-      displayNames = displayNamesOf(next)
+      displayNames = namesOf(next)
       logger.info({ file: next.file, policies: next.entries.size, keptCounters: kept }, 'config reloaded')
     },
     async close(graceMs = 10_000) {
@@ -182,7 +251,7 @@ export function createService(options: ServiceOptions): Service {
       ctx.closing = true
       // Ends the dashboard's event streams, which would otherwise hold the server open.
       observability?.close()
-      await Promise.all([front.shutdown(graceMs), dashboardFront?.shutdown(graceMs)])
+      await Promise.all([front.shutdown(graceMs), dashboardFront?.shutdown(graceMs), grpc?.shutdown(graceMs)])
       await handle.store.close()
       logger.info('stopped')
     },

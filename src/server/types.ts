@@ -3,6 +3,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
+import type { EnvoyRules } from '../envoy/config.js'
 import type { DecisionListener, Limiter } from '../limiter.js'
 import type { Observability, ObservabilityOptions } from '../metrics/observability.js'
 import type { ResolvedPolicy } from '../policy.js'
@@ -31,6 +32,13 @@ export interface ServiceOptions {
    * registry and path are the service's). `false`: serve only the registry on /metrics, no dashboard.
    */
   observability?: false | Omit<ObservabilityOptions, 'limiter' | 'registry' | 'dashboardPath'>
+  /**
+   * The Envoy rate limit rules (`loadEnvoyConfig`) the gRPC listener answers from; their limits are
+   * policies of the same limiter, store and metrics as the HTTP API.
+   */
+  envoy?: EnvoyRules
+  /** The gRPC listener for Envoy; overrides the config's `grpc:` (needs `envoy`). */
+  grpc?: { port: number; host?: string }
 }
 
 export interface ListeningAddress {
@@ -67,12 +75,17 @@ export interface Service {
   listen(port: number, host?: string): Promise<ListeningAddress>
   /** Where the dashboard's own listener listens, once `listen()` resolved; undefined without `dashboard.port`. */
   readonly dashboardAddress: ListeningAddress | undefined
+  /** Where the gRPC listener for Envoy listens (`host:port`), once `listen()` resolved; else undefined. */
+  readonly grpcAddress: ListeningAddress | undefined
+  /** The Envoy rules in force (changes on reload), or undefined. */
+  readonly envoy: EnvoyRules | undefined
   /**
-   * Swap in a new, already validated config: counters of policies whose algorithm and window did not
-   * change are kept (same store, same internal names). `store` and `prefix` changes need a restart.
+   * Swap in a new, already validated config (and Envoy rules, when given): counters of policies whose
+   * algorithm and window did not change are kept (same store, same internal names). `store`,
+   * `prefix` and the listeners' ports need a restart.
    */
-  reload(config: ServiceConfig): void
-  /** Stop accepting, finish in-flight requests (up to `graceMs`), then close the store. */
+  reload(config: ServiceConfig, envoy?: EnvoyRules): void
+  /** Stop accepting (HTTP and gRPC), finish in-flight requests (up to `graceMs`), then close the store. */
   close(graceMs?: number): Promise<void>
 }
 

@@ -1,0 +1,331 @@
+// One ShouldRateLimit call: validate the request (bounded, typed errors), match each descriptor to
+// the most specific configured entry, charge the limiter, and build Envoy's answer.
+import { createHash } from 'node:crypto'
+import type { Check, Decision, Limiter } from '../limiter.js'
+import type { Policy } from '../policy.js'
+import { resolvePolicy } from '../policy.js'
+import type { EnvoyLevel, EnvoyLimit, EnvoyNode, EnvoyRules, Unit } from './config.js'
+import { UNITS } from './config.js'
+import type { EnvoySettings } from './settings.js'
+
+/** Request bounds: what one Envoy call may carry (docs/envoy.md, "Bounds"). */
+export const BOUNDS = {
+  domainBytes: 255,
+  descriptors: 64,
+  entries: 16,
+  keyBytes: 256,
+  valueBytes: 1024,
+  hitsAddend: 1_000_000,
+} as const
+
+/** gRPC status codes this service answers with (grpc-js `status`). */
+export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, UNAVAILABLE: 14 } as const
+
+/** A request refused with a gRPC status and a message saying what to send instead. */
+export class EnvoyRequestError extends Error {
+  constructor(
+    readonly grpcCode: (typeof GRPC)[keyof typeof GRPC],
+    message: string,
+  ) {
+    super(message)
+    this.name = 'EnvoyRequestError'
+  }
+}
+
+export interface WireEntry {
+  key: string
+  value: string
+}
+export interface WireDescriptor {
+  entries: WireEntry[]
+  limit?: { requests_per_unit: number; unit: string } | null
+}
+export interface WireRequest {
+  domain: string
+  descriptors: WireDescriptor[]
+  hits_addend: number
+}
+
+type Code = 'OK' | 'OVER_LIMIT'
+export interface WireStatus {
+  code: Code
+  current_limit?: { name: string; requests_per_unit: number; unit: string }
+  limit_remaining: number
+  duration_until_reset?: { seconds: number; nanos: number }
+}
+export interface WireResponse {
+  overall_code: Code
+  statuses: WireStatus[]
+  response_headers_to_add: { key: string; value: string }[]
+}
+
+/** What the decision needs from the service: the limiter in force, and one for override policies. */
+export interface EnvoyContext {
+  readonly rules: EnvoyRules
+  readonly settings: EnvoySettings
+  readonly limiter: Limiter
+  /** Whether a call from this peer address is answered (grpc.trustedPeers). */
+  peerTrusted(address: string | undefined): boolean
+  /** A limiter holding the configured policies and these extra ones (per-request overrides). */
+  limiterWith(extra: Readonly<Record<string, Policy>>): Limiter
+}
+
+// Invalid UTF-8 arrives as U+FFFD (protobuf strings are UTF-8); NUL would end a C string in a log.
+const holdsNulOrInvalid = (text: string) => text.includes('\u0000') || text.includes('\ufffd')
+
+function checkText(what: string, text: unknown, max: number): string {
+  if (typeof text !== 'string' || text === '')
+    throw new EnvoyRequestError(
+      GRPC.INVALID_ARGUMENT,
+      `${what} is empty; every entry needs a key and a value`,
+    )
+  if (text.length > max && Buffer.byteLength(text) > max)
+    throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `${what} is over ${max} bytes`)
+  if (holdsNulOrInvalid(text))
+    throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `${what} holds a NUL or invalid UTF-8`)
+  return text
+}
+
+/** The request's shape checked against BOUNDS; throws EnvoyRequestError (INVALID_ARGUMENT). */
+export function checkRequest(request: WireRequest): number {
+  const { domain, descriptors } = request
+  if (typeof domain !== 'string' || domain === '')
+    throw new EnvoyRequestError(
+      GRPC.INVALID_ARGUMENT,
+      'domain is empty; Envoy sends the domain of its rate limit filter',
+    )
+  if (Buffer.byteLength(domain) > BOUNDS.domainBytes)
+    throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `domain is over ${BOUNDS.domainBytes} bytes`)
+  if (!Array.isArray(descriptors) || descriptors.length === 0)
+    throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, 'no descriptors; send at least one')
+  if (descriptors.length > BOUNDS.descriptors)
+    throw new EnvoyRequestError(
+      GRPC.INVALID_ARGUMENT,
+      `${descriptors.length} descriptors; at most ${BOUNDS.descriptors} per request`,
+    )
+  descriptors.forEach((d, i) => {
+    if (d.entries.length === 0)
+      throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `descriptors[${i}] has no entries`)
+    if (d.entries.length > BOUNDS.entries)
+      throw new EnvoyRequestError(
+        GRPC.INVALID_ARGUMENT,
+        `descriptors[${i}] has ${d.entries.length} entries; at most ${BOUNDS.entries}`,
+      )
+    d.entries.forEach((e, j) => {
+      checkText(`descriptors[${i}].entries[${j}].key`, e.key, BOUNDS.keyBytes)
+      checkText(`descriptors[${i}].entries[${j}].value`, e.value, BOUNDS.valueBytes)
+    })
+  })
+  const hits = request.hits_addend === 0 ? 1 : request.hits_addend
+  if (!Number.isSafeInteger(hits) || hits < 1 || hits > BOUNDS.hitsAddend)
+    throw new EnvoyRequestError(
+      GRPC.INVALID_ARGUMENT,
+      `hits_addend ${request.hits_addend} is over ${BOUNDS.hitsAddend}`,
+    )
+  return hits
+}
+
+interface Matched {
+  node: EnvoyNode
+  /** `k=v|k=v` with the request's values (a share_threshold wildcard's pattern instead). */
+  key: string
+}
+
+/** The most specific entry for the descriptor: exact value, then wildcard, then key-only, per level. */
+export function match(level: EnvoyLevel, entries: readonly WireEntry[]): Matched | undefined {
+  let current = level
+  let node: EnvoyNode | undefined
+  const parts: string[] = []
+  for (const { key, value } of entries) {
+    node =
+      current.exact.get(`${key}\u0000${value}`) ??
+      current.wildcards.get(key)?.find((n) => n.wildcard!.test(value)) ??
+      current.keyOnly.get(key)
+    if (node === undefined) return undefined
+    parts.push(`${key}=${node.shareThreshold && node.wildcard !== undefined ? node.value : value}`)
+    current = node.children
+  }
+  return node === undefined ? undefined : { node, key: parts.join('|') }
+}
+
+/** A long key is stored by its hash (keys are bounded in the store, not only here). */
+function storeKey(domain: string, key: string): string {
+  const full = `${domain}|${key}`
+  return full.length <= 512 ? full : `sha256:${createHash('sha256').update(full).digest('hex')}`
+}
+
+const UNIT_OF_WIRE: Record<string, Unit> = { SECOND: 'second', MINUTE: 'minute', HOUR: 'hour', DAY: 'day' }
+
+/** What one descriptor is checked against, before the store is asked. */
+type Plan =
+  | { kind: 'none' }
+  | { kind: 'ban'; limit: EnvoyLimit; shadow: boolean }
+  | { kind: 'check'; limit: EnvoyLimit; check: Check; shadow: boolean }
+
+function durationOf(ms: number): { seconds: number; nanos: number } {
+  const whole = Math.max(0, Math.ceil(ms))
+  return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 }
+}
+
+function currentLimit(limit: EnvoyLimit) {
+  return {
+    name: limit.name,
+    requests_per_unit: limit.requestsPerUnit,
+    unit: limit.unit === undefined ? 'UNKNOWN' : limit.unit.toUpperCase(),
+  }
+}
+
+/** The limit a per-request override asks for, as a policy of its own (`envoy.o.<shape>`). */
+function overrideLimit(
+  override: NonNullable<WireDescriptor['limit']>,
+  base: EnvoyLimit | undefined,
+  index: number,
+): { limit: EnvoyLimit; policy: Policy } {
+  const unit = UNIT_OF_WIRE[override.unit]
+  if (unit === undefined || override.requests_per_unit < 1)
+    throw new EnvoyRequestError(
+      GRPC.INVALID_ARGUMENT,
+      `descriptors[${index}].limit needs requests_per_unit >= 1 and unit SECOND, MINUTE, HOUR or DAY`,
+    )
+  const algorithm = base?.algorithm ?? 'fixed-window'
+  const windowMs = UNITS[unit]
+  const policy = { algorithm, limit: override.requests_per_unit, window: windowMs } as Policy
+  const policyName = `envoy.o.${createHash('sha1').update(`${algorithm}|${policy.limit}|${windowMs}`).digest('hex').slice(0, 10)}`
+  let capacity: number
+  try {
+    capacity = resolvePolicy(policyName, policy).capacity
+  } catch (error) {
+    throw new EnvoyRequestError(
+      GRPC.INVALID_ARGUMENT,
+      `descriptors[${index}].limit cannot be used: ${(error as Error).message}`,
+    )
+  }
+  return {
+    policy,
+    limit: {
+      name: base?.name ?? 'override',
+      policyName,
+      policy,
+      unlimited: false,
+      requestsPerUnit: override.requests_per_unit,
+      unit,
+      algorithm,
+      windowMs,
+      capacity,
+      replaces: [],
+    },
+  }
+}
+
+function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
+  const level = ctx.rules.domains.get(request.domain)
+  if (level === undefined)
+    throw new EnvoyRequestError(
+      GRPC.NOT_FOUND,
+      `unknown domain ${JSON.stringify(request.domain.slice(0, 64))}; configured: ${[...ctx.rules.domains.keys()].join(', ')}`,
+    )
+  const extra: Record<string, Policy> = {}
+  const matched = request.descriptors.map((d, i) => {
+    const m = match(level, d.entries)
+    const node = m?.node
+    const key = m?.key ?? d.entries.map((e) => `${e.key}=${e.value}`).join('|')
+    let limit = node?.limit
+    if (d.limit != null) {
+      const o = overrideLimit(d.limit, limit, i)
+      extra[o.limit.policyName!] = o.policy
+      limit = o.limit
+      return { limit, key: `override|${key}`, shadow: node?.shadowMode ?? false }
+    }
+    return { limit, key, shadow: node?.shadowMode ?? false }
+  })
+  // A limit another applicable limit replaces does not apply (envoyproxy/ratelimit's `replaces`).
+  const replaced = new Set(matched.flatMap((m) => m.limit?.replaces ?? []))
+  const plans = matched.map(({ limit, key, shadow }, i): Plan => {
+    if (limit === undefined || limit.unlimited || replaced.has(limit.name)) return { kind: 'none' }
+    if (limit.policyName === undefined) return { kind: 'ban', limit, shadow }
+    if (hits > limit.capacity)
+      throw new EnvoyRequestError(
+        GRPC.INVALID_ARGUMENT,
+        `hits_addend ${hits} can never be admitted by descriptors[${i}] (limit ${limit.name}: ${limit.capacity})`,
+      )
+    return {
+      kind: 'check',
+      limit,
+      shadow,
+      check: { policy: limit.policyName, key: storeKey(request.domain, key), cost: hits },
+    }
+  })
+  return { plans, extra }
+}
+
+/** Decide checks one by one (shadowed ones, or `charge: every`). */
+function each(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
+  return Promise.all(checks.map((c) => limiter.consume(c.policy, c.key, { cost: c.cost ?? 1 })))
+}
+
+/** Answer a validated ShouldRateLimit request. Throws EnvoyRequestError for what it refuses. */
+export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): Promise<WireResponse> {
+  const hits = checkRequest(request)
+  const { plans, extra } = plan(ctx, request, hits)
+  const limiter = Object.keys(extra).length === 0 ? ctx.limiter : ctx.limiterWith(extra)
+  const enforced: number[] = []
+  const shadowed: number[] = []
+  plans.forEach((p, i) => {
+    if (p.kind === 'check') (p.shadow ? shadowed : enforced).push(i)
+  })
+  const checkAt = (i: number) => (plans[i] as Extract<Plan, { kind: 'check' }>).check
+  const decisions = new Map<number, Decision>()
+  const enforcedChecks = enforced.map(checkAt)
+  const [main, shadow] = await Promise.all([
+    enforcedChecks.length === 0
+      ? []
+      : enforcedChecks.length === 1 || ctx.settings.charge === 'every'
+        ? each(limiter, enforcedChecks)
+        : limiter.consume(enforcedChecks).then((d) => d.results),
+    each(limiter, shadowed.map(checkAt)),
+  ])
+  for (const [n, i] of enforced.entries()) decisions.set(i, main[n]!)
+  for (const [n, i] of shadowed.entries()) decisions.set(i, shadow[n]!)
+  for (const d of decisions.values())
+    if (d.reason === 'store_unavailable')
+      throw new EnvoyRequestError(
+        GRPC.UNAVAILABLE,
+        "the store did not answer; Envoy's failure_mode_deny decides this request",
+      )
+
+  let over = false
+  let tightest: { status: WireStatus; resetMs: number } | undefined
+  const statuses = plans.map((p, i): WireStatus => {
+    if (p.kind === 'none') return { code: 'OK', limit_remaining: 0 }
+    if (p.kind === 'ban') {
+      if (!p.shadow) over = true
+      return {
+        code: p.shadow ? 'OK' : 'OVER_LIMIT',
+        current_limit: currentLimit(p.limit),
+        limit_remaining: 0,
+      }
+    }
+    const d = decisions.get(i)!
+    const denied = !d.allowed
+    if (denied && !p.shadow) over = true
+    const resetMs = denied ? d.retryAfterMs : d.resetMs
+    const status: WireStatus = {
+      code: denied && !p.shadow ? 'OVER_LIMIT' : 'OK',
+      current_limit: currentLimit(p.limit),
+      limit_remaining: d.remaining,
+      duration_until_reset: durationOf(resetMs),
+    }
+    if (tightest === undefined || d.remaining < tightest.status.limit_remaining)
+      tightest = { status, resetMs }
+    return status
+  })
+  const response_headers_to_add: WireResponse['response_headers_to_add'] = []
+  if (ctx.settings.responseHeaders && tightest !== undefined) {
+    response_headers_to_add.push(
+      { key: 'RateLimit-Limit', value: String(tightest.status.current_limit!.requests_per_unit) },
+      { key: 'RateLimit-Remaining', value: String(tightest.status.limit_remaining) },
+      { key: 'RateLimit-Reset', value: String(Math.ceil(tightest.resetMs / 1000)) },
+    )
+  }
+  return { overall_code: over ? 'OVER_LIMIT' : 'OK', statuses, response_headers_to_add }
+}

@@ -1,0 +1,78 @@
+// Shared pieces of the Envoy tests: the envoyproxy/ratelimit fixtures beside the clone, and a gRPC
+// client built from Sluice's rls.proto (what Envoy sends, field numbers included).
+import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
+import type { ServiceError } from '@grpc/grpc-js'
+import { credentials, loadPackageDefinition } from '@grpc/grpc-js'
+import { loadSync } from '@grpc/proto-loader'
+import { PROTO_OPTIONS, rlsProtoPath } from '../../src/envoy/grpc.js'
+
+/** `<repo>/../shared/envoy-ratelimit`: CI puts shared/ beside the clone. */
+export const FIXTURES = resolve(import.meta.dirname, '..', '..', '..', 'shared', 'envoy-ratelimit')
+if (!existsSync(FIXTURES))
+  throw new Error(`the envoyproxy/ratelimit fixtures are not at ${FIXTURES}: put shared/ beside the clone`)
+
+export interface Entry {
+  key: string
+  value: string
+}
+export interface RlsRequest {
+  domain: string
+  descriptors: { entries: Entry[]; limit?: { requests_per_unit: number; unit: string } }[]
+  hits_addend?: number
+}
+export interface RlsStatus {
+  code: 'OK' | 'OVER_LIMIT' | 'UNKNOWN'
+  current_limit: { name: string; requests_per_unit: number; unit: string } | null
+  limit_remaining: number
+  duration_until_reset: { seconds: number; nanos: number } | null
+}
+export interface RlsResponse {
+  overall_code: 'OK' | 'OVER_LIMIT' | 'UNKNOWN'
+  statuses: RlsStatus[]
+  response_headers_to_add: { key: string; value: string }[]
+}
+
+export interface RlsClient {
+  shouldRateLimit(request: RlsRequest): Promise<RlsResponse>
+  /** The call's error (code and details), or fails the test when it answers. */
+  refused(request: RlsRequest): Promise<ServiceError>
+  close(): void
+}
+
+type Unary = (
+  request: RlsRequest,
+  callback: (error: ServiceError | null, response: RlsResponse) => void,
+) => void
+
+/** A client of envoy.service.ratelimit.v3.RateLimitService at `address` (host:port). */
+export function rlsClient(address: string): RlsClient {
+  const pkg = loadPackageDefinition(loadSync(rlsProtoPath(), PROTO_OPTIONS)) as unknown as {
+    envoy: { service: { ratelimit: { v3: { RateLimitService: new (a: string, c: unknown) => unknown } } } }
+  }
+  const Client = pkg.envoy.service.ratelimit.v3.RateLimitService
+  const client = new Client(address, credentials.createInsecure()) as {
+    ShouldRateLimit: Unary
+    close(): void
+  }
+  const call = (request: RlsRequest) =>
+    new Promise<RlsResponse>((resolve, reject) =>
+      client.ShouldRateLimit(request, (error, response) => (error ? reject(error) : resolve(response))),
+    )
+  return {
+    shouldRateLimit: call,
+    refused: (request) =>
+      call(request).then(
+        (response) => {
+          throw new Error(`expected a refusal, got ${JSON.stringify(response)}`)
+        },
+        (error: ServiceError) => error,
+      ),
+    close: () => client.close(),
+  }
+}
+
+/** A descriptor from pairs: d(['key1', 'value1'], ['subkey1', 'x']). */
+export const d = (...pairs: [string, string][]) => ({
+  entries: pairs.map(([key, value]) => ({ key, value })),
+})

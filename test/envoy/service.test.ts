@@ -1,0 +1,353 @@
+// The gRPC service Envoy talks to, through a client built from the proto, against the real service
+// on the memory store and on a real redis-server: matching, counting, the fields Envoy reads,
+// shadow mode, replaces, wildcards, overrides, extensions, tiers, charging modes and headers.
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { afterEach, describe, expect, inject, it } from 'vitest'
+import type { EnvoyRules } from '../../src/envoy/config.js'
+import { loadEnvoyConfig, parseEnvoyConfig } from '../../src/envoy/config.js'
+import { parseConfig } from '../../src/server/config.js'
+import type { Service } from '../../src/server/service.js'
+import { createService } from '../../src/server/service.js'
+import { openStore } from '../../src/server/store-url.js'
+import type { StoreHandle } from '../../src/server/types.js'
+import type { Store } from '../../src/store.js'
+import { memoryStore } from '../../src/stores/memory.js'
+import { startRedis } from '../helpers/redis-harness.js'
+import { quietLogger } from '../service/helpers.js'
+import type { RlsClient } from './helpers.js'
+import { d, FIXTURES, rlsClient } from './helpers.js'
+
+const running: { service: Service; client: RlsClient }[] = []
+afterEach(async () => {
+  for (const r of running.splice(0)) {
+    r.client.close()
+    await r.service.close(500)
+  }
+})
+
+const inline = (text: string): EnvoyRules => parseEnvoyConfig([{ file: 'rules.yaml', text }])
+
+for (const storeKind of ['memory', 'redis'] as const) {
+  describe(`ShouldRateLimit on the ${storeKind} store`, () => {
+    async function start(envoy: EnvoyRules, extraYaml = ''): Promise<RlsClient> {
+      const config = parseConfig(
+        `policies:\n  api: { algorithm: fixed-window, limit: 10, window: 1m }\n${extraYaml}`,
+        'test.yaml',
+      )
+      const store =
+        storeKind === 'memory'
+          ? undefined
+          : await openStore(inject('redis').url, { prefix: `envoy-${randomBytes(4).toString('hex')}` })
+      const service = createService({
+        config,
+        logger: quietLogger,
+        envoy,
+        grpc: { port: 0 },
+        ...(store === undefined ? {} : { store }),
+      })
+      await service.listen(0)
+      const client = rlsClient(service.grpcAddress!.url)
+      running.push({ service, client })
+      return client
+    }
+
+    it('answers the most specific entry of basic_config.yaml with the fields Envoy reads', async () => {
+      const client = await start(await loadEnvoyConfig(join(FIXTURES, 'valid', 'basic_config.yaml')))
+      const first = await client.shouldRateLimit({
+        domain: 'test-domain',
+        descriptors: [d(['key2', 'value2'])],
+      })
+      expect(first.overall_code).toBe('OK')
+      const status = first.statuses[0]!
+      expect(status.code).toBe('OK')
+      expect(status.current_limit).toEqual({
+        name: 'test-domain.key2_value2',
+        requests_per_unit: 30,
+        unit: 'MINUTE',
+      })
+      expect(status.limit_remaining).toBe(29)
+      const resetS = status.duration_until_reset!.seconds + status.duration_until_reset!.nanos / 1e9
+      expect(resetS).toBeGreaterThan(0)
+      expect(resetS).toBeLessThanOrEqual(60)
+      // key2 with another value: the key-only default (20/min), counted per value.
+      const other = await client.shouldRateLimit({ domain: 'test-domain', descriptors: [d(['key2', 'zzz'])] })
+      expect(other.statuses[0]!.current_limit!.requests_per_unit).toBe(20)
+      expect(other.statuses[0]!.limit_remaining).toBe(19)
+      // key2=value3 has no limit (a whitelist), key6 is unlimited, key1 alone has none, nor an unknown key.
+      const free = await client.shouldRateLimit({
+        domain: 'test-domain',
+        descriptors: [d(['key2', 'value3']), d(['key6', 'x']), d(['key1', 'value1']), d(['nope', 'x'])],
+      })
+      expect(free.overall_code).toBe('OK')
+      for (const s of free.statuses) expect(s).toMatchObject({ code: 'OK', current_limit: null })
+      // Nested: key5=value5 then subkey5=subvalue5 -> 25/day (named in rate_limit: key4 has a name).
+      const nested = await client.shouldRateLimit({
+        domain: 'test-domain',
+        descriptors: [d(['key5', 'value5'], ['subkey5', 'subvalue5']), d(['key4', 'a'])],
+      })
+      expect(nested.statuses.map((s) => s.current_limit)).toEqual([
+        { name: 'test-domain.key5_value5.subkey5_subvalue5', requests_per_unit: 25, unit: 'DAY' },
+        { name: 'key4_rate_limit', requests_per_unit: 1, unit: 'DAY' },
+      ])
+    })
+
+    it('counts hits_addend and answers OVER_LIMIT past the limit', async () => {
+      const client = await start(
+        inline(
+          'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n',
+        ),
+      )
+      const req = (hits: number) => ({ domain: 'd', descriptors: [d(['user', 'u1'])], hits_addend: hits })
+      expect((await client.shouldRateLimit(req(3))).statuses[0]!.limit_remaining).toBe(2)
+      expect((await client.shouldRateLimit(req(0))).statuses[0]!.limit_remaining).toBe(1) // 0 means 1
+      const over = await client.shouldRateLimit(req(2))
+      expect(over.overall_code).toBe('OVER_LIMIT')
+      expect(over.statuses[0]!.code).toBe('OVER_LIMIT')
+      expect(over.statuses[0]!.limit_remaining).toBe(1)
+      // Another user has its own counter.
+      const u2 = await client.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'u2'])] })
+      expect(u2.statuses[0]!.limit_remaining).toBe(4)
+    })
+
+    const twoLimits =
+      'domain: d\ndescriptors:\n  - key: tight\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n  - key: wide\n    rate_limit: { unit: hour, requests_per_unit: 10 }\n'
+
+    it('charges no descriptor when one is over (all-or-nothing, the default)', async () => {
+      const client = await start(inline(twoLimits))
+      const both = { domain: 'd', descriptors: [d(['tight', 'a']), d(['wide', 'a'])] }
+      expect((await client.shouldRateLimit(both)).overall_code).toBe('OK')
+      const denied = await client.shouldRateLimit(both)
+      expect(denied.overall_code).toBe('OVER_LIMIT')
+      expect(denied.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OK'])
+      const wide = await client.shouldRateLimit({ domain: 'd', descriptors: [d(['wide', 'a'])] })
+      expect(wide.statuses[0]!.limit_remaining).toBe(8) // charged once, not for the denied request
+    })
+
+    it('charges every descriptor with envoy.charge: every (envoyproxy/ratelimit behaviour)', async () => {
+      const client = await start(inline(twoLimits), 'envoy: { config: unused.yaml, charge: every }\n')
+      const both = { domain: 'd', descriptors: [d(['tight', 'a']), d(['wide', 'a'])] }
+      await client.shouldRateLimit(both)
+      expect((await client.shouldRateLimit(both)).overall_code).toBe('OVER_LIMIT')
+      const wide = await client.shouldRateLimit({ domain: 'd', descriptors: [d(['wide', 'a'])] })
+      expect(wide.statuses[0]!.limit_remaining).toBe(7)
+    })
+
+    it('answers OK in shadow mode while counting, and does not block the other descriptors', async () => {
+      const client = await start(
+        inline(
+          'domain: d\ndescriptors:\n  - key: s\n    shadow_mode: true\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n  - key: w\n    rate_limit: { unit: hour, requests_per_unit: 10 }\n',
+        ),
+      )
+      const req = { domain: 'd', descriptors: [d(['s', 'a']), d(['w', 'a'])] }
+      await client.shouldRateLimit(req)
+      const second = await client.shouldRateLimit(req)
+      expect(second.overall_code).toBe('OK')
+      expect(second.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 0 })
+      expect(second.statuses[1]!.limit_remaining).toBe(8)
+    })
+
+    it('drops a limit another applicable limit replaces (example.yaml)', async () => {
+      const client = await start(await loadEnvoyConfig(join(FIXTURES, 'valid', 'example.yaml')))
+      // foo/bar=bkthomps is the limit named bkthomps (1/min); category=account replaces it.
+      const req = {
+        domain: 'rl',
+        descriptors: [d(['foo', 'x'], ['bar', 'bkthomps']), d(['category', 'account'])],
+      }
+      const first = await client.shouldRateLimit(req)
+      expect(first.statuses[0]).toMatchObject({ code: 'OK', current_limit: null })
+      expect(first.statuses[1]!.current_limit!.requests_per_unit).toBe(4)
+      // Alone, bkthomps applies: one a minute.
+      const alone = { domain: 'rl', descriptors: [d(['foo', 'x'], ['bar', 'bkthomps'])] }
+      expect((await client.shouldRateLimit(alone)).overall_code).toBe('OK')
+      expect((await client.shouldRateLimit(alone)).overall_code).toBe('OVER_LIMIT')
+      // requests_per_unit: 0 (banned_limit) is always over the limit.
+      const banned = await client.shouldRateLimit({
+        domain: 'rl',
+        descriptors: [d(['foo', 'x'], ['bar', 'banned'])],
+      })
+      expect(banned.statuses[0]).toMatchObject({ code: 'OVER_LIMIT', limit_remaining: 0 })
+    })
+
+    it('matches wildcards; share_threshold gives every matching value one counter', async () => {
+      const client = await start(
+        inline(
+          'domain: d\ndescriptors:\n  - key: path\n    value: /api/*\n    share_threshold: true\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n  - key: file\n    value: img*\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n  - key: file\n    value: img1\n    rate_limit: { unit: hour, requests_per_unit: 50 }\n',
+        ),
+      )
+      const one = async (key: string, value: string) =>
+        (await client.shouldRateLimit({ domain: 'd', descriptors: [d([key, value])] })).statuses[0]!
+      expect((await one('path', '/api/a')).limit_remaining).toBe(4)
+      expect((await one('path', '/api/b')).limit_remaining).toBe(3) // shared
+      expect((await one('file', 'img-a')).limit_remaining).toBe(4)
+      expect((await one('file', 'img-b')).limit_remaining).toBe(4) // per value
+      expect((await one('file', 'img1')).current_limit!.requests_per_unit).toBe(50) // exact wins
+      expect((await one('path', '/other')).current_limit).toBeNull()
+    })
+
+    it("applies Envoy's per-request limit override", async () => {
+      const client = await start(
+        inline(
+          'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 100 }\n',
+        ),
+      )
+      const req = {
+        domain: 'd',
+        descriptors: [{ ...d(['user', 'u']), limit: { requests_per_unit: 2, unit: 'MINUTE' } }],
+      }
+      const first = await client.shouldRateLimit(req)
+      expect(first.statuses[0]!.current_limit).toMatchObject({ requests_per_unit: 2, unit: 'MINUTE' })
+      expect(first.statuses[0]!.limit_remaining).toBe(1)
+      await client.shouldRateLimit(req)
+      expect((await client.shouldRateLimit(req)).overall_code).toBe('OVER_LIMIT')
+      // The configured limit is untouched.
+      const plain = await client.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'u'])] })
+      expect(plain.statuses[0]!.limit_remaining).toBe(99)
+    })
+
+    it('uses the algorithm and window a descriptor sets, and tiers through descriptor values', async () => {
+      const client = await start(
+        inline(
+          [
+            'domain: d',
+            'descriptors:',
+            '  - key: plan',
+            '    value: free',
+            '    descriptors:',
+            '      - key: user',
+            '        rate_limit: { algorithm: sliding-window-log, requests_per_unit: 2, window: 5m }',
+            '  - key: plan',
+            '    value: pro',
+            '    descriptors:',
+            '      - key: user',
+            '        rate_limit: { algorithm: token-bucket, requests_per_unit: 10, window: 1m, burst: 4 }',
+            '',
+          ].join('\n'),
+        ),
+      )
+      const as = (plan: string) => ({ domain: 'd', descriptors: [d(['plan', plan], ['user', 'u'])] })
+      const free = await client.shouldRateLimit(as('free'))
+      expect(free.statuses[0]!.current_limit).toMatchObject({ requests_per_unit: 2, unit: 'UNKNOWN' })
+      await client.shouldRateLimit(as('free'))
+      const freeOver = await client.shouldRateLimit(as('free'))
+      expect(freeOver.overall_code).toBe('OVER_LIMIT')
+      // A sliding log denies until the oldest entry leaves: up to 5 minutes.
+      expect(freeOver.statuses[0]!.duration_until_reset!.seconds).toBeGreaterThan(250)
+      // pro: token bucket with a burst of 4, the same user key.
+      const pro = await client.shouldRateLimit(as('pro'))
+      expect(pro.statuses[0]!.limit_remaining).toBe(3)
+    })
+
+    it('adds RateLimit headers to response_headers_to_add with envoy.responseHeaders', async () => {
+      const client = await start(
+        inline(
+          'domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: minute, requests_per_unit: 3 }\n  - key: b\n    rate_limit: { unit: hour, requests_per_unit: 10 }\n',
+        ),
+        'envoy: { config: unused.yaml, responseHeaders: true }\n',
+      )
+      const res = await client.shouldRateLimit({ domain: 'd', descriptors: [d(['a', 'x']), d(['b', 'x'])] })
+      const headers = Object.fromEntries(res.response_headers_to_add.map((h) => [h.key, h.value]))
+      expect(headers['RateLimit-Limit']).toBe('3')
+      expect(headers['RateLimit-Remaining']).toBe('2')
+      expect(Number(headers['RateLimit-Reset'])).toBeGreaterThan(0)
+      expect(Number(headers['RateLimit-Reset'])).toBeLessThanOrEqual(60)
+    })
+  })
+}
+
+describe('lifecycle of the gRPC listener', () => {
+  /** A real memory store answering 40 ms late, so a call is still in flight when close() starts. */
+  function slowStore(): StoreHandle {
+    const inner = memoryStore()
+    const later = () => new Promise((r) => setTimeout(r, 40))
+    const store: Store = {
+      name: 'slow-memory',
+      apply: async (steps, mode) => {
+        await later()
+        return inner.applySync(steps, mode)
+      },
+      refund: (steps) => inner.refund(steps),
+      block: (steps, ms) => inner.block(steps, ms),
+      reset: (steps) => inner.reset(steps),
+      close: () => inner.close(),
+    }
+    return { store, description: 'slow memory', ping: async () => {} }
+  }
+
+  it('finishes an in-flight call on close(), then refuses new ones', async () => {
+    const service = createService({
+      config: parseConfig('policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n', 't.yaml'),
+      logger: quietLogger,
+      store: slowStore(),
+      envoy: inline(
+        'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n',
+      ),
+      grpc: { port: 0 },
+    })
+    await service.listen(0)
+    const client = rlsClient(service.grpcAddress!.url)
+    try {
+      await client.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'warm'])] })
+      const inFlight = client.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'a'])] })
+      await new Promise((r) => setTimeout(r, 10))
+      const closed = service.close(2000)
+      expect((await inFlight).statuses[0]!.limit_remaining).toBe(4)
+      await closed
+      expect((await client.refused({ domain: 'd', descriptors: [d(['user', 'a'])] })).code).toBe(14)
+    } finally {
+      client.close()
+    }
+  })
+
+  it('reload() swaps the Envoy rules, keeping counters of unchanged limits', async () => {
+    const config = parseConfig(
+      'policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n',
+      't.yaml',
+    )
+    const rulesOf = (limit: number, unit = 'hour') =>
+      inline(
+        `domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: ${unit}, requests_per_unit: ${limit} }\n`,
+      )
+    const service = createService({ config, logger: quietLogger, envoy: rulesOf(5), grpc: { port: 0 } })
+    await service.listen(0)
+    const client = rlsClient(service.grpcAddress!.url)
+    running.push({ service, client })
+    const ask = () => client.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'a'])] })
+    await ask()
+    service.reload(config, rulesOf(10))
+    expect((await ask()).statuses[0]).toMatchObject({
+      limit_remaining: 8,
+      current_limit: { requests_per_unit: 10 },
+    })
+    service.reload(config, rulesOf(10, 'minute')) // another window: fresh counters
+    expect((await ask()).statuses[0]!.limit_remaining).toBe(9)
+    // Metrics: the same registry as the HTTP API, under the rule's composite key.
+    const metrics = await service.registry.metrics()
+    expect(metrics).toContain('policy="envoy:d.user"')
+  })
+
+  it('answers UNAVAILABLE when the store fails under onStoreError: closed (Envoy decides)', async () => {
+    const redis = await startRedis()
+    const service = createService({
+      config: parseConfig(
+        'onStoreError: closed\npolicies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n',
+        't.yaml',
+      ),
+      logger: quietLogger,
+      store: await openStore(redis.url, { prefix: 'envoy-down' }),
+      envoy: inline(
+        'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n',
+      ),
+      grpc: { port: 0 },
+    })
+    await service.listen(0)
+    const client = rlsClient(service.grpcAddress!.url)
+    running.push({ service, client })
+    const req = { domain: 'd', descriptors: [d(['user', 'a'])] }
+    expect((await client.shouldRateLimit(req)).overall_code).toBe('OK')
+    await redis.stop()
+    const error = await client.refused(req)
+    expect(error.code).toBe(14)
+    expect(error.details).toMatch(/the store did not answer; Envoy's failure_mode_deny decides/)
+  })
+})
