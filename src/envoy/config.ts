@@ -14,8 +14,18 @@ import { resolvePolicy } from '../policy.js'
 import type { Path } from '../server/config-errors.js'
 import { Locator, toPlain } from '../server/config-errors.js'
 
-/** Envoy's units (envoy.type.v3.RateLimitUnit) and their length. */
-export const UNITS = { second: 1_000, minute: 60_000, hour: 3_600_000, day: 86_400_000 } as const
+/**
+ * Envoy's units (envoy.type.v3.RateLimitUnit) and their length. A month is 30 days and a year 365,
+ * as envoyproxy/ratelimit counts them (fixed windows of that many seconds, not calendar months).
+ */
+export const UNITS = {
+  second: 1_000,
+  minute: 60_000,
+  hour: 3_600_000,
+  day: 86_400_000,
+  month: 30 * 86_400_000,
+  year: 365 * 86_400_000,
+} as const
 export type Unit = keyof typeof UNITS
 
 const RATE_ALGORITHMS: readonly RateAlgorithmName[] = [

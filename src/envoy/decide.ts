@@ -154,7 +154,14 @@ function storeKey(domain: string, key: string): string {
   return full.length <= 512 ? full : `sha256:${createHash('sha256').update(full).digest('hex')}`
 }
 
-const UNIT_OF_WIRE: Record<string, Unit> = { SECOND: 'second', MINUTE: 'minute', HOUR: 'hour', DAY: 'day' }
+const UNIT_OF_WIRE: Record<string, Unit> = {
+  SECOND: 'second',
+  MINUTE: 'minute',
+  HOUR: 'hour',
+  DAY: 'day',
+  MONTH: 'month',
+  YEAR: 'year',
+}
 
 /** What one descriptor is checked against, before the store is asked. */
 type Plan =
@@ -185,7 +192,7 @@ function overrideLimit(
   if (unit === undefined || override.requests_per_unit < 1)
     throw new EnvoyRequestError(
       GRPC.INVALID_ARGUMENT,
-      `descriptors[${index}].limit needs requests_per_unit >= 1 and unit SECOND, MINUTE, HOUR or DAY`,
+      `descriptors[${index}].limit needs requests_per_unit >= 1 and unit SECOND, MINUTE, HOUR, DAY, MONTH or YEAR`,
     )
   const algorithm = base?.algorithm ?? 'fixed-window'
   const windowMs = UNITS[unit]

@@ -73,6 +73,17 @@ describe('envoyproxy/ratelimit fixtures', () => {
 describe('Sluice extensions', () => {
   const load = (text: string) => parseEnvoyConfig([{ file: 'ext.yaml', text }])
 
+  it("reads envoyproxy/ratelimit's month and year units as 30 and 365 days", () => {
+    const rules = load(
+      'domain: d\ndescriptors:\n  - key: m\n    rate_limit: { unit: month, requests_per_unit: 1000 }\n  - key: y\n    rate_limit: { unit: YEAR, requests_per_unit: 100 }\n',
+    )
+    expect(Object.values(rules.policies)).toEqual([
+      { algorithm: 'fixed-window', limit: 1000, window: 30 * 86_400_000 },
+      { algorithm: 'fixed-window', limit: 100, window: 365 * 86_400_000 },
+    ])
+    expect(describeEnvoyConfig(rules)).toContain('m: 1000 per month')
+  })
+
   it('takes algorithm, window and burst in rate_limit', () => {
     const rules = load(
       'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { algorithm: token-bucket, requests_per_unit: 10, window: 5m, burst: 20 }\n',
