@@ -11,6 +11,8 @@ import { clientIpResolver, ipMatcher } from '../http/ip.js'
 import { closest } from '../options.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
+import type { AbuseSettings } from './config-abuse.js'
+import { abuseSchema, resolveAbuse } from './config-abuse.js'
 import type { Path } from './config-errors.js'
 import { dotted, Locator, suggestDuration, toPlain } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
@@ -79,6 +81,8 @@ export interface ServiceConfig {
   readonly http: HttpSettings
   /** The dashboard's token and optional listener of its own (config-http.ts). */
   readonly dashboard: DashboardSettings
+  /** The abuse patterns' window, thresholds and policy kinds (config-abuse.ts). */
+  readonly abuse: AbuseSettings
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -144,6 +148,7 @@ const topSchema = z.strictObject({
     .optional(),
   http: httpSchema,
   dashboard: dashboardSchema,
+  abuse: abuseSchema,
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
@@ -373,6 +378,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
   }
   const http = resolveHttp(loc, top.http)
   const dashboard = resolveDashboard(loc, top.dashboard)
+  const abuse = resolveAbuse(loc, top.abuse, policyNames)
 
   return {
     file,
@@ -395,6 +401,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     },
     http,
     dashboard,
+    abuse,
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined

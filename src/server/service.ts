@@ -13,6 +13,7 @@ import { checkKnownKeys, keysOf } from '../options.js'
 import { isSyncStore } from '../store.js'
 import type { ServiceConfig } from './config.js'
 import { checkAdminToken, limiterPolicies } from './config.js'
+import { abuseOptions } from './config-abuse.js'
 import { authzIpResolver, authzPeerTrusted, displayed, displayNamesOf } from './observe.js'
 import { serve } from './plumbing.js'
 import { policiesForHeaders } from './responses.js'
@@ -30,6 +31,11 @@ const OPTION_KEYS = keysOf<ServiceOptions>({
   adminToken: true,
   observability: true,
 })
+
+/** The abuse settings as one comparable string (a change needs a restart: the windows hold state). */
+function abuseKey(config: ServiceConfig): string {
+  return JSON.stringify(abuseOptions(config.abuse, config.tierNames))
+}
 
 /**
  * Create the decision service. Nothing listens until `listen()`.
@@ -56,6 +62,8 @@ export function createService(options: ServiceOptions): Service {
       ? undefined
       : createObservability({
           ...options.observability,
+          // The config's abuse: section, unless the caller turned the patterns off or tuned them.
+          abuse: options.observability?.abuse ?? abuseOptions(options.config.abuse, options.config.tierNames),
           limiter: {
             subscribe: (listener) => subscribe((event) => listener(displayed(event, displayNames))),
           },
@@ -161,6 +169,7 @@ export function createService(options: ServiceOptions): Service {
         .map((name) => `http.${name}`)
       if (next.dashboard.host !== started.dashboard.host || next.dashboard.port !== started.dashboard.port)
         restartOnly.push('dashboard.host', 'dashboard.port')
+      if (abuseKey(next) !== abuseKey(started)) restartOnly.push('abuse')
       if (restartOnly.length > 0)
         logger.warn(
           { settings: restartOnly },
