@@ -119,7 +119,7 @@ class PatternWindow {
     this.ring = new Array<Bucket | undefined>(buckets).fill(undefined)
   }
 
-  add(now: number, key: string, value: number, network: number, denied: boolean): void {
+  add(now: number, key: string, value: number, network: number, decisions: number, denied: number): void {
     const start = now - (now % this.bucketMs)
     const index = Math.floor(start / this.bucketMs) % this.ring.length
     let bucket = this.ring[index]
@@ -141,8 +141,8 @@ class PatternWindow {
     }
     tracked.distinct.add(value)
     tracked.networks?.add(network)
-    tracked.decisions++
-    if (denied) tracked.denied++
+    tracked.decisions += decisions
+    tracked.denied += denied
   }
 
   live(now: number): Bucket[] {
@@ -324,12 +324,23 @@ export class AbuseDetector {
     return undefined
   }
 
-  /** Count one (address, identity) pair seen at `now`; `denied` when the decision denied. */
-  record(now: number, address: string, identity: string, denied: boolean): void {
+  /**
+   * Count an (address, identity) pair seen at `now`: `decisions` decisions carried it (default 1),
+   * `denied` of them denied (a boolean counts as 1 or 0).
+   */
+  record(now: number, address: string, identity: string, denied: boolean | number, decisions = 1): void {
     // An unknown address is many clients at once, never one: it would always look like abuse.
     if (address === 'ip:unknown' || address === '' || identity === '') return
-    this.windows.identitiesPerAddress.add(now, address, fnv1a(identity), 0, denied)
-    this.windows.addressesPerIdentity.add(now, identity, fnv1a(address), fnv1a(networkOf(address)), denied)
+    const deniedCount = typeof denied === 'number' ? denied : denied ? 1 : 0
+    this.windows.identitiesPerAddress.add(now, address, fnv1a(identity), 0, decisions, deniedCount)
+    this.windows.addressesPerIdentity.add(
+      now,
+      identity,
+      fnv1a(address),
+      fnv1a(networkOf(address)),
+      decisions,
+      deniedCount,
+    )
     this.touched.identitiesPerAddress.add(address)
     this.touched.addressesPerIdentity.add(identity)
   }

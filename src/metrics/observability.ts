@@ -187,8 +187,10 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   // clock is read per decision. Time is resolved to the flush, i.e. to within `flushMs`.
   let batch = new Map<string, Batch>()
   let batchKeys = 0
-  // (address, identity, denied) triples seen since the last flush, flat: no object per decision.
-  let pairs: (string | boolean)[] = []
+  // (address, identity) pairs since the last flush, by address then identity: a repeated pair is
+  // two Map lookups and no hashing; the sketches see each pair once per batch, with its weights.
+  let pairs = new Map<string, Map<string, { n: number; denied: number }>>()
+  let batchPairs = 0
 
   function count(policy: string, key: string, outcome: Outcome, allowed: boolean): void {
     let b = batch.get(policy)
@@ -209,12 +211,13 @@ export function createObservability(options: ObservabilityOptions): Observabilit
 
   /** Apply the pending batch now (a timer does it every `flushMs`). */
   function flush(): void {
-    if (pairs.length > 0 && abuse !== undefined) {
+    if (batchPairs > 0 && abuse !== undefined) {
       const at = now()
       const pending = pairs
-      pairs = []
-      for (let i = 0; i < pending.length; i += 3)
-        abuse.record(at, pending[i] as string, pending[i + 1] as string, pending[i + 2] as boolean)
+      pairs = new Map()
+      batchPairs = 0
+      for (const [address, identities] of pending)
+        for (const [identity, { n, denied }] of identities) abuse.record(at, address, identity, denied, n)
       abuse.check(at)
     }
     if (batch.size === 0) return
@@ -251,8 +254,19 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   }
 
   function pair(address: string, identity: string, denied: boolean): void {
-    pairs.push(address, identity, denied)
-    if (pairs.length >= 3 * MAX_BATCH_KEYS) flush()
+    let identities = pairs.get(address)
+    if (identities === undefined) {
+      identities = new Map()
+      pairs.set(address, identities)
+    }
+    const counter = identities.get(identity)
+    if (counter !== undefined) {
+      counter.n++
+      if (denied) counter.denied++
+    } else {
+      identities.set(identity, { n: 1, denied: denied ? 1 : 0 })
+      if (++batchPairs >= MAX_BATCH_KEYS) flush()
+    }
   }
 
   /** The address and identity layers of a layered decision, as pairs for the abuse patterns. */
