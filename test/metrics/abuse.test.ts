@@ -1,6 +1,9 @@
 // Abuse patterns on a synthetic attack trace, through a real limiter's layered decisions: 200
 // accounts behind one address, one account over 500 addresses, 10,000 benign sources around them.
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
+import { withSluice } from '../../src/adapters/node.js'
 import { InvalidOptionsError } from '../../src/errors.js'
 import { hashedApiKey } from '../../src/http/keys.js'
 import { createLimiter } from '../../src/limiter.js'
@@ -228,5 +231,57 @@ describe('abuse patterns from layered decisions', () => {
     expect(() =>
       createObservability({ limiter: createLimiter({ policies }), abuse: { window: 1 } as never }),
     ).toThrow(/windowMs/)
+  })
+
+  it('reads the HTTP core keys as they are made: ip: addresses, user: and apikey: identities', async () => {
+    const limiter = createLimiter({
+      policies: { ...policies, perKey: { algorithm: 'fixed-window', limit: 1_000_000, window: '1h' } },
+    })
+    obs = createObservability({ limiter, abuse: { identitiesPerAddress: 10, addressesPerIdentity: 10 } })
+    const server = createServer(
+      withSluice(
+        {
+          limiter,
+          trustProxy: ['loopback'],
+          proxyHeader: 'x-real-ip',
+          user: (r) => r.header('x-user'),
+          rules: [
+            { policy: 'perIp', key: 'ip' },
+            { policy: 'perUser', key: 'user' },
+            { policy: 'perKey', key: 'apiKey' },
+          ],
+        },
+        (_req, res) => res.end('ok'),
+      ),
+    )
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`
+    try {
+      // 12 users behind one IPv6 /64 (different addresses in it); one API key from 12 IPv4 addresses.
+      for (let i = 0; i < 12; i++)
+        await (
+          await fetch(url, { headers: { 'x-real-ip': `2001:db8:5:6::${i + 1}`, 'x-user': `u${i}` } })
+        ).text()
+      for (let i = 0; i < 12; i++)
+        await (
+          await fetch(url, { headers: { 'x-real-ip': `198.51.${i}.10`, 'x-api-key': 'sk_test_http' } })
+        ).text()
+    } finally {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+    const report = obs.abuse()!
+    expect(report.identitiesPerAddress[0]).toMatchObject({
+      key: 'ip:2001:db8:5:6::/64',
+      distinct: 12,
+      flagged: true,
+    })
+    expect(report.addressesPerIdentity[0]).toMatchObject({
+      key: hashedApiKey('sk_test_http'),
+      distinct: 12,
+      networks: 12,
+      flagged: true,
+    })
+    expect(report.alerts).toHaveLength(2)
   })
 })
