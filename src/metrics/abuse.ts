@@ -84,6 +84,14 @@ export interface AbuseReport {
   addressesPerIdentity: AbuseEntry[]
   /** Recent alerts, newest first. */
   alerts: AbuseAlert[]
+  /** Keys held now over both patterns and buckets, their bound, and the most sketch bytes they can hold. */
+  memory: AbuseMemory
+}
+
+export interface AbuseMemory {
+  trackedKeys: number
+  maxTrackedKeys: number
+  maxSketchBytes: number
 }
 
 interface Tracked {
@@ -91,6 +99,8 @@ interface Tracked {
   networks: DistinctSketch | undefined
   decisions: number
   denied: number
+  /** When it was last fed (the window's add counter): ties in eviction go least recent first. */
+  touched: number
 }
 
 interface Bucket {
@@ -108,6 +118,7 @@ interface Totals {
 /** One pattern's ring of bucket tables. */
 class PatternWindow {
   private readonly ring: (Bucket | undefined)[]
+  private adds = 0
 
   constructor(
     readonly windowMs: number,
@@ -136,11 +147,13 @@ class PatternWindow {
         networks: this.withNetworks ? new DistinctSketch() : undefined,
         decisions: 0,
         denied: 0,
+        touched: 0,
       }
       bucket.keys.set(key, tracked)
     }
     tracked.distinct.add(value)
     tracked.networks?.add(network)
+    tracked.touched = ++this.adds
     tracked.decisions += decisions
     tracked.denied += denied
   }
@@ -206,9 +219,15 @@ class PatternWindow {
   }
 }
 
-/** Drop the quarter of a full table with the fewest distinct partners (amortised O(log n) a key). */
+/**
+ * Drop the quarter of a full table with the fewest distinct partners, least recently fed first among
+ * equals (amortised O(log n) a key). A key fed again keeps its place against one-off keys that
+ * arrived before that, so a flood of one-off keys cannot wash out a returning key by its age alone.
+ */
 function evictSmallest(keys: Map<string, Tracked>): void {
-  const order = [...keys].sort((a, b) => a[1].distinct.count() - b[1].distinct.count())
+  const order = [...keys].sort(
+    (a, b) => a[1].distinct.count() - b[1].distinct.count() || a[1].touched - b[1].touched,
+  )
   const drop = Math.max(1, Math.floor(order.length / 4))
   for (let i = 0; i < drop; i++) keys.delete(order[i]![0])
 }
@@ -407,6 +426,7 @@ export class AbuseDetector {
       identitiesPerAddress: entries('identitiesPerAddress'),
       addressesPerIdentity: entries('addressesPerIdentity'),
       alerts: [...this.recentAlerts].reverse(),
+      memory: this.memory(),
     }
   }
 
@@ -418,7 +438,7 @@ export class AbuseDetector {
   }
 
   /** Keys held now over both patterns, and the most sketch bytes they can hold (the memory bound). */
-  memory(): { trackedKeys: number; maxTrackedKeys: number; maxSketchBytes: number } {
+  memory(): AbuseMemory {
     const trackedKeys =
       this.windows.identitiesPerAddress.trackedKeys() + this.windows.addressesPerIdentity.trackedKeys()
     const maxTrackedKeys = 2 * this.buckets * this.capacity

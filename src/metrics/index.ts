@@ -6,6 +6,7 @@ export type {
   AbuseAlert,
   AbuseEntry,
   AbuseKeyKind,
+  AbuseMemory,
   AbuseOptions,
   AbusePattern,
   AbuseReport,

@@ -175,6 +175,18 @@ describe('abuse patterns from layered decisions', () => {
     expect(Math.abs(top!.distinct - 60) / 60).toBeLessThanOrEqual(TOLERANCE)
   })
 
+  it('a full table drops the least recently fed of its smallest keys, not the oldest', () => {
+    const d = new AbuseDetector({ capacity: 4 })
+    const t = 9_000_000
+    for (const key of ['a', 'b', 'c', 'd']) d.record(t, `ip:192.0.2.${key.charCodeAt(0)}`, 'user:1', false)
+    d.record(t, 'ip:192.0.2.97', 'user:1', false) // a again, same partner: its count stays 1
+    d.record(t, 'ip:192.0.2.101', 'user:1', false) // e: the table is full, one key goes (b, not a)
+    d.record(t, 'ip:192.0.2.97', 'user:2', false)
+    const a = d.report(t).identitiesPerAddress.find((e) => e.key === 'ip:192.0.2.97')
+    expect(a).toMatchObject({ distinct: 2, decisions: 3 })
+    expect(d.report(t).identitiesPerAddress.map((e) => e.key)).not.toContain('ip:192.0.2.98')
+  })
+
   it('reads kinds from configured policies, API keys only as fingerprints, peeks not counted', async () => {
     let clock = 2_000_000
     const limiter = createLimiter({
