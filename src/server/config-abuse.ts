@@ -52,6 +52,11 @@ export function resolveAbuse(loc: Locator, input: AbuseInput, policyNames: reado
       const message = error instanceof SluiceError ? error.message : String(error)
       throw loc.error(['abuse', 'window'], message, error)
     }
+    if (windowMs < 1000)
+      throw loc.error(
+        ['abuse', 'window'],
+        `abuse.window: ${windowMs}ms is too short; use at least 1s, e.g. 5m`,
+      )
   }
   const policies = new Map<string, AbuseKeyKind>()
   for (const [name, kind] of Object.entries(input?.policies ?? {})) {

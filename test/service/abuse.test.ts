@@ -154,6 +154,8 @@ abuse: { addressesPerIdentity: 25 }
     const base = 'policies:\n  per-ip: { algorithm: fixed-window, limit: 5, window: 1m }\n'
     const bad: [string, RegExp][] = [
       ['abuse: { window: soon }', /abuse\.window/],
+      ['abuse: { window: 0 }', /abuse\.window: 0 is not/],
+      ['abuse: { window: 10ms }', /abuse\.window: 10ms is too short/],
       ['abuse: { identitiesPerAddress: 0 }', /abuse\.identitiesPerAddress.*at least 1/],
       ['abuse: { addressesPerIdentity: 2.5 }', /abuse\.addressesPerIdentity/],
       ['abuse: { policies: { per-iq: address } }', /no policy named per-iq \(did you mean per-ip\?\)/],
