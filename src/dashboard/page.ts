@@ -126,11 +126,11 @@ function renderAbuse(a) {
   const row = (e, ...cells) => el('tr', { class: e.flagged ? 'flagged' : '', 'data-key': e.fingerprint ?? e.key },
     el('td', { class: 'key', title: e.fingerprint ?? e.key }, e.fingerprint ?? e.key), ...cells);
   fill($('abuse-addresses'), a.identitiesPerAddress.map((e) => row(e,
-    el('td', { class: 'distinct' }, e.distinct), el('td', {}, e.decisions), el('td', { class: 'denied-count' }, e.denied))),
+    el('td', { class: 'distinct' }, e.distinct), el('td', { class: 'decisions' }, e.decisions), el('td', { class: 'denied-count' }, e.denied))),
     'no address with several identities', 4);
   fill($('abuse-identities'), a.addressesPerIdentity.map((e) => row(e,
     el('td', { class: 'distinct' }, e.distinct), el('td', { class: 'networks' }, e.networks ?? '–'),
-    el('td', {}, e.decisions), el('td', { class: 'denied-count' }, e.denied))),
+    el('td', { class: 'decisions' }, e.decisions), el('td', { class: 'denied-count' }, e.denied))),
     'no identity on several addresses', 5);
   fill($('abuse-alerts'), a.alerts.map((al) => el('tr', { 'data-pattern': al.pattern },
     el('td', {}, new Date(al.at).toLocaleTimeString()), el('td', { class: 'l' }, PATTERN[al.pattern] ?? al.pattern),

@@ -191,12 +191,15 @@ describe('dashboard in headless Chromium', () => {
     const fingerprint = `apikey:${hashedApiKey(secret).slice(7, 15)}…`
     const address = '#abuse-addresses tr:first-child'
     await expect.poll(() => text(`${address} td.key`), { timeout: 5000 }).toBe('ip:198.51.100.7')
+    // Snapshots are pushed every 200 ms: wait for the one that holds every request.
+    await expect.poll(() => num(`${address} td.decisions`), { timeout: 5000 }).toBe(25)
     expect(await num(`${address} td.distinct`)).toBe(25)
     expect(await page.locator(address).getAttribute('class')).toBe('flagged')
     expect(await text('#abuse-addresses-note')).toBe('alert at ≥ 20 in 5 min')
 
     const identity = '#abuse-identities tr:first-child'
     await expect.poll(() => text(`${identity} td.key`), { timeout: 5000 }).toBe(fingerprint)
+    await expect.poll(() => num(`${identity} td.decisions`), { timeout: 5000 }).toBe(40)
     // 40 is past the exact range: a HyperLogLog estimate within 3 standard errors (4.6% each).
     expect(Math.abs((await num(`${identity} td.distinct`)) - 40)).toBeLessThanOrEqual(6)
     expect(Math.abs((await num(`${identity} td.networks`)) - 40)).toBeLessThanOrEqual(6)
