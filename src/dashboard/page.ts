@@ -28,6 +28,8 @@ td.key { max-width: 260px; overflow: hidden; text-overflow: ellipsis; font-famil
 .chart { margin-bottom: 10px; } .chart svg { width: 100%; height: auto; display: block; }
 .chart .title { display: flex; justify-content: space-between; color: var(--muted); }
 .empty { color: var(--muted); font-style: italic; }
+tr.flagged td { color: var(--bad); font-weight: 600; }
+.note { color: var(--muted); font-weight: normal; text-transform: none; letter-spacing: 0; }
 `
 
 // Runs in the browser. Builds DOM with textContent only: keys are user input and never become HTML.
@@ -109,7 +111,31 @@ function render(s) {
     el('td', {}, new Date(sp.at).toLocaleTimeString()), el('td', { class: 'l' }, sp.policy),
     el('td', { class: 'key', title: sp.key ?? '' }, sp.scope === 'key' ? sp.fingerprint ?? sp.key : '(whole policy)'),
     el('td', {}, sp.rate.toFixed(0) + '/s'), el('td', {}, sp.ratio.toFixed(1) + '×'))), 'no spikes', 5);
+  renderAbuse(s.abuse);
   $('updated').textContent = new Date(s.at).toLocaleTimeString();
+}
+const PATTERN = { identitiesPerAddress: 'identities per address', addressesPerIdentity: 'addresses per identity' };
+function renderAbuse(a) {
+  if (a == null) {
+    for (const id of ['abuse-addresses', 'abuse-identities', 'abuse-alerts']) fill($(id), [], 'abuse patterns are off', 5);
+    return;
+  }
+  const minutes = (a.windowMs / 60000).toFixed(a.windowMs % 60000 ? 1 : 0) + ' min';
+  $('abuse-addresses-note').textContent = 'alert at ≥ ' + a.thresholds.identitiesPerAddress + ' in ' + minutes;
+  $('abuse-identities-note').textContent = 'alert at ≥ ' + a.thresholds.addressesPerIdentity + ' in ' + minutes;
+  const row = (e, ...cells) => el('tr', { class: e.flagged ? 'flagged' : '', 'data-key': e.fingerprint ?? e.key },
+    el('td', { class: 'key', title: e.fingerprint ?? e.key }, e.fingerprint ?? e.key), ...cells);
+  fill($('abuse-addresses'), a.identitiesPerAddress.map((e) => row(e,
+    el('td', { class: 'distinct' }, e.distinct), el('td', { class: 'decisions' }, e.decisions), el('td', { class: 'denied-count' }, e.denied))),
+    'no address with several identities', 4);
+  fill($('abuse-identities'), a.addressesPerIdentity.map((e) => row(e,
+    el('td', { class: 'distinct' }, e.distinct), el('td', { class: 'networks' }, e.networks ?? '–'),
+    el('td', { class: 'decisions' }, e.decisions), el('td', { class: 'denied-count' }, e.denied))),
+    'no identity on several addresses', 5);
+  fill($('abuse-alerts'), a.alerts.map((al) => el('tr', { 'data-pattern': al.pattern },
+    el('td', {}, new Date(al.at).toLocaleTimeString()), el('td', { class: 'l' }, PATTERN[al.pattern] ?? al.pattern),
+    el('td', { class: 'key', title: al.fingerprint ?? al.key }, al.fingerprint ?? al.key),
+    el('td', {}, al.distinct + ' ≥ ' + al.threshold))), 'no abuse alerts', 4);
 }
 // The page's own query (a dashboard token, when one is set) goes on to the stream.
 const source = new EventSource(BASE + '/events' + location.search);
@@ -164,6 +190,21 @@ export function dashboardPage(base: string): string {
   <h2>Recent spikes</h2>
   <table><thead><tr><th>when</th><th class="l">policy</th><th class="l">key</th><th>rate</th><th>vs baseline</th></tr></thead>
   <tbody id="spikes"></tbody></table>
+</section>
+<section class="wide">
+  <h2>Abuse alerts</h2>
+  <table><thead><tr><th>when</th><th class="l">pattern</th><th class="l">key</th><th>count</th></tr></thead>
+  <tbody id="abuse-alerts"></tbody></table>
+</section>
+<section>
+  <h2>Many identities per address <span id="abuse-addresses-note" class="note"></span></h2>
+  <table><thead><tr><th class="l">address</th><th>identities</th><th>decisions</th><th>denied</th></tr></thead>
+  <tbody id="abuse-addresses"></tbody></table>
+</section>
+<section class="wide">
+  <h2>Many addresses per identity <span id="abuse-identities-note" class="note"></span></h2>
+  <table><thead><tr><th class="l">identity</th><th>addresses</th><th>networks</th><th>decisions</th><th>denied</th></tr></thead>
+  <tbody id="abuse-identities"></tbody></table>
 </section>
 </main>
 <script>${SCRIPT}</script>

@@ -1,7 +1,18 @@
-// `sluice/metrics`: Prometheus metrics, top keys, spike detection and the live dashboard.
+// `sluice/metrics`: Prometheus metrics, top keys, spike detection, abuse patterns and the live dashboard.
 
 export type { Dashboard, DashboardOptions } from '../dashboard/handler.js'
 export { createDashboard } from '../dashboard/handler.js'
+export type {
+  AbuseAlert,
+  AbuseEntry,
+  AbuseKeyKind,
+  AbuseMemory,
+  AbuseOptions,
+  AbusePattern,
+  AbuseReport,
+} from './abuse.js'
+export { AbuseDetector, networkOf } from './abuse.js'
+export { DistinctSketch, HLL_STANDARD_ERROR, SKETCH_BYTES } from './hll.js'
 export type {
   DashboardSnapshot,
   NodeHandler,

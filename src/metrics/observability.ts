@@ -6,6 +6,8 @@ import { createDashboard } from '../dashboard/handler.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
+import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
+import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
 import type { MetricsOptions, Outcome, SluiceMetrics, StoreHealth } from './prometheus.js'
 import { createMetrics, METRICS_OPTION_KEYS, outcomeOf } from './prometheus.js'
 import { RateSeries, RecentSamples } from './series.js'
@@ -27,6 +29,11 @@ export interface ObservabilityOptions {
   /** Top keys: horizon, buckets and counters per bucket. Defaults: 60 s, 6 buckets, 128 counters. */
   topKeys?: SlidingTopKOptions
   spikes?: SpikeDetectorOptions
+  /**
+   * Abuse patterns over layered decisions (identities per address, addresses per identity): window,
+   * thresholds, tracked keys, which policies are addresses or identities. `false` turns them off.
+   */
+  abuse?: AbuseOptions | false
   /** Where `dashboardHandler` answers: the page here, SSE at `<path>/events`. Default `/dashboard`. */
   dashboardPath?: string
   /** How often the dashboard gets a new snapshot, ms. Default 1000. */
@@ -83,6 +90,8 @@ export interface DashboardSnapshot {
   topDenied: TopKeysReport[]
   topAdmitted: TopKeysReport[]
   spikes: Spike[]
+  /** Abuse patterns and their alerts; `null` when turned off with `abuse: false`. */
+  abuse: AbuseReport | null
 }
 
 export interface Observability {
@@ -100,6 +109,15 @@ export interface Observability {
   /** Apply decisions counted since the last batch now (a timer does it every `flushMs`). */
   flush(): void
   onSpike(listener: (spike: Spike) => void): () => void
+  /** Abuse patterns over the window: top addresses by identities, top identities by addresses, alerts. */
+  abuse(options?: { k?: number }): AbuseReport | null
+  /** Listen for abuse alerts (once per key per crossing of its threshold); returns an unsubscribe. */
+  onAbuse(listener: (alert: AbuseAlert) => void): () => void
+  /**
+   * Count one (address, identity) pair that a decision's layers do not show, e.g. a check on an API
+   * key made for a known client address. Keys as the layers name them (`ip:...`, `user:...`, `apikey:<hash>`).
+   */
+  observePair(address: string, identity: string, denied?: boolean): void
   snapshot(): DashboardSnapshot
   /** Stop listening to the limiter, end SSE streams and timers. Does not close the limiter. */
   close(): void
@@ -111,6 +129,7 @@ const OPTION_KEYS = keysOf<ObservabilityOptions>({
   metrics: true,
   topKeys: true,
   spikes: true,
+  abuse: true,
   dashboardPath: true,
   pushIntervalMs: true,
   maxStreams: true,
@@ -146,6 +165,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     ['metrics', options.metrics, METRICS_OPTION_KEYS.filter((k) => k !== 'registry')],
     ['topKeys', options.topKeys, TOPK_OPTION_KEYS],
     ['spikes', options.spikes, SPIKE_OPTION_KEYS],
+    ['abuse', options.abuse, ABUSE_OPTION_KEYS],
   ]
   for (const [name, value, keys] of nested)
     if (isOptionsObject(value)) checkKnownKeys(`createObservability: ${name}`, value, keys)
@@ -155,6 +175,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   const metrics = createMetrics(metricsOptions)
   const topOptions = options.topKeys ?? {}
   const detector = new SpikeDetector(options.spikes)
+  const abuse = options.abuse === false ? undefined : new AbuseDetector(options.abuse, metrics.registry)
   const series = new RateSeries(60)
   const latency = new Map<string, RecentSamples>()
   const totals = new Map<string, Record<Outcome, number>>()
@@ -166,6 +187,10 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   // clock is read per decision. Time is resolved to the flush, i.e. to within `flushMs`.
   let batch = new Map<string, Batch>()
   let batchKeys = 0
+  // (address, identity) pairs since the last flush, by address then identity: a repeated pair is
+  // two Map lookups and no hashing; the sketches see each pair once per batch, with its weights.
+  let pairs = new Map<string, Map<string, { n: number; denied: number }>>()
+  let batchPairs = 0
 
   function count(policy: string, key: string, outcome: Outcome, allowed: boolean): void {
     let b = batch.get(policy)
@@ -186,6 +211,15 @@ export function createObservability(options: ObservabilityOptions): Observabilit
 
   /** Apply the pending batch now (a timer does it every `flushMs`). */
   function flush(): void {
+    if (batchPairs > 0 && abuse !== undefined) {
+      const at = now()
+      const pending = pairs
+      pairs = new Map()
+      batchPairs = 0
+      for (const [address, identities] of pending)
+        for (const [identity, { n, denied }] of identities) abuse.record(at, address, identity, denied, n)
+      abuse.check(at)
+    }
     if (batch.size === 0) return
     const at = now()
     const pending = batch
@@ -219,6 +253,35 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     }
   }
 
+  function pair(address: string, identity: string, denied: boolean): void {
+    let identities = pairs.get(address)
+    if (identities === undefined) {
+      identities = new Map()
+      pairs.set(address, identities)
+    }
+    const counter = identities.get(identity)
+    if (counter !== undefined) {
+      counter.n++
+      if (denied) counter.denied++
+    } else {
+      identities.set(identity, { n: 1, denied: denied ? 1 : 0 })
+      if (++batchPairs >= MAX_BATCH_KEYS) flush()
+    }
+  }
+
+  /** The address and identity layers of a layered decision, as pairs for the abuse patterns. */
+  function abusePairs(d: LayeredDecision, patterns: AbuseDetector): void {
+    let address: string | undefined
+    for (const r of d.results)
+      if (patterns.kindOf(r.policy, r.key) === 'address') {
+        address = r.key
+        break
+      }
+    if (address === undefined) return
+    for (const r of d.results)
+      if (patterns.kindOf(r.policy, r.key) === 'identity') pair(address, r.key, !d.allowed)
+  }
+
   const listener = (event: DecisionEvent): void => {
     metrics.observe(event)
     let samples = latency.get(event.store)
@@ -229,6 +292,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     samples.add(event.storeSeconds)
     if (event.operation === 'peek') return
     const d = event.decision
+    if (abuse !== undefined && 'results' in d) abusePairs(d, abuse)
     const outcome = outcomeOf(d)
     // Same counting rule as sluice_decisions_total (see countedLayers), with keys for top-K.
     if (!('results' in d)) count(d.policy, d.key, outcome, d.allowed)
@@ -244,7 +308,10 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   const flushMs = options.flushMs ?? 100
   const flushTimer = setInterval(() => {
     flush()
-    detector.tick(now())
+    const at = now()
+    detector.tick(at)
+    // Keys that fell below their threshold are re-armed even when no pair arrives.
+    abuse?.check(at)
   }, flushMs)
   flushTimer.unref()
 
@@ -320,6 +387,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       topDenied: topKeys({ side: 'denied', k: 10 }),
       topAdmitted: topKeys({ side: 'admitted', k: 10 }),
       spikes: detector.recent().slice(0, 20),
+      abuse: abuse === undefined ? null : abuse.report(at, 10),
     }
   }
 
@@ -360,6 +428,14 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       return detector.recent()
     },
     onSpike: (l) => detector.onSpike(l),
+    abuse: (opts = {}) => {
+      flush()
+      return abuse === undefined ? null : abuse.report(now(), opts.k ?? 10)
+    },
+    onAbuse: (l) => abuse?.onAbuse(l) ?? (() => {}),
+    observePair(address, identity, denied = false) {
+      if (abuse !== undefined) pair(address, identity, denied)
+    },
     snapshot,
     close() {
       unsubscribe()

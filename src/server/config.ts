@@ -13,6 +13,8 @@ import { clientIpResolver, ipMatcher } from '../http/ip.js'
 import { closest } from '../options.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
+import type { AbuseSettings } from './config-abuse.js'
+import { abuseSchema, resolveAbuse } from './config-abuse.js'
 import type { Path } from './config-errors.js'
 import { dotted, Locator, suggestDuration, toPlain } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
@@ -85,6 +87,8 @@ export interface ServiceConfig {
   readonly grpc: GrpcSettings
   /** The envoyproxy/ratelimit config the gRPC listener answers from, and how it charges. */
   readonly envoy: EnvoySettings
+  /** The abuse patterns' window, thresholds and policy kinds (config-abuse.ts). */
+  readonly abuse: AbuseSettings
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -152,6 +156,7 @@ const topSchema = z.strictObject({
   dashboard: dashboardSchema,
   grpc: grpcSchema,
   envoy: envoySchema,
+  abuse: abuseSchema,
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
@@ -388,6 +393,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
   }
   const http = resolveHttp(loc, top.http)
   const dashboard = resolveDashboard(loc, top.dashboard)
+  const abuse = resolveAbuse(loc, top.abuse, policyNames)
 
   return {
     file,
@@ -412,6 +418,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     dashboard,
     grpc,
     envoy: resolveEnvoy(top.envoy, file),
+    abuse,
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined

@@ -90,6 +90,12 @@ export async function authz(
   // or reshape the policy.
   const headerPolicies = ctx.headerPolicies.get(entry.internalName)!
   const d = await ctx.limiter.consume(entry.internalName, key, { cost })
+  // Limited on an API key from a known client address: that pair feeds the abuse patterns (the
+  // decision alone names only the key). A key for an address limits on the address: no pair.
+  if (keyHeader !== undefined) {
+    const address = ctx.authzIp(req)
+    if (address !== undefined) ctx.observability?.observePair(`ip:${address}`, key, !d.allowed)
+  }
   const named: Decision = { ...d, policy: entry.name }
   const headers = rateLimitHeaders(named, headerPolicies, {
     headers: 'both',

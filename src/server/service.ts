@@ -18,6 +18,7 @@ import type { Policy } from '../policy.js'
 import { isSyncStore } from '../store.js'
 import type { ServiceConfig } from './config.js'
 import { checkAdminToken, limiterPolicies } from './config.js'
+import { abuseOptions } from './config-abuse.js'
 import { authzIpResolver, authzPeerTrusted, displayed, displayNamesOf } from './observe.js'
 import { serve } from './plumbing.js'
 import { policiesForHeaders } from './responses.js'
@@ -40,6 +41,10 @@ const OPTION_KEYS = keysOf<ServiceOptions>({
 
 /** Distinct per-request override shapes whose limiters are kept (the oldest is dropped beyond). */
 const MAX_OVERRIDE_LIMITERS = 64
+/** The abuse settings as one comparable string (a change needs a restart: the windows hold state). */
+function abuseKey(config: ServiceConfig): string {
+  return JSON.stringify(abuseOptions(config.abuse, config.tierNames))
+}
 
 /**
  * Create the decision service. Nothing listens until `listen()`.
@@ -78,6 +83,8 @@ export function createService(options: ServiceOptions): Service {
       ? undefined
       : createObservability({
           ...options.observability,
+          // The config's abuse: section, unless the caller turned the patterns off or tuned them.
+          abuse: options.observability?.abuse ?? abuseOptions(options.config.abuse, options.config.tierNames),
           limiter: {
             subscribe: (listener) => subscribe((event) => listener(displayed(event, displayNames))),
           },
@@ -227,6 +234,7 @@ export function createService(options: ServiceOptions): Service {
         restartOnly.push('dashboard.host', 'dashboard.port')
       if (next.grpc.port !== started.grpc.port || next.grpc.host !== started.grpc.host)
         restartOnly.push('grpc.port', 'grpc.host')
+      if (abuseKey(next) !== abuseKey(started)) restartOnly.push('abuse')
       if (restartOnly.length > 0)
         logger.warn(
           { settings: restartOnly },

@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { hashedApiKey } from '../../src/http/keys.js'
 import { createLimiter } from '../../src/limiter.js'
 import { createObservability } from '../../src/metrics/observability.js'
 import { sample } from '../metrics/exposition.js'
@@ -28,6 +29,8 @@ const limiter = createLimiter({
   policies: {
     api: { algorithm: 'sliding-window-counter', limit: 40, window: '1m' },
     login: { algorithm: 'token-bucket', limit: 5, window: '1m' },
+    perIp: { algorithm: 'fixed-window', limit: 100_000, window: '1h' },
+    perUser: { algorithm: 'fixed-window', limit: 10, window: '1h' },
   },
 })
 const obs = createObservability({
@@ -35,11 +38,27 @@ const obs = createObservability({
   pushIntervalMs: 200,
   // A low floor (2 req/s) so the burst is flagged even when a loaded machine spreads it over intervals.
   spikes: { intervalMs: 250, warmupIntervals: 3, factor: 10, minRate: 2 },
+  abuse: { identitiesPerAddress: 20, addressesPerIdentity: 30 },
 })
 // A small API: /api/<policy>?key=... answers 200 or 429, like an app behind the middleware would.
 const server = createServer((req, res) => {
   const url = new URL(req.url ?? '/', 'http://localhost')
   if (url.pathname === '/metrics') return obs.metricsHandler(req, res)
+  // /signin?ip=&user= or &apiKey=: a layered check on the client address and who it says it is.
+  if (url.pathname === '/signin') {
+    const apiKey = url.searchParams.get('apiKey')
+    const identity = apiKey === null ? `user:${url.searchParams.get('user')}` : hashedApiKey(apiKey)
+    limiter
+      .consume([
+        { policy: 'perIp', key: `ip:${url.searchParams.get('ip')}` },
+        { policy: 'perUser', key: identity },
+      ])
+      .then((d) => {
+        res.writeHead(d.allowed ? 200 : 429)
+        res.end()
+      })
+    return
+  }
   const policy = /^\/api\/(api|login)$/.exec(url.pathname)?.[1] as 'api' | 'login' | undefined
   if (policy === undefined) return obs.dashboardHandler(req, res)
   limiter.consume(policy, url.searchParams.get('key') ?? 'anonymous').then((d) => {
@@ -156,4 +175,50 @@ describe('dashboard in headless Chromium', () => {
     expect(await num('#stores tr[data-store="memory"] .errors')).toBe(1)
     expect(errors).toEqual([])
   }, 60_000)
+
+  it('shows both abuse panels and their alerts: many accounts behind one address, one API key over many addresses', async () => {
+    const secret = 'sk_live_shared_across_a_botnet'
+    const signin = async (query: string) => (await fetch(`${base}/signin?${query}`)).arrayBuffer()
+    await page.goto(`${base}/dashboard`)
+    await expect.poll(() => text('#status'), { timeout: 5000 }).toBe('live')
+    // Benign: a few users, each on its own address.
+    for (let i = 0; i < 8; i++) await signin(`ip=192.0.2.${i}&user=b${i}`)
+    expect(await text('#abuse-alerts')).toContain('no abuse alerts')
+    // 25 accounts behind one address; one API key over 40 addresses in 40 networks.
+    for (let i = 0; i < 25; i++) await signin(`ip=198.51.100.7&user=acct-${i}`)
+    for (let i = 0; i < 40; i++) await signin(`ip=100.${64 + i}.7.${i}&apiKey=${secret}`)
+
+    const fingerprint = `apikey:${hashedApiKey(secret).slice(7, 15)}…`
+    const address = '#abuse-addresses tr:first-child'
+    await expect.poll(() => text(`${address} td.key`), { timeout: 5000 }).toBe('ip:198.51.100.7')
+    // Snapshots are pushed every 200 ms: wait for the one that holds every request.
+    await expect.poll(() => num(`${address} td.decisions`), { timeout: 5000 }).toBe(25)
+    expect(await num(`${address} td.distinct`)).toBe(25)
+    expect(await page.locator(address).getAttribute('class')).toBe('flagged')
+    expect(await text('#abuse-addresses-note')).toBe('alert at ≥ 20 in 5 min')
+
+    const identity = '#abuse-identities tr:first-child'
+    await expect.poll(() => text(`${identity} td.key`), { timeout: 5000 }).toBe(fingerprint)
+    await expect.poll(() => num(`${identity} td.decisions`), { timeout: 5000 }).toBe(40)
+    // 40 is past the exact range: a HyperLogLog estimate within 3 standard errors (4.6% each).
+    expect(Math.abs((await num(`${identity} td.distinct`)) - 40)).toBeLessThanOrEqual(6)
+    expect(Math.abs((await num(`${identity} td.networks`)) - 40)).toBeLessThanOrEqual(6)
+    expect(await num(`${identity} td.denied-count`)).toBe(30) // the per-user limit of 10
+    expect(await page.locator(identity).getAttribute('class')).toBe('flagged')
+
+    await expect.poll(() => page.locator('#abuse-alerts tr').count(), { timeout: 5000 }).toBe(2)
+    const alerts = await text('#abuse-alerts')
+    expect(alerts).toContain('ip:198.51.100.7')
+    expect(alerts).toContain(fingerprint)
+    // The page (text and attributes) never holds the API key; the abuse panels show only its fingerprint.
+    expect(await page.content()).not.toContain(secret)
+    for (const id of ['abuse-addresses', 'abuse-identities', 'abuse-alerts'])
+      expect(await page.locator(`#${id}`).innerHTML()).not.toContain(hashedApiKey(secret))
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-dashboard-'))
+    const shot = join(dir, 'dashboard.png')
+    await page.screenshot({ path: shot, fullPage: true })
+    if (process.env.SLUICE_UPDATE_SCREENSHOT === '1') copyFileSync(shot, 'docs/dashboard.png')
+    if (process.env.SLUICE_SCREENSHOT_TO !== undefined) copyFileSync(shot, process.env.SLUICE_SCREENSHOT_TO)
+    rmSync(dir, { recursive: true, force: true })
+  }, 30_000)
 })
