@@ -5,14 +5,14 @@ import { createHash } from 'node:crypto'
 import { readdir, readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Document } from 'yaml'
-import { isMap, isScalar, isSeq, LineCounter, parseDocument, visit } from 'yaml'
+import { isMap, isScalar, isSeq, visit } from 'yaml'
 import { parseDuration } from '../duration.js'
 import { InvalidConfigError, SluiceError } from '../errors.js'
 import { closest } from '../options.js'
 import type { Policy, RateAlgorithmName } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import type { Path } from '../server/config-errors.js'
-import { Locator, toPlain } from '../server/config-errors.js'
+import { type Locator, parseYamlDocument, toPlain } from '../server/config-errors.js'
 
 /**
  * Envoy's units (envoy.type.v3.RateLimitUnit) and their length. A month is 30 days and a year 365,
@@ -174,14 +174,7 @@ interface ParsedFile {
 }
 
 function parseFile(file: string, text: string): ParsedFile {
-  const lines = new LineCounter()
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true })
-  const loc = new Locator(file, doc, lines)
-  const yamlError = doc.errors[0]
-  if (yamlError !== undefined) {
-    const line = yamlError.linePos?.[0]?.line ?? lines.linePos(yamlError.pos[0]).line
-    throw new InvalidConfigError(`${file}:${line}: not valid YAML: ${yamlError.message.split('\n')[0]}`)
-  }
+  const { doc, loc } = parseYamlDocument(text, file)
   checkStringKeys(loc, doc)
   const raw = toPlain(loc, doc)
   if (!isRecord(raw)) throw loc.error([], 'the file must be a map with domain and descriptors')

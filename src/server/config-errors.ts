@@ -1,7 +1,7 @@
 // How a config mistake is reported: the file and line of a path in the YAML document, the path as
 // messages name it, and what to write instead of a spelled-out duration.
-import type { Document, LineCounter } from 'yaml'
-import { isMap, isScalar, visit } from 'yaml'
+import type { Document } from 'yaml'
+import { isMap, isScalar, LineCounter, parseDocument, visit } from 'yaml'
 import { InvalidConfigError } from '../errors.js'
 
 /** A path into the config: `['tiers', 'pro', 'api', 'limit']`. */
@@ -117,4 +117,20 @@ export function toPlain(loc: Locator, doc: Document): unknown {
       { cause: error },
     )
   }
+}
+
+/**
+ * Parse YAML text into a document and its Locator, keeping line numbers; a syntax error is an
+ * `InvalidConfigError` naming file and line. Shared by the service config and the Envoy rules.
+ */
+export function parseYamlDocument(text: string, file: string): { doc: Document; loc: Locator } {
+  const lines = new LineCounter()
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true })
+  const loc = new Locator(file, doc, lines)
+  const yamlError = doc.errors[0]
+  if (yamlError !== undefined) {
+    const line = yamlError.linePos?.[0]?.line ?? lines.linePos(yamlError.pos[0]).line
+    throw new InvalidConfigError(`${file}:${line}: not valid YAML: ${yamlError.message.split('\n')[0]}`)
+  }
+  return { doc, loc }
 }

@@ -2,7 +2,6 @@
 // library's own resolvePolicy, and turned into the limiter policy table (one entry per policy x tier).
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import { LineCounter, parseDocument } from 'yaml'
 import { z } from 'zod'
 import type { EnvoySettings, GrpcSettings } from '../envoy/settings.js'
 import { envoySchema, grpcSchema, resolveEnvoy, resolveGrpc } from '../envoy/settings.js'
@@ -16,7 +15,7 @@ import { resolvePolicy } from '../policy.js'
 import type { AbuseSettings } from './config-abuse.js'
 import { abuseSchema, resolveAbuse } from './config-abuse.js'
 import type { Path } from './config-errors.js'
-import { dotted, Locator, suggestDuration, toPlain } from './config-errors.js'
+import { dotted, type Locator, parseYamlDocument, suggestDuration, toPlain } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
 import { parseStoreUrl, redactStoreUrl } from './store-url.js'
@@ -254,14 +253,7 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
  * @example parseConfig('policies:\n  api: { algorithm: token-bucket, limit: 10, window: 1s }\n', 'inline')
  */
 export function parseConfig(text: string, file: string): ServiceConfig {
-  const lines = new LineCounter()
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true })
-  const loc = new Locator(file, doc, lines)
-  const yamlError = doc.errors[0]
-  if (yamlError !== undefined) {
-    const line = yamlError.linePos?.[0]?.line ?? lines.linePos(yamlError.pos[0]).line
-    throw new InvalidConfigError(`${file}:${line}: not valid YAML: ${yamlError.message.split('\n')[0]}`)
-  }
+  const { doc, loc } = parseYamlDocument(text, file)
   const raw = toPlain(loc, doc)
   if (!isRecord(raw)) throw loc.error([], 'the config must be a YAML map with at least `policies:`')
 
