@@ -1,5 +1,5 @@
-// A real nginx (Debian package) running exactly examples/nginx/sluice.conf, with only its three
-// ports replaced (Sluice 8080, the app 3000, nginx 8000), from a temporary folder.
+// A real nginx (Debian package) from a temporary folder: any site (startNginx), or exactly
+// examples/nginx/sluice.conf with only its three ports replaced (Sluice 8080, the app 3000, nginx 8000).
 import type { ChildProcess } from 'node:child_process'
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -38,24 +38,16 @@ export function waitForPort(port: number, timeoutMs: number): Promise<void> {
   })
 }
 
-/** Start nginx with the shipped site on `nginxPort`, asking Sluice on `sluicePort` for `upstreamPort`. */
-export async function startShippedNginx(ports: {
-  sluice: number
-  upstream: number
-  nginx: number
-}): Promise<RunningNginx> {
+/**
+ * Start a real nginx serving `site` (server blocks for its `http {}`), listening on `port`, from a
+ * temporary prefix folder of its own; resolves once it accepts connections.
+ */
+export async function startNginx(site: string, port: number): Promise<RunningNginx> {
   if (nginxBinary === undefined)
     throw new Error('nginx is not installed: apt-get install -y nginx (.ci/run does)')
   const dir = mkdtempSync(join(tmpdir(), 'sluice-nginx-'))
   mkdirSync(join(dir, 'logs'))
-  const site = readFileSync(SHIPPED_NGINX_CONF, 'utf8')
-    .replaceAll('127.0.0.1:8080', `127.0.0.1:${ports.sluice}`)
-    .replaceAll('127.0.0.1:3000', `127.0.0.1:${ports.upstream}`)
-    .replaceAll('listen 127.0.0.1:8000', `listen 127.0.0.1:${ports.nginx}`)
-  // The templating must have hit every port, or the test would silently use the defaults.
-  for (const port of ['8080', '3000', '8000'])
-    if (site.includes(`127.0.0.1:${port};`)) throw new Error(`port ${port} was not replaced`)
-  writeFileSync(join(dir, 'sluice.conf'), site)
+  writeFileSync(join(dir, 'site.conf'), site)
   writeFileSync(
     join(dir, 'nginx.conf'),
     [
@@ -71,7 +63,7 @@ export async function startShippedNginx(ports: {
       `  fastcgi_temp_path ${dir}/fastcgi;`,
       `  uwsgi_temp_path ${dir}/uwsgi;`,
       `  scgi_temp_path ${dir}/scgi;`,
-      `  include ${dir}/sluice.conf;`,
+      `  include ${dir}/site.conf;`,
       '}',
       '',
     ].join('\n'),
@@ -82,7 +74,7 @@ export async function startShippedNginx(ports: {
     { stdio: 'ignore' },
   )
   try {
-    await waitForPort(ports.nginx, 10_000)
+    await waitForPort(port, 10_000)
   } catch (error) {
     nginx.kill('SIGKILL')
     let log = ''
@@ -93,7 +85,7 @@ export async function startShippedNginx(ports: {
     throw new Error(`${(error as Error).message}; nginx said: ${log}`)
   }
   return {
-    port: ports.nginx,
+    port,
     site,
     async stop() {
       if (nginx.exitCode === null) {
@@ -104,4 +96,20 @@ export async function startShippedNginx(ports: {
       rmSync(dir, { recursive: true, force: true })
     },
   }
+}
+
+/** Start nginx with the shipped site on `nginxPort`, asking Sluice on `sluicePort` for `upstreamPort`. */
+export function startShippedNginx(ports: {
+  sluice: number
+  upstream: number
+  nginx: number
+}): Promise<RunningNginx> {
+  const site = readFileSync(SHIPPED_NGINX_CONF, 'utf8')
+    .replaceAll('127.0.0.1:8080', `127.0.0.1:${ports.sluice}`)
+    .replaceAll('127.0.0.1:3000', `127.0.0.1:${ports.upstream}`)
+    .replaceAll('listen 127.0.0.1:8000', `listen 127.0.0.1:${ports.nginx}`)
+  // The templating must have hit every port, or the test would silently use the defaults.
+  for (const port of ['8080', '3000', '8000'])
+    if (site.includes(`127.0.0.1:${port};`)) throw new Error(`port ${port} was not replaced`)
+  return startNginx(site, ports.nginx)
 }

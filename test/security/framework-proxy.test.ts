@@ -3,12 +3,8 @@
 // Sluice's options). Clients connect from their own loopback addresses (127.0.0.5, ...), nginx appends
 // them to X-Forwarded-For. Before the fix Sluice keyed every request on nginx's 127.0.0.1: one client
 // spending its budget locked out everyone. A client that forges X-Forwarded-For must stay in its own budget.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, request, type Server } from 'node:http'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import express from 'express'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -16,10 +12,8 @@ import { sluice as sluiceExpress } from '../../src/adapters/express.js'
 import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
 import type { HttpLimiterOptions } from '../../src/http/index.js'
 import { createLimiter } from '../../src/limiter.js'
-import { waitForPort } from '../helpers/nginx-harness.js'
+import { type RunningNginx, startNginx } from '../helpers/nginx-harness.js'
 import { freePort } from '../service/helpers.js'
-
-const nginxBinary = ['/usr/sbin/nginx', 'nginx'].find((bin) => spawnSync(bin, ['-v']).status === 0)
 
 /** Two requests per client per minute; every decision's key is recorded. */
 function options(keys: string[]): HttpLimiterOptions {
@@ -33,9 +27,8 @@ function options(keys: string[]): HttpLimiterOptions {
   }
 }
 
-let nginx: ChildProcess | undefined
+let nginx: RunningNginx | undefined
 let nginxPort = 0
-let dir = ''
 let expressServer: Server | undefined
 let fastify: FastifyInstance | undefined
 const expressKeys: string[] = []
@@ -58,7 +51,6 @@ function get(path: string, from: string, headers: Record<string, string> = {}): 
 }
 
 beforeAll(async () => {
-  if (nginxBinary === undefined) throw new Error('nginx is not installed: apt-get install -y nginx')
   const app = express()
   app.set('trust proxy', '127.0.0.1') // nginx, and only nginx
   app.get('/express/hello', sluiceExpress(options(expressKeys)), (_req, res) => {
@@ -75,59 +67,31 @@ beforeAll(async () => {
   const fastifyPort = (fastify.server.address() as { port: number }).port
 
   nginxPort = await freePort()
-  dir = mkdtempSync(join(tmpdir(), 'sluice-proxy-'))
-  mkdirSync(join(dir, 'logs'))
   const location = (prefix: string, port: number) =>
     [
-      `    location ${prefix} {`,
-      `      proxy_pass http://127.0.0.1:${port};`,
-      '      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
-      '    }',
+      `  location ${prefix} {`,
+      `    proxy_pass http://127.0.0.1:${port};`,
+      '    proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
+      '  }',
     ].join('\n')
-  writeFileSync(
-    join(dir, 'nginx.conf'),
+  nginx = await startNginx(
     [
-      'daemon off;',
-      'worker_processes 1;',
-      `pid ${dir}/nginx.pid;`,
-      `error_log ${dir}/logs/error.log warn;`,
-      'events { worker_connections 64; }',
-      'http {',
-      '  access_log off;',
-      `  client_body_temp_path ${dir}/client_body;`,
-      `  proxy_temp_path ${dir}/proxy;`,
-      `  fastcgi_temp_path ${dir}/fastcgi;`,
-      `  uwsgi_temp_path ${dir}/uwsgi;`,
-      `  scgi_temp_path ${dir}/scgi;`,
-      '  server {',
-      `    listen 127.0.0.1:${nginxPort};`,
+      'server {',
+      `  listen 127.0.0.1:${nginxPort};`,
       location('/express/', expressPort),
       location('/fastify/', fastifyPort),
-      '  }',
       '}',
       '',
     ].join('\n'),
+    nginxPort,
   )
-  nginx = spawn(
-    nginxBinary,
-    ['-p', dir, '-e', join(dir, 'logs', 'startup.log'), '-c', join(dir, 'nginx.conf')],
-    {
-      stdio: 'ignore',
-    },
-  )
-  await waitForPort(nginxPort, 10_000)
 })
 
 afterAll(async () => {
-  if (nginx !== undefined && nginx.exitCode === null) {
-    const exited = once(nginx, 'exit')
-    nginx.kill('SIGQUIT')
-    await exited
-  }
+  await nginx?.stop()
   expressServer?.closeAllConnections()
   await new Promise((resolve) => expressServer?.close(resolve))
   await fastify?.close()
-  if (dir !== '') rmSync(dir, { recursive: true, force: true })
 })
 
 for (const [framework, keys] of [
