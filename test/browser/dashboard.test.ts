@@ -1,29 +1,17 @@
 // End to end: a real HTTP API limited by Sluice, the dashboard in headless Chromium, traffic over
 // real sockets. The page's numbers must move while traffic flows and settle on what /metrics says.
-import { copyFileSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
-import { chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { hashedApiKey } from '../../src/http/keys.js'
 import { createLimiter } from '../../src/limiter.js'
 import { createObservability } from '../../src/metrics/observability.js'
+import { launchChromium } from '../helpers/chromium.js'
 import { sample } from '../metrics/exposition.js'
-
-const CHROMIUM = '/usr/bin/chromium'
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-]
 
 const limiter = createLimiter({
   policies: {
@@ -83,11 +71,9 @@ const text = (selector: string) => page.locator(selector).first().innerText()
 const num = async (selector: string) => Number(await text(selector))
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this on CI)`)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS })
+  browser = await launchChromium()
   page = await browser.newPage({ viewport: { width: 1400, height: 980 } })
 })
 

@@ -6,9 +6,9 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Browser } from 'playwright-core'
-import { chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/server/config.js'
+import { launchChromium } from '../helpers/chromium.js'
 import { get, post, servicesClosedAfterEach } from '../service/helpers.js'
 
 const startService = servicesClosedAfterEach()
@@ -196,19 +196,7 @@ describe('the dashboard: optional token, and a bind of its own', () => {
 describe('from a real page in Chromium', () => {
   let browser: Browser
   beforeAll(async () => {
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    })
+    browser = await launchChromium()
   })
   afterAll(async () => {
     await browser?.close()
