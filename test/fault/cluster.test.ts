@@ -6,6 +6,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { createLimiter } from '../../src/limiter.js'
 import { redisStore } from '../../src/stores/redis/index.js'
 import {
+  clusterNodes,
   type RedisClusterServers,
   redisCli,
   startCluster,
@@ -46,12 +47,10 @@ it('a master killed under load: replica promoted, decisions continue, degraded o
   const load = startLoad(limiter, { policy: 'wide', keys, inFlight: 64 })
   try {
     await sleep(500)
-    const nodes = await redisCli(servers.ports[0]!, 'CLUSTER', 'NODES')
-    const master = nodes
-      .split('\n')
-      .map((line) => line.split(' '))
-      .find((f) => f[2]?.includes('master') && !f[2].includes('fail'))!
-    const masterPort = Number(master[1]!.split(':')[1]!.split('@')[0])
+    // A master that serves slots (waitForReplicas made sure every node agrees on which those are).
+    const masterPort = (await clusterNodes(servers.ports[0]!)).find(
+      (n) => n.flags.includes('master') && n.servesSlots,
+    )!.port
     const survivor = servers.ports.find((p) => p !== masterPort)!
     const killedAt = load.now()
     servers.process(masterPort).kill('SIGKILL')
@@ -60,8 +59,9 @@ it('a master killed under load: replica promoted, decisions continue, degraded o
     let promotedAt = Number.NaN
     while (Date.now() < deadline) {
       const info = await redisCli(survivor, 'CLUSTER', 'INFO').catch(() => '')
-      const view = await redisCli(survivor, 'CLUSTER', 'NODES').catch(() => '')
-      const failed = view.split('\n').some((l) => l.includes(`:${masterPort}@`) && l.includes('fail'))
+      const view = await clusterNodes(survivor).catch(() => [])
+      // FAIL, not PFAIL ('fail?'): the cluster agreed the master is gone and promoted its replica.
+      const failed = view.some((n) => n.port === masterPort && n.flags.includes('fail'))
       if (failed && info.includes('cluster_state:ok')) {
         promotedAt = load.now()
         break

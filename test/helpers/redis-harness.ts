@@ -221,10 +221,49 @@ export async function startCluster(): Promise<RedisClusterServers> {
   }
 }
 
-/** Wait until every replica of the cluster reports `master_link_status:up` (before killing a master). */
+/** One line of CLUSTER NODES: the node's port, its flags, and whether it serves slots. */
+export interface ClusterNodeView {
+  port: number
+  flags: string[]
+  servesSlots: boolean
+}
+
+/** Parse CLUSTER NODES as seen from one node. */
+export async function clusterNodes(port: number): Promise<ClusterNodeView[]> {
+  const text = await redisCli(port, 'CLUSTER', 'NODES')
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const f = line.split(' ')
+      return {
+        port: Number(f[1]!.split(':')[1]!.split('@')[0]),
+        flags: f[2]!.split(','),
+        servesSlots: f.length > 8,
+      }
+    })
+}
+
+/**
+ * Wait until the topology is settled before killing a master: every node reports the same three
+ * masters, each serving slots, and three replicas whose link to their master is up. Right after
+ * `redis-cli --cluster create` a node can still call itself a master without slots (its CLUSTER
+ * REPLICATE has not reached every node's view yet); killing that node kills no shard at all.
+ */
 export async function waitForReplicas(cluster: RedisClusterServers, timeoutMs = 10_000): Promise<void> {
-  await waitFor('replicas in sync', timeoutMs, async () => {
+  await waitFor('three masters with slots and three replicas in sync, on every node', timeoutMs, async () => {
     const infos = await Promise.all(cluster.ports.map((p) => redisCli(p, 'INFO', 'replication')))
-    return infos.every((info) => info.includes('role:master') || info.includes('master_link_status:up'))
+    const replicasUp = infos.filter((i) => i.includes('role:slave') && i.includes('master_link_status:up'))
+    if (replicasUp.length !== 3) return false
+    const views = await Promise.all(cluster.ports.map(clusterNodes))
+    return views.every((view) => {
+      const masters = view.filter((n) => n.flags.includes('master') && n.servesSlots)
+      const replicas = view.filter((n) => n.flags.includes('slave'))
+      return (
+        masters.length === 3 &&
+        replicas.length === 3 &&
+        view.every((n) => !n.flags.some((f) => f.startsWith('fail')))
+      )
+    })
   })
 }
