@@ -23,6 +23,12 @@ export const STORE_ERROR_MODES = ['open', 'closed', 'memory'] as const
 /** `limit` requests per `window`. For token bucket and GCRA, `burst` is the capacity (default `limit`). */
 export interface RatePolicy {
   algorithm: RateAlgorithmName
+  /**
+   * The name the store keeps this policy's counters under. Default: the policy's name. Two policies
+   * with one id share counters; a new id starts fresh ones (the service gives each policy shape its
+   * own). Same characters as a policy name.
+   */
+  id?: string
   limit: number
   window: Duration
   burst?: number
@@ -47,6 +53,12 @@ export interface RatePolicy {
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
 export interface ConcurrencyPolicy {
   algorithm: 'concurrency'
+  /**
+   * The name the store keeps this policy's counters under. Default: the policy's name. Two policies
+   * with one id share counters; a new id starts fresh ones (the service gives each policy shape its
+   * own). Same characters as a policy name.
+   */
+  id?: string
   limit: number
   timeout: Duration
   /** When the store fails: admit (`open`, the limiter's default), deny (`closed`) or decide in memory. */
@@ -63,7 +75,10 @@ export type Policy = RatePolicy | ConcurrencyPolicy
 
 /** A policy after validation: integers only, durations in ms. What algorithms and stores see. */
 export interface ResolvedPolicy {
+  /** What callers name it (`consume('api', ...)`), and what decisions, events and headers show. */
   readonly name: string
+  /** What stores and caches key its state on: the policy's `id`, else its name. */
+  readonly id: string
   readonly algorithm: AlgorithmName
   /** Requests per window (rate algorithms) or simultaneous leases (concurrency). */
   readonly limit: number
@@ -93,7 +108,12 @@ const durationSchema = z.union([z.number(), z.string()], { error: 'must be a dur
 
 const storeErrorSchema = z.enum(STORE_ERROR_MODES, { error: "must be 'open', 'closed' or 'memory'" })
 
+const idSchema = z.string({ error: 'must be a string' }).regex(POLICY_NAME, {
+  error: "use 1-64 letters, digits, '_', '-' or '.'",
+})
+
 const rateSchema = z.strictObject({
+  id: idSchema.optional(),
   algorithm: z.enum(['fixed-window', 'sliding-window-log', 'sliding-window-counter', 'token-bucket', 'gcra']),
   limit: positiveInt('limit'),
   window: durationSchema,
@@ -105,6 +125,7 @@ const rateSchema = z.strictObject({
 })
 
 const concurrencySchema = z.strictObject({
+  id: idSchema.optional(),
   algorithm: z.literal('concurrency'),
   limit: positiveInt('limit'),
   timeout: durationSchema,
@@ -115,6 +136,7 @@ const concurrencySchema = z.strictObject({
 // The keys a policy may have, checked before its schema so a misspelling (`windw`) is named as such
 // rather than reported as the key it left missing. `maxKeys` is a policy option (see its schema).
 const RATE_KEYS = [
+  'id',
   'algorithm',
   'limit',
   'window',
@@ -124,10 +146,14 @@ const RATE_KEYS = [
   'syncEvery',
   'maxKeys',
 ] satisfies readonly (keyof RatePolicy | 'maxKeys')[]
-const CONCURRENCY_KEYS = ['algorithm', 'limit', 'timeout', 'onStoreError', 'maxKeys'] satisfies readonly (
-  | keyof ConcurrencyPolicy
-  | 'maxKeys'
-)[]
+const CONCURRENCY_KEYS = [
+  'id',
+  'algorithm',
+  'limit',
+  'timeout',
+  'onStoreError',
+  'maxKeys',
+] satisfies readonly (keyof ConcurrencyPolicy | 'maxKeys')[]
 
 /** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
 export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
@@ -192,7 +218,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   }
   const resolved: {
     -readonly [K in keyof ResolvedPolicy]: ResolvedPolicy[K]
-  } = { name, algorithm: p.algorithm, limit, windowMs, capacity }
+  } = { name, id: p.id ?? name, algorithm: p.algorithm, limit, windowMs, capacity }
   if (hybrid) {
     if (p.algorithm !== 'fixed-window') {
       throw new InvalidPolicyError(

@@ -60,7 +60,7 @@ export class LocalDenyCache {
 
   /** The cached denial for a step at local time `now`, or undefined when the store must decide. */
   lookup(step: Step, now: number): StepResult | undefined {
-    const byKey = this.entries.get(step.policy.name)
+    const byKey = this.entries.get(step.policy.id)
     if (byKey === undefined) return undefined
     const e = byKey.get(step.key)
     if (e === undefined) return undefined
@@ -83,10 +83,10 @@ export class LocalDenyCache {
   remember(step: Step, result: StepResult, sentAt: number, epoch: number): void {
     if (epoch !== this.epoch) return
     if (result.allowed || result.degraded || result.unavailable || result.retryAfterMs <= 0) return
-    let byKey = this.entries.get(step.policy.name)
+    let byKey = this.entries.get(step.policy.id)
     if (byKey === undefined) {
       byKey = new Map()
-      this.entries.set(step.policy.name, byKey)
+      this.entries.set(step.policy.id, byKey)
     }
     const existing = byKey.get(step.key)
     if (existing !== undefined) byKey.delete(step.key)
@@ -104,7 +104,7 @@ export class LocalDenyCache {
   /** Forget a policy+key (refund, reset, block) and void answers still in flight. */
   forget(step: Step): void {
     this.epoch++
-    const byKey = this.entries.get(step.policy.name)
+    const byKey = this.entries.get(step.policy.id)
     if (byKey?.delete(step.key)) this.size--
   }
 

@@ -84,7 +84,7 @@ export class HybridPolicy {
 
   private counter(key: string, window: number, count: number): HybridCounter {
     // Live for two windows so a late flush of an ended window still lands somewhere harmless.
-    return { key: this.backend.keyOf(this.policy.name, key, window), count, ttlMs: 2 * this.policy.windowMs }
+    return { key: this.backend.keyOf(this.policy.id, key, window), count, ttlMs: 2 * this.policy.windowMs }
   }
 
   /** Decide one step locally (synchronously). */
@@ -116,7 +116,7 @@ export class HybridPolicy {
     const nowMs = this.now()
     const window = Math.floor(nowMs / this.policy.windowMs)
     this.entries.delete(step.key)
-    await this.backend.remove([this.backend.keyOf(this.policy.name, step.key, window)])
+    await this.backend.remove([this.backend.keyOf(this.policy.id, step.key, window)])
   }
 
   /** Flush every entry's unsynced count (0 for a pure pull) and take the global totals back. */
@@ -170,7 +170,7 @@ export class HybridPolicy {
     keys.forEach((key, i) => {
       const e = this.entries.get(key)
       const sent = counters[carried + i]!
-      if (e === undefined || sent.key !== this.backend.keyOf(this.policy.name, key, e.window)) return
+      if (e === undefined || sent.key !== this.backend.keyOf(this.policy.id, key, e.window)) return
       e.pending -= sent.count
       e.inFlight = 0
       e.global = totals[carried + i]!

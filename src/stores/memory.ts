@@ -321,7 +321,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const at = clock()
     const peek = mode === 'peek'
     const policy = step.policy
-    const table = tableOf(policy.name)
+    const table = tableOf(policy.id)
     const entry = read(table, step.key)
     if (entry !== undefined && entry.blockedUntil > at) return strip(evaluate(step, entry, at, peek))
     const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
@@ -345,7 +345,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     if (steps.length === 1) return [applyOneSync(steps[0]!, mode)]
     const at = clock()
     const peek = mode === 'peek'
-    const tablesOf = steps.map((step) => tableOf(step.policy.name))
+    const tablesOf = steps.map((step) => tableOf(step.policy.id))
     const entries = steps.map((step, i) => read(tablesOf[i]!, step.key))
     const results = steps.map((step, i) => evaluate(step, entries[i], at, peek))
     if (peek) return results.map(strip)
@@ -382,7 +382,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     async refund(steps) {
       const at = clock()
       for (const step of steps) {
-        const table = tableOf(step.policy.name)
+        const table = tableOf(step.policy.id)
         const entry = read(table, step.key)
         if (entry === undefined || entry.expiresAt <= at) continue
         const algorithm = algorithms[step.policy.algorithm]
@@ -402,7 +402,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     async block(steps, durationMs) {
       const at = clock()
       for (const step of steps) {
-        const table = tableOf(step.policy.name)
+        const table = tableOf(step.policy.id)
         const entry = read(table, step.key)
         if (entry === undefined) {
           const blocked = {
@@ -421,7 +421,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     async reset(steps) {
       for (const step of steps) {
-        const table = tables.get(step.policy.name)
+        const table = tables.get(step.policy.id)
         if (table === undefined) continue
         if (table.open.delete(step.key)) size--
         if (table.held.delete(step.key)) size--

@@ -26,12 +26,12 @@ export interface StepKeys {
 }
 
 /**
- * Keys of one step. The prefix holds no `{` or `}` (validated) and policy names are
+ * Keys of one step. The prefix holds no `{` or `}` (validated) and policy ids are
  * `[A-Za-z0-9_.-]`, so (prefix, subject, policy) is recovered unambiguously from a key: no two
  * steps of different policies or subjects can share a key.
  */
 export function stepKeys(prefix: string, step: Step): StepKeys {
   const tag = subjectTag(step.key)
-  const state = `${prefix}:{${tag}}:${step.policy.name}`
+  const state = `${prefix}:{${tag}}:${step.policy.id}`
   return { tag, state, block: `${state}:block` }
 }
