@@ -18,11 +18,18 @@ function rate(n: number): string {
   return `${n.toFixed(0)}/s`
 }
 
-/** "<cpu> (<req/s ratio>x)" of an HTTP subject; `added` shows the CPU over no limiter instead. */
-function http(get: (id: string) => BenchRow, id: string, added = false): { cpu: number; text: string } {
+/**
+ * "<cpu> (<req/s ratio>x)" of an HTTP subject; `added` shows the CPU over no limiter instead, and
+ * `label` follows the ratio inside the parentheses.
+ */
+function http(
+  get: (id: string) => BenchRow,
+  id: string,
+  { added = false, label = '' } = {},
+): { cpu: number; text: string } {
   const cpu = get(`${id} ${added ? 'cpu-added' : 'cpu'}`).value
   const ratio = get(`${id} req/s`).ratio
-  return { cpu, text: `${added ? plusUs(cpu) : us(cpu)} (${x(ratio)})` }
+  return { cpu, text: `${added ? plusUs(cpu) : us(cpu)} (${x(ratio)}${label})` }
 }
 
 export const SUMMARY: SummaryRow[] = [
@@ -30,10 +37,10 @@ export const SUMMARY: SummaryRow[] = [
     measure: 'Fastify hello world + limiter, memory: server CPU added per request',
     goal: "at most the peer's",
     fill(get) {
-      const s = http(get, 'http-fastify/sluice-memory', true)
-      const p = http(get, 'http-fastify/fastify-rate-limit-memory', true)
+      const s = http(get, 'http-fastify/sluice-memory', { added: true, label: ' req/s of no limiter' })
+      const p = http(get, 'http-fastify/fastify-rate-limit-memory', { added: true })
       return {
-        sluice: `${s.text} req/s of no limiter`,
+        sluice: s.text,
         peer: `@fastify/rate-limit ${p.text}`,
         met: s.cpu <= p.cpu,
       }
