@@ -136,7 +136,7 @@ const round1 = (n: number) => Math.round(n * 10) / 10
 
 async function runFramework(framework: Framework, opts: BenchOptions): Promise<BenchRow[]> {
   const seconds = opts.quick ? 1 : 3
-  const rounds = opts.quick ? 2 : 5
+  const rounds = opts.quick ? 3 : 5
   const warmUpSeconds = opts.quick ? 1 : 2
   const redis = await startRedis()
   const servers: Server[] = []
