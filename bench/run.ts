@@ -1,6 +1,7 @@
 // Benchmark runner: loads every bench/cases/*.ts module, runs the selected cases one after another,
 // prints every row as one table, then the summary table (bench/summary.ts).
 //   npm run bench -- [--quick] [--only <case name, or a substring of names>] [--all] [--profile DIR]
+//                    [--variants <HTTP server variants, comma-separated>]
 // The default run is the cases the summary reads; `--all` adds the extra cases (`extra: true`), and
 // `--only` picks any case: its exact name, else every case whose name contains it.
 import { mkdirSync } from 'node:fs'
@@ -18,6 +19,7 @@ const { values } = parseArgs({
     only: { type: 'string' },
     all: { type: 'boolean', default: false },
     profile: { type: 'string' },
+    variants: { type: 'string' },
   },
 })
 
@@ -47,6 +49,8 @@ if (selected.length === 0) {
 const profileDir = values.profile === undefined ? undefined : resolve(values.profile)
 if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true })
 
+const variants = values.variants?.split(',').map((v) => v.trim())
+
 const began = performance.now()
 const load = loadavg()
   .map((n) => n.toFixed(2))
@@ -55,7 +59,8 @@ const rows: (BenchRow & { case: string })[] = []
 for (const c of selected) {
   const started = performance.now()
   process.stderr.write(`running ${c.name}${values.quick ? ' (quick)' : ''}... `)
-  for (const row of await c.run({ quick: values.quick, profileDir })) rows.push({ case: c.name, ...row })
+  for (const row of await c.run({ quick: values.quick, profileDir, variants }))
+    rows.push({ case: c.name, ...row })
   process.stderr.write(`${((performance.now() - started) / 1000).toFixed(1)} s\n`)
 }
 

@@ -23,6 +23,11 @@ export interface BenchOptions {
   quick: boolean
   /** `--profile DIR`: the HTTP cases run their servers under `node --cpu-prof` into DIR. */
   profileDir?: string | undefined
+  /**
+   * `--variants a,b`: the HTTP cases run only these servers of http-server.mjs (plus `none`, the
+   * baseline), e.g. `sluice-memory,fastify-rate-limit-memory` for one summary row.
+   */
+  variants?: readonly string[] | undefined
 }
 
 /** Every bench/cases/*.ts module exports `benchCase` of this type. */

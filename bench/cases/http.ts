@@ -10,7 +10,8 @@
 // every figure is the median over rounds of the per-round value (ratios and differences are taken
 // within a round, against the no-limiter server of that round).
 //
-//   npm run bench -- --only http-fastify [--quick] [--profile DIR]   (or http-express; http-core)
+//   npm run bench -- --only http-fastify [--quick] [--profile DIR] [--variants sluice-memory,...]
+//   (or http-express; http-core)
 import { type ChildProcess, fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { startRedis } from '../../test/helpers/redis-harness.js'
@@ -141,7 +142,17 @@ async function runFramework(framework: Framework, opts: BenchOptions): Promise<B
   const redis = await startRedis()
   const servers: Server[] = []
   try {
-    for (const { variant, subject } of VARIANTS[framework])
+    const wanted = VARIANTS[framework].filter(
+      (v) => v.variant === 'none' || opts.variants === undefined || opts.variants.includes(v.variant),
+    )
+    const unknown = (opts.variants ?? []).filter(
+      (v) =>
+        !Object.values(VARIANTS)
+          .flat()
+          .some((w) => w.variant === v),
+    )
+    if (unknown.length > 0) throw new Error(`no HTTP variant ${unknown.join(', ')}`)
+    for (const { variant, subject } of wanted)
       servers.push(await startServer(framework, variant, subject, redis.port, opts.profileDir))
     // JIT, connection pools, the Redis scripts loaded: nothing of it in the measured rounds.
     for (const server of servers)
