@@ -23,9 +23,9 @@ import { freePort, post } from '../service/helpers.js'
 const example = (name: string) => fileURLToPath(new URL(`../../examples/nginx/${name}`, import.meta.url))
 const SHIPPED_CONF = example('sticky.conf')
 const SHIPPED_YAML = example('sticky.yaml')
-// The shipped policy: api, fixed window of 20 per minute (a window opens at a key's first request,
+// The shipped policy: api, fixed window of 10 per minute (a window opens at a key's first request,
 // so no window boundary falls inside this test).
-const LIMIT = 20
+const LIMIT = 10
 const KEYS = Array.from({ length: 60 }, (_, i) => `sk_test_${String(i).padStart(3, '0')}`)
 const EXAMPLE_PORTS = { sluice: [8081, 8082, 8083], app: 3000, nginx: 8000 }
 
