@@ -45,9 +45,14 @@ function stickySite(ports: { sluice: number[]; app: number; nginx: number }): st
 
 /** nginx 1.23 and later join repeated headers in $http_*; 1.22 (Debian 12) reads the first line. */
 function nginxJoinsRepeatedHeaders(): boolean {
-  const out = spawnSync('/usr/sbin/nginx', ['-v'], { encoding: 'utf8' })
-  const [major, minor] = (/nginx\/(\d+)\.(\d+)/.exec(out.stderr)?.slice(1) ?? ['1', '22']).map(Number)
-  return major! > 1 || minor! >= 23
+  // The binary the harness runs: /usr/sbin/nginx, else nginx on PATH. `nginx -v` prints to stderr.
+  const out = ['/usr/sbin/nginx', 'nginx']
+    .map((bin) => spawnSync(bin, ['-v'], { encoding: 'utf8' }))
+    .find((run) => run.status === 0)
+  const version = /nginx\/(\d+)\.(\d+)/.exec(out?.stderr ?? '')
+  if (version === null) throw new Error(`cannot read the nginx version: ${out?.stderr}`)
+  const [major, minor] = [Number(version[1]), Number(version[2])]
+  return major > 1 || minor >= 23
 }
 
 interface Instance {
@@ -221,6 +226,15 @@ describe('sticky routing: nginx consistent hash over three sluice serve instance
         `${KEYS.length * LIMIT} (+${((100 * extra) / (KEYS.length * LIMIT)).toFixed(1)}%); ` +
         `second pass ${KEYS.length * (LIMIT + 1)} requests in ${elapsedMs} ms`,
     )
+  })
+
+  it('a request without an API key is a 401 from nginx: no instance is asked, the app is not reached', async () => {
+    const hitsBefore = appHits
+    const res = await fetch(`http://127.0.0.1:${nginx!.port}/orders`)
+    await res.arrayBuffer()
+    // Without the guard, Sluice's 400 missing_key would reach the client as a 500.
+    expect(res.status).toBe(401)
+    expect(appHits).toBe(hitsBefore)
   })
 
   it('a second X-Api-Key line from the client reaches Sluice as nothing: it counts what nginx hashed', async () => {
