@@ -6,7 +6,6 @@ import type { Registry } from 'prom-client'
 import type { EnvoyRules } from '../envoy/config.js'
 import type { DecisionListener, Limiter } from '../limiter.js'
 import type { Observability, ObservabilityOptions } from '../metrics/observability.js'
-import type { ResolvedPolicy } from '../policy.js'
 import type { Store } from '../store.js'
 import type { ServiceConfig } from './config.js'
 
@@ -109,8 +108,6 @@ export interface ServiceContext {
   limiter: Limiter
   /** The `adminToken` option, else the config's `admin.token`; undefined turns admin endpoints off. */
   adminToken: string | undefined
-  /** Per limiter policy, the header helper's policy table (responses.ts, policiesForHeaders). */
-  headerPolicies: Map<string, Readonly<Record<string, ResolvedPolicy>>>
   /** The client address a /v1/authz request is limited on (observe.ts, authzIpResolver). */
   authzIp: (req: IncomingMessage) => string | undefined
   /** Whether the peer's authz.keyHeader / tierHeader are believed (observe.ts, authzPeerTrusted). */
