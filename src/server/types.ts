@@ -58,12 +58,15 @@ export interface Service {
   readonly observability: Observability | undefined
   /** The config in force (changes on reload). */
   readonly config: ServiceConfig
-  /** The limiter in force (a new one after each reload, over the same store). */
+  /**
+   * The limiter in force (a new one after each reload, over the same store). Its policies are named
+   * as configured (`api`, `api.pro`, `envoy:edge.user`), each with its storage `id` (`api._.f3a9c2`).
+   */
   readonly limiter: Limiter
   readonly store: StoreHandle
   readonly logger: Logger
   /**
-   * Listen for every decision, across reloads (policies under their internal names, `api._.f3a9c2`).
+   * Listen for every decision, across reloads, with policies named as configured (`api`, `api.pro`).
    * Returns a function that stops listening.
    */
   subscribe(listener: DecisionListener): () => void
@@ -80,7 +83,7 @@ export interface Service {
   readonly envoy: EnvoyRules | undefined
   /**
    * Swap in a new, already validated config (and Envoy rules, when given): counters of policies whose
-   * algorithm and window did not change are kept (same store, same internal names). `store`,
+   * algorithm and window did not change are kept (same store, same storage ids). `store`,
    * `prefix` and the listeners' ports need a restart.
    */
   reload(config: ServiceConfig, envoy?: EnvoyRules): void
