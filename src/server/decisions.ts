@@ -3,7 +3,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { rateLimitBody, rateLimitHeaders } from '../http/headers.js'
 import { hashedApiKey } from '../http/keys.js'
-import type { Decision } from '../limiter.js'
 import { send } from './plumbing.js'
 import type { DecisionRequest } from './requests.js'
 import { ClientError, checkCost, checkKey, entryFor } from './requests.js'
@@ -86,25 +85,24 @@ export async function authz(
       `query: cost must be a positive whole number, got ${JSON.stringify(costText)}`,
     )
   const cost = checkCost(costText === null ? undefined : Number(costText), entry, 'query')
-  // The header table of the config this check was made under: a reload during the await may drop
-  // or reshape the policy.
-  const headerPolicies = ctx.headerPolicies.get(entry.internalName)!
-  const d = await ctx.limiter.consume(entry.internalName, key, { cost })
+  // The policies of the limiter this check was made under: a reload during the await may drop or
+  // reshape the policy.
+  const { limiter } = ctx
+  const d = await limiter.consume(entry.displayName, key, { cost })
   // Limited on an API key from a known client address: that pair feeds the abuse patterns (the
   // decision alone names only the key). A key for an address limits on the address: no pair.
   if (keyHeader !== undefined) {
     const address = ctx.authzIp(req)
     if (address !== undefined) ctx.observability?.observePair(`ip:${address}`, key, !d.allowed)
   }
-  const named: Decision = { ...d, policy: entry.name }
-  const headers = rateLimitHeaders(named, headerPolicies, {
+  const headers = rateLimitHeaders(d, limiter.policies, {
     headers: 'both',
     nowMs: Date.now(),
   })
   // The adapters' body: nginx drops it, Traefik forwardAuth passes a denial's body to the client.
   // A `closed` policy whose store failed: 503 (or authz.storeUnavailableStatus) with Retry-After.
   // From ctx after the await: a config reloaded meanwhile sets the status of the answer.
-  const body = rateLimitBody(named, 'json', {
+  const body = rateLimitBody(d, 'json', {
     storeUnavailableStatus: ctx.config.authz.storeUnavailableStatus,
   })
   send(ctx, res, body.status, body.body, headers)
