@@ -63,11 +63,6 @@ export interface MemoryStore extends Store {
   applyOneSync(step: Step, mode: 'consume' | 'peek'): StepResult
 }
 
-/** True for a store that can decide one step synchronously without arrays (the memory store). */
-export function isMemoryStore(store: unknown): store is MemoryStore {
-  return typeof (store as Partial<MemoryStore> | null)?.applyOneSync === 'function'
-}
-
 const dead = (entry: Entry, at: number): boolean => entry.expiresAt <= at && entry.blockedUntil <= at
 const tableSize = (table: Table): number => table.open.size + table.held.size
 
