@@ -101,9 +101,10 @@ export function createLimiter<const P extends Record<string, Policy>>(
   /** Down the chain and back: the results as a Decision, at once when the chain answered at once. */
   const plain: Decide = (_operation, steps, mode, layered) => {
     const answer = store.apply(steps, mode)
-    const build = layered ? layeredDecision : singleDecision
-    if (Array.isArray(answer)) return build(steps, answer)
-    return answer.then((results) => build(steps, results))
+    if (Array.isArray(answer)) return layered ? layeredDecision(steps, answer) : singleDecision(steps, answer)
+    return answer.then((results) =>
+      layered ? layeredDecision(steps, results) : singleDecision(steps, results),
+    )
   }
   const events = decisionEvents(plain, userStore.name, options.onDecision)
 
