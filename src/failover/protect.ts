@@ -10,6 +10,7 @@ import type { MemoryStore } from '../stores/memory.js'
 import { memoryStore } from '../stores/memory.js'
 import type { CircuitState } from './breaker.js'
 import { createBreaker } from './breaker.js'
+import { createDeadlines, type Deadline } from './deadlines.js'
 import type { FailoverSettings, StoreHealthEvent } from './options.js'
 import { DEFAULT_FAILOVER } from './options.js'
 
@@ -163,49 +164,10 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     }
   }
 
-  // ---- timeouts: every call of this store has the same timeout, so deadlines come in the order
-  // the calls were made. The calls in flight form a FIFO list, and one timer, armed for the oldest
-  // unsettled deadline, replaces a setTimeout per call. ----
-  let oldest: InFlight | undefined
-  let newest: InFlight | undefined
-  let timer: NodeJS.Timeout | undefined
+  // Every call of this store has the same timeout: one timer serves every call in flight.
+  const deadlines = createDeadlines<InFlight>(timedOut)
 
-  function track(entry: InFlight): void {
-    if (newest === undefined) oldest = entry
-    else newest.next = entry
-    newest = entry
-    if (timer === undefined) arm(entry.deadline)
-  }
-  function arm(deadline: number): void {
-    timer = setTimeout(onTimer, Math.max(0, deadline - performance.now()))
-    timer.unref?.()
-  }
-  function onTimer(): void {
-    // Decide in the check phase, after this loop iteration has polled the sockets: when our own
-    // event loop was stalled, the reply may be waiting unread, and a stall of this process is no
-    // failure of the store. `timer` stays set until then, so no call arms a second one.
-    setImmediate(expire)
-  }
-  function expire(): void {
-    timer = undefined
-    // Timers have whole-ms resolution: a deadline within the next ms is due.
-    const due = performance.now() + 1
-    while (oldest !== undefined && (oldest.settled || oldest.deadline <= due)) {
-      const entry = oldest
-      oldest = entry.next
-      if (!entry.settled) timedOut(entry)
-    }
-    if (oldest === undefined) newest = undefined
-    else arm(oldest.deadline)
-  }
-  /** Mark a call settled; drop settled calls from the front so the list holds what is in flight. */
-  function settle(entry: InFlight): void {
-    entry.settled = true
-    while (oldest?.settled) oldest = oldest.next
-    if (oldest === undefined) newest = undefined
-  }
   function timedOut(entry: InFlight): void {
-    entry.settled = true
     counts.timeouts++
     const error = new StoreTimeoutError(
       `store ${store.name}: ${entry.what} took longer than ${settings.timeoutMs} ms (storeTimeout)`,
@@ -278,20 +240,20 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
           }
         },
       }
-      track(entry)
+      deadlines.track(entry)
       // Both handlers are attached at once, so a call that fails after its timeout is still caught.
       pending.then(
         (value) => {
           inFlight--
           if (entry.settled) return
-          settle(entry)
+          deadlines.settle(entry)
           succeeded(probe)
           resolve(ok(value))
         },
         (cause: unknown) => {
           inFlight--
           if (entry.settled) return
-          settle(entry)
+          deadlines.settle(entry)
           try {
             resolve(storeFailed(probe, what, cause, fail))
           } catch (thrown) {
@@ -457,15 +419,9 @@ const raise = (error: SluiceError): never => {
 }
 
 /** One call in flight, in the FIFO of deadlines. */
-interface InFlight {
-  /** performance.now() after which the call has timed out. */
-  readonly deadline: number
+interface InFlight extends Deadline {
   readonly what: string
   readonly probe: boolean
-  /** Answered, failed or timed out: nothing more to do. */
-  settled: boolean
-  /** The next younger call. */
-  next: InFlight | undefined
   failWith(error: SluiceError): void
 }
 
