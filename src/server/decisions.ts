@@ -19,13 +19,13 @@ export async function decide(
   if (!request.layered) {
     const check = request.checks[0]!
     const options = { cost: check.cost ?? 1 }
-    // The memory store decides in-process: skip the promise round trip on the hot path.
-    const d =
-      mode === 'peek'
-        ? await limiter.peek(check.policy, check.key, options)
-        : ctx.syncStore
-          ? limiter.consumeSync(check.policy, check.key, options)
-          : await limiter.consume(check.policy, check.key, options)
+    // The memory store decides in-process: no promise to wait for on the hot path.
+    let d: Decision
+    if (mode === 'peek') d = await limiter.peek(check.policy, check.key, options)
+    else {
+      const now = limiter.decide(check.policy, check.key, options)
+      d = now instanceof Promise ? await now : now
+    }
     return JSON.stringify(present(d, request.entries[0]!))
   }
   const d = mode === 'consume' ? await limiter.consume(request.checks) : await limiter.peek(request.checks)

@@ -15,7 +15,6 @@ import { createLimiter } from '../limiter.js'
 import { createObservability } from '../metrics/observability.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { Policy } from '../policy.js'
-import { isSyncStore } from '../store.js'
 import type { ServiceConfig } from './config.js'
 import { checkAdminToken, limiterPolicies } from './config.js'
 import { abuseOptions } from './config-abuse.js'
@@ -125,7 +124,6 @@ export function createService(options: ServiceOptions): Service {
     logger,
     registry,
     observability,
-    syncStore: isSyncStore(handle.store),
     dashboardListener:
       options.config.dashboard.port === undefined || observability === undefined
         ? undefined
@@ -137,7 +135,8 @@ export function createService(options: ServiceOptions): Service {
     authzTrusted: authzPeerTrusted(options.config),
     closing: false,
   }
-  if (ctx.syncStore) metrics?.setStoreUp(ctx.limiter.store.name, true)
+  // An in-process store has no failover layer to report on it: it is up.
+  if (handle.store.inProcess === true) metrics?.setStoreUp(ctx.limiter.store.name, true)
   // Timeouts and the connection cap are the server's, fixed at start (a reload logs a change).
   const started = options.config
   const front = serve(ctx, route, started.http)

@@ -102,8 +102,6 @@ export interface ServiceContext {
   readonly registry: Registry
   /** Serves /dashboard; undefined with `observability: false`. */
   readonly observability: Observability | undefined
-  /** The store decides in-process (memory): /v1/check skips the promise round trip. */
-  readonly syncStore: boolean
   /** The dashboard's own bind (the config's at start; a change needs a restart), or undefined. */
   readonly dashboardListener: { readonly host: string; readonly port: number } | undefined
   // Swapped together by reload():
