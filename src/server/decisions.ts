@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { rateLimitBody, rateLimitHeaders } from '../http/headers.js'
 import { hashedApiKey } from '../http/keys.js'
+import type { Decision } from '../limiter.js'
 import { send } from './plumbing.js'
 import type { DecisionRequest } from './requests.js'
 import { ClientError, checkCost, checkKey, entryFor } from './requests.js'
