@@ -106,6 +106,15 @@ function evaluate(step: Step, item: Item, at: number, peek: boolean): Evaluated 
   }
 }
 
+/**
+ * After a lost CAS round: wait 0 to `round` ms (at most 8), so writers that keep colliding (other
+ * processes on one hot key) spread out instead of losing together again.
+ */
+function jitter(round: number): Promise<void> {
+  if (round === 0) return Promise.resolve()
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(round, 8)))
+}
+
 function strip(r: Evaluated): StepResult {
   return {
     allowed: r.allowed,
@@ -159,6 +168,8 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
     throw new InvalidOptionsError('memcachedStore: now must be a function returning ms')
   const commands = new MemcachedCommands(client)
   const lanes = new Map<string, Lane>()
+  /** Layered decisions in flight, by key: each waits for the one before it on any of its keys. */
+  const locks = new Map<string, Promise<void>>()
   let closed = false
 
   const clock = (): number => Math.floor(now())
@@ -223,6 +234,7 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       }
       if (!changed) return results
       if ((await write(key, item, read, at)).stored) return results
+      await jitter(round)
     }
     throw contention(key)
   }
@@ -241,6 +253,34 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       // Decisions on this key issued in the same tick join the first round.
       queueMicrotask(() => void drain(key, fresh))
     })
+  }
+
+  /**
+   * Run `body` while holding every key of a layered decision against this process's other layered
+   * decisions, so their CAS rounds lose only to other processes (and to this process's single-step
+   * rounds). Keys are taken in sorted order, so two decisions never wait on each other.
+   */
+  async function withKeys<T>(keys: readonly string[], body: () => Promise<T>): Promise<T> {
+    const releases: (() => void)[] = []
+    try {
+      for (const key of [...new Set(keys)].sort()) {
+        const before = locks.get(key)
+        let release: () => void = () => {}
+        const held = new Promise<void>((resolve) => {
+          release = resolve
+        })
+        const mine = before === undefined ? held : before.then(() => held)
+        locks.set(key, mine)
+        releases.push(() => {
+          release()
+          if (locks.get(key) === mine) locks.delete(key)
+        })
+        await before
+      }
+      return await body()
+    } finally {
+      for (const release of releases) release()
+    }
   }
 
   async function peek(steps: readonly Step[]): Promise<StepResult[]> {
@@ -335,7 +375,12 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       check()
       if (mode === 'peek') return guard('a peek', () => peek(steps))
       if (steps.length === 1) return [await consumeOne(steps[0]!)]
-      return guard('a layered decision', () => consumeLayered(steps))
+      return guard('a layered decision', () =>
+        withKeys(
+          steps.map((step) => itemKey(prefix, step)),
+          () => consumeLayered(steps),
+        ),
+      )
     },
     async refund(steps) {
       check()
