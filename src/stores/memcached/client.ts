@@ -23,7 +23,7 @@ interface Reply {
   val: Buffer
 }
 
-const OPCODE = { get: 0x00, set: 0x01, add: 0x02, delete: 0x04 } as const
+const OPCODE = { get: 0x00, set: 0x01, add: 0x02, delete: 0x04, version: 0x0b } as const
 const STATUS = { ok: 0, notFound: 1, exists: 2, notStored: 5 } as const
 const NAMES: Record<number, string> = {
   3: 'value too large',
@@ -136,6 +136,13 @@ export class MemcachedCommands {
     if (status === STATUS.ok) return true
     if (status === STATUS.notFound || status === STATUS.exists) return false
     throw new MemcachedReplyError('delete', status)
+  }
+
+  /** The server's version string: a round trip that touches no item (readiness checks). */
+  async version(): Promise<string> {
+    const reply = await this.send('', OPCODE.version, EMPTY, EMPTY, NO_CAS)
+    if (reply.header.status !== STATUS.ok) throw new MemcachedReplyError('version', reply.header.status)
+    return reply.val.toString('latin1')
   }
 
   private outcome(command: string, reply: Reply): WriteOutcome {

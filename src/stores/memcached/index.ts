@@ -12,6 +12,14 @@ import { itemKey, PREFIX_PATTERN } from './keys.js'
 export type { MemjsClientLike } from './client.js'
 export { itemKey } from './keys.js'
 
+/**
+ * One `version` round trip to the server: resolves when it answers, rejects when it does not
+ * (what the service's /readyz calls).
+ */
+export async function pingMemcached(client: MemjsClientLike): Promise<void> {
+  await new MemcachedCommands(client).version()
+}
+
 export interface MemcachedStoreOptions {
   /** Namespace of every item: `prefix:policyId:subject`. Default `sluice`. 1-64 printable ASCII, no space or `:`. */
   prefix?: string
