@@ -165,6 +165,27 @@ describe('items carry an expiry', () => {
   })
 })
 
+describe('the remembered last write (one CAS per admit instead of a read and a CAS)', () => {
+  const policy = resolvePolicy('p', { algorithm: 'fixed-window', limit: 3, window: '1m' })
+  const step = { policy, key: 'k', cost: 1 }
+
+  it("another process's writes are never missed: its consume, its reset, its block", async () => {
+    const prefix = freshPrefix('remembered')
+    const a = memcachedStore(client, { prefix })
+    const b = memcachedStore(other, { prefix })
+    expect((await a.apply([step], 'consume'))[0]!.remaining).toBe(2)
+    expect((await b.apply([step], 'consume'))[0]!.remaining).toBe(1)
+    // a remembers the item as it wrote it (remaining 2); its CAS loses and it decides on a re-read.
+    expect((await a.apply([step], 'consume'))[0]!.remaining).toBe(0)
+    expect((await a.apply([step], 'consume'))[0]!.allowed).toBe(false)
+    // A denial is never taken from the remembered item: b's reset frees the key for a at once.
+    await b.reset([step])
+    expect((await a.apply([step], 'consume'))[0]).toMatchObject({ allowed: true, remaining: 2 })
+    await b.block([step], 60_000)
+    expect((await a.apply([step], 'consume'))[0]).toMatchObject({ allowed: false, blocked: true })
+  })
+})
+
 describe('layered checks: check, commit, give back', () => {
   it('under contention from two clients, no layer admits past its limit and nothing is left charged', async () => {
     const prefix = freshPrefix('layered')
