@@ -58,9 +58,12 @@ describe('memcached exactness: 4 processes x 64 in flight, limit 1,000', () => {
       const total = counts.reduce((a, b) => a + b, 0)
       expect(failed, `${algorithm}: failed calls per process`).toEqual([0, 0, 0, 0])
       expect(total, `${algorithm}: admitted per process ${counts.join(', ')}`).toBe(1000)
-      // Every process took part: the test measured contention, not one process alone.
-      console.log(algorithm, counts, failed)
-      for (const c of counts) expect(c).toBeGreaterThan(0)
+      // Several processes admitted on the one key: the CAS rounds raced across processes. (Not all
+      // four every time: a round admits up to 64 at once, so a process the scheduler starts late on
+      // two shared cores can find the 1,000 gone.)
+      expect(counts.filter((c) => c > 0).length, `admitted per process ${counts.join(', ')}`).toBeGreaterThan(
+        1,
+      )
     }
   })
 })
