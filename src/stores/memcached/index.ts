@@ -39,7 +39,7 @@ const OPTION_KEYS = keysOf<MemcachedStoreOptions>({ prefix: true, clock: true, n
 export const MAX_CAS_ROUNDS = 32
 /**
  * Keys whose last written item (and CAS value) the store remembers, so the next admit on such a
- * key is one CAS instead of a read and a CAS. About 150 bytes each.
+ * key is one CAS instead of a read and a CAS. A few hundred bytes each.
  */
 const WRITTEN_KEYS = 10_000
 /** Most queued same-key decisions decided in one round. */
