@@ -185,6 +185,19 @@ describe('the core, installed alone (no ioredis, no framework)', () => {
     expect(out.code).toBe(1)
   })
 
+  it('`sluice serve --store memcached://...` without memjs prints one line saying what to install and exits 1', async () => {
+    const out = await node(dirOf('core'), [
+      'node_modules/.bin/sluice',
+      'serve',
+      '--store',
+      'memcached://127.0.0.1:1',
+      '--port',
+      '0',
+    ])
+    expect(out.stderr).toBe('sluice: the memcached store needs memjs: npm install memjs\n')
+    expect(out.code).toBe(1)
+  })
+
   it('openStore from sluice/server rejects with a StoreError naming what to install (ESM and CommonJS builds)', async () => {
     const dir = dirOf('core')
     const body = `.openStore('redis://127.0.0.1:1', { prefix: 'x' }).then(
