@@ -150,6 +150,8 @@ interface Lane {
 }
 
 export interface MemcachedStore extends Store {
+  /** A network store: always a promise. */
+  apply(steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]>
   /** The store's clock: whole ms of `options.now` (default `Date.now`). */
   now(): number
 }
