@@ -1,6 +1,6 @@
 // Store URLs for the service: `memory`, `redis://host:port[/db]`, `rediss://...`,
-// `redis+cluster://host1:port1,host2:port2`. Parsed here, and opened (Redis with ioredis) as the
-// StoreHandle the service decides on.
+// `redis+cluster://host1:port1,host2:port2`, `postgres://user:pass@host:port/db`. Parsed here, and
+// opened (Redis with ioredis, PostgreSQL with pg) as the StoreHandle the service decides on.
 import { InvalidConfigError, StoreError } from '../errors.js'
 import type { Store } from '../store.js'
 import { memoryStore } from '../stores/memory.js'
@@ -29,13 +29,18 @@ export type StoreSpec = (
       readonly username: string | undefined
       readonly password: string | undefined
     }
+  | {
+      readonly kind: 'postgres'
+      /** The connection string as written (password included): handed to pg, never printed. */
+      readonly connectionString: string
+    }
 ) & {
   /** The URL with any password replaced by `***`: the only form logs, /readyz and errors print. */
   readonly redacted: string
 }
 
 const USAGE =
-  'use memory, redis://host:port[/db], rediss://host:port[/db] or redis+cluster://host1:port1,host2:port2'
+  'use memory, redis://host:port[/db], rediss://host:port[/db], redis+cluster://host1:port1,host2:port2 or postgres://user:password@host:port/db'
 
 /**
  * The one split of a store URL that parsing and redaction share: `scheme://[auth@]rest`, where the
@@ -58,7 +63,8 @@ function splitStoreUrl(text: string): { scheme: string; auth: string | undefined
  * @example redactStoreUrl('redis://user:p@ss/w@host:6379') // 'redis://user:***@host:6379'
  */
 export function redactStoreUrl(url: string): string {
-  const text = url.trim()
+  // A PostgreSQL connection string may also carry the password as a parameter (`?password=...`).
+  const text = url.trim().replace(/([?&]password=)[^&]*/gi, '$1***')
   const parts = splitStoreUrl(text)
   if (parts === undefined) {
     // Not scheme://...: whatever precedes an `@` may be a password.
@@ -127,6 +133,11 @@ export function parseStoreUrl(url: string): StoreSpec {
   const hosts = slash === -1 ? afterAuth : afterAuth.slice(0, slash)
   const path = slash === -1 ? '' : afterAuth.slice(slash + 1)
   if (hosts === '') throw bad(url, 'no host')
+  if (protocol === 'postgres' || protocol === 'postgresql') {
+    // pg reads the rest (port, database, ?sslmode=...); the host part must at least be a host.
+    for (const h of hosts.split(',')) hostPort(url, h.trim())
+    return { kind: 'postgres', connectionString: text, redacted }
+  }
   if (protocol === 'redis' || protocol === 'rediss') {
     if (hosts.includes(',')) throw bad(url, 'several hosts need redis+cluster://')
     const { host, port } = hostPort(url, hosts)
@@ -186,6 +197,7 @@ const COMMAND_TIMEOUT_MS = 1000
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
   if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
+  if (spec.kind === 'postgres') return openPostgres(spec.connectionString, spec.redacted)
   // ioredis is an optional peer: without it, say what to install (the CLI prints this one line).
   const { Redis, Cluster } = await import('ioredis').catch((error: unknown) => {
     const code = (error as { code?: unknown }).code
@@ -244,6 +256,60 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     description: spec.redacted,
     async ping() {
       await client.ping()
+    },
+  }
+}
+
+/**
+ * A PostgreSQL store on a pg Pool of its own (pg, loaded only then), the table `sluice_limits`
+ * created if missing. Resolves once the database answered, or rejects with a `StoreError`.
+ */
+async function openPostgres(connectionString: string, redacted: string): Promise<StoreHandle> {
+  // pg is an optional peer: without it, say what to install (the CLI prints this one line).
+  const pg = await import('pg').catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code
+    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && String(error).includes("'pg'"))
+      throw new StoreError('the postgres store needs pg: npm install pg', { cause: error })
+    throw error
+  })
+  const { postgresStore } = await import('../stores/postgres/index.js')
+  const Pool = (pg.default ?? pg).Pool
+  // A decision must not wait on a dead database: connecting and each query fail fast instead.
+  const pool = new Pool({
+    connectionString,
+    max: 16,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    query_timeout: COMMAND_TIMEOUT_MS,
+  })
+  // Idle clients that lose their connection emit 'error' on the pool; the store reports failures instead.
+  pool.on('error', () => {})
+  const store = postgresStore(pool, {})
+  try {
+    // The first call creates the table and functions if missing.
+    await store.apply([], 'peek')
+    await store.cleanup()
+  } catch (error) {
+    await store.close()
+    await pool.end().catch(() => {})
+    // pg's messages never hold the password; the URL is printed redacted.
+    throw new StoreError(`cannot connect to ${redacted}: ${(error as Error).message}`, { cause: error })
+  }
+  const owned: Store = {
+    name: store.name,
+    apply: (steps, mode) => store.apply(steps, mode),
+    refund: (steps) => store.refund(steps),
+    block: (steps, durationMs) => store.block(steps, durationMs),
+    reset: (steps) => store.reset(steps),
+    async close() {
+      await store.close()
+      await pool.end().catch(() => {})
+    },
+  }
+  return {
+    store: owned,
+    description: redacted,
+    async ping() {
+      await pool.query('SELECT 1')
     },
   }
 }
