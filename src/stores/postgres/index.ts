@@ -66,12 +66,17 @@ const optionsSchema = z.strictObject({
     .optional(),
   migrate: z.boolean({ error: 'migrate must be true or false' }).optional(),
   cleanupIntervalMs: z
-    .number()
-    .int()
-    .min(0)
-    .max(2 ** 31 - 1, { error: 'cleanupIntervalMs must be at most 2^31 - 1' })
+    .number({ error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
+    .int({ error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
+    .min(0, { error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
+    .max(2 ** 31 - 1, { error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
     .optional(),
-  cleanupBatch: z.number().int().min(1).max(100_000).optional(),
+  cleanupBatch: z
+    .number({ error: 'cleanupBatch must be a whole number from 1 to 100,000' })
+    .int({ error: 'cleanupBatch must be a whole number from 1 to 100,000' })
+    .min(1, { error: 'cleanupBatch must be a whole number from 1 to 100,000' })
+    .max(100_000, { error: 'cleanupBatch must be a whole number from 1 to 100,000' })
+    .optional(),
 })
 
 /**
