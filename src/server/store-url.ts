@@ -31,7 +31,7 @@ export type StoreSpec = (
     }
   | {
       readonly kind: 'postgres'
-      /** The connection string as written (password included): handed to pg, never printed. */
+      /** The connection string for pg, every part percent-encoded (password included): never printed. */
       readonly connectionString: string
     }
 ) & {
@@ -72,11 +72,15 @@ export function redactStoreUrl(url: string): string {
     return at === -1 ? text : `***@${text.slice(at + 1)}`
   }
   if (parts.auth === undefined) return text
+  // PostgreSQL reads `postgres://name@host` as a user name, as libpq does.
+  if (POSTGRES_SCHEMES.has(parts.scheme) && !parts.auth.includes(':')) return text
   // `user:password`, `:password`, or the password alone (`redis://secret@host`).
   const colon = parts.auth.indexOf(':')
   const user = colon === -1 ? undefined : parts.auth.slice(0, colon)
   return `${parts.scheme}://${user === undefined ? '' : `${user}:`}***@${parts.rest}`
 }
+
+const POSTGRES_SCHEMES = new Set(['postgres', 'postgresql'])
 
 function bad(url: string, why: string): InvalidConfigError {
   return new InvalidConfigError(`store ${JSON.stringify(redactStoreUrl(url))}: ${why}; ${USAGE}`)
@@ -133,11 +137,7 @@ export function parseStoreUrl(url: string): StoreSpec {
   const hosts = slash === -1 ? afterAuth : afterAuth.slice(0, slash)
   const path = slash === -1 ? '' : afterAuth.slice(slash + 1)
   if (hosts === '') throw bad(url, 'no host')
-  if (protocol === 'postgres' || protocol === 'postgresql') {
-    // pg reads the rest (port, database, ?sslmode=...); the host part must at least be a host.
-    for (const h of hosts.split(',')) hostPort(url, h.trim())
-    return { kind: 'postgres', connectionString: text, redacted }
-  }
+  if (POSTGRES_SCHEMES.has(protocol)) return parsePostgresUrl(url, auth, afterAuth, redacted)
   if (protocol === 'redis' || protocol === 'rediss') {
     if (hosts.includes(',')) throw bad(url, 'several hosts need redis+cluster://')
     const { host, port } = hostPort(url, hosts)
@@ -173,6 +173,48 @@ function parseMemoryUrl(url: string, text: string): StoreSpec {
   const maxKeys = /^\d{1,15}$/.test(raw) ? Number(raw) : Number.NaN
   if (!(maxKeys >= 2)) throw bad(url, `maxKeys must be a whole number >= 2, got ${JSON.stringify(raw)}`)
   return { kind: 'memory', maxKeys, redacted: `memory?maxKeys=${maxKeys}` }
+}
+
+/**
+ * `postgres://[user[:password]@]host[:port][/database][?params]`, read the way the Redis URLs are
+ * (the auth part ends at the last `@`, parts percent-decoded), then written out again with every
+ * part percent-encoded, so pg connects to the very host this parse found (a `/` or `@` in a
+ * password would otherwise move pg's idea of the host).
+ */
+function parsePostgresUrl(
+  url: string,
+  auth: string | undefined,
+  afterAuth: string,
+  redacted: string,
+): StoreSpec {
+  const q = afterAuth.indexOf('?')
+  const query = q === -1 ? '' : afterAuth.slice(q)
+  const beforeQuery = q === -1 ? afterAuth : afterAuth.slice(0, q)
+  const slash = beforeQuery.indexOf('/')
+  const hostText = slash === -1 ? beforeQuery : beforeQuery.slice(0, slash)
+  const database = slash === -1 ? '' : decodePart(beforeQuery.slice(slash + 1))
+  if (hostText.includes(',')) throw bad(url, 'one PostgreSQL host per URL')
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(hostText)
+  if (match === null) throw bad(url, `${JSON.stringify(hostText)} is not host:port`)
+  const port = match[2] === undefined ? 5432 : Number(match[2])
+  if (port < 1 || port > 65535) throw bad(url, `port ${port} is out of range`)
+  let user = ''
+  let password = ''
+  if (auth !== undefined) {
+    const colon = auth.indexOf(':')
+    user = decodePart(colon === -1 ? auth : auth.slice(0, colon))
+    password = colon === -1 ? '' : decodePart(auth.slice(colon + 1))
+  }
+  const credentials =
+    user === '' && password === ''
+      ? ''
+      : `${encodeURIComponent(user)}${password === '' ? '' : `:${encodeURIComponent(password)}`}@`
+  const path = database === '' ? '' : `/${encodeURIComponent(database)}`
+  return {
+    kind: 'postgres',
+    connectionString: `postgres://${credentials}${match[1]}:${port}${path}${query}`,
+    redacted,
+  }
 }
 
 /** A memory store with a trivial ping: what `npm start` runs on. */
