@@ -431,7 +431,62 @@ DECLARE
   r "sluice_limits";
   o record;
   u record;
+  found_row boolean;
 BEGIN
+  IF n = 1 THEN
+    -- One step, the common case: the same as below without arrays of rows or helper calls. A
+    -- missing row is inserted with its new state at the end; if another decision inserted it
+    -- first, this one starts again on that row.
+    LOOP
+      IF peek THEN
+        SELECT * INTO r FROM "sluice_limits" WHERE policy = policies[1] AND key = keys[1];
+      ELSE
+        SELECT * INTO r FROM "sluice_limits" WHERE policy = policies[1] AND key = keys[1] FOR UPDATE;
+      END IF;
+      found_row := FOUND;
+      IF NOT found_row THEN r := ROW(policies[1], keys[1], 0, 0, 0, NULL, NULL, 0, 0)::"sluice_limits"; END IF;
+      now_ms := coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+      IF r.blocked_until > now_ms THEN
+        CASE algs[1]
+        WHEN 'fixed-window' THEN SELECT * INTO u FROM "sluice_limits_fw"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'sliding-window-counter' THEN SELECT * INTO u FROM "sluice_limits_swc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'token-bucket' THEN SELECT * INTO u FROM "sluice_limits_tb"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'gcra' THEN SELECT * INTO u FROM "sluice_limits_gcra"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'sliding-window-log' THEN SELECT * INTO u FROM "sluice_limits_swl"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'concurrency' THEN SELECT * INTO u FROM "sluice_limits_conc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', algs[1];
+        END CASE;
+        RETURN ARRAY[0, 0, greatest(r.blocked_until - now_ms, u.reset_ms), greatest(r.blocked_until - now_ms, u.retry_ms), 1];
+      END IF;
+      CASE algs[1]
+        WHEN 'fixed-window' THEN SELECT * INTO o FROM "sluice_limits_fw"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'sliding-window-counter' THEN SELECT * INTO o FROM "sluice_limits_swc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'token-bucket' THEN SELECT * INTO o FROM "sluice_limits_tb"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'gcra' THEN SELECT * INTO o FROM "sluice_limits_gcra"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'sliding-window-log' THEN SELECT * INTO o FROM "sluice_limits_swl"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'concurrency' THEN SELECT * INTO o FROM "sluice_limits_conc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', algs[1];
+        END CASE;
+      IF peek OR NOT o.allowed THEN
+        RETURN ARRAY[CASE WHEN o.allowed THEN 1 ELSE 0 END, o.remaining, o.reset_ms, o.retry_ms, 0];
+      END IF;
+      r := o.nxt;
+      IF r.state_until <= now_ms AND r.blocked_until <= now_ms THEN
+        IF found_row THEN DELETE FROM "sluice_limits" WHERE policy = policies[1] AND key = keys[1]; END IF;
+        EXIT;
+      ELSIF found_row THEN
+        UPDATE "sluice_limits" SET a = r.a, b = r.b, c = r.c, log = r.log, ids = r.ids, state_until = r.state_until,
+          blocked_until = CASE WHEN r.blocked_until > now_ms THEN r.blocked_until ELSE 0 END
+        WHERE policy = policies[1] AND key = keys[1];
+        EXIT;
+      END IF;
+      INSERT INTO "sluice_limits" (policy, key, a, b, c, log, ids, state_until, blocked_until)
+      VALUES (policies[1], keys[1], r.a, r.b, r.c, r.log, r.ids, r.state_until, 0)
+      ON CONFLICT DO NOTHING;
+      EXIT WHEN FOUND;
+    END LOOP;
+    RETURN ARRAY[1, o.remaining, o.reset_ms, o.retry_ms, 0];
+  END IF;
   SELECT * INTO loaded, created FROM "sluice_limits_load"(policies, keys, NOT peek, NOT peek);
   -- The clock is read once every row is held, so no decision sees a time before one it waited for.
   now_ms := "sluice_limits_now"(p_now);

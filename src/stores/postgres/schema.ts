@@ -32,6 +32,16 @@ export function schemaNames(table: string): {
   }
 }
 
+/** Each algorithm and the suffix of its function. */
+const ALGORITHM_FUNCTIONS = [
+  ['fixed-window', 'fw'],
+  ['sliding-window-counter', 'swc'],
+  ['token-bucket', 'tb'],
+  ['gcra', 'gcra'],
+  ['sliding-window-log', 'swl'],
+  ['concurrency', 'conc'],
+] as const
+
 /** Running totals of the sliding log wrap here: LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts. */
 const TOTAL_MODULUS = 549755813888
 
@@ -45,6 +55,12 @@ export function postgresSchemaSql(table: string): string {
   const { table: t, fn, index } = schemaNames(table)
   const fdiv = fn('fdiv')
   const cdiv = fn('cdiv')
+  // The single-step path calls the algorithm's function directly (one call fewer than step()).
+  const dispatch = (into: string, peek: string) =>
+    `CASE algs[1]\n${ALGORITHM_FUNCTIONS.map(
+      ([name, suffix]) =>
+        `        WHEN '${name}' THEN SELECT * INTO ${into} FROM ${fn(suffix)}(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, ${peek}, false);`,
+    ).join('\n')}\n        ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', algs[1];\n        END CASE;`
   return `-- Sluice PostgreSQL store: table ${table} and its functions.
 BEGIN;
 SELECT pg_advisory_xact_lock(hashtext('sluice schema ${table}'));
@@ -478,7 +494,46 @@ DECLARE
   r ${t};
   o record;
   u record;
+  found_row boolean;
 BEGIN
+  IF n = 1 THEN
+    -- One step, the common case: the same as below without arrays of rows or helper calls. A
+    -- missing row is inserted with its new state at the end; if another decision inserted it
+    -- first, this one starts again on that row.
+    LOOP
+      IF peek THEN
+        SELECT * INTO r FROM ${t} WHERE policy = policies[1] AND key = keys[1];
+      ELSE
+        SELECT * INTO r FROM ${t} WHERE policy = policies[1] AND key = keys[1] FOR UPDATE;
+      END IF;
+      found_row := FOUND;
+      IF NOT found_row THEN r := ROW(policies[1], keys[1], 0, 0, 0, NULL, NULL, 0, 0)::${t}; END IF;
+      now_ms := coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+      IF r.blocked_until > now_ms THEN
+        ${dispatch('u', 'true')}
+        RETURN ARRAY[0, 0, greatest(r.blocked_until - now_ms, u.reset_ms), greatest(r.blocked_until - now_ms, u.retry_ms), 1];
+      END IF;
+      ${dispatch('o', 'peek')}
+      IF peek OR NOT o.allowed THEN
+        RETURN ARRAY[CASE WHEN o.allowed THEN 1 ELSE 0 END, o.remaining, o.reset_ms, o.retry_ms, 0];
+      END IF;
+      r := o.nxt;
+      IF r.state_until <= now_ms AND r.blocked_until <= now_ms THEN
+        IF found_row THEN DELETE FROM ${t} WHERE policy = policies[1] AND key = keys[1]; END IF;
+        EXIT;
+      ELSIF found_row THEN
+        UPDATE ${t} SET a = r.a, b = r.b, c = r.c, log = r.log, ids = r.ids, state_until = r.state_until,
+          blocked_until = CASE WHEN r.blocked_until > now_ms THEN r.blocked_until ELSE 0 END
+        WHERE policy = policies[1] AND key = keys[1];
+        EXIT;
+      END IF;
+      INSERT INTO ${t} (policy, key, a, b, c, log, ids, state_until, blocked_until)
+      VALUES (policies[1], keys[1], r.a, r.b, r.c, r.log, r.ids, r.state_until, 0)
+      ON CONFLICT DO NOTHING;
+      EXIT WHEN FOUND;
+    END LOOP;
+    RETURN ARRAY[1, o.remaining, o.reset_ms, o.retry_ms, 0];
+  END IF;
   SELECT * INTO loaded, created FROM ${fn('load')}(policies, keys, NOT peek, NOT peek);
   -- The clock is read once every row is held, so no decision sees a time before one it waited for.
   now_ms := ${fn('now')}(p_now);
