@@ -21,9 +21,9 @@ function counting(): PostgresClientLike & { queries: string[] } {
   const queries: string[] = []
   return {
     queries,
-    query(text: string, values?: unknown[]) {
-      queries.push(text)
-      return pool.query(text, values)
+    query(config) {
+      queries.push(config.text)
+      return pool.query(config)
     },
   }
 }
@@ -263,6 +263,18 @@ describe('options', () => {
       expect((caught as Error).message).toMatch(message)
     }
     expect(() => postgresStore('postgres://localhost' as never)).toThrow(/pg Pool or Client/)
+  })
+
+  it('works without named prepared statements (for poolers in transaction mode)', async () => {
+    const client = counting()
+    const store = postgresStore(client, {
+      table: freshTable('unnamed'),
+      preparedStatements: false,
+      cleanupIntervalMs: 0,
+    })
+    expect((await store.apply([{ policy: fw, key: 'k', cost: 1 }], 'consume'))[0]!.allowed).toBe(true)
+    expect((await store.apply([{ policy: fw, key: 'k', cost: 1 }], 'consume'))[0]!.allowed).toBe(false)
+    await store.close()
   })
 
   it('works with a pg Client as well as a Pool', async () => {

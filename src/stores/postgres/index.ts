@@ -12,7 +12,7 @@ export { postgresSchemaSql } from './schema.js'
 
 /** The subset of a node-postgres `Pool` or `Client` the store uses (structural: `pg` is optional). */
 export interface PostgresClientLike {
-  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>
+  query(config: { text: string; values?: unknown[]; name?: string }): Promise<{ rows: unknown[] }>
 }
 
 export interface PostgresStoreOptions {
@@ -34,6 +34,12 @@ export interface PostgresStoreOptions {
   cleanupIntervalMs?: number
   /** Most rows one cleanup statement deletes (default 1,000): bounds how long it holds row locks. */
   cleanupBatch?: number
+  /**
+   * Named prepared statements (default `true`): each connection parses and plans a statement once.
+   * Names are unique per table and statement text, so two stores never clash. Turn off behind a
+   * pooler in transaction mode (PgBouncer before 1.21), which cannot keep them.
+   */
+  preparedStatements?: boolean
 }
 
 export interface PostgresStore extends Store {
@@ -51,6 +57,7 @@ const OPTION_KEYS = keysOf<PostgresStoreOptions>({
   migrate: true,
   cleanupIntervalMs: true,
   cleanupBatch: true,
+  preparedStatements: true,
 })
 
 const optionsSchema = z.strictObject({
@@ -65,6 +72,7 @@ const optionsSchema = z.strictObject({
     .custom<() => number>((v) => typeof v === 'function', { error: 'now must be a function returning ms' })
     .optional(),
   migrate: z.boolean({ error: 'migrate must be true or false' }).optional(),
+  preparedStatements: z.boolean({ error: 'preparedStatements must be true or false' }).optional(),
   cleanupIntervalMs: z
     .number({ error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
     .int({ error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
@@ -147,6 +155,14 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
     reset: `DELETE FROM ${names.table} WHERE (policy, key) IN (SELECT * FROM unnest($1::text[], $2::bytea[]))`,
     cleanup: `SELECT ${names.fn('cleanup')}(${names.fn('now')}($1) - $2, $3) AS r`,
   }
+  const prepared = o.preparedStatements ?? true
+  /** Statement names: `sluice_` + a hash of the text, which names the table. */
+  const statementNames = new Map(
+    Object.values(sql).map((text) => [
+      text,
+      `sluice_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`,
+    ]),
+  )
   let closed = false
   let ready: Promise<void> | undefined
   let cleaning: Promise<number> | undefined
@@ -166,7 +182,7 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
   /** The schema, once per store (again after a failure, e.g. the database was down at start). */
   function schema(): Promise<void> {
     if (!migrate) return Promise.resolve()
-    ready ??= client.query(postgresSchemaSql(table)).then(
+    ready ??= client.query({ text: postgresSchemaSql(table) }).then(
       () => {},
       (error: unknown) => {
         ready = undefined
@@ -181,7 +197,9 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
     await schema()
     for (let attempt = 0; ; attempt++) {
       try {
-        const result = await client.query(text, values)
+        const result = await client.query(
+          prepared ? { name: statementNames.get(text)!, text, values } : { text, values },
+        )
         return (result.rows[0] as { r?: unknown } | undefined)?.r
       } catch (error) {
         // The function is one transaction: a deadlock victim changed nothing and can run again.
