@@ -103,6 +103,34 @@ describe('one round trip per decision', () => {
   })
 })
 
+describe('the local deny cache over the postgres store', () => {
+  for (const cache of [true, false]) {
+    it(`deny cache ${cache ? 'on: a denied key costs no query until its retry time' : 'off: every decision is a query'}`, async () => {
+      const client = counting()
+      let clock = 1_700_000_000_000
+      const store = postgresStore(client, {
+        table: freshTable('deny'),
+        now: () => clock,
+        cleanupIntervalMs: 0,
+      })
+      const limiter = createLimiter({
+        store,
+        policies: { once: { algorithm: 'fixed-window', limit: 1, window: '1s' } },
+        localDenyCache: cache ? { maxKeys: 100 } : false,
+      })
+      expect((await limiter.consume('once', 'k')).allowed).toBe(true)
+      const before = client.queries.length
+      for (let i = 0; i < 10; i++) expect((await limiter.consume('once', 'k')).allowed).toBe(false)
+      expect(client.queries.length - before).toBe(cache ? 1 : 10)
+      clock += 1000
+      const d = await limiter.consume('once', 'k')
+      expect(d).toMatchObject({ allowed: true, remaining: 0 })
+      expect(client.queries.length - before).toBe(cache ? 2 : 11)
+      await limiter.close()
+    })
+  }
+})
+
 describe('nothing outlives its meaning', () => {
   it('after every window passes and cleanup runs, the table is empty', async () => {
     const table = freshTable('expiry')
