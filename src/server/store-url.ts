@@ -327,8 +327,7 @@ async function openPostgres(connectionString: string, redacted: string): Promise
   pool.on('error', () => {})
   const store = postgresStore(pool, {})
   try {
-    // The first call creates the table and functions if missing.
-    await store.apply([], 'peek')
+    // The first call creates the table and functions if missing (and clears rows that ended).
     await store.cleanup()
   } catch (error) {
     await store.close()

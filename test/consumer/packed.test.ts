@@ -439,7 +439,7 @@ const version = (name) => JSON.parse(require('fs').readFileSync('node_modules/' 
 })
 
 describe('the PostgreSQL client, at the lowest version the peer range declares, against a real PostgreSQL', () => {
-  it(`postgresStore works with pg ${lowest('pg')} (ESM and CommonJS), and sluice serve --store postgres:// with it`, async () => {
+  it(`postgresStore works with pg ${lowest('pg')} (ESM and CommonJS)`, async () => {
     const dir = dirOf('postgres')
     const { url } = inject('postgres')
     const body = `
