@@ -1,6 +1,7 @@
 // Store URLs for the service: `memory`, `redis://host:port[/db]`, `rediss://...`,
-// `redis+cluster://host1:port1,host2:port2`, `memcached://host:port`. Parsed here, and opened
-// (Redis with ioredis, memcached with memjs) as the StoreHandle the service decides on.
+// `redis+cluster://host1:port1,host2:port2`, `memcached://host:port`,
+// `postgres://user:pass@host:port/db`. Parsed here, and opened (Redis with ioredis, memcached with
+// memjs, PostgreSQL with pg) as the StoreHandle the service decides on.
 import { InvalidConfigError, StoreError } from '../errors.js'
 import type { Store } from '../store.js'
 import type { MemjsClientLike } from '../stores/memcached/client.js'
@@ -38,6 +39,11 @@ export type StoreSpec = (
       readonly username: string | undefined
       readonly password: string | undefined
     }
+  | {
+      readonly kind: 'postgres'
+      /** The connection string for pg, every part percent-encoded (password included): never printed. */
+      readonly connectionString: string
+    }
 ) & {
   /** The URL with any password replaced by `***`: the only form logs, /readyz and errors print. */
   readonly redacted: string
@@ -45,7 +51,7 @@ export type StoreSpec = (
 
 const USAGE =
   'use memory, redis://host:port[/db], rediss://host:port[/db], redis+cluster://host1:port1,host2:port2' +
-  ' or memcached://host:port'
+  ', memcached://host:port or postgres://user:password@host:port/db'
 
 /**
  * The one split of a store URL that parsing and redaction share: `scheme://[auth@]rest`, where the
@@ -68,7 +74,8 @@ function splitStoreUrl(text: string): { scheme: string; auth: string | undefined
  * @example redactStoreUrl('redis://user:p@ss/w@host:6379') // 'redis://user:***@host:6379'
  */
 export function redactStoreUrl(url: string): string {
-  const text = url.trim()
+  // A PostgreSQL connection string may also carry the password as a parameter (`?password=...`).
+  const text = url.trim().replace(/([?&]password=)[^&]*/gi, '$1***')
   const parts = splitStoreUrl(text)
   if (parts === undefined) {
     // Not scheme://...: whatever precedes an `@` may be a password.
@@ -76,11 +83,15 @@ export function redactStoreUrl(url: string): string {
     return at === -1 ? text : `***@${text.slice(at + 1)}`
   }
   if (parts.auth === undefined) return text
+  // PostgreSQL reads `postgres://name@host` as a user name, as libpq does.
+  if (POSTGRES_SCHEMES.has(parts.scheme) && !parts.auth.includes(':')) return text
   // `user:password`, `:password`, or the password alone (`redis://secret@host`).
   const colon = parts.auth.indexOf(':')
   const user = colon === -1 ? undefined : parts.auth.slice(0, colon)
   return `${parts.scheme}://${user === undefined ? '' : `${user}:`}***@${parts.rest}`
 }
+
+const POSTGRES_SCHEMES = new Set(['postgres', 'postgresql'])
 
 function bad(url: string, why: string): InvalidConfigError {
   return new InvalidConfigError(`store ${JSON.stringify(redactStoreUrl(url))}: ${why}; ${USAGE}`)
@@ -137,6 +148,7 @@ export function parseStoreUrl(url: string): StoreSpec {
   const hosts = slash === -1 ? afterAuth : afterAuth.slice(0, slash)
   const path = slash === -1 ? '' : afterAuth.slice(slash + 1)
   if (hosts === '') throw bad(url, 'no host')
+  if (POSTGRES_SCHEMES.has(protocol)) return parsePostgresUrl(url, auth, afterAuth, redacted)
   if (protocol === 'redis' || protocol === 'rediss') {
     if (hosts.includes(',')) throw bad(url, 'several hosts need redis+cluster://')
     const { host, port } = hostPort(url, hosts)
@@ -197,6 +209,48 @@ const CONNECT_TIMEOUT_MS = 5000
 const COMMAND_TIMEOUT_MS = 1000
 
 /**
+ * `postgres://[user[:password]@]host[:port][/database][?params]`, read the way the Redis URLs are
+ * (the auth part ends at the last `@`, parts percent-decoded), then written out again with every
+ * part percent-encoded, so pg connects to the very host this parse found (a `/` or `@` in a
+ * password would otherwise move pg's idea of the host).
+ */
+function parsePostgresUrl(
+  url: string,
+  auth: string | undefined,
+  afterAuth: string,
+  redacted: string,
+): StoreSpec {
+  const q = afterAuth.indexOf('?')
+  const query = q === -1 ? '' : afterAuth.slice(q)
+  const beforeQuery = q === -1 ? afterAuth : afterAuth.slice(0, q)
+  const slash = beforeQuery.indexOf('/')
+  const hostText = slash === -1 ? beforeQuery : beforeQuery.slice(0, slash)
+  const database = slash === -1 ? '' : decodePart(beforeQuery.slice(slash + 1))
+  if (hostText.includes(',')) throw bad(url, 'one PostgreSQL host per URL')
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(hostText)
+  if (match === null) throw bad(url, `${JSON.stringify(hostText)} is not host:port`)
+  const port = match[2] === undefined ? 5432 : Number(match[2])
+  if (port < 1 || port > 65535) throw bad(url, `port ${port} is out of range`)
+  let user = ''
+  let password = ''
+  if (auth !== undefined) {
+    const colon = auth.indexOf(':')
+    user = decodePart(colon === -1 ? auth : auth.slice(0, colon))
+    password = colon === -1 ? '' : decodePart(auth.slice(colon + 1))
+  }
+  const credentials =
+    user === '' && password === ''
+      ? ''
+      : `${encodeURIComponent(user)}${password === '' ? '' : `:${encodeURIComponent(password)}`}@`
+  const path = database === '' ? '' : `/${encodeURIComponent(database)}`
+  return {
+    kind: 'postgres',
+    connectionString: `postgres://${credentials}${match[1]}:${port}${path}${query}`,
+    redacted,
+  }
+}
+
+/**
  * Open the store a URL names. Redis stores connect (ioredis, loaded only then) before this resolves,
  * or it rejects with a `StoreError`. Closing the handle's store also closes the client.
  */
@@ -204,6 +258,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
   const spec = parseStoreUrl(url)
   if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
   if (spec.kind === 'memcached') return openMemcached(spec, options)
+  if (spec.kind === 'postgres') return openPostgres(spec.connectionString, spec.redacted)
   // ioredis is an optional peer: without it, say what to install (the CLI prints this one line).
   const { Redis, Cluster } = await import('ioredis').catch((error: unknown) => {
     const code = (error as { code?: unknown }).code
@@ -321,5 +376,58 @@ async function openMemcached(
     store: owned,
     description: spec.redacted,
     ping: () => pingMemcached(client),
+  }
+}
+
+/**
+ * A PostgreSQL store on a pg Pool of its own (pg, loaded only then), the table `sluice_limits`
+ * created if missing. Resolves once the database answered, or rejects with a `StoreError`.
+ */
+async function openPostgres(connectionString: string, redacted: string): Promise<StoreHandle> {
+  // pg is an optional peer: without it, say what to install (the CLI prints this one line).
+  const pg = await import('pg').catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code
+    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && String(error).includes("'pg'"))
+      throw new StoreError('the postgres store needs pg: npm install pg', { cause: error })
+    throw error
+  })
+  const { postgresStore } = await import('../stores/postgres/index.js')
+  const Pool = (pg.default ?? pg).Pool
+  // A decision must not wait on a dead database: connecting and each query fail fast instead.
+  const pool = new Pool({
+    connectionString,
+    max: 16,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    query_timeout: COMMAND_TIMEOUT_MS,
+  })
+  // Idle clients that lose their connection emit 'error' on the pool; the store reports failures instead.
+  pool.on('error', () => {})
+  const store = postgresStore(pool, {})
+  try {
+    // The first call creates the table and functions if missing (and clears rows that ended).
+    await store.cleanup()
+  } catch (error) {
+    await store.close()
+    await pool.end().catch(() => {})
+    // pg's messages never hold the password; the URL is printed redacted.
+    throw new StoreError(`cannot connect to ${redacted}: ${(error as Error).message}`, { cause: error })
+  }
+  const owned: Store = {
+    name: store.name,
+    apply: (steps, mode) => store.apply(steps, mode),
+    refund: (steps) => store.refund(steps),
+    block: (steps, durationMs) => store.block(steps, durationMs),
+    reset: (steps) => store.reset(steps),
+    async close() {
+      await store.close()
+      await pool.end().catch(() => {})
+    },
+  }
+  return {
+    store: owned,
+    description: redacted,
+    async ping() {
+      await pool.query('SELECT 1')
+    },
   }
 }

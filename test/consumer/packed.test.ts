@@ -32,6 +32,7 @@ import { withSluice } from 'sluice/node'
 import { hybridRedis, redisStore, type RedisClient, type RedisStore } from 'sluice/redis'
 import { parseConfig } from 'sluice/server'
 import { memcachedStore, type MemcachedStore, type MemjsClientLike } from 'sluice/memcached'
+import { postgresStore, type PostgresStore } from 'sluice/postgres'
 
 const limiter = createLimiter({
   policies: {
@@ -57,7 +58,9 @@ export async function check(client: RedisClient): Promise<void> {
   const wrong: string = d.remaining
   // @ts-expect-error a string is no Redis client
   redisStore('redis://127.0.0.1:6379')
-  void [n, by, s, store, wrong, remote, SluiceError, createObservability, withSluice, parseConfig]
+  // The PostgreSQL store's declarations need no pg: its client type is structural.
+  const pgStore: PostgresStore = postgresStore({ query: async () => ({ rows: [] }) }, { table: 'limits' })
+  void [n, by, s, store, wrong, remote, pgStore, SluiceError, createObservability, withSluice, parseConfig]
 }
 export function memcached(client: MemjsClientLike): MemcachedStore {
   // @ts-expect-error memcached has no server clock
@@ -110,6 +113,7 @@ beforeAll(
       hono: [TARBALL, `hono@${lowest('hono')}`, TYPES_NODE],
       redis: [TARBALL, `ioredis@${lowest('ioredis')}`, `redis@${lowest('redis')}`],
       memcached: [TARBALL, `memjs@${lowest('memjs')}`],
+      postgres: [TARBALL, `pg@${lowest('pg')}`],
     }),
   240_000,
 )
@@ -484,6 +488,41 @@ const version = JSON.parse(require('fs').readFileSync('node_modules/memjs/packag
       const out = await node(dir, [file, file])
       expect(out.code, `${file}: ${out.stderr}`).toBe(0)
       expect(JSON.parse(out.stdout), file).toEqual([lowest('memjs'), 'memcached', true, false, 0])
+    }
+  })
+})
+
+describe('the PostgreSQL client, at the lowest version the peer range declares, against a real PostgreSQL', () => {
+  it(`postgresStore works with pg ${lowest('pg')} (ESM and CommonJS)`, async () => {
+    const dir = dirOf('postgres')
+    const { url } = inject('postgres')
+    const body = `
+const version = JSON.parse(require('fs').readFileSync('node_modules/pg/package.json', 'utf8')).version
+;(async () => {
+  const pool = new pg.Pool({ connectionString: ${JSON.stringify(url)} })
+  const table = 'consumer_' + process.argv[2].replace(/\\W/g, '_') + '_' + process.pid
+  const store = postgresStore(pool, { table, cleanupIntervalMs: 0 })
+  const limiter = createLimiter({ store, policies: { one: { algorithm: 'gcra', limit: 1, window: '1m' } } })
+  const a = await limiter.consume('one', 'k')
+  const b = await limiter.consume('one', 'k')
+  console.log(JSON.stringify([version, store.name, a.allowed, b.allowed]))
+  await limiter.close()
+  await pool.query('DROP TABLE ' + table + ' CASCADE')
+  await pool.end()
+})()
+`
+    await writeFile(
+      join(dir, 'store.mjs'),
+      `import pg from 'pg'\nimport { createRequire } from 'node:module'\nimport { createLimiter } from 'sluice'\nimport { postgresStore } from 'sluice/postgres'\nconst require = createRequire(import.meta.url)\n${body}`,
+    )
+    await writeFile(
+      join(dir, 'store.cjs'),
+      `const pg = require('pg')\nconst { createLimiter } = require('sluice')\nconst { postgresStore } = require('sluice/postgres')\n${body}`,
+    )
+    for (const file of ['store.mjs', 'store.cjs']) {
+      const out = await node(dir, [file, file])
+      expect(out.code, `${file}: ${out.stderr}`).toBe(0)
+      expect(JSON.parse(out.stdout), file).toEqual([lowest('pg'), 'postgres', true, false])
     }
   })
 })

@@ -55,6 +55,18 @@ describe('the pre-test check', () => {
     expect(r.stderr).toMatch(/apt-get install -y [^\n]*\bmemcached\b/)
   })
 
+  it('names postgresql when no PostgreSQL server programs are installed', () => {
+    const r = run({
+      PATH: process.env.PATH ?? '',
+      SLUICE_NO_INSTALL: '1',
+      SLUICE_PREREQS_PGROOT: '/nonexistent',
+    })
+    expect(r.status).toBe(1)
+    expect(r.stderr).toBe(
+      'npm test: the test suites need postgresql; install it first: sudo apt-get install -y postgresql\n',
+    )
+  })
+
   it('checks the Python packages by importing them with the Python the tests use', () => {
     // Every program is on PATH; only the Python modules are missing (this Python has none of them).
     const r = run({
