@@ -3,7 +3,8 @@
 // drifts 2-3x on these shared cores. For each script: redis-server runs under callgrind, SCRIPT LOAD,
 // (refund and block: 1,000 keys given state first), redis-benchmark sends n and then 3n EVALSHA
 // calls (one client, random keys out of 1,000), and the difference of the two totals divided by 2n
-// is the cost of one call: server start, setup and shutdown cancel out. Per decision = per call /
+// is the cost of one call: server start, setup and shutdown cancel out (`--hz 1`: the server's
+// timer work grows with wall time, which valgrind stretches and a loaded machine stretches more). Per decision = per call /
 // decisions in the call. Every variant of today's scripts (lua.generated.ts) is measured next to
 // the same call of the scripts of main 0a55701 (bench/data/lua-0a55701.ts: module and flat scripts).
 // Run: npm run bench:lua [-- --only <substring>]   (about 10 s per script; needs valgrind)
@@ -180,7 +181,14 @@ async function totalInstructions(c: Case, calls: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-lua-cost-'))
   const server = spawn(
     'valgrind',
-    ['--tool=callgrind', `--callgrind-out-file=${out}`, 'redis-server', ...redisServerArgs(port, dir)],
+    [
+      '--tool=callgrind',
+      `--callgrind-out-file=${out}`,
+      'redis-server',
+      ...redisServerArgs(port, dir),
+      '--hz',
+      '1',
+    ],
     { stdio: 'ignore' },
   )
   const exited = new Promise((resolve) => server.on('exit', resolve))
@@ -243,7 +251,7 @@ async function totalInstructions(c: Case, calls: number): Promise<number> {
 }
 
 /** Instructions per call of `c`. */
-export async function instructionsPerCall(c: Case, n = 2000): Promise<number> {
+export async function instructionsPerCall(c: Case, n = 600): Promise<number> {
   const calls = Math.max(200, Math.ceil(n / c.decisions))
   const low = await totalInstructions(c, calls)
   const high = await totalInstructions(c, 3 * calls)
