@@ -87,7 +87,8 @@ const LAYOUTS = new Map<AlgorithmName, Layout>(
     const layout = { capacity: args.includes('capacity'), lease: args.includes('lease') }
     const expected = ['limit', 'window', ...(layout.capacity ? ['capacity'] : []), 'cost']
     if (layout.lease) expected.push('lease')
-    if (args.join() !== expected.join()) throw new Error(`sluice: unexpected Lua arguments for ${algorithm}`)
+    if (args.join() !== expected.join())
+      throw new StoreError(`redis store: unexpected Lua arguments for ${algorithm}`)
     return [algorithm, layout]
   }),
 )
