@@ -237,7 +237,8 @@ async function totalInstructions(c: Case, calls: number): Promise<number> {
       String(KEYS),
       '-q',
     ]
-    await run('redis-benchmark', [...cmd, 'EVALSHA', sha, ...c.args])
+    // Its progress lines echo the whole command: a slow run prints megabytes.
+    await run('redis-benchmark', [...cmd, 'EVALSHA', sha, ...c.args], { maxBuffer: 1 << 30 })
     await client.shutdown('NOSAVE').catch(() => {})
   } finally {
     client?.disconnect()

@@ -124,6 +124,19 @@ function directive(name, argument, algorithm, algorithms) {
       }
       return lines
     }
+    case 'keep-table': {
+      // Sized for three steps of the algorithm that keeps the most locals: growing a table while it
+      // fills costs a rehash each time its size doubles (11k instructions per token-bucket step).
+      const size = 3 * Math.max(...algorithms.map((a) => 1 + carried(a).length))
+      const rows = []
+      for (let i = 0; i < size; i += 16)
+        rows.push(
+          `  ${Array(Math.min(16, size - i))
+            .fill('nil')
+            .join(', ')},`,
+        )
+      return ['local keep = {', ...rows, '}']
+    }
     case 'policy-locals':
       return algorithm.policy.length === 0 ? [] : [`local ${algorithm.policy.join(', ')}`]
     case 'next':

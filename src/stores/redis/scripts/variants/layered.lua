@@ -9,7 +9,9 @@
 
 --- @include "clock"
 --- @const
-local reply, keep = {}, {}
+local reply = {}
+-- Each step's algorithm and carried locals, in order (a table constructor of nils sizes it once).
+--- @keep-table
 local a, k, n = 2, 1, #ARGV
 while a <= n do
   local steps = ARGV[a] + 0
