@@ -6,7 +6,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest'
 import { createLimiter } from '../../src/limiter.js'
 import { type RatePolicy, resolvePolicy } from '../../src/policy.js'
 import { HybridPolicy } from '../../src/scale/hybrid.js'
-import { hybridRedis } from '../../src/scale/hybrid-redis.js'
+import { hybridRedis } from '../../src/stores/redis/index.js'
 
 const { port } = inject('redis')
 const client = new Redis(port, '127.0.0.1')
@@ -89,6 +89,30 @@ describe('sliding-window-counter, hybrid', () => {
     const denied = b.decide(step, 'consume')
     expect(denied.allowed).toBe(false)
     expect(denied.retryAfterMs).toBeGreaterThan(0)
+    await close()
+  })
+
+  it("pulls the previous window again after it ended, so another instance's late flush of it counts", async () => {
+    const { a, b, clock, step, take, close } = pair(
+      { algorithm: 'sliding-window-counter', limit: 10, window: '100s' },
+      T0 + 1000,
+    )
+    expect(take(a, 5)).toBe(5)
+    await a.flush()
+    expect(take(b, 1)).toBe(1)
+    await b.flush()
+    // a admits 3 more that it has not flushed when the window ends.
+    expect(take(a, 3)).toBe(3)
+    clock.now = T0 + 101_000
+    b.decide(step, 'peek')
+    await b.flush()
+    // b knows 6 of the previous window (weight 0.99): 5.94 used.
+    expect(b.decide(step, 'peek')).toMatchObject({ remaining: 4 })
+    // a's next flush carries its 3 into the ended window; b's next pull (within 4 syncs) sees them.
+    a.decide(step, 'peek')
+    await a.flush()
+    await b.flush()
+    expect(b.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 1 })
     await close()
   })
 
@@ -186,6 +210,49 @@ for (const algorithm of ['token-bucket', 'gcra'] as const)
       expect(counts.map(Number)).toEqual([9, 2])
     })
   })
+
+describe('hybrid: a failed flush', () => {
+  it('keeps every count, across a slice change, until Redis answers again', async () => {
+    // A client to a port nothing listens on, with no offline queue: every flush fails at once.
+    const dead = new Redis(1, '127.0.0.1', {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+    })
+    dead.on('error', () => {})
+    const prefix = `hyfail${Date.now()}`
+    const live = hybridRedis(client, { prefix })
+    let backend = hybridRedis(dead, { prefix })
+    const policy = resolvePolicy('h', {
+      algorithm: 'token-bucket',
+      limit: 10,
+      window: '10s',
+      mode: 'hybrid',
+      syncEvery: '10s',
+    })
+    const clock = { now: T0 + 500 }
+    const h = new HybridPolicy(
+      policy,
+      { add: (c) => backend.add(c), remove: (k) => backend.remove(k), keyOf: live.keyOf },
+      () => clock.now,
+    )
+    const step = { policy, key: 'k', cost: 1 }
+    for (let i = 0; i < 4; i++) h.decide(step, 'consume')
+    await h.flush()
+    expect(h.lastError).toBeDefined()
+    clock.now += h.sliceMs
+    for (let i = 0; i < 2; i++) h.decide(step, 'consume')
+    await h.flush()
+    expect(h.lastError).toBeDefined()
+    backend = live
+    await h.close()
+    expect(h.lastError).toBeUndefined()
+    const first = Math.floor((T0 + 500) / h.sliceMs)
+    const counts = await client.mget(live.keyOf('h', 'k', first), live.keyOf('h', 'k', first + 1))
+    expect(counts.map(Number)).toEqual([4, 2])
+    dead.disconnect()
+  })
+})
 
 describe('hybrid: layers and block stay refused', () => {
   for (const algorithm of ['fixed-window', 'sliding-window-counter', 'token-bucket', 'gcra'] as const)
