@@ -4,6 +4,7 @@ import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
 import { InvalidPolicyError } from './errors.js'
 import { checkKnownKeys, isOptionsObject, unknownOptionMessage } from './options.js'
+import { HYBRID_ALGORITHMS } from './scale/hybrid-algorithms.js'
 
 export const ALGORITHMS = [
   'fixed-window',
@@ -36,7 +37,8 @@ export interface RatePolicy {
   /** When the store fails: admit (`open`, the limiter's default), deny (`closed`) or decide in memory. */
   onStoreError?: StoreErrorMode
   /**
-   * `exact` (default): every decision is one store call. `hybrid` (fixed-window only): each
+   * `exact` (default): every decision is one store call. `hybrid` (fixed-window,
+   * sliding-window-counter, token-bucket and gcra; not sliding-window-log): each
    * instance decides locally and syncs its counts with Redis every `syncEvery`; see docs/scale.md
    * for the over-admission bound.
    */
@@ -160,6 +162,16 @@ const CONCURRENCY_KEYS = [
   'maxKeys',
 ] satisfies readonly (keyof ConcurrencyPolicy | 'maxKeys')[]
 
+function hybridRefused(name: string, algorithm: string): InvalidPolicyError {
+  const why =
+    algorithm === 'concurrency'
+      ? 'concurrency holds leases that must be released where they were taken'
+      : 'sliding-window-log keeps one timestamp per request, which instances cannot add up'
+  return new InvalidPolicyError(
+    `policies.${name}.mode: hybrid mode works for ${HYBRID_ALGORITHMS.join(', ')}; ${why}: use one of those algorithms or mode 'exact'`,
+  )
+}
+
 /** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
 export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   const ownId = isOptionsObject(policy) && (policy as { id?: unknown }).id !== undefined
@@ -177,6 +189,9 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
     )
   }
   const concurrency = algorithm === 'concurrency'
+  // Concurrency has no `mode` key at all: name the algorithms that do take hybrid, not the key.
+  if (concurrency && isOptionsObject(policy) && (policy as { mode?: unknown }).mode === 'hybrid')
+    throw hybridRefused(name, algorithm)
   if (isOptionsObject(policy))
     checkKnownKeys(
       `policies.${name}`,
@@ -228,11 +243,8 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
     -readonly [K in keyof ResolvedPolicy]: ResolvedPolicy[K]
   } = { name, id: p.id ?? name, algorithm: p.algorithm, limit, windowMs, capacity }
   if (hybrid) {
-    if (p.algorithm !== 'fixed-window') {
-      throw new InvalidPolicyError(
-        `policies.${name}.mode: hybrid mode counts fixed windows; use algorithm 'fixed-window' or mode 'exact'`,
-      )
-    }
+    if (!(HYBRID_ALGORITHMS as readonly string[]).includes(p.algorithm))
+      throw hybridRefused(name, p.algorithm)
     const syncEveryMs = parseDuration(p.syncEvery ?? '100ms', `policies.${name}.syncEvery`)
     if (syncEveryMs < 1 || syncEveryMs > windowMs) {
       throw new InvalidPolicyError(

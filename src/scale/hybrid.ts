@@ -1,18 +1,26 @@
-// Hybrid mode: a fixed-window policy decided in this process from the last known global count plus
-// this instance's own unsynced admissions, with counts flushed to Redis (and the global total pulled
+// Hybrid mode: a policy decided in this process from the last known global counts plus this
+// instance's own unsynced admissions, with counts flushed to Redis (and the global totals pulled
 // back) every `syncEvery`. Trades a bounded over-admission for no Redis round trip per decision.
+// Works for fixed-window, sliding-window-counter, token-bucket and gcra (hybrid-algorithms.ts has
+// each one's local decision); every one syncs the same thing: per (policy id, key, clock-aligned
+// slice) admitted counts, added with one increment and the global total read back.
 //
-// Over-admission bound (per key and window), derived in docs/scale.md:
-//   over <= (N - 1) * r * (2 * S + L), and never more than (N - 1) * limit
-// N instances, r the most a single instance admits per second for the key, S = syncEvery (s),
-// L = the longest flush round trip (s). An instance admits only while
-// (global total as last pulled) + (its own unsynced admissions) + cost <= limit; what it cannot see
-// are the other instances' admissions since their last flush before its last pull (at most 2S + L
-// of their traffic).
-// The Redis backend, hybridRedis, is in hybrid-redis.ts and exported from sluice/redis: this file is
+// Over-admission bounds (derived in docs/scale.md), N instances, r the most one instance admits per
+// second for the key, S = syncEvery, L = the longest flush round trip:
+//   fixed-window, sliding-window-counter: over <= (N - 1) * r * (2S + L), never more than (N - 1) * limit
+//   token-bucket, gcra: admitted in any run of T from full <= burst + rate * T + (N - 1) * min(r, rate + burst / (2S + L)) * (2S + L)
+// What an instance cannot see are the other instances' admissions since their last flush before
+// its last pull: at most 2S + L of their traffic.
+// The Redis backend, hybridRedis, is in src/stores/redis/hybrid.ts and exported from sluice/redis: this file is
 // part of the core entry and knows no Redis client.
 import type { ResolvedPolicy } from '../policy.js'
 import type { Step, StepResult } from '../store.js'
+import {
+  type HybridAlgorithm,
+  type HybridEntry,
+  hybridAlgorithm,
+  type SliceCounts,
+} from './hybrid-algorithms.js'
 
 /** Adds counts to the global total and reads it back: what a hybrid policy syncs with. */
 export interface HybridBackend {
@@ -20,7 +28,7 @@ export interface HybridBackend {
   add(counters: readonly HybridCounter[]): Promise<number[]>
   /** Delete counters (reset). */
   remove(keys: readonly string[]): Promise<void>
-  /** The counter key of one (policy, subject, window index). */
+  /** The counter key of one (policy, subject, slice index). */
   keyOf(policy: string, subject: string, window: number): string
 }
 
@@ -31,26 +39,26 @@ export interface HybridCounter {
   ttlMs: number
 }
 
-interface Entry {
-  /** Index of the clock-aligned window (floor(now / windowMs)); all instances agree on it. */
-  window: number
-  /** Global total as last pulled from Redis (this instance's flushed counts included). */
-  global: number
-  /** Admitted here and not yet flushed. */
-  pending: number
-  /** Part of `pending` in a flush that has not answered yet. */
-  inFlight: number
-  /** Decided on since the last flush: only these are pulled (an idle key costs Redis nothing). */
-  touched: boolean
+/** A counter sent in a flush, and the slice it belongs to. */
+interface Sent {
+  key: string
+  index: number
+  counter: HybridCounter
 }
+
+const slice = (index: number): SliceCounts => ({ index, global: 0, pending: 0, inFlight: 0, pulled: false })
 
 /** Counters of one hybrid policy in this process. */
 export class HybridPolicy {
-  private readonly entries = new Map<string, Entry>()
-  /** Counts of windows that ended before they were flushed. */
+  private readonly entries = new Map<string, HybridEntry>()
+  /** Counts of slices dropped before they were flushed. */
   private carry: HybridCounter[] = []
   private readonly timer: NodeJS.Timeout
   private flushing: Promise<void> | undefined
+  private readonly algorithm: HybridAlgorithm
+  private readonly syncEveryMs: number
+  /** Length of one counted slice (ms): the window, or for the buckets at least a full refill. */
+  readonly sliceMs: number
   /** Longest flush round trip seen, ms (the L of the bound). */
   maxFlushMs = 0
   flushes = 0
@@ -62,29 +70,43 @@ export class HybridPolicy {
     private readonly backend: HybridBackend,
     private readonly now: () => number = Date.now,
   ) {
-    this.timer = setInterval(() => void this.flush(), policy.syncEveryMs ?? 100)
+    this.algorithm = hybridAlgorithm(policy.algorithm)
+    this.syncEveryMs = policy.syncEveryMs ?? 100
+    this.sliceMs = this.algorithm.sliceMs(policy, this.syncEveryMs)
+    this.timer = setInterval(() => void this.flush(), this.syncEveryMs)
     this.timer.unref()
   }
 
-  private entry(key: string, nowMs: number): Entry {
-    const window = Math.floor(nowMs / this.policy.windowMs)
+  private entry(key: string, nowMs: number): HybridEntry {
+    const index = Math.floor(nowMs / this.sliceMs)
     let e = this.entries.get(key)
     if (e === undefined) {
-      e = { window, global: 0, pending: 0, inFlight: 0, touched: true }
+      const previous = this.algorithm.slices === 2 ? slice(index - 1) : undefined
+      e = { current: slice(index), previous, state: undefined, touched: true }
       this.entries.set(key, e)
-    } else if (e.window !== window) {
-      if (e.pending - e.inFlight !== 0) this.carry.push(this.counter(key, e.window, e.pending - e.inFlight))
-      e.window = window
-      e.global = 0
-      e.pending = 0
-      e.inFlight = 0
-    }
+    } else if (index > e.current.index) this.rotate(key, e, index)
+    // A clock that stepped back stays in the newest slice seen.
     return e
   }
 
-  private counter(key: string, window: number, count: number): HybridCounter {
-    // Live for two windows so a late flush of an ended window still lands somewhere harmless.
-    return { key: this.backend.keyOf(this.policy.id, key, window), count, ttlMs: 2 * this.policy.windowMs }
+  /** Move an entry on to slice `index`; the counts of a slice it drops go to the carry. */
+  private rotate(key: string, e: HybridEntry, index: number): void {
+    const keep = this.algorithm.slices === 2 && index === e.current.index + 1
+    if (e.previous !== undefined) this.drop(key, e.previous)
+    if (!keep) this.drop(key, e.current)
+    e.previous = keep ? e.current : this.algorithm.slices === 2 ? slice(index - 1) : undefined
+    e.current = slice(index)
+  }
+
+  private drop(key: string, s: SliceCounts): void {
+    const unsent = s.pending - s.inFlight
+    if (unsent !== 0) this.carry.push(this.counter(key, s.index, unsent))
+  }
+
+  private counter(key: string, index: number, count: number): HybridCounter {
+    // Live one slice past the last that reads it, so a late flush still lands somewhere harmless.
+    const ttlMs = (this.algorithm.slices + 1) * this.sliceMs
+    return { key: this.backend.keyOf(this.policy.id, key, index), count, ttlMs }
   }
 
   /** Decide one step locally (synchronously). */
@@ -92,34 +114,38 @@ export class HybridPolicy {
     const nowMs = this.now()
     const e = this.entry(step.key, nowMs)
     e.touched = true
-    const limit = this.policy.limit
-    const used = e.global + e.pending
-    const allowed = used + step.cost <= limit
-    if (allowed && mode === 'consume') e.pending += step.cost
-    const after = e.global + e.pending
-    const end = (e.window + 1) * this.policy.windowMs
+    const out = this.algorithm.decide(e, this.policy, nowMs, step.cost, mode === 'peek')
+    if (out.allowed && mode === 'consume') {
+      e.current.pending += step.cost
+      if (this.algorithm.merge !== undefined) e.state = out.state
+    }
     return {
-      allowed,
-      remaining: Math.max(0, limit - after),
-      resetMs: after > 0 ? end - nowMs : 0,
-      retryAfterMs: allowed ? 0 : end - nowMs,
+      allowed: out.allowed,
+      remaining: out.remaining,
+      resetMs: out.resetMs,
+      retryAfterMs: out.retryAfterMs,
       blocked: false,
     }
   }
 
   refund(step: Step): void {
-    const e = this.entry(step.key, this.now())
-    e.pending -= Math.min(step.cost, e.global + e.pending)
+    const nowMs = this.now()
+    const e = this.entry(step.key, nowMs)
+    // Never give back more than the slice holds: the others see the refund as a negative count.
+    const amount = Math.min(step.cost, e.current.global + e.current.pending)
+    e.current.pending -= amount
+    if (this.algorithm.refund !== undefined)
+      e.state = this.algorithm.refund(e.state, this.policy, nowMs, step.cost)
   }
 
   async reset(step: Step): Promise<void> {
-    const nowMs = this.now()
-    const window = Math.floor(nowMs / this.policy.windowMs)
+    const index = Math.floor(this.now() / this.sliceMs)
     this.entries.delete(step.key)
-    await this.backend.remove([this.backend.keyOf(this.policy.id, step.key, window)])
+    const indexes = this.algorithm.slices === 2 ? [index, index - 1] : [index]
+    await this.backend.remove(indexes.map((i) => this.backend.keyOf(this.policy.id, step.key, i)))
   }
 
-  /** Flush every entry's unsynced count (0 for a pure pull) and take the global totals back. */
+  /** Flush every entry's unsynced counts (0 for a pure pull) and take the global totals back. */
   flush(): Promise<void> {
     if (this.flushing !== undefined) return this.flushing
     this.flushing = this.flushOnce().finally(() => {
@@ -128,27 +154,41 @@ export class HybridPolicy {
     return this.flushing
   }
 
+  /** Whether a flush pulls the previous slice: until it is final (the others flushed its last counts). */
+  private pullsPrevious(s: SliceCounts, nowMs: number): boolean {
+    return !s.pulled || nowMs < (s.index + 1) * this.sliceMs + 4 * this.syncEveryMs
+  }
+
   private async flushOnce(): Promise<void> {
-    const window = Math.floor(this.now() / this.policy.windowMs)
-    const keys: string[] = []
-    const counters: HybridCounter[] = this.carry
-    this.carry = []
-    const carried = counters.length
+    const nowMs = this.now()
+    const index = Math.floor(nowMs / this.sliceMs)
+    const sent: Sent[] = []
     for (const [key, e] of this.entries) {
-      if (e.window < window) {
-        // The window ended here: flush what is left and drop the entry.
-        if (e.pending !== 0) counters.push(this.counter(key, e.window, e.pending))
+      const age = index - e.current.index
+      if (age >= this.algorithm.slices) {
+        // No slice of the entry is read any more: flush what is left and drop it.
+        if (e.previous !== undefined) this.drop(key, e.previous)
+        this.drop(key, e.current)
         this.entries.delete(key)
         continue
       }
-      // An idle entry keeps its last total (a lower bound of the global count) and is not pulled:
+      // An idle entry keeps its last totals (a lower bound of the global counts) and is not pulled:
       // once it has seen the limit reached it denies for the rest of the window without asking.
-      if (!e.touched && e.pending === 0) continue
+      const unsent = e.current.pending !== 0 || (e.previous !== undefined && e.previous.pending !== 0)
+      if (!e.touched && !unsent) continue
+      if (age > 0) this.rotate(key, e, index)
+      const p = e.previous
+      const previousDue = p !== undefined && (p.pending !== 0 || (e.touched && this.pullsPrevious(p, nowMs)))
       e.touched = false
-      e.inFlight = e.pending
-      keys.push(key)
-      counters.push(this.counter(key, e.window, e.pending))
+      for (const s of previousDue ? [e.current, p] : [e.current]) {
+        s.inFlight = s.pending
+        sent.push({ key, index: s.index, counter: this.counter(key, s.index, s.pending) })
+      }
     }
+    const counters: HybridCounter[] = this.carry
+    this.carry = []
+    const carried = counters.length
+    for (const s of sent) counters.push(s.counter)
     if (counters.length === 0) return
     const started = performance.now()
     let totals: number[]
@@ -156,32 +196,50 @@ export class HybridPolicy {
       totals = await this.backend.add(counters)
     } catch (error) {
       this.lastError = error
-      // Keep every count: the entries still hold theirs; ended windows go back to the carry.
-      for (const e of this.entries.values()) {
-        e.inFlight = 0
-        e.touched = true
-      }
+      // Keep every count: the entries still hold theirs; dropped slices go back to the carry.
       this.carry.push(...counters.slice(0, carried))
+      for (const s of sent) {
+        const e = this.entries.get(s.key)
+        const counts = e === undefined ? undefined : this.sliceOf(e, s.index)
+        if (counts !== undefined) counts.inFlight = 0
+        else if (s.counter.count !== 0) this.carry.push(s.counter)
+        if (e !== undefined) e.touched = true
+      }
       return
     }
     this.lastError = undefined
     this.flushes++
     this.maxFlushMs = Math.max(this.maxFlushMs, performance.now() - started)
-    keys.forEach((key, i) => {
-      const e = this.entries.get(key)
-      const sent = counters[carried + i]!
-      if (e === undefined || sent.key !== this.backend.keyOf(this.policy.id, key, e.window)) return
-      e.pending -= sent.count
-      e.inFlight = 0
-      e.global = totals[carried + i]!
+    const mergedAt = this.now()
+    sent.forEach((s, i) => {
+      const e = this.entries.get(s.key)
+      const counts = e === undefined ? undefined : this.sliceOf(e, s.index)
+      if (e === undefined || counts === undefined) return
+      const globalNow = totals[carried + i]!
+      // What the others admitted in this slice since the last pull (all of it on the first pull).
+      const others = globalNow - counts.global - s.counter.count
+      counts.pending -= s.counter.count
+      counts.inFlight = 0
+      counts.global = globalNow
+      counts.pulled = true
+      if (others !== 0 && this.algorithm.merge !== undefined)
+        e.state = this.algorithm.merge(e.state, this.policy, mergedAt, others)
     })
+  }
+
+  private sliceOf(e: HybridEntry, index: number): SliceCounts | undefined {
+    if (e.current.index === index) return e.current
+    return e.previous?.index === index ? e.previous : undefined
   }
 
   /** Stop the timer after a last flush. */
   async close(): Promise<void> {
     clearInterval(this.timer)
     await this.flush()
-    if (this.carry.length > 0 || [...this.entries.values()].some((e) => e.pending !== 0)) await this.flush()
+    const unsent = [...this.entries.values()].some(
+      (e) => e.current.pending !== 0 || (e.previous !== undefined && e.previous.pending !== 0),
+    )
+    if (this.carry.length > 0 || unsent) await this.flush()
   }
 
   get size(): number {

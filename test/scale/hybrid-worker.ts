@@ -1,24 +1,39 @@
 // One hybrid-mode instance for the over-admission test: waits for a start time from the parent,
-// offers `rate` requests/s on one key until `stop`, then flushes and reports what it admitted.
+// offers `rate` requests/s on one key of every policy until `stop`, then flushes and reports what
+// each policy admitted, tick by tick (the parent sums the instances and measures over-admission).
 import { Redis } from 'ioredis'
 import { createLimiter } from '../../src/limiter.js'
+import type { RatePolicy } from '../../src/policy.js'
 import type { HybridBackend } from '../../src/scale/hybrid.js'
 import { hybridRedis } from '../../src/stores/redis/hybrid.js'
 
-interface Plan {
+export interface WorkerPlan {
   port: number
   prefix: string
-  limit: number
-  windowMs: number
+  /** The policies, all hybrid, by name (`mode` and `syncEvery` are added here). */
+  policies: Record<string, Omit<RatePolicy, 'mode' | 'syncEvery'>>
   syncEvery: string
   rate: number
   startAt: number
   stopAt: number
 }
 
+export interface PolicyReport {
+  offered: number
+  admitted: number
+  /** [Date.now() of a tick, units admitted in it], ticks that admitted something. */
+  ticks: [number, number][]
+}
+
+export interface WorkerReport {
+  elapsedMs: number
+  maxFlushMs: number
+  policies: Record<string, PolicyReport>
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 
-process.once('message', async (plan: Plan) => {
+process.once('message', async (plan: WorkerPlan) => {
   const client = new Redis(plan.port, '127.0.0.1')
   // Time every flush: its longest round trip is the L of the over-admission bound.
   const backend = hybridRedis(client, { prefix: plan.prefix })
@@ -34,42 +49,36 @@ process.once('message', async (plan: Plan) => {
       }
     },
   }
-  const limiter = createLimiter({
-    hybrid: timed,
-    policies: {
-      api: {
-        algorithm: 'fixed-window',
-        limit: plan.limit,
-        window: plan.windowMs,
-        mode: 'hybrid',
-        syncEvery: plan.syncEvery,
-      },
-    },
-  })
+  const names = Object.keys(plan.policies)
+  const policies = Object.fromEntries(
+    names.map((name) => [name, { ...plan.policies[name]!, mode: 'hybrid', syncEvery: plan.syncEvery }]),
+  ) as Record<string, RatePolicy>
+  const limiter = createLimiter({ hybrid: timed, policies })
   await client.ping()
   await sleep(plan.startAt - Date.now())
   // Requests in batches every 5 ms, so the offered rate does not depend on how fast the loop spins.
   const perTick = Math.max(1, Math.round((plan.rate * 5) / 1000))
-  let offered = 0
-  let admitted = 0
+  const reports: Record<string, PolicyReport> = Object.fromEntries(
+    names.map((name) => [name, { offered: 0, admitted: 0, ticks: [] }]),
+  )
   const started = Date.now()
   while (Date.now() < plan.stopAt) {
-    for (let i = 0; i < perTick; i++) {
-      offered++
-      if (limiter.consumeSync('api', 'shared').allowed) admitted++
+    const tickAt = Date.now()
+    for (const name of names) {
+      const report = reports[name]!
+      let admitted = 0
+      for (let i = 0; i < perTick; i++) if (limiter.consumeSync(name, 'shared').allowed) admitted++
+      report.offered += perTick
+      report.admitted += admitted
+      if (admitted > 0) report.ticks.push([tickAt, admitted])
     }
     await sleep(5)
   }
   const elapsedMs = Date.now() - started
   await limiter.close()
   client.disconnect()
-  process.send!({
-    offered,
-    admitted,
-    elapsedMs,
-    maxFlushMs,
-    window: Math.floor(plan.startAt / plan.windowMs),
-  })
+  const done: WorkerReport = { elapsedMs, maxFlushMs, policies: reports }
+  process.send!(done)
   process.disconnect()
 })
 process.send!('ready')
