@@ -6,7 +6,7 @@ import { InvalidOptionsError } from '../errors.js'
 import type { Check, Decision, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import { isSyncStore } from '../store.js'
-import { rateLimitBody, rateLimitHeaders } from './headers.js'
+import { headerWriter, rateLimitBody } from './headers.js'
 import { ipMatcher } from './ip.js'
 import { KeyMaker, RequestKeys, validateKey } from './keys.js'
 import { type CompiledRule, compileRules, methodOf, routeMatcher } from './rules.js'
@@ -155,6 +155,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   const { globalRules, tierNames, routeFor, prepare: prepareRoute } = compileRules(options, policies)
   const keyMaker = new KeyMaker(options, settings)
   const syncStore = isSyncStore(limiter.store)
+  const writeHeaders = headerWriter(policies, settings.headers)
   const skipIp = options.skip?.ips === undefined ? undefined : ipMatcher(options.skip.ips, 'skip.ips')
   const skipPaths = new Set(options.skip?.paths ?? [])
   const skipRoutes =
@@ -256,7 +257,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   ): HttpOutcome {
     const { request, routeId } = keys
     const shadow = settings.shadow
-    const headers = rateLimitHeaders(decision, policies, { headers: settings.headers, nowMs: now() })
+    const headers = writeHeaders(decision, now())
     notify({ request, route: routeId, tier, decision, shadow })
     if (decision.allowed) return { action: 'continue', headers, decision }
     if (shadow) {
