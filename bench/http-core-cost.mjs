@@ -7,8 +7,8 @@
 //   node --import tsx bench/http-core-cost.mjs src/index.ts
 //   git worktree add /tmp/old <commit> && (cd /tmp/old && npm ci && npm run build) && node bench/http-core-cost.mjs /tmp/old/dist/index.js
 import { Session } from 'node:inspector/promises'
-import { pathToFileURL } from 'node:url'
 import { resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 
 const { createLimiter, createHttpLimiter } = await import(
   pathToFileURL(resolve(process.argv[2] ?? 'dist/index.js')).href

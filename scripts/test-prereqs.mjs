@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Before `npm test`: the system servers the suites start (redis-server, nginx, chromium), and Go and
+// Before `npm test`: the system servers the suites start (redis-server, nginx, chromium, memcached), and Go and
 // Python's fastapi, uvicorn and httpx for the client examples (test/clients). As root
 // with apt-get (a fresh CI image, a container), the missing ones are installed, as .ci/run does;
 // otherwise the run stops at once with one line naming the exact install command, instead of a raw
@@ -20,6 +20,7 @@ export const NEEDED = [
   { pkg: 'python3-fastapi', pythonModule: 'fastapi' },
   { pkg: 'python3-uvicorn', pythonModule: 'uvicorn' },
   { pkg: 'python3-httpx', pythonModule: 'httpx' },
+  { pkg: 'memcached', bins: ['memcached'] },
 ]
 
 /**

@@ -5,7 +5,7 @@ import { z } from 'zod'
 import { InvalidOptionsError } from '../errors.js'
 import type { Check, Decision, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
-import { isSyncStore } from '../store.js'
+import type { MaybePromise } from '../store.js'
 import { headerWriter, rateLimitBody } from './headers.js'
 import { ipMatcher } from './ip.js'
 import { KeyMaker, RequestKeys, validateKey } from './keys.js'
@@ -159,7 +159,6 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   const policies = limiter.policies as Readonly<Record<string, (typeof limiter.policies)[string]>>
   const { globalRules, tierNames, routeFor, prepare: prepareRoute } = compileRules(options, policies)
   const keyMaker = new KeyMaker(options, settings)
-  const syncStore = isSyncStore(limiter.store)
   const writeHeaders = headerWriter(policies, settings.headers)
   // `'GET /users/:id'` per standard method and route pattern, built once: no string per request.
   const routeIds = new Map<string, Map<string, string>>()
@@ -287,16 +286,24 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       else checks[same] = { policy, key, cost: (checks[same]?.cost ?? 0) + cost }
     }
     if (firstPolicy === undefined) return pass()
-    if (checks === undefined) {
-      // One layer: the plain consume, synchronous when the store decides in-process (memory).
-      const cost = firstCost === 1 ? COST_ONE : { cost: firstCost }
-      if (syncStore) return conclude(keys, tier, limiter.consumeSync(firstPolicy, firstKey, cost))
-      return limiter.consume(firstPolicy, firstKey, cost).then(
-        (d) => settle(keys, tier, d),
-        (error: unknown) => failed(keys.request, error),
+    // One layer: the plain check. Synchronous when the chain answers in-process (the memory store).
+    if (checks === undefined)
+      return answer(
+        keys,
+        tier,
+        limiter.decide(firstPolicy, firstKey, firstCost === 1 ? COST_ONE : { cost: firstCost }),
       )
-    }
-    return limiter.consume(checks).then(
+    return answer(keys, tier, limiter.decide(checks))
+  }
+
+  /** Conclude now, or once the chain answers; a promise from here never rejects. */
+  function answer(
+    keys: RequestKeys,
+    tier: string | undefined,
+    decision: MaybePromise<Decision | LayeredDecision>,
+  ): HttpOutcome | Promise<HttpOutcome> {
+    if (!(decision instanceof Promise)) return conclude(keys, tier, decision)
+    return decision.then(
       (d) => settle(keys, tier, d),
       (error: unknown) => failed(keys.request, error),
     )

@@ -1,8 +1,9 @@
 // Store URLs for the service: `memory`, `redis://host:port[/db]`, `rediss://...`,
-// `redis+cluster://host1:port1,host2:port2`. Parsed here, and opened (Redis with ioredis) as the
-// StoreHandle the service decides on.
+// `redis+cluster://host1:port1,host2:port2`, `memcached://host:port`. Parsed here, and opened
+// (Redis with ioredis, memcached with memjs) as the StoreHandle the service decides on.
 import { InvalidConfigError, StoreError } from '../errors.js'
 import type { Store } from '../store.js'
+import type { MemjsClientLike } from '../stores/memcached/client.js'
 import { memoryStore } from '../stores/memory.js'
 import type { StoreHandle } from './types.js'
 
@@ -29,13 +30,22 @@ export type StoreSpec = (
       readonly username: string | undefined
       readonly password: string | undefined
     }
+  | {
+      readonly kind: 'memcached'
+      readonly host: string
+      readonly port: number
+      /** SASL credentials, when the server wants them. */
+      readonly username: string | undefined
+      readonly password: string | undefined
+    }
 ) & {
   /** The URL with any password replaced by `***`: the only form logs, /readyz and errors print. */
   readonly redacted: string
 }
 
 const USAGE =
-  'use memory, redis://host:port[/db], rediss://host:port[/db] or redis+cluster://host1:port1,host2:port2'
+  'use memory, redis://host:port[/db], rediss://host:port[/db], redis+cluster://host1:port1,host2:port2' +
+  ' or memcached://host:port'
 
 /**
  * The one split of a store URL that parsing and redaction share: `scheme://[auth@]rest`, where the
@@ -88,10 +98,10 @@ function decodePart(text: string): string {
   })
 }
 
-function hostPort(url: string, text: string): HostPort {
+function hostPort(url: string, text: string, defaultPort = 6379): HostPort {
   const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(text)
   if (match === null) throw bad(url, `${JSON.stringify(text)} is not host:port`)
-  const port = match[2] === undefined ? 6379 : Number(match[2])
+  const port = match[2] === undefined ? defaultPort : Number(match[2])
   if (port < 1 || port > 65535) throw bad(url, `port ${port} is out of range`)
   return { host: match[1]!.replace(/^\[|\]$/g, ''), port }
 }
@@ -148,6 +158,13 @@ export function parseStoreUrl(url: string): StoreSpec {
     const nodes = hosts.split(',').map((h) => hostPort(url, h.trim()))
     return { kind: 'cluster', tls: protocol === 'rediss+cluster', nodes, username, password, redacted }
   }
+  if (protocol === 'memcached') {
+    if (hosts.includes(',')) throw bad(url, 'one memcached server per store')
+    if (path !== '') throw bad(url, 'memcached has no databases; remove the path')
+    const { host, port } = hostPort(url, hosts, 11211)
+    if (host.includes(':')) throw bad(url, 'memjs cannot reach an IPv6 address; use a host name')
+    return { kind: 'memcached', host, port, username, password, redacted }
+  }
   throw bad(url, `unknown scheme ${protocol}://`)
 }
 
@@ -186,6 +203,7 @@ const COMMAND_TIMEOUT_MS = 1000
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
   if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
+  if (spec.kind === 'memcached') return openMemcached(spec, options)
   // ioredis is an optional peer: without it, say what to install (the CLI prints this one line).
   const { Redis, Cluster } = await import('ioredis').catch((error: unknown) => {
     const code = (error as { code?: unknown }).code
@@ -245,5 +263,63 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     async ping() {
       await client.ping()
     },
+  }
+}
+
+/** What the service needs of the memjs module. */
+interface MemjsModule {
+  Client: {
+    create(servers: string, options: Record<string, unknown>): MemjsClientLike & { close(): void }
+  }
+}
+
+/** A memcached store over memjs (loaded only here), checked with a `version` before it serves. */
+async function openMemcached(
+  spec: Extract<StoreSpec, { kind: 'memcached' }>,
+  options: OpenStoreOptions,
+): Promise<StoreHandle> {
+  // memjs is an optional peer: without it, say what to install (the CLI prints this one line).
+  const loaded = (await import('memjs').catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code
+    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && String(error).includes("'memjs'"))
+      throw new StoreError('the memcached store needs memjs: npm install memjs', { cause: error })
+    throw error
+  })) as MemjsModule & { default?: MemjsModule }
+  const memjs = loaded.default ?? loaded
+  const { memcachedStore, pingMemcached } = await import('../stores/memcached/index.js')
+  // Credentials go in the options, never in the server string (a password may hold `@` or `:`).
+  const client = memjs.Client.create(`${spec.host}:${spec.port}`, {
+    ...(spec.username === undefined ? {} : { username: spec.username }),
+    ...(spec.password === undefined ? {} : { password: spec.password }),
+    // A decision must not wait on a dead memcached: one try, a short timeout (seconds).
+    retries: 1,
+    timeout: COMMAND_TIMEOUT_MS / 1000,
+    conntimeout: CONNECT_TIMEOUT_MS / 1000,
+    // memjs logs failures to the console; the store and /readyz report them instead.
+    logger: { log: () => {} },
+  })
+  try {
+    await pingMemcached(client)
+  } catch (error) {
+    client.close()
+    throw new StoreError(`cannot connect to ${spec.redacted}: ${(error as Error).message}`, { cause: error })
+  }
+  const store = memcachedStore(client, { prefix: options.prefix })
+  const owned: Store = {
+    name: store.name,
+    now: () => store.now(),
+    apply: (steps, mode) => store.apply(steps, mode),
+    refund: (steps) => store.refund(steps),
+    block: (steps, durationMs) => store.block(steps, durationMs),
+    reset: (steps) => store.reset(steps),
+    async close() {
+      await store.close()
+      client.close()
+    },
+  }
+  return {
+    store: owned,
+    description: spec.redacted,
+    ping: () => pingMemcached(client),
   }
 }
