@@ -4,9 +4,15 @@
 //   node bench/cases/http-server.mjs <fastify|express> <variant> <redisPort>
 // Messages from the parent (IPC): 'cpu' -> { cpu: process.cpuUsage() }; 'stop' -> exit 0 (so a
 // `node --cpu-prof` run writes its profile).
-const [framework, variant, redisPortText] = process.argv.slice(2)
+const [framework, requested, redisPortText] = process.argv.slice(2)
 const redisPort = Number(redisPortText)
-const dist = new URL('../../dist/', import.meta.url)
+// `<variant>-baseline`: the same server over another build (SLUICE_BENCH_BASELINE_DIST), so a change
+// is measured before and after in one run.
+const baseline = requested.endsWith('-baseline')
+const variant = baseline ? requested.slice(0, -'-baseline'.length) : requested
+const dist = baseline
+  ? new URL(`file://${process.env.SLUICE_BENCH_BASELINE_DIST.replace(/\/?$/, '/')}`)
+  : new URL('../../dist/', import.meta.url)
 const LIMIT = 1_000_000_000
 const WINDOW_MS = 60_000
 

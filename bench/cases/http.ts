@@ -12,6 +12,8 @@
 //
 //   npm run bench -- --only http-fastify [--quick] [--profile DIR] [--variants sluice-memory,...]
 //   (or http-express; http-core)
+// With SLUICE_BENCH_BASELINE_DIST=<a copy of dist/ from another commit>, the Sluice servers also run
+// over that build (variants `sluice-memory-baseline`, `sluice-redis-baseline`): before/after in one run.
 import { type ChildProcess, fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { startRedis } from '../../test/helpers/redis-harness.js'
@@ -23,7 +25,7 @@ const CONNECTIONS = 50
 
 type Framework = 'fastify' | 'express'
 /** The variants of http-server.mjs per framework, the no-limiter baseline first. */
-const VARIANTS: Record<Framework, { variant: string; subject: string }[]> = {
+const BASE_VARIANTS: Record<Framework, { variant: string; subject: string }[]> = {
   fastify: [
     { variant: 'none', subject: 'fastify, no limiter' },
     { variant: 'sluice-memory', subject: 'fastify + Sluice (memory)' },
@@ -42,6 +44,25 @@ const VARIANTS: Record<Framework, { variant: string; subject: string }[]> = {
     },
     { variant: 'express-rate-limit-redis', subject: 'express + express-rate-limit + rate-limit-redis' },
   ],
+}
+
+const baselineDist = process.env.SLUICE_BENCH_BASELINE_DIST
+const VARIANTS: Record<Framework, { variant: string; subject: string }[]> =
+  baselineDist === undefined
+    ? BASE_VARIANTS
+    : {
+        fastify: withBaselines(BASE_VARIANTS.fastify),
+        express: withBaselines(BASE_VARIANTS.express),
+      }
+
+function withBaselines(
+  variants: { variant: string; subject: string }[],
+): { variant: string; subject: string }[] {
+  return variants.flatMap((v) =>
+    v.variant.startsWith('sluice-')
+      ? [v, { variant: `${v.variant}-baseline`, subject: `${v.subject}, baseline build` }]
+      : [v],
+  )
 }
 
 function waitFor<T>(

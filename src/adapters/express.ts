@@ -1,7 +1,7 @@
 // sluice/express: Express 4 and 5 middleware over the shared HTTP core. Works with no Express import:
 // it only needs the Node request/response and the `route`/`baseUrl` Express puts on the request.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
+import { asHttpLimiter, pathOf } from '../http/core.js'
 import {
   type FrameworkTrust,
   frameworkTrustsProxies,
@@ -11,6 +11,7 @@ import {
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
 import { wrongAdapter } from './misuse.js'
 import { sendOutcome } from './node.js'
+import { NodeRequestInfo } from './request-info.js'
 
 /** The parts of an Express request the middleware reads. */
 export interface ExpressLikeRequest extends IncomingMessage {
@@ -70,15 +71,7 @@ export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimite
       const pattern = req.route?.path
       const route = pattern === undefined ? undefined : `${req.baseUrl ?? ''}${String(pattern)}`
       const outcome = http.check(
-        {
-          method: req.method ?? 'GET',
-          route,
-          path: req.path ?? pathOf(req.url),
-          remoteAddress: req.socket.remoteAddress,
-          frameworkClientAddress,
-          header: (name) => headerValue(req.headers[name]),
-          raw: req,
-        },
+        new NodeRequestInfo(req, route, req.path ?? pathOf(req.url), frameworkClientAddress),
         routeOptions,
       )
       // check() never rejects; the common case (memory store) is not even a promise.

@@ -4,7 +4,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { InvalidOptionsError } from '../errors.js'
 import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
 import { type FrameworkTrust, proxyTrustConflict, reportConflict } from '../http/framework-trust.js'
-import type { HttpLimiter, HttpLimiterOptions, HttpOutcome, RouteOptions } from '../http/index.js'
+import type {
+  HttpLimiter,
+  HttpLimiterOptions,
+  HttpOutcome,
+  HttpRequestInfo,
+  RouteOptions,
+} from '../http/index.js'
 import { wrongAdapter } from './misuse.js'
 
 declare module 'fastify' {
@@ -20,6 +26,35 @@ const FASTIFY_TRUST: FrameworkTrust = {
   setting: 'Fastify trustProxy',
   address: 'request.ip',
   off: 'leave trustProxy out of Fastify({ ... })',
+}
+
+/** The core's view of a Fastify request: a class, so `header` is one shared method, not a closure per request. */
+class FastifyRequestInfo implements HttpRequestInfo {
+  readonly method: string
+  readonly route: string | undefined
+  readonly path: string
+  readonly remoteAddress: string | undefined
+  readonly frameworkClientAddress: string | undefined
+  readonly raw: FastifyRequest
+  constructor(request: FastifyRequest, frameworkTrustsProxies: boolean) {
+    this.method = request.method
+    this.route = request.routeOptions.url
+    this.path = pathOf(request.raw.url)
+    this.remoteAddress = request.raw.socket.remoteAddress
+    this.frameworkClientAddress = frameworkTrustsProxies ? request.ip : undefined
+    this.raw = request
+  }
+  header(name: string): string | undefined {
+    return headerValue(this.raw.headers[name])
+  }
+}
+
+/** Apply an outcome: set the headers; answer from the hook when refused, else continue. */
+function applyOutcome(outcome: HttpOutcome, reply: FastifyReply, next: (error?: Error) => void): void {
+  reply.headers(outcome.headers)
+  // Answering from the hook: send and do not call next.
+  if (outcome.action === 'respond') reply.code(outcome.status).send(outcome.body)
+  else next()
 }
 
 /**
@@ -69,26 +104,12 @@ export function sluice(
       fastifyTrustsProxies ??= request.ips !== undefined
       if (fastifyTrustsProxies && conflict !== undefined) return next(reportConflict(http, conflict))
       const outcome = http.check(
-        {
-          method: request.method,
-          route: request.routeOptions.url,
-          path: pathOf(request.raw.url),
-          remoteAddress: request.raw.socket.remoteAddress,
-          frameworkClientAddress: fastifyTrustsProxies ? request.ip : undefined,
-          header: (name) => headerValue(request.headers[name]),
-          raw: request,
-        },
+        new FastifyRequestInfo(request, fastifyTrustsProxies),
         request.routeOptions.config.sluice,
       )
-      const apply = (o: HttpOutcome): void => {
-        reply.headers(o.headers)
-        // Answering from the hook: send and do not call next.
-        if (o.action === 'respond') reply.code(o.status).send(o.body)
-        else next()
-      }
-      // check() never rejects.
-      if (outcome instanceof Promise) outcome.then(apply)
-      else apply(outcome)
+      // check() never rejects; a closure only when there is something to wait for.
+      if (outcome instanceof Promise) outcome.then((o) => applyOutcome(o, reply, next))
+      else applyOutcome(outcome, reply, next)
     },
   )
   done()

@@ -1,6 +1,6 @@
 // sluice/node: wrap a plain node:http request handler with the shared HTTP core.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
+import { asHttpLimiter, pathOf } from '../http/core.js'
 import type {
   HttpLimiter,
   HttpLimiterOptions,
@@ -10,6 +10,7 @@ import type {
 } from '../http/index.js'
 import type { NodeHandler } from '../http/types.js'
 import { checkKnownKeys, keysOf } from '../options.js'
+import { NodeRequestInfo } from './request-info.js'
 
 export interface NodeAdapterOptions {
   /** The route pattern of a request (node:http has no router). Default: none, so every request is `METHOD *`. */
@@ -22,19 +23,13 @@ export type { NodeHandler }
 
 /** The core's view of a node:http request. */
 export function nodeRequest(req: IncomingMessage, route: string | undefined): HttpRequestInfo {
-  return {
-    method: req.method ?? 'GET',
-    route,
-    path: pathOf(req.url),
-    remoteAddress: req.socket.remoteAddress,
-    header: (name) => headerValue(req.headers[name]),
-    raw: req,
-  }
+  return new NodeRequestInfo(req, route, pathOf(req.url), undefined)
 }
 
 /** Apply an outcome to a node:http response: set the headers; answer when refused. Returns true if answered. */
 export function sendOutcome(res: ServerResponse, outcome: HttpOutcome): boolean {
-  for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value)
+  const headers = outcome.headers
+  for (const name in headers) res.setHeader(name, headers[name]!)
   if (outcome.action === 'continue') return false
   res.statusCode = outcome.status
   res.end(outcome.body)

@@ -5,10 +5,11 @@ import { z } from 'zod'
 import { InvalidOptionsError } from '../errors.js'
 import type { Check, Decision, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
-import { rateLimitBody, rateLimitHeaders } from './headers.js'
+import type { MaybePromise } from '../store.js'
+import { headerWriter, rateLimitBody } from './headers.js'
 import { ipMatcher } from './ip.js'
 import { KeyMaker, RequestKeys, validateKey } from './keys.js'
-import { type CompiledRule, compileRules, methodOf, routeMatcher } from './rules.js'
+import { type CompiledRule, compileRules, isStandardMethod, methodOf, routeMatcher } from './rules.js'
 import { type TierResolver, tierResolver } from './tiers.js'
 import type {
   DecisionInfo,
@@ -125,6 +126,11 @@ function respond(status: number, error: string, message: string): HttpOutcome {
   }
 }
 
+/** The options of a plain cost-1 consume, shared: the limiter only reads them. */
+const COST_ONE: { readonly cost: number } = Object.freeze({ cost: 1 })
+/** Route ids remembered (method and route pattern); patterns come from the app's routes, so few. */
+const ROUTE_ID_CACHE_SIZE = 4096
+
 function describe(details: object): object {
   const err = (details as { err?: unknown }).err
   return err instanceof Error
@@ -153,6 +159,27 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   const policies = limiter.policies as Readonly<Record<string, (typeof limiter.policies)[string]>>
   const { globalRules, tierNames, routeFor, prepare: prepareRoute } = compileRules(options, policies)
   const keyMaker = new KeyMaker(options, settings)
+  const writeHeaders = headerWriter(policies, settings.headers)
+  // `'GET /users/:id'` per standard method and route pattern, built once: no string per request.
+  const routeIds = new Map<string, Map<string, string>>()
+  let routeIdCount = 0
+  function routeIdOf(rawMethod: string, route: string | undefined): string {
+    const pattern = route ?? '*'
+    const cached = routeIds.get(rawMethod)?.get(pattern)
+    if (cached !== undefined) return cached
+    const id = `${methodOf(rawMethod)} ${pattern}`
+    // Only methods as sent in upper case (anything else is a client's choice, unbounded).
+    if (routeIdCount < ROUTE_ID_CACHE_SIZE && isStandardMethod(rawMethod)) {
+      let byRoute = routeIds.get(rawMethod)
+      if (byRoute === undefined) {
+        byRoute = new Map()
+        routeIds.set(rawMethod, byRoute)
+      }
+      byRoute.set(pattern, id)
+      routeIdCount++
+    }
+    return id
+  }
   const skipIp = options.skip?.ips === undefined ? undefined : ipMatcher(options.skip.ips, 'skip.ips')
   const skipPaths = new Set(options.skip?.paths ?? [])
   const skipRoutes =
@@ -182,8 +209,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     request: HttpRequestInfo,
     extra: RouteOptions | undefined,
   ): HttpOutcome | Promise<HttpOutcome> {
-    const method = methodOf(request.method)
-    const routeId = `${method} ${request.route ?? '*'}`
+    const routeId = routeIdOf(request.method, request.route)
     const route = routeFor(routeId, request.route, extra)
     if (
       route?.options.skip === true ||
@@ -203,22 +229,33 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     const routeCost = route?.options.cost ?? 1
     if (tiers !== undefined && rules.some((r) => typeof r.rule.policy !== 'string' && r.applies(routeId))) {
       const identity = keys.key(options.tiers?.cacheBy ?? 'user')
-      return tiers.tierOf(request, identity).then((tier) => charge(keys, rules, routeCost, tier))
+      return tiers
+        .tierOf(request, identity)
+        .then((tier) => charge(keys, rules, routeCost, tier))
+        .then(undefined, (error: unknown) => failed(request, error))
     }
     return charge(keys, rules, routeCost, undefined)
   }
 
-  /** Build the layered check for the request and spend it. */
+  /**
+   * Build the layered check for the request and spend it. A promise returned from here never
+   * rejects: failures are answered by `failed`.
+   */
   function charge(
     keys: RequestKeys,
     rules: readonly CompiledRule[],
     routeCost: number,
     tier: string | undefined,
   ): HttpOutcome | Promise<HttpOutcome> {
-    // Rules are few: a list with a linear merge beats a Map keyed by concatenated strings.
-    const checks: Check[] = []
-    for (const { rule, applies } of rules) {
-      if (!applies(keys.routeId)) continue
+    // Most requests make one check: it stays in locals; a list exists only from the second one on
+    // (rules are few: a linear merge beats a Map keyed by concatenated strings).
+    let firstPolicy: string | undefined
+    let firstKey = ''
+    let firstCost = 0
+    let checks: Check[] | undefined
+    for (let i = 0; i < rules.length; i++) {
+      const { rule, applies, everywhere } = rules[i]!
+      if (!everywhere && !applies(keys.routeId)) continue
       const policy =
         typeof rule.policy === 'string'
           ? rule.policy
@@ -231,20 +268,58 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       const key = keys.key(rule.key)
       if (key === undefined) continue
       const cost = rule.cost ?? routeCost
-      const same = checks.findIndex((c) => c.policy === policy && c.key === key)
+      if (firstPolicy === undefined) {
+        firstPolicy = policy
+        firstKey = key
+        firstCost = cost
+        continue
+      }
+      if (checks === undefined) {
+        if (policy === firstPolicy && key === firstKey) {
+          firstCost += cost
+          continue
+        }
+        checks = [{ policy: firstPolicy, key: firstKey, cost: firstCost }]
+      }
+      const same = indexOfCheck(checks, policy, key)
       if (same < 0) checks.push({ policy, key, cost })
       else checks[same] = { policy, key, cost: (checks[same]?.cost ?? 0) + cost }
     }
-    const only = checks.length === 1 ? checks[0] : undefined
-    if (checks.length === 0) return pass()
-    // Synchronous when the chain answers in-process (the memory store), a promise otherwise.
-    const d =
-      only === undefined
-        ? limiter.decide(checks)
-        : limiter.decide(only.policy, only.key, { cost: only.cost ?? 1 })
-    return d instanceof Promise
-      ? d.then((decision) => conclude(keys, tier, decision))
-      : conclude(keys, tier, d)
+    if (firstPolicy === undefined) return pass()
+    // One layer: the plain check. Synchronous when the chain answers in-process (the memory store).
+    if (checks === undefined)
+      return answer(
+        keys,
+        tier,
+        limiter.decide(firstPolicy, firstKey, firstCost === 1 ? COST_ONE : { cost: firstCost }),
+      )
+    return answer(keys, tier, limiter.decide(checks))
+  }
+
+  /** Conclude now, or once the chain answers; a promise from here never rejects. */
+  function answer(
+    keys: RequestKeys,
+    tier: string | undefined,
+    decision: MaybePromise<Decision | LayeredDecision>,
+  ): HttpOutcome | Promise<HttpOutcome> {
+    if (!(decision instanceof Promise)) return conclude(keys, tier, decision)
+    return decision.then(
+      (d) => settle(keys, tier, d),
+      (error: unknown) => failed(keys.request, error),
+    )
+  }
+
+  /** `conclude` after an await: what it throws (a custom `onLimited`) is answered, not rejected. */
+  function settle(
+    keys: RequestKeys,
+    tier: string | undefined,
+    decision: Decision | LayeredDecision,
+  ): HttpOutcome {
+    try {
+      return conclude(keys, tier, decision)
+    } catch (error) {
+      return failed(keys.request, error)
+    }
   }
 
   /** Turn a decision into headers and, when refused (and not in shadow mode), a response. */
@@ -255,8 +330,8 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   ): HttpOutcome {
     const { request, routeId } = keys
     const shadow = settings.shadow
-    const headers = rateLimitHeaders(decision, policies, { headers: settings.headers, nowMs: now() })
-    notify({ request, route: routeId, tier, decision, shadow })
+    const headers = writeHeaders(decision, now())
+    if (options.onDecision !== undefined) notify({ request, route: routeId, tier, decision, shadow })
     if (decision.allowed) return { action: 'continue', headers, decision }
     if (shadow) {
       delete headers['Retry-After']
@@ -291,15 +366,18 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     },
     check(request, routeOptions) {
       try {
-        const outcome = decide(request, routeOptions)
-        return outcome instanceof Promise
-          ? outcome.catch((error: unknown) => failed(request, error))
-          : outcome
+        // A promise from decide never rejects (each await answers its own failures).
+        return decide(request, routeOptions)
       } catch (error) {
         return failed(request, error)
       }
     },
   }
+}
+
+function indexOfCheck(checks: readonly Check[], policy: string, key: string): number {
+  for (let i = 0; i < checks.length; i++) if (checks[i]!.policy === policy && checks[i]!.key === key) return i
+  return -1
 }
 
 /** Adapters accept either a ready core or its options. */

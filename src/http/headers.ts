@@ -106,6 +106,10 @@ const quotedNames = new Map<string, string>()
  */
 function policyItem(layer: Decision, policy: ResolvedPolicy | undefined): string {
   if (policy === undefined) return `${sfString(layer.policy)};q=${safe(layer.limit)}`
+  return describePolicyCached(policy)
+}
+
+function describePolicyCached(policy: ResolvedPolicy): string {
   let item = policyItems.get(policy)
   if (item === undefined) {
     item = describePolicy(policy)
@@ -262,4 +266,109 @@ export function rateLimitBody(
     contentType: 'application/json',
     body: JSON.stringify({ error, message, retry_after: retryAfter, policy }),
   }
+}
+
+/** What a header writer keeps per policy: the constant `RateLimit-Policy` item and recent numbers as text. */
+interface PolicyHeaderParts {
+  policy: ResolvedPolicy
+  /** `RateLimit-Policy` for a decision of this policy alone. */
+  item: string
+  /** `"name";r=`: the start of its `RateLimit` item. */
+  statePrefix: string
+  // The last number written and its text: limits never change and resets change once a second, so
+  // most requests reuse the string instead of formatting it again.
+  limit: number
+  limitText: string
+  resetSeconds: number
+  resetText: string
+  waitSeconds: number
+  stateSuffix: string
+}
+
+/** Writes the headers of one decision, as `rateLimitHeaders` does; built once per HTTP core. */
+export type HeaderWriter = (decision: Decision | LayeredDecision, nowMs: number) => Record<string, string>
+
+/**
+ * `rateLimitHeaders` for a fixed policy table and header families, with the per-policy constant
+ * parts computed once: the HTTP core's hot path. A single (not layered) decision is written without
+ * building a list of layers; anything else goes through `rateLimitHeaders` itself. Same output.
+ */
+export function headerWriter(
+  policies: Readonly<Record<string, ResolvedPolicy>>,
+  families: HeaderFamilies,
+): HeaderWriter {
+  const parts = new Map<string, PolicyHeaderParts>()
+  for (const name of Object.keys(policies)) {
+    const policy = policies[name]!
+    parts.set(name, {
+      policy,
+      item: describePolicyCached(policy),
+      statePrefix: `${sfString(name)};r=`,
+      limit: Number.NaN,
+      limitText: '',
+      resetSeconds: Number.NaN,
+      resetText: '',
+      waitSeconds: Number.NaN,
+      stateSuffix: '',
+    })
+  }
+  const options: RateLimitHeaderOptions = { headers: families, nowMs: 0 }
+  const generic = (decision: Decision | LayeredDecision, nowMs: number): Record<string, string> => {
+    options.nowMs = nowMs
+    return rateLimitHeaders(decision, policies, options)
+  }
+  if (families === 'none') return () => ({})
+  const legacy = families === 'legacy' || families === 'both'
+  const draft = families === 'draft' || families === 'both'
+  return (decision, nowMs) => {
+    const layered = decision as LayeredDecision
+    if ('results' in decision && Array.isArray(layered.results) && layered.results.length > 0)
+      return generic(decision, nowMs)
+    const p = Object.hasOwn(policies, decision.policy) ? parts.get(decision.policy) : undefined
+    if (p === undefined || decision.notEvaluated === true) return generic(decision, nowMs)
+    const resetMs = resetInstantMs(decision, p.policy)
+    let out: Record<string, string>
+    if (legacy) {
+      const limit = safe(decision.limit)
+      if (limit !== p.limit) {
+        p.limit = limit
+        p.limitText = String(limit)
+      }
+      const reset = Math.ceil((safe(nowMs) + resetMs) / 1000)
+      if (reset !== p.resetSeconds) {
+        p.resetSeconds = reset
+        p.resetText = String(reset)
+      }
+      const remaining = String(safe(decision.remaining))
+      out = draft
+        ? {
+            'X-RateLimit-Limit': p.limitText,
+            'X-RateLimit-Remaining': remaining,
+            'X-RateLimit-Reset': p.resetText,
+            'RateLimit-Policy': p.item,
+            RateLimit: p.statePrefix + remaining + waitSuffix(p, seconds(resetMs)),
+          }
+        : {
+            'X-RateLimit-Limit': p.limitText,
+            'X-RateLimit-Remaining': remaining,
+            'X-RateLimit-Reset': p.resetText,
+          }
+    } else {
+      out = {
+        'RateLimit-Policy': p.item,
+        RateLimit: p.statePrefix + String(safe(decision.remaining)) + waitSuffix(p, seconds(resetMs)),
+      }
+    }
+    if (!decision.allowed) out['Retry-After'] = String(retryAfterSeconds(decision))
+    return out
+  }
+}
+
+/** `;t=<seconds>`, reused while the number stays the same. */
+function waitSuffix(parts: PolicyHeaderParts, waitSeconds: number): string {
+  if (waitSeconds !== parts.waitSeconds) {
+    parts.waitSeconds = waitSeconds
+    parts.stateSuffix = `;t=${waitSeconds}`
+  }
+  return parts.stateSuffix
 }

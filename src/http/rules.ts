@@ -17,6 +17,11 @@ export function methodOf(raw: string): string {
   return METHODS.has(upper) ? upper : 'OTHER'
 }
 
+/** Is `raw` a standard method exactly as `methodOf` returns it (upper case)? */
+export function isStandardMethod(raw: string): boolean {
+  return METHODS.has(raw)
+}
+
 /** `'POST /reports'` (method and route), `'/reports/:id'` (any method) or `'POST'` (any route). */
 export function routeMatcher(patterns: readonly string[] | undefined, what: string): (id: string) => boolean {
   if (patterns === undefined) return () => true
@@ -39,6 +44,8 @@ export function routeMatcher(patterns: readonly string[] | undefined, what: stri
 export interface CompiledRule {
   rule: Rule
   applies: (routeId: string) => boolean
+  /** No `routes` list: the rule applies to every route (the hot path skips `applies`). */
+  everywhere: boolean
 }
 
 export interface CompiledRoute {
@@ -102,7 +109,11 @@ export function compileRules(
           `${where}: cost ${String(cost)} does not fit policy ${name} (a whole number from 1 to ${policy.capacity})`,
         )
     }
-    return { rule, applies: routeMatcher(rule.routes, `${where}.routes`) }
+    return {
+      rule,
+      applies: routeMatcher(rule.routes, `${where}.routes`),
+      everywhere: rule.routes === undefined,
+    }
   }
 
   if (!Array.isArray(options.rules))

@@ -24,7 +24,11 @@ export interface HttpRequestInfo {
    * reading forwarding headers itself (Sluice's `trustProxy` must be unset: docs/http.md, "Behind a proxy").
    */
   frameworkClientAddress?: string | undefined
-  /** A request header by lower-case name (repeated headers joined with `, `). */
+  /**
+   * A request header by lower-case name (repeated headers joined with `, `). Call it as a method
+   * (`request.header('x-user')`): the built-in adapters pass one shared method, not a closure per
+   * request, so a detached `const { header } = request` has no request to read.
+   */
   header(name: string): string | undefined
   /** The framework's own request object, for user callbacks (`user`, `tiers.resolve`, `skip.when`). */
   raw: unknown
