@@ -3,7 +3,13 @@
 import { randomUUID } from 'node:crypto'
 import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
-import { InvalidCostError, InvalidKeyError, InvalidOptionsError, UnknownPolicyError } from './errors.js'
+import {
+  InvalidCostError,
+  InvalidKeyError,
+  InvalidOptionsError,
+  UnknownPolicyError,
+  UnsupportedError,
+} from './errors.js'
 import type { FailoverLimiterOptions, StoreHealth } from './failover/index.js'
 import { protectStore, resolveFailover } from './failover/index.js'
 import { FAILOVER_OPTION_KEYS } from './failover/options.js'
@@ -15,9 +21,22 @@ import { type HybridBackend, HybridPolicy } from './scale/hybrid.js'
 import type { Step, StepResult, Store } from './store.js'
 import { isSyncStore } from './store.js'
 import { isMemoryStore, memoryStore } from './stores/memory.js'
+// waiting: wait / reserve / throttle live in src/waiting/
+import { createWaiting, waitBounds } from './waiting/index.js'
+import type {
+  LayeredReserveDecision,
+  LayeredWaitDecision,
+  ReserveDecision,
+  ReserveOptions,
+  Throttled,
+  ThrottleOptions,
+  WaitDecision,
+  WaitingOptions,
+  WaitOptions,
+} from './waiting/types.js'
 
 /** Why a request was denied. */
-export type DenyReason = 'limit' | 'blocked' | 'store_unavailable'
+export type DenyReason = 'limit' | 'blocked' | 'store_unavailable' | 'timeout' // waiting: timeout (wait)
 
 /** The answer to one check. Times are whole milliseconds. */
 export interface Decision {
@@ -107,6 +126,8 @@ export interface LimiterOptions<P extends Record<string, Policy>> extends Failov
   localDenyCache?: boolean | LocalDenyCacheOptions
   /** Where `mode: 'hybrid'` policies sync their counts: `hybridRedis(client)` from `sluice/redis`. */
   hybrid?: HybridBackend
+  /** waiting: bounds on `wait` / `throttle` waiters in this process (docs/waiting.md). */
+  waiting?: WaitingOptions
 }
 
 export interface Limiter<Name extends string = string> {
@@ -137,7 +158,31 @@ export interface Limiter<Name extends string = string> {
   /** Is the store answering? `ok`, `degraded` (fallbacks decide) or `down` (a `closed` policy denies). */
   health(): StoreHealth
   close(): Promise<void>
+  // waiting: the methods of src/waiting/ (docs/waiting.md)
+  /**
+   * Wait until the request fits, or give up: `reason: 'timeout'` when it cannot fit within
+   * `maxWaitMs` (decided up front when the store's `retryAfterMs` already passes it). A concurrency
+   * policy waits for a release and answers with a lease.
+   * @example const d = await limiter.wait('api', key, { cost: 1, maxWaitMs: 5_000, signal })
+   */
+  wait(policy: Name, key: string, options?: WaitOptions): Promise<WaitDecision>
+  wait(checks: readonly Check<Name>[], options?: WaitOptions): Promise<LayeredWaitDecision>
+  /**
+   * Charge an estimate now and settle the true cost later with `r.settle(actual)`.
+   * @example const r = await limiter.reserve('tokens', tenant, { cost: 2_000 })
+   */
+  reserve(policy: Name, key: string, options?: ReserveOptions): Promise<ReserveDecision>
+  reserve(checks: readonly Check<Name>[], options?: ReserveOptions): Promise<LayeredReserveDecision>
+  /** Wrap an async function so its calls keep to `policy` across every process on the store. */
+  throttle<A extends unknown[], R>(
+    policy: Name,
+    fn: (...args: A) => Promise<R>,
+    options: ThrottleOptions<A>,
+  ): Throttled<A, R>
 }
+
+/** waiting: the methods createLimiter adds after the rest (src/waiting/ builds on the rest). */
+export type WaitingMethod = 'wait' | 'reserve' | 'throttle'
 
 /** Every key `createLimiter` accepts; anything else is a misspelling to report. */
 const LIMITER_OPTION_KEYS = [
@@ -147,6 +192,7 @@ const LIMITER_OPTION_KEYS = [
     onDecision: true,
     localDenyCache: true,
     hybrid: true,
+    waiting: true, // waiting:
   }),
   ...FAILOVER_OPTION_KEYS,
 ]
@@ -171,6 +217,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
   }
   checkKnownKeys('createLimiter', options, LIMITER_OPTION_KEYS)
   const denyCacheSettings = denyCacheOptions(options.localDenyCache)
+  const waitingBounds = waitBounds(options.waiting) // waiting:
   const policies = new Map<string, ResolvedPolicy>()
   for (const [name, policy] of Object.entries(options.policies))
     policies.set(name, resolvePolicy(name, policy))
@@ -436,7 +483,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     return run('peek', a, key, opts)
   }
 
-  const limiter: Limiter<Name> = {
+  const base: Omit<Limiter<Name>, WaitingMethod> = {
     store: userStore,
     policies: Object.fromEntries(policies) as Record<Name, ResolvedPolicy>,
     consume,
@@ -512,6 +559,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
             if (released) return
             released = true
             await store.refund([s])
+            waiting.queues.released(s.policy.id, s.key) // waiting: a waiter may fit now
           },
         }
       }
@@ -520,7 +568,9 @@ export function createLimiter<const P extends Record<string, Policy>>(
     async release(policy, key, leaseId) {
       if (typeof leaseId !== 'string' || leaseId.length === 0)
         throw new InvalidOptionsError('release: pass the lease id from acquire')
-      await store.refund([step(policy, key, 1, leaseId)])
+      const s = step(policy, key, 1, leaseId)
+      await store.refund([s])
+      waiting.queues.released(s.policy.id, s.key) // waiting: a waiter may fit now
     },
     subscribe(listener) {
       listeners = [...listeners, listener]
@@ -536,6 +586,26 @@ export function createLimiter<const P extends Record<string, Policy>>(
       await store.close()
     },
   }
+  // waiting: wait / reserve / throttle over the methods above; settle's forced charge goes to the
+  // store's optional `charge` (costs were checked by reserve; a charge may pass the capacity).
+  const waiting = createWaiting(
+    base,
+    async (checks) => {
+      if (store.charge === undefined)
+        throw new UnsupportedError(
+          `settle: the ${store.name} store cannot charge past the limit (it has no charge method); settle at most the estimate`,
+        )
+      const steps = checks.map((c) => ({ policy: policyOf(c.policy), key: c.key, cost: c.cost }))
+      await store.charge(steps)
+      for (const s of steps) denyCache?.forget(s)
+    },
+    waitingBounds,
+  )
+  const limiter: Limiter<Name> = Object.assign(base, {
+    wait: waiting.wait,
+    reserve: waiting.reserve,
+    throttle: waiting.throttle,
+  })
   return limiter
 }
 
