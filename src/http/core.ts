@@ -9,6 +9,7 @@ import { isSyncStore } from '../store.js'
 import { rateLimitBody, rateLimitHeaders } from './headers.js'
 import { ipMatcher } from './ip.js'
 import { KeyMaker, RequestKeys, validateKey } from './keys.js'
+import { requestQueue } from './queue.js' // waiting:
 import { type CompiledRule, compileRules, methodOf, routeMatcher } from './rules.js'
 import { type TierResolver, tierResolver } from './tiers.js'
 import type {
@@ -74,6 +75,7 @@ const OPTION_KEYS = keysOf<HttpLimiterOptions>({
   onError: true,
   logger: true,
   now: true,
+  queue: true, // waiting:
 })
 const SKIP_KEYS = keysOf<NonNullable<HttpLimiterOptions['skip']>>({
   ips: true,
@@ -160,6 +162,8 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   const skipRoutes =
     options.skip?.routes === undefined ? undefined : routeMatcher(options.skip.routes, 'skip.routes')
   const denyIp = options.deny?.ips === undefined ? undefined : ipMatcher(options.deny.ips, 'deny.ips')
+  // waiting: hold a refused request while it can fit within queue.maxWaitMs (never in shadow mode)
+  const queue = settings.shadow ? undefined : requestQueue(limiter, options.queue)
   let tiers: TierResolver | undefined
   if (options.tiers !== undefined) {
     if (typeof options.tiers.resolve !== 'function' || typeof options.tiers.default !== 'string')
@@ -237,6 +241,8 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       if (same < 0) checks.push({ policy, key, cost })
       else checks[same] = { policy, key, cost: (checks[same]?.cost ?? 0) + cost }
     }
+    if (queue !== undefined && checks.length > 0)
+      return queue.consume(checks).then((d) => conclude(keys, tier, d)) // waiting:
     const only = checks.length === 1 ? checks[0] : undefined
     if (only !== undefined) {
       // One layer: the plain consume, synchronous when the store decides in-process (memory).
