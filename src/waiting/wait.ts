@@ -4,6 +4,7 @@
 import { InvalidOptionsError, TooManyWaitersError, UnknownPolicyError, WaitAbortedError } from '../errors.js'
 import type { AcquireDecision, Check, Decision, LayeredDecision, Limiter, WaitingMethod } from '../limiter.js'
 import type { ResolvedPolicy } from '../policy.js'
+import { nextFitMs } from './next-fit.js'
 import type { WaitOptions } from './types.js'
 
 export interface WaitBounds {
@@ -17,6 +18,8 @@ interface Waiter {
   readonly attempt: () => Promise<Decision>
   /** Undo an admission nobody will use (the waiter aborted while its attempt was in flight). */
   readonly giveBack: (d: Decision) => Promise<void>
+  /** After admission `d` of the waiter ahead, how long until this one fits, when the numbers say. */
+  readonly fitsIn: (d: Decision) => number | undefined
   /** `performance.now()` past which it is refused. */
   readonly deadline: number
   readonly resolve: (d: Decision) => void
@@ -37,7 +40,18 @@ interface KeyQueue {
   wake: (() => void) | undefined
   /** The head's last denial: what a waiter refused before it reaches the head is told. */
   lastDenial: Decision | undefined
+  /**
+   * How many other processes seem to wait on this key: up by one each time the head slept the
+   * store's retry time and was denied again (someone else took the units), down by a half when it
+   * won. The head's sleep is spread over `retryAfterMs x (1 + random x rivals)`, so the heads of
+   * several processes do not all wake in the same millisecond and pay a store call each for one unit.
+   */
+  rivals: number
+  /** The last admission and when it came: the next head may know from it how long to sleep. */
+  lastAdmitted: { decision: Decision; at: number } | undefined
 }
+
+const MAX_RIVALS = 8
 
 const clock = () => performance.now()
 
@@ -89,6 +103,7 @@ export class WaitQueues<Name extends string> {
   ): Promise<Decision> {
     const limiter = this.limiter
     let attempt: () => Promise<Decision>
+    let fitsIn: (d: Decision) => number | undefined = () => undefined
     let giveBack: (d: Decision) => Promise<void>
     let parts: [string, string][]
     let windowMs: number
@@ -120,6 +135,7 @@ export class WaitQueues<Name extends string> {
       parts = [[p.id, k]]
       windowMs = p.windowMs
       concurrency = p.algorithm === 'concurrency'
+      fitsIn = (d) => nextFitMs(p, d, cost ?? 1)
       if (concurrency) {
         attempt = () => limiter.acquire(name, k, consumeOptions)
         giveBack = async (d) => {
@@ -171,13 +187,23 @@ export class WaitQueues<Name extends string> {
 
     return new Promise<Decision>((resolve, reject) => {
       if (queue === undefined) {
-        queue = { id, waiters: [], concurrency, wakeAt: 0, wake: undefined, lastDenial: undefined }
+        queue = {
+          id,
+          waiters: [],
+          concurrency,
+          wakeAt: 0,
+          wake: undefined,
+          lastDenial: undefined,
+          rivals: 0,
+          lastAdmitted: undefined,
+        }
         this.queues.set(id, queue)
       }
       const q = queue
       const waiter: Waiter = {
         attempt,
         giveBack,
+        fitsIn,
         deadline,
         resolve,
         reject,
@@ -238,7 +264,20 @@ export class WaitQueues<Name extends string> {
   }
 
   private async serve(q: KeyQueue, head: Waiter): Promise<void> {
-    for (;;) {
+    // The waiter ahead was just admitted, and its numbers say this one cannot fit yet: sleep until
+    // it can rather than pay a store call for a denial.
+    const ahead = q.lastAdmitted
+    q.lastAdmitted = undefined
+    const fits = ahead === undefined ? undefined : head.fitsIn(ahead.decision)
+    if (ahead !== undefined && fits !== undefined && fits > 0) {
+      const sleepMs = fits - (clock() - ahead.at)
+      if (sleepMs > head.deadline - clock() + 1) {
+        this.finish(q, head, timedOut({ ...ahead.decision, allowed: false, remaining: 0 }, sleepMs))
+        return
+      }
+      if (sleepMs > 0) await this.sleep(q, sleepMs)
+    }
+    for (let slept = false; ; slept = true) {
       if (head.settled) return
       let d: Decision
       try {
@@ -252,9 +291,12 @@ export class WaitQueues<Name extends string> {
         if (d.allowed) await head.giveBack(d).catch(() => {})
         return
       }
+      if (slept && !q.concurrency)
+        q.rivals = d.allowed ? Math.max(0, q.rivals - 0.25) : Math.min(MAX_RIVALS, q.rivals + 1)
       // Nothing to wait for: admitted, or a store that cannot answer (the fallback decided).
       if (d.allowed || d.reason === 'store_unavailable') {
         q.lastDenial = undefined
+        if (d.allowed) q.lastAdmitted = { decision: d, at: clock() }
         this.finish(q, head, d)
         return
       }
@@ -274,20 +316,32 @@ export class WaitQueues<Name extends string> {
         // Decided up front: no sleeping to fail.
         this.finish(q, head, timedOut(d, sleepMs))
         return
+      } else if (q.rivals > 0) {
+        // Contended across processes: spread the wake-ups (never past the deadline).
+        sleepMs = Math.min(left, sleepMs * (1 + Math.random() * q.rivals))
       }
       q.wakeAt = now + sleepMs
       if (!q.concurrency) this.refuseBehind(q, d)
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, Math.max(1, sleepMs))
-        function done() {
-          clearTimeout(timer)
-          q.wake = undefined
-          resolve()
-        }
-        q.wake = done
-      })
+      await this.sleep(q, sleepMs)
       q.wakeAt = 0
     }
+  }
+
+  /**
+   * Sleep `ms`, or less when woken (a release, the head aborted). One ms more than asked: a timer
+   * counts from the event loop's cached time, so it can fire up to a millisecond early, and the
+   * store's clock counts whole ms; a head that woke early would pay a store call to be told "1 ms".
+   */
+  private sleep(q: KeyQueue, ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, Math.max(1, Math.ceil(ms)) + 1)
+      function done() {
+        clearTimeout(timer)
+        q.wake = undefined
+        resolve()
+      }
+      q.wake = done
+    })
   }
 
   /** Waiters behind the head whose deadline comes before the head's next try cannot fit: refuse them now. */
