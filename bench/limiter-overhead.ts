@@ -9,7 +9,7 @@ import { createLimiter as fromSrc } from '../src/limiter.js'
 import type { StepResult, Store } from '../src/store.js'
 
 const answer: StepResult[] = [{ allowed: true, remaining: 5, resetMs: 10, retryAfterMs: 0, blocked: false }]
-const store: Store = {
+const store: Omit<Store, 'apply'> & { apply(...args: unknown[]): Promise<StepResult[]> } = {
   name: 'instant',
   apply: () => Promise.resolve(answer),
   refund: async () => {},

@@ -1,34 +1,66 @@
-// Benchmark runner: loads every bench/cases/*.ts module, runs the selected ones one after another,
-// and prints one table. `npm run bench -- [--quick] [--only <substring of a case name>]`
+// Benchmark runner: loads every bench/cases/*.ts module, runs the selected cases one after another,
+// prints every row as one table, then the summary table (bench/summary.ts).
+//   npm run bench -- [--quick] [--only <case name, or a substring of names>] [--all] [--profile DIR]
+//                    [--variants <HTTP server variants, comma-separated>]
+// The default run is the cases the summary reads; `--all` adds the extra cases (`extra: true`), and
+// `--only` picks any case: its exact name, else every case whose name contains it.
+import { mkdirSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
-import { join } from 'node:path'
+import { loadavg } from 'node:os'
+import { join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
+import { summaryTable } from './summary.js'
 import type { BenchCase, BenchRow } from './types.js'
 
 const { values } = parseArgs({
-  options: { quick: { type: 'boolean', default: false }, only: { type: 'string' } },
+  options: {
+    quick: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    all: { type: 'boolean', default: false },
+    profile: { type: 'string' },
+    variants: { type: 'string' },
+  },
 })
 
 const casesDir = join(fileURLToPath(new URL('.', import.meta.url)), 'cases')
 const files = (await readdir(casesDir)).filter((f) => f.endsWith('.ts')).sort()
 const cases: BenchCase[] = []
 for (const file of files) {
-  const mod = (await import(pathToFileURL(join(casesDir, file)).href)) as { benchCase?: BenchCase }
-  if (mod.benchCase === undefined) throw new Error(`bench/cases/${file} does not export benchCase`)
-  cases.push(mod.benchCase)
+  const mod = (await import(pathToFileURL(join(casesDir, file)).href)) as {
+    benchCase?: BenchCase
+    benchCases?: BenchCase[]
+  }
+  const found = [...(mod.benchCase === undefined ? [] : [mod.benchCase]), ...(mod.benchCases ?? [])]
+  if (found.length === 0) throw new Error(`bench/cases/${file} exports neither benchCase nor benchCases`)
+  cases.push(...found)
 }
-const selected = cases.filter((c) => values.only === undefined || c.name.includes(values.only))
+const only = values.only
+const selected =
+  only === undefined
+    ? cases.filter((c) => values.all || c.extra !== true)
+    : cases.some((c) => c.name === only)
+      ? cases.filter((c) => c.name === only)
+      : cases.filter((c) => c.name.includes(only))
 if (selected.length === 0) {
-  console.error(`no bench case matches --only ${values.only}; cases: ${cases.map((c) => c.name).join(', ')}`)
+  console.error(`no bench case matches --only ${only}; cases: ${cases.map((c) => c.name).join(', ')}`)
   process.exit(1)
 }
+const profileDir = values.profile === undefined ? undefined : resolve(values.profile)
+if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true })
 
+const variants = values.variants?.split(',').map((v) => v.trim())
+
+const began = performance.now()
+const load = loadavg()
+  .map((n) => n.toFixed(2))
+  .join(', ')
 const rows: (BenchRow & { case: string })[] = []
 for (const c of selected) {
   const started = performance.now()
   process.stderr.write(`running ${c.name}${values.quick ? ' (quick)' : ''}... `)
-  for (const row of await c.run({ quick: values.quick })) rows.push({ case: c.name, ...row })
+  for (const row of await c.run({ quick: values.quick, profileDir, variants }))
+    rows.push({ case: c.name, ...row })
   process.stderr.write(`${((performance.now() - started) / 1000).toFixed(1)} s\n`)
 }
 
@@ -48,10 +80,15 @@ const lines = rows.map((r) => [
   r.ratio === undefined ? '' : `${r.ratio.toFixed(2)}x`,
   r.note ?? '',
 ])
-// A Markdown table, so a run can be pasted into docs/benchmarks.md as it is.
+// Markdown tables, so a run can be pasted into docs/benchmarks.md as it is.
 console.log(`| ${header.join(' | ')} |`)
 console.log(`| ${header.map(() => '---').join(' | ')} |`)
 for (const line of lines) console.log(`| ${line.join(' | ')} |`)
+console.log('\n## Summary (issue 15)\n')
+for (const line of summaryTable(rows)) console.log(line)
+const seconds = Math.round((performance.now() - began) / 1000)
 console.log(
-  `\nnode ${process.version}, ${process.platform}/${process.arch}, ${new Date().toISOString()}${values.quick ? ', --quick' : ''}`,
+  `\nnode ${process.version}, ${process.platform}/${process.arch}, ${new Date().toISOString()}${values.quick ? ', --quick' : ''}; ` +
+    `cases ${Math.floor(seconds / 60)} min ${seconds % 60} s; load average at the start ${load}` +
+    (profileDir === undefined ? '' : `; server profiles in ${profileDir}`),
 )

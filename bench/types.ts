@@ -11,15 +11,32 @@ export interface BenchRow {
   /** value relative to the case's reference subject (named in `note` or the case's docs). */
   ratio?: number
   note?: string
+  /**
+   * Set on the rows the summary table reads (bench/summary.ts), e.g. `http-fastify/sluice-memory
+   * cpu-added`. Stable: the summary finds rows by it, not by subject text.
+   */
+  id?: string
 }
 
 export interface BenchOptions {
   /** A short run (CI smoke, iteration): fewer rounds and operations. */
   quick: boolean
+  /** `--profile DIR`: the HTTP cases run their servers under `node --cpu-prof` into DIR. */
+  profileDir?: string | undefined
+  /**
+   * `--variants a,b`: the HTTP cases run only these servers of http-server.mjs (plus `none`, the
+   * baseline), e.g. `sluice-memory,fastify-rate-limit-memory` for one summary row.
+   */
+  variants?: readonly string[] | undefined
 }
 
 /** Every bench/cases/*.ts module exports `benchCase` of this type. */
 export interface BenchCase {
   name: string
+  /**
+   * Not part of the default run (which produces the summary table): runs with `--all`, or when
+   * `--only` names it.
+   */
+  extra?: boolean
   run(opts: BenchOptions): Promise<BenchRow[]>
 }

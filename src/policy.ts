@@ -26,7 +26,8 @@ export interface RatePolicy {
   /**
    * The name the store keeps this policy's counters under. Default: the policy's name. Two policies
    * with one id share counters; a new id starts fresh ones (the service gives each policy shape its
-   * own). Same characters as a policy name.
+   * own). 1-64 letters, digits, '_', '-' or '.'; with an id the name may be any text (no control
+   * characters, at most 256), since only the id reaches a store key.
    */
   id?: string
   limit: number
@@ -56,7 +57,8 @@ export interface ConcurrencyPolicy {
   /**
    * The name the store keeps this policy's counters under. Default: the policy's name. Two policies
    * with one id share counters; a new id starts fresh ones (the service gives each policy shape its
-   * own). Same characters as a policy name.
+   * own). 1-64 letters, digits, '_', '-' or '.'; with an id the name may be any text (no control
+   * characters, at most 256), since only the id reaches a store key.
    */
   id?: string
   limit: number
@@ -98,6 +100,9 @@ export interface ResolvedPolicy {
 const MAX_PRODUCT = 2 ** 50
 const MAX_LOG_LIMIT = 1_000_000
 const POLICY_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+// A name that is not also the id (the policy has an `id`) never reaches a store key: any text
+// without control characters, so the service can name a policy as written (`envoy:edge.path_/v1`).
+const DISPLAY_NAME = /^\P{Cc}{1,256}$/u
 
 const positiveInt = (what: string) =>
   z.number({ error: `${what} must be a number` }).refine((n) => Number.isSafeInteger(n) && n > 0, {
@@ -157,9 +162,12 @@ const CONCURRENCY_KEYS = [
 
 /** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
 export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
-  if (!POLICY_NAME.test(name)) {
+  const ownId = isOptionsObject(policy) && (policy as { id?: unknown }).id !== undefined
+  if (ownId ? !DISPLAY_NAME.test(name) : !POLICY_NAME.test(name)) {
     throw new InvalidPolicyError(
-      `policy name ${JSON.stringify(name)}: use 1-64 letters, digits, '_', '-' or '.'`,
+      ownId
+        ? `policy name ${JSON.stringify(name)}: use 1-256 characters, none of them control characters`
+        : `policy name ${JSON.stringify(name)}: use 1-64 letters, digits, '_', '-' or '.' (or give the policy an id of those characters, and the name may be any text)`,
     )
   }
   const algorithm = (policy as { algorithm?: unknown } | null)?.algorithm

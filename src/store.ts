@@ -2,6 +2,12 @@
 // A store owns the clock and the physical keys; the limiter above it owns policies and validation.
 import type { ResolvedPolicy } from './policy.js'
 
+/**
+ * A value, or a promise of it. In-process stores answer `apply` with the value itself, so a decision
+ * on them is synchronous through the whole chain; network stores answer with a promise.
+ */
+export type MaybePromise<T> = T | Promise<T>
+
 /** One (policy, key, cost) unit of work. Layered decisions pass several steps at once. */
 export interface Step {
   readonly policy: ResolvedPolicy
@@ -26,16 +32,25 @@ export interface StepResult {
   unavailable?: boolean
   /** Set by the limiter's local deny cache, never by a store: a placeholder for a layer not evaluated. */
   notEvaluated?: boolean
+  /** Set by the limiter's local deny cache, never by a store: answered without asking the store. */
+  cached?: boolean
 }
 
 export interface Store {
   /** A short name for logs and metrics: `memory`, `redis`, `redis-cluster`. */
   readonly name: string
   /**
-   * Evaluate every step; with `consume`, commit all of them only if every step admits.
-   * One atomic unit: no other decision on these keys interleaves.
+   * True for a store that decides in this process and cannot fail the way a network store does
+   * (the memory store): the limiter calls it directly, without the failover layer's timeouts and
+   * breaker, and puts no deny cache in front of it. Leave it unset for anything that does I/O.
    */
-  apply(steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]>
+  readonly inProcess?: boolean
+  /**
+   * Evaluate every step; with `consume`, commit all of them only if every step admits.
+   * One atomic unit: no other decision on these keys interleaves. Answer with the results
+   * themselves when they are known at once (an in-process store), or with a promise of them.
+   */
+  apply(steps: readonly Step[], mode: 'consume' | 'peek'): MaybePromise<StepResult[]>
   /** Give back `cost` units of each step (concurrency: release `leaseId`). */
   refund(steps: readonly Step[]): Promise<void>
   /**
@@ -58,11 +73,11 @@ export interface Store {
   now?(): number
 }
 
-/** A store that can also decide synchronously (in-process). The limiter uses it for `consumeSync`. */
+/**
+ * A store whose `applySync` answers synchronously: the memory store. Kept for code written against
+ * it; `apply` itself answers synchronously on such a store now, so nothing needs to probe for this.
+ * @deprecated use `apply`, which returns the results themselves on an in-process store.
+ */
 export interface SyncStore extends Store {
   applySync(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[]
-}
-
-export function isSyncStore(store: Store): store is SyncStore {
-  return typeof (store as Partial<SyncStore>).applySync === 'function'
 }

@@ -5,29 +5,12 @@
 import type { ChildProcess } from 'node:child_process'
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { rlsClient } from '../../test/envoy/helpers.js'
+import { freePort, load, stopChild } from '../load.js'
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
-
-interface LoadResult {
-  requests: { average: number }
-  latency: { p50: number; p99: number }
-  errors: number
-  non2xx: number
-  timeouts: number
-}
-const autocannon = createRequire(import.meta.url)('autocannon') as (options: {
-  url: string
-  method: 'POST'
-  headers: Record<string, string>
-  body: string
-  connections: number
-  duration: number
-}) => Promise<LoadResult>
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const CLI = join(ROOT, 'dist', 'cli.js')
@@ -36,18 +19,6 @@ const IN_FLIGHT = 64
 const CONFIG = 'policies:\n  api: { algorithm: token-bucket, limit: 1000000000, window: 1s }\n'
 const RULES =
   'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: { algorithm: token-bucket, requests_per_unit: 1000000000, unit: second }\n'
-
-async function freePort(): Promise<number> {
-  for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000)
-    const free = await new Promise<boolean>((resolve) => {
-      const probe = createServer()
-      probe.once('error', () => resolve(false))
-      probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)))
-    })
-    if (free) return port
-  }
-}
 
 interface Load {
   perSecond: number
@@ -86,7 +57,7 @@ async function grpcLoad(address: string, seconds: number): Promise<Load> {
 }
 
 async function httpLoad(url: string, seconds: number): Promise<Load> {
-  const r = await autocannon({
+  const r = await load({
     url,
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -94,16 +65,12 @@ async function httpLoad(url: string, seconds: number): Promise<Load> {
     connections: IN_FLIGHT,
     duration: seconds,
   })
-  return {
-    perSecond: r.requests.average,
-    p50Ms: r.latency.p50,
-    p99Ms: r.latency.p99,
-    errors: r.errors + r.non2xx + r.timeouts,
-  }
+  return { perSecond: r.requestsPerSecond, p50Ms: r.p50Ms, p99Ms: r.p99Ms, errors: r.errors }
 }
 
 export const benchCase: BenchCase = {
   name: 'envoy-grpc',
+  extra: true,
   async run(opts: BenchOptions): Promise<BenchRow[]> {
     const seconds = opts.quick ? 2 : 6
     const rounds = opts.quick ? 1 : 2
@@ -166,11 +133,7 @@ export const benchCase: BenchCase = {
       }
       return rows
     } finally {
-      if (child.exitCode === null) {
-        const exited = new Promise((resolve) => child.once('exit', resolve))
-        child.kill('SIGTERM')
-        await exited
-      }
+      await stopChild(child)
       rmSync(dir, { recursive: true, force: true })
     }
   },

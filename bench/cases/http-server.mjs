@@ -1,10 +1,14 @@
 // The server side of bench/cases/http.ts: one hello-world server per process, plain JavaScript over
 // the built package (dist/), so the measured process runs what users run (no TypeScript loader).
+// Every limiter at its own defaults, with a limit no run reaches (each request does the full work).
 //   node bench/cases/http-server.mjs <fastify|express> <variant> <redisPort>
+// Messages from the parent (IPC): 'cpu' -> { cpu: process.cpuUsage() }; 'stop' -> exit 0 (so a
+// `node --cpu-prof` run writes its profile).
 const [framework, variant, redisPortText] = process.argv.slice(2)
 const redisPort = Number(redisPortText)
 const dist = new URL('../../dist/', import.meta.url)
 const LIMIT = 1_000_000_000
+const WINDOW_MS = 60_000
 
 let redis
 if (variant.endsWith('redis')) {
@@ -24,45 +28,70 @@ if (variant.startsWith('sluice')) {
   sluiceCore = createHttpLimiter({ limiter, rules: [{ policy: 'perIp', key: 'ip' }] })
 }
 
-let port
+/** rate-limiter-flexible's Express middleware as its README writes it (it ships none of its own). */
+async function rateLimiterFlexibleMiddleware() {
+  const { RateLimiterRedis } = await import('rate-limiter-flexible')
+  const rateLimiter = new RateLimiterRedis({
+    storeClient: redis,
+    keyPrefix: 'middleware',
+    points: LIMIT,
+    duration: WINDOW_MS / 1000,
+  })
+  return (req, res, next) => {
+    rateLimiter
+      .consume(req.ip)
+      .then(() => next())
+      .catch(() => res.status(429).send('Too Many Requests'))
+  }
+}
+
+let server
 if (framework === 'fastify') {
   const Fastify = (await import('fastify')).default
   const app = Fastify()
   if (sluiceCore !== undefined) {
     const { sluice } = await import(new URL('fastify.js', dist).href)
     await app.register(sluice, { http: sluiceCore })
-  } else if (variant.startsWith('peer')) {
+  } else if (variant.startsWith('fastify-rate-limit')) {
     const rateLimit = (await import('@fastify/rate-limit')).default
-    await app.register(rateLimit, { max: LIMIT, timeWindow: 60_000, ...(redis ? { redis } : {}) })
-  }
+    await app.register(rateLimit, { max: LIMIT, timeWindow: WINDOW_MS, ...(redis ? { redis } : {}) })
+  } else if (variant !== 'none') throw new Error(`no variant ${variant} for fastify`)
   app.get('/', async () => ({ hello: 'world' }))
   await app.listen({ port: 0, host: '127.0.0.1' })
-  port = app.server.address().port
-} else {
+  server = app.server
+} else if (framework === 'express') {
   const express = (await import('express')).default
   const app = express()
   const handlers = []
   if (sluiceCore !== undefined) {
     const { sluice } = await import(new URL('express.js', dist).href)
     handlers.push(sluice(sluiceCore))
-  } else if (variant.startsWith('peer')) {
+  } else if (variant.startsWith('express-rate-limit')) {
     const { rateLimit } = await import('express-rate-limit')
     let store
     if (redis !== undefined) {
       const { RedisStore } = await import('rate-limit-redis')
       store = new RedisStore({ sendCommand: (command, ...args) => redis.call(command, ...args) })
     }
-    handlers.push(rateLimit({ windowMs: 60_000, limit: LIMIT, ...(store ? { store } : {}) }))
-  }
+    handlers.push(rateLimit({ windowMs: WINDOW_MS, limit: LIMIT, ...(store ? { store } : {}) }))
+  } else if (variant === 'rate-limiter-flexible-redis') {
+    handlers.push(await rateLimiterFlexibleMiddleware())
+  } else if (variant !== 'none') throw new Error(`no variant ${variant} for express`)
   app.get('/', ...handlers, (_req, res) => {
     res.json({ hello: 'world' })
   })
-  port = await new Promise((resolve) => {
-    const server = app.listen(0, '127.0.0.1', () => resolve(server.address().port))
+  server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s))
   })
-}
+} else throw new Error(`no framework ${framework}`)
 
 process.on('message', (message) => {
   if (message === 'cpu') process.send({ cpu: process.cpuUsage() })
+  else if (message === 'stop') {
+    server.closeAllConnections?.()
+    server.close()
+    redis?.disconnect()
+    process.exit(0)
+  }
 })
-process.send({ ready: port })
+process.send({ ready: server.address().port })

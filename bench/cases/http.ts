@@ -1,39 +1,47 @@
-// HTTP overhead: autocannon (50 connections) against hello-world Fastify and Express servers, each in
-// its own child process on 127.0.0.1: no limiter, Sluice (memory; Redis when a redis-server and the
-// Redis store are available), @fastify/rate-limit and express-rate-limit (memory and Redis).
-// Reports requests/s as a share of the no-limiter server and server CPU microseconds per request.
+// HTTP overhead: autocannon (50 connections) against hello-world Fastify and Express servers, each
+// server in its own child process on 127.0.0.1 (bench/cases/http-server.mjs, over dist/): no limiter,
+// Sluice (memory and Redis) and the peers at their own defaults (@fastify/rate-limit memory and
+// ioredis; express-rate-limit memory and rate-limit-redis; rate-limiter-flexible's RateLimiterRedis
+// middleware). Reports server CPU per request (the server process's cpuUsage() before and after the
+// load / requests), the CPU added over the no-limiter server, and req/s as a share of it.
 //
-//   npm run build && node --import tsx bench/cases/http.ts [--quick]   (servers: bench/cases/http-server.mjs)
-import { type ChildProcess, execFileSync, fork } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { join } from 'node:path'
+// Every server of a framework starts once and is warmed up; then rounds alternate the servers (the
+// order rotates each round) so a burst of load elsewhere on the machine hits all of them alike, and
+// every figure is the median over rounds of the per-round value (ratios and differences are taken
+// within a round, against the no-limiter server of that round).
+//
+//   npm run bench -- --only http-fastify [--quick] [--profile DIR] [--variants sluice-memory,...]
+//   (or http-express; http-core)
+import { type ChildProcess, fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { startRedis } from '../../test/helpers/redis-harness.js'
-import type { BenchRow } from '../types.js'
+import { load, median } from '../load.js'
+import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const SERVER = fileURLToPath(new URL('./http-server.mjs', import.meta.url))
-/** The servers run the built package: `npm run bench` builds first. */
-const REDIS_STORE = join(ROOT, 'dist/redis.js')
-const FRAMEWORKS = ['fastify', 'express'] as const
-type Framework = (typeof FRAMEWORKS)[number]
-const LIMITERS = ['none', 'sluice-memory', 'sluice-redis', 'peer-memory', 'peer-redis'] as const
-type LimiterVariant = (typeof LIMITERS)[number]
+const CONNECTIONS = 50
 
-// ---------------------------------------------------------------- parent: load and measure
-/** The part of autocannon's API used here (it ships no types). */
-type Autocannon = (options: { url: string; connections: number; duration: number }) => Promise<{
-  requests: { total: number }
-  errors: number
-  non2xx: number
-}>
-const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon
-
-interface Measured {
-  requestsPerSecond: number
-  cpuMicrosPerRequest: number
-  errors: number
+type Framework = 'fastify' | 'express'
+/** The variants of http-server.mjs per framework, the no-limiter baseline first. */
+const VARIANTS: Record<Framework, { variant: string; subject: string }[]> = {
+  fastify: [
+    { variant: 'none', subject: 'fastify, no limiter' },
+    { variant: 'sluice-memory', subject: 'fastify + Sluice (memory)' },
+    { variant: 'fastify-rate-limit-memory', subject: 'fastify + @fastify/rate-limit (memory)' },
+    { variant: 'sluice-redis', subject: 'fastify + Sluice (Redis, ioredis)' },
+    { variant: 'fastify-rate-limit-redis', subject: 'fastify + @fastify/rate-limit (ioredis)' },
+  ],
+  express: [
+    { variant: 'none', subject: 'express, no limiter' },
+    { variant: 'sluice-memory', subject: 'express + Sluice (memory)' },
+    { variant: 'express-rate-limit-memory', subject: 'express + express-rate-limit (memory)' },
+    { variant: 'sluice-redis', subject: 'express + Sluice (Redis, ioredis)' },
+    {
+      variant: 'rate-limiter-flexible-redis',
+      subject: 'express + rate-limiter-flexible middleware (RateLimiterRedis)',
+    },
+    { variant: 'express-rate-limit-redis', subject: 'express + express-rate-limit + rate-limit-redis' },
+  ],
 }
 
 function waitFor<T>(
@@ -42,65 +50,169 @@ function waitFor<T>(
   timeoutMs = 15_000,
 ): Promise<T> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('child did not answer')), timeoutMs)
+    const onExit = (code: number | null) => {
+      clearTimeout(timer)
+      reject(new Error(`server exited with ${code}`))
+    }
+    const timer = setTimeout(() => {
+      child.off('message', onMessage)
+      child.off('exit', onExit)
+      reject(new Error('server did not answer'))
+    }, timeoutMs)
     const onMessage = (message: unknown) => {
       const value = pick(message)
       if (value === undefined) return
       clearTimeout(timer)
       child.off('message', onMessage)
+      child.off('exit', onExit)
       resolve(value)
     }
     child.on('message', onMessage)
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
+    child.once('exit', onExit)
   })
 }
 
-async function measure(
+interface Server {
+  variant: string
+  subject: string
+  child: ChildProcess
+  url: string
+}
+
+async function startServer(
   framework: Framework,
-  variant: LimiterVariant,
+  variant: string,
+  subject: string,
   redisPort: number,
-  seconds: number,
-): Promise<Measured> {
+  profileDir: string | undefined,
+): Promise<Server> {
+  const execArgv =
+    profileDir === undefined
+      ? []
+      : ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${framework}-${variant}.cpuprofile`]
   const child = fork(SERVER, [framework, variant, String(redisPort)], {
-    execArgv: [],
+    execArgv,
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   })
-  try {
-    const port = await waitFor(child, (m) => (m as { ready?: number }).ready)
-    const url = `http://127.0.0.1:${port}/`
-    await autocannon({ url, connections: 50, duration: 1 }) // warm-up (JIT, connections)
-    const cpuUsage = () => waitFor(child, (m) => (m as { cpu?: NodeJS.CpuUsage }).cpu, 5_000)
-    const pending = cpuUsage()
-    child.send('cpu')
-    const before = await pending
-    const result = await autocannon({ url, connections: 50, duration: seconds })
-    const pendingAfter = cpuUsage()
-    child.send('cpu')
-    const after = await pendingAfter
-    const cpuMicros = after.user - before.user + (after.system - before.system)
-    const total = result.requests.total
-    return {
-      requestsPerSecond: total / seconds,
-      cpuMicrosPerRequest: total > 0 ? cpuMicros / total : Number.NaN,
-      errors: result.errors + result.non2xx,
-    }
-  } finally {
-    child.kill('SIGTERM')
+  const port = await waitFor(child, (m) => (m as { ready?: number }).ready)
+  return { variant, subject, child, url: `http://127.0.0.1:${port}/` }
+}
+
+async function stopServer(server: Server): Promise<void> {
+  const { child } = server
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.send('stop') // a clean exit writes a --cpu-prof profile
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000)
+  await exited
+  clearTimeout(timer)
+}
+
+async function cpuMicros(child: ChildProcess): Promise<number> {
+  const pending = waitFor(child, (m) => (m as { cpu?: NodeJS.CpuUsage }).cpu, 5_000)
+  child.send('cpu')
+  const cpu = await pending
+  return cpu.user + cpu.system
+}
+
+interface Round {
+  requestsPerSecond: number
+  cpuMicrosPerRequest: number
+  errors: number
+}
+
+/** One load run against one server: its own CPU time over the run / requests answered. */
+async function measure(server: Server, seconds: number): Promise<Round> {
+  const before = await cpuMicros(server.child)
+  const result = await load({ url: server.url, connections: CONNECTIONS, duration: seconds })
+  const after = await cpuMicros(server.child)
+  return {
+    requestsPerSecond: result.requestsPerSecond,
+    cpuMicrosPerRequest: result.requests > 0 ? (after - before) / result.requests : Number.NaN,
+    errors: result.errors,
   }
 }
 
-function hasRedisServer(): boolean {
+const round1 = (n: number) => Math.round(n * 10) / 10
+
+async function runFramework(framework: Framework, opts: BenchOptions): Promise<BenchRow[]> {
+  const seconds = opts.quick ? 1 : 3
+  const rounds = opts.quick ? 3 : 5
+  const warmUpSeconds = opts.quick ? 1 : 2
+  const redis = await startRedis()
+  const servers: Server[] = []
   try {
-    execFileSync('redis-server', ['--version'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
+    const wanted = VARIANTS[framework].filter(
+      (v) => v.variant === 'none' || opts.variants === undefined || opts.variants.includes(v.variant),
+    )
+    const unknown = (opts.variants ?? []).filter(
+      (v) =>
+        !Object.values(VARIANTS)
+          .flat()
+          .some((w) => w.variant === v),
+    )
+    if (unknown.length > 0) throw new Error(`no HTTP variant ${unknown.join(', ')}`)
+    for (const { variant, subject } of wanted)
+      servers.push(await startServer(framework, variant, subject, redis.port, opts.profileDir))
+    // JIT, connection pools, the Redis scripts loaded: nothing of it in the measured rounds.
+    for (const server of servers)
+      await load({ url: server.url, connections: CONNECTIONS, duration: warmUpSeconds })
+    const perRound = new Map<Server, Round[]>(servers.map((s) => [s, []]))
+    for (let round = 0; round < rounds; round++) {
+      const order = servers.map((_, i) => servers[(i + round) % servers.length]!)
+      for (const server of order) perRound.get(server)!.push(await measure(server, seconds))
+    }
+    const baseline = perRound.get(servers[0]!)!
+    const rows: BenchRow[] = []
+    const how = `${CONNECTIONS} connections, median of ${rounds} rounds x ${seconds} s`
+    for (const server of servers) {
+      const runs = perRound.get(server)!
+      const id = `http-${framework}/${server.variant}`
+      const errors = runs.reduce((sum, r) => sum + r.errors, 0)
+      const ratio = median(runs.map((r, i) => r.requestsPerSecond / baseline[i]!.requestsPerSecond))
+      const cpu = median(runs.map((r) => r.cpuMicrosPerRequest))
+      const added = median(runs.map((r, i) => r.cpuMicrosPerRequest - baseline[i]!.cpuMicrosPerRequest))
+      const spread = `rounds ${round1(Math.min(...runs.map((r) => r.cpuMicrosPerRequest)))}-${round1(Math.max(...runs.map((r) => r.cpuMicrosPerRequest)))} µs`
+      rows.push({
+        id: `${id} req/s`,
+        subject: server.subject,
+        metric: 'req/s',
+        value: Math.round(median(runs.map((r) => r.requestsPerSecond))),
+        unit: 'req/s',
+        ratio,
+        note: `ratio vs no limiter; ${how}${errors > 0 ? `; ${errors} errors or non-2xx` : ''}`,
+      })
+      rows.push({
+        id: `${id} cpu`,
+        subject: server.subject,
+        metric: 'server CPU per request',
+        value: round1(cpu),
+        unit: 'µs',
+        note: spread,
+      })
+      if (server !== servers[0])
+        rows.push({
+          id: `${id} cpu-added`,
+          subject: server.subject,
+          metric: 'server CPU added per request',
+          value: round1(added),
+          unit: 'µs',
+          note: 'over no limiter, same round',
+        })
+      if (errors > 0)
+        rows.push({ id: `${id} errors`, subject: server.subject, metric: 'errors', value: errors, unit: '' })
+    }
+    return rows
+  } finally {
+    for (const server of servers) await stopServer(server)
+    await redis.stop()
   }
 }
 
 /**
  * The core's own cost, in process (no sockets, no framework): check() of one request against one
- * memory layer, next to the bare limiter call it wraps. Best of three runs.
+ * memory layer, next to the bare limiter call it wraps. Best of three runs. From src/ under tsx (its
+ * keepNames makes Sluice look about 1 µs slower than the build; see docs/benchmarks.md).
  */
 async function coreCost(quick: boolean): Promise<BenchRow[]> {
   const { createLimiter } = await import('../../src/limiter.js')
@@ -142,84 +254,8 @@ async function coreCost(quick: boolean): Promise<BenchRow[]> {
   ]
 }
 
-const PEER: Record<Framework, string> = { fastify: '@fastify/rate-limit', express: 'express-rate-limit' }
-
-export const benchCase = {
-  name: 'http',
-  /**
-   * Each variant runs `rounds` times, interleaved with the others so a burst of load elsewhere on
-   * the machine hits every variant alike; the best round of each counts (highest req/s, least CPU).
-   */
-  async run({ quick }: { quick: boolean }): Promise<BenchRow[]> {
-    const seconds = quick ? 1 : 5
-    const rounds = quick ? 1 : 3
-    const rows: BenchRow[] = await coreCost(quick)
-    const redis = hasRedisServer() ? await startRedis() : undefined
-    try {
-      for (const framework of FRAMEWORKS) {
-        const best = new Map<LimiterVariant, Measured>()
-        const skipped = new Map<LimiterVariant, string>()
-        for (const variant of LIMITERS) {
-          if (variant.endsWith('redis') && redis === undefined)
-            skipped.set(variant, 'no redis-server on PATH')
-          else if (variant === 'sluice-redis' && !existsSync(REDIS_STORE))
-            skipped.set(variant, 'no dist/redis.js (the Redis store is not built on this branch)')
-        }
-        for (let round = 0; round < rounds; round++) {
-          for (const variant of LIMITERS) {
-            if (skipped.has(variant)) continue
-            const m = await measure(framework, variant, redis?.port ?? 0, seconds)
-            const previous = best.get(variant)
-            best.set(variant, {
-              requestsPerSecond: Math.max(m.requestsPerSecond, previous?.requestsPerSecond ?? 0),
-              cpuMicrosPerRequest: Math.min(m.cpuMicrosPerRequest, previous?.cpuMicrosPerRequest ?? Infinity),
-              errors: m.errors + (previous?.errors ?? 0),
-            })
-          }
-        }
-        const baseline = best.get('none')
-        for (const variant of LIMITERS) {
-          const subject = `${framework} + ${variant === 'none' ? 'no limiter' : variant.startsWith('peer') ? `${PEER[framework]} (${variant.slice(5)})` : `Sluice (${variant.slice(7)})`}`
-          const m = best.get(variant)
-          if (m === undefined) {
-            const note = `skipped: ${skipped.get(variant) ?? 'not run'}`
-            rows.push({ subject, metric: 'req/s', value: Number.NaN, unit: 'req/s', note })
-            continue
-          }
-          const note = m.errors > 0 ? `${m.errors} errors or non-2xx` : undefined
-          rows.push({
-            subject,
-            metric: 'req/s',
-            value: Math.round(m.requestsPerSecond),
-            unit: 'req/s',
-            ...(baseline === undefined ? {} : { ratio: m.requestsPerSecond / baseline.requestsPerSecond }),
-            ...(note === undefined ? {} : { note }),
-          })
-          rows.push({
-            subject,
-            metric: 'server CPU per request',
-            value: Math.round(m.cpuMicrosPerRequest * 10) / 10,
-            unit: 'µs',
-            ...(baseline === undefined
-              ? {}
-              : { ratio: m.cpuMicrosPerRequest / baseline.cpuMicrosPerRequest }),
-          })
-        }
-      }
-    } finally {
-      await redis?.stop()
-    }
-    return rows
-  },
-}
-
-const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]
-if (isMain) {
-  const rows = await benchCase.run({ quick: process.argv.includes('--quick') })
-  for (const r of rows) {
-    const ratio = r.ratio === undefined ? '' : ` (${r.ratio.toFixed(2)}x)`
-    console.log(
-      `${r.subject.padEnd(44)} ${r.metric.padEnd(24)} ${String(r.value).padStart(8)} ${r.unit}${ratio}${r.note ? `  ${r.note}` : ''}`,
-    )
-  }
-}
+export const benchCases: BenchCase[] = [
+  { name: 'http-fastify', run: (opts) => runFramework('fastify', opts) },
+  { name: 'http-express', run: (opts) => runFramework('express', opts) },
+  { name: 'http-core', extra: true, run: ({ quick }) => coreCost(quick) },
+]

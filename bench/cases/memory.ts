@@ -1,31 +1,40 @@
-// Decisions per second of the memory store next to rate-limiter-flexible's RateLimiterMemory and a
-// plain inline Map fixed-window counter, 10,000 keys, every request admitted (limits set high so
-// each subject does its full work). Subjects run interleaved, best of several rounds, so a busy
-// machine slows them alike. Also reported: decisions per CPU second (user + system), which a
-// neighbour stealing the core does not skew.
+// Decisions per second of the memory store next to rate-limiter-flexible's RateLimiterMemory,
+// express-rate-limit's MemoryStore.increment and a plain inline Map fixed-window counter (awaited,
+// and synchronous: the floor), 10,000 keys, every request admitted (limits set high so each subject
+// does its full work). Subjects run interleaved after a warm-up; every figure is the median over
+// rounds, ratios taken within a round, so a busy machine slows them alike. Also reported: decisions
+// per CPU second (user + system), which a neighbour stealing the core does not skew.
+import { type Options as ExpressRateLimitOptions, MemoryStore } from 'express-rate-limit'
 import { RateLimiterMemory } from 'rate-limiter-flexible'
 // What is measured comes from the build (dist/), as users run it: tsx compiles src/ with esbuild's
 // keepNames, which adds a defineProperty to every closure created per decision (about 1 µs per
 // decision here) that the published build does not have.
 import { createLimiter, memoryStore } from '../../dist/index.js'
+import { median } from '../load.js'
 import type { BenchCase, BenchRow } from '../types.js'
 
 const KEYS = 10_000
 const keys = Array.from({ length: KEYS }, (_, i) => `user-${i}`)
 
 interface Subject {
+  /** Stable short name: the summary table's row ids use it. */
+  id: string
   name: string
   /** Run `n` decisions; returns how many were allowed (so nothing is optimised away). */
   run(n: number): number | Promise<number>
 }
 
-function sluice(algorithm: 'token-bucket' | 'sliding-window-counter', sync: boolean): Subject {
+function sluice(
+  algorithm: 'token-bucket' | 'fixed-window' | 'sliding-window-counter',
+  sync: boolean,
+): Subject {
   const limiter = createLimiter({
     store: memoryStore(),
     policies: { p: { algorithm, limit: 1_000_000_000, window: '1s' } },
   })
   if (sync) {
     return {
+      id: `sluice-${algorithm}-consumeSync`,
       name: `sluice ${algorithm} consumeSync`,
       run(n) {
         let allowed = 0
@@ -35,6 +44,7 @@ function sluice(algorithm: 'token-bucket' | 'sliding-window-counter', sync: bool
     }
   }
   return {
+    id: `sluice-${algorithm}-consume`,
     name: `sluice ${algorithm} await consume`,
     async run(n) {
       let allowed = 0
@@ -47,6 +57,7 @@ function sluice(algorithm: 'token-bucket' | 'sliding-window-counter', sync: bool
 function rateLimiterFlexible(): Subject {
   const limiter = new RateLimiterMemory({ points: 1_000_000_000, duration: 1 })
   return {
+    id: 'rate-limiter-flexible',
     name: 'rate-limiter-flexible RateLimiterMemory await consume',
     async run(n) {
       let allowed = 0
@@ -63,10 +74,58 @@ function rateLimiterFlexible(): Subject {
   }
 }
 
+/** express-rate-limit's own store, as its middleware calls it once per request. */
+function expressRateLimitStore(): Subject & { shutdown(): void } {
+  const store = new MemoryStore()
+  store.init({ windowMs: 1000 } as ExpressRateLimitOptions)
+  return {
+    id: 'express-rate-limit-store',
+    name: 'express-rate-limit MemoryStore await increment',
+    async run(n) {
+      let allowed = 0
+      for (let i = 0; i < n; i++)
+        if ((await store.increment(keys[i % KEYS]!)).totalHits <= 1_000_000_000) allowed++
+      return allowed
+    },
+    shutdown: () => store.shutdown(),
+  }
+}
+
+/** A fixed-window counter in a Map: no validation, no eviction. */
+function mapCounter(): (key: string) => boolean {
+  const windows = new Map<string, { start: number; count: number }>()
+  return (key) => {
+    const now = Date.now()
+    let w = windows.get(key)
+    if (w === undefined || now >= w.start + 1000) {
+      w = { start: now, count: 0 }
+      windows.set(key, w)
+    }
+    if (w.count >= 1_000_000_000) return false
+    w.count++
+    return true
+  }
+}
+
+/** The floor of an awaited API: the Map counter behind one `await` per decision. */
+function awaitedMap(): Subject {
+  const decide = mapCounter()
+  return {
+    id: 'awaited-map',
+    name: 'plain Map fixed-window, awaited',
+    async run(n) {
+      let allowed = 0
+      for (let i = 0; i < n; i++) if (await decide(keys[i % KEYS]!)) allowed++
+      return allowed
+    },
+  }
+}
+
 /** The floor: a fixed-window counter in a Map, inline, synchronous, no validation, no eviction. */
 function plainMap(): Subject {
   const windows = new Map<string, { start: number; count: number }>()
   return {
+    id: 'map',
     name: 'plain Map fixed-window (inline, sync)',
     run(n) {
       let allowed = 0
@@ -107,54 +166,60 @@ async function measure(subject: Subject, n: number): Promise<Measured> {
 export const benchCase: BenchCase = {
   name: 'memory',
   async run({ quick }) {
+    const rlf = rateLimiterFlexible()
+    const erl = expressRateLimitStore()
+    const map = plainMap()
     const subjects = [
       sluice('token-bucket', false),
-      sluice('token-bucket', true),
+      sluice('fixed-window', false),
       sluice('sliding-window-counter', false),
+      sluice('token-bucket', true),
       sluice('sliding-window-counter', true),
-      rateLimiterFlexible(),
-      plainMap(),
+      rlf,
+      erl,
+      awaitedMap(),
+      map,
     ]
-    const rounds = quick ? 3 : 7
-    const n = quick ? 200_000 : 1_000_000
-    // Warm up every subject (JIT, and every key present), then interleave measured rounds.
-    for (const s of subjects) await measure(s, KEYS * 5)
-    const best = new Map<Subject, Measured>()
-    for (let r = 0; r < rounds; r++) {
-      for (const s of subjects) {
-        const m = await measure(s, n)
-        const b = best.get(s)
-        best.set(s, {
-          wallPerSec: Math.max(b?.wallPerSec ?? 0, m.wallPerSec),
-          cpuPerSec: Math.max(b?.cpuPerSec ?? 0, m.cpuPerSec),
-        })
+    const rounds = quick ? 3 : 5
+    const n = quick ? 100_000 : 500_000
+    try {
+      // Warm up every subject (JIT, and every key present), then interleave measured rounds.
+      for (const s of subjects) await measure(s, KEYS * 10)
+      const runs = new Map<Subject, Measured[]>(subjects.map((s) => [s, []]))
+      for (let r = 0; r < rounds; r++) {
+        for (const s of subjects) runs.get(s)!.push(await measure(s, n))
       }
+      const rows: BenchRow[] = []
+      /** The median over rounds of a subject's figure over another's in the same round. */
+      const vs = (s: Subject, other: Subject, pick: (m: Measured) => number) =>
+        median(runs.get(s)!.map((m, i) => pick(m) / pick(runs.get(other)![i]!)))
+      for (const [metric, pick, suffix] of [
+        [`decisions/s (wall, median of ${rounds} rounds)`, (m: Measured) => m.wallPerSec, 'rate'],
+        ['decisions per CPU second', (m: Measured) => m.cpuPerSec, 'cpu-rate'],
+      ] as const) {
+        for (const s of subjects) {
+          rows.push({
+            id: `memory/${s.id} ${suffix}`,
+            subject: s.name,
+            metric,
+            value: median(runs.get(s)!.map(pick)),
+            unit: 'ops/s',
+            ratio: vs(s, rlf, pick),
+            note: `x RLF; ${vs(s, erl, pick).toFixed(2)}x express-rate-limit store; ${vs(s, map, pick).toFixed(2)}x plain Map`,
+          })
+          if (suffix === 'rate' && s.id.startsWith('sluice'))
+            rows.push({
+              id: `memory/${s.id} vs-erl`,
+              subject: s.name,
+              metric: 'x express-rate-limit MemoryStore (wall)',
+              value: vs(s, erl, pick),
+              unit: 'x',
+            })
+        }
+      }
+      return rows
+    } finally {
+      erl.shutdown()
     }
-    const rlf = best.get(subjects[4]!)!
-    const map = best.get(subjects[5]!)!
-    const rows: BenchRow[] = []
-    for (const s of subjects) {
-      const m = best.get(s)!
-      rows.push({
-        subject: s.name,
-        metric: 'decisions/s (wall, best round)',
-        value: m.wallPerSec,
-        unit: 'ops/s',
-        ratio: m.wallPerSec / rlf.wallPerSec,
-        note: `x RLF; ${(m.wallPerSec / map.wallPerSec).toFixed(2)}x plain Map`,
-      })
-    }
-    for (const s of subjects) {
-      const m = best.get(s)!
-      rows.push({
-        subject: s.name,
-        metric: 'decisions per CPU second',
-        value: m.cpuPerSec,
-        unit: 'ops/s',
-        ratio: m.cpuPerSec / rlf.cpuPerSec,
-        note: `x RLF; ${(m.cpuPerSec / map.cpuPerSec).toFixed(2)}x plain Map`,
-      })
-    }
-    return rows
   },
 }

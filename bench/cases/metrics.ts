@@ -114,6 +114,7 @@ async function compare(mode: Mode, ops: number, rounds: number): Promise<Map<Set
 
 export const benchCase = {
   name: 'metrics hook overhead (memory store)',
+  extra: true,
   async run({ quick }: { quick: boolean }): Promise<BenchRow[]> {
     const ops = quick ? 50_000 : 200_000
     const rounds = quick ? 3 : 7

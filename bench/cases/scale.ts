@@ -119,6 +119,7 @@ interface FastifyRedisStore {
 
 export const benchCase: BenchCase = {
   name: 'scale',
+  extra: true,
   async run({ quick }) {
     const server = await startRedis()
     const client = new Redis(server.port, '127.0.0.1')

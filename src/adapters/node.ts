@@ -8,6 +8,7 @@ import type {
   HttpRequestInfo,
   RouteOptions,
 } from '../http/index.js'
+import type { NodeHandler } from '../http/types.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 
 export interface NodeAdapterOptions {
@@ -17,7 +18,7 @@ export interface NodeAdapterOptions {
 
 const OPTION_KEYS = keysOf<NonNullable<Parameters<typeof withSluice>[2]>>({ route: true, routeOptions: true })
 
-export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown
+export type { NodeHandler }
 
 /** The core's view of a node:http request. */
 export function nodeRequest(req: IncomingMessage, route: string | undefined): HttpRequestInfo {

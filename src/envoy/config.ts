@@ -40,7 +40,10 @@ const RATE_ALGORITHMS: readonly RateAlgorithmName[] = [
 export interface EnvoyLimit {
   /** `rate_limit.name`, or the composite key (`domain.key_value.subkey`) when unnamed. */
   readonly name: string
-  /** Policy in the limiter; undefined for `unlimited` and for `requests_per_unit: 0`. */
+  /**
+   * Policy in the limiter, named by the composite key (`envoy:domain.key_value`; its storage id is
+   * `envoy.<key hash>.<shape hash>`); undefined for `unlimited` and for `requests_per_unit: 0`.
+   */
   readonly policyName: string | undefined
   readonly policy: Policy | undefined
   readonly unlimited: boolean
@@ -81,10 +84,12 @@ export interface EnvoyRules {
   /** The files loaded, in order. */
   readonly files: readonly string[]
   readonly domains: ReadonlyMap<string, EnvoyLevel>
-  /** Limiter policies, by internal name (`envoy.<rule>.<shape>`). */
+  /**
+   * Limiter policies by the composite key operators wrote (`envoy:domain.key_value`), each with
+   * its storage id (`envoy.<key hash>.<shape hash>`: a changed window or algorithm starts fresh
+   * counters).
+   */
   readonly policies: Readonly<Record<string, Policy>>
-  /** Internal policy name -> the composite key operators wrote (`envoy:domain.key_value`). */
-  readonly displayNames: ReadonlyMap<string, string>
 }
 
 const TOP_KEYS = ['domain', 'descriptors']
@@ -284,12 +289,14 @@ function parseLimit(loc: Locator, path: Path, raw: unknown, compositeKey: string
     }
   }
   const policy = {
+    // The id is what earlier versions named the policy: counters survive an upgrade.
+    id: `envoy.${hash6(compositeKey)}.${hash6(`${algorithm}|${windowMs}`)}`,
     algorithm,
     limit: rpu,
     window: windowMs,
     ...(raw.burst === undefined ? {} : { burst: raw.burst }),
   } as Policy
-  const policyName = `envoy.${hash6(compositeKey)}.${hash6(`${algorithm}|${windowMs}`)}`
+  const policyName = displayName(compositeKey)
   let capacity: number
   try {
     capacity = resolvePolicy(policyName, policy).capacity
@@ -315,8 +322,13 @@ function parseLimit(loc: Locator, path: Path, raw: unknown, compositeKey: string
 interface Builder {
   seen: Set<string>
   policies: Record<string, Policy>
-  displayNames: Map<string, string>
   limits: EnvoyLimit[]
+}
+
+/** `envoy:<composite key>`, the policy name decisions and metrics show; a policy name's limits kept. */
+function displayName(compositeKey: string): string {
+  const name = `envoy:${compositeKey.replace(/\p{Cc}/gu, '?')}`
+  return name.length <= 256 ? name : `${name.slice(0, 240)}~${hash6(compositeKey)}`
 }
 
 function addDescriptors(
@@ -346,7 +358,6 @@ function addDescriptors(
         : parseLimit(loc, [...at, 'rate_limit'], raw.rate_limit, compositeKey)
     if (limit?.policyName !== undefined && limit.policy !== undefined) {
       out.policies[limit.policyName] = limit.policy
-      out.displayNames.set(limit.policyName, `envoy:${compositeKey}`)
     }
     if (limit !== undefined) out.limits.push(limit)
     const children = emptyLevel()
@@ -380,7 +391,7 @@ function addDescriptors(
  * @example parseEnvoyConfig([{ file: 'rl.yaml', text: 'domain: rl\ndescriptors: []\n' }])
  */
 export function parseEnvoyConfig(sources: readonly { file: string; text: string }[]): EnvoyRules {
-  const out: Builder = { seen: new Set(), policies: {}, displayNames: new Map(), limits: [] }
+  const out: Builder = { seen: new Set(), policies: {}, limits: [] }
   const domains = new Map<string, MutableLevel>()
   const domainFile = new Map<string, string>()
   for (const { file, text } of sources) {
@@ -400,7 +411,6 @@ export function parseEnvoyConfig(sources: readonly { file: string; text: string 
     files: sources.map((s) => s.file),
     domains,
     policies: out.policies,
-    displayNames: out.displayNames,
   }
 }
 

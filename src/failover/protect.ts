@@ -5,11 +5,12 @@
 import { SluiceError, StoreError, StoreTimeoutError, StoreUnavailableError } from '../errors.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy, StoreErrorMode } from '../policy.js'
-import type { Step, StepResult, Store } from '../store.js'
+import type { MaybePromise, Step, StepResult, Store } from '../store.js'
 import type { MemoryStore } from '../stores/memory.js'
 import { memoryStore } from '../stores/memory.js'
 import type { CircuitState } from './breaker.js'
 import { createBreaker } from './breaker.js'
+import { createDeadlines, type Deadline } from './deadlines.js'
 import type { FailoverSettings, StoreHealthEvent } from './options.js'
 import { DEFAULT_FAILOVER } from './options.js'
 
@@ -163,18 +164,31 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     }
   }
 
+  // Every call of this store has the same timeout: one timer serves every call in flight.
+  const deadlines = createDeadlines<InFlight>(timedOut)
+
+  function timedOut(entry: InFlight): void {
+    counts.timeouts++
+    const error = new StoreTimeoutError(
+      `store ${store.name}: ${entry.what} took longer than ${settings.timeoutMs} ms (storeTimeout)`,
+    )
+    failed(entry.probe, error)
+    entry.failWith(error)
+  }
+
   /**
    * Call the store with the timeout, the breaker and the in-flight bound, and settle with `ok` of
-   * the store's value or `fail` of the error (called at most once, and only then). The one promise
-   * it returns is the decision's: no intermediate outcome object or async layer per call (this is
-   * every Redis decision's path). It rejects only when `fail` throws.
+   * the store's value or `fail` of the error (called at most once, and only then). A store that
+   * answers at once (a value, not a promise) is answered at once; otherwise the one promise it
+   * returns is the decision's: no intermediate outcome object or async layer per call (this is
+   * every Redis decision's path). It throws or rejects only when `fail` throws.
    */
   function call<T, R>(
     what: string,
-    run: () => Promise<T>,
+    run: () => MaybePromise<T>,
     ok: (value: T) => R,
-    fail: (error: SluiceError) => R | Promise<R>,
-  ): Promise<R> {
+    fail: (error: SluiceError) => MaybePromise<R>,
+  ): MaybePromise<R> {
     if (inFlight >= settings.maxInFlight) {
       counts.rejected++
       const error = new StoreUnavailableError(
@@ -182,14 +196,13 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       )
       lastError = error
       logFailure()
-      return settle(fail, error)
+      return fail(error)
     }
     const admission = breaker.admit(now())
     if (admission === 'reject') {
       counts.rejected++
       logFailure()
-      return settle(
-        fail,
+      return fail(
         new StoreUnavailableError(
           `store ${store.name}: circuit ${breaker.state}; next probe in ${Math.ceil(breaker.retryInMs(now()))} ms`,
           { cause: lastError },
@@ -200,63 +213,70 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     // Open -> half-open happens on admission.
     if (probe) reportState()
     counts.calls++
-    inFlight++
-    let pending: Promise<T>
+    let answer: MaybePromise<T>
     try {
-      pending = run()
-    } catch (error) {
-      pending = Promise.reject(error)
+      answer = run()
+    } catch (cause) {
+      return storeFailed(probe, what, cause, fail)
     }
+    if (!isThenable(answer)) {
+      succeeded(probe)
+      return ok(answer)
+    }
+    inFlight++
+    const pending = answer
     return new Promise<R>((resolve, reject) => {
-      let settled = false
-      const failWith = (error: SluiceError): void => {
-        try {
-          resolve(fail(error))
-        } catch (thrown) {
-          reject(thrown)
-        }
+      const entry: InFlight = {
+        deadline: performance.now() + settings.timeoutMs,
+        what,
+        probe,
+        settled: false,
+        next: undefined,
+        failWith(error) {
+          try {
+            resolve(fail(error))
+          } catch (thrown) {
+            reject(thrown)
+          }
+        },
       }
-      const timer = setTimeout(() => {
-        // Decide in the check phase, after this loop iteration has polled the sockets: when our own
-        // event loop was stalled, the reply may be waiting unread, and a stall of this process is
-        // no failure of the store.
-        setImmediate(() => {
-          if (settled) return
-          settled = true
-          counts.timeouts++
-          const error = new StoreTimeoutError(
-            `store ${store.name}: ${what} took longer than ${settings.timeoutMs} ms (storeTimeout)`,
-          )
-          failed(probe, error)
-          failWith(error)
-        })
-      }, settings.timeoutMs)
-      timer.unref?.()
+      deadlines.track(entry)
       // Both handlers are attached at once, so a call that fails after its timeout is still caught.
       pending.then(
         (value) => {
           inFlight--
-          if (settled) return
-          settled = true
-          clearTimeout(timer)
+          if (entry.settled) return
+          deadlines.settle(entry)
           succeeded(probe)
           resolve(ok(value))
         },
         (cause: unknown) => {
           inFlight--
-          if (settled) return
-          settled = true
-          clearTimeout(timer)
-          counts.errors++
-          const error =
-            cause instanceof SluiceError
-              ? cause
-              : new StoreError(`store ${store.name}: ${what} failed: ${messageOf(cause)}`, { cause })
-          failed(probe, error)
-          failWith(error)
+          if (entry.settled) return
+          deadlines.settle(entry)
+          try {
+            resolve(storeFailed(probe, what, cause, fail))
+          } catch (thrown) {
+            reject(thrown)
+          }
         },
       )
     })
+  }
+
+  function storeFailed<R>(
+    probe: boolean,
+    what: string,
+    cause: unknown,
+    fail: (error: SluiceError) => MaybePromise<R>,
+  ): MaybePromise<R> {
+    counts.errors++
+    const error =
+      cause instanceof SluiceError
+        ? cause
+        : new StoreError(`store ${store.name}: ${what} failed: ${messageOf(cause)}`, { cause })
+    failed(probe, error)
+    return fail(error)
   }
 
   const modeOf = (step: Step): StoreErrorMode => step.policy.onStoreError ?? settings.onStoreError
@@ -281,7 +301,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
   }
   const toFallback = (step: Step): Step => ({ ...step, policy: fallbackPolicy(step.policy) })
 
-  async function decideWithoutStore(steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]> {
+  function decideWithoutStore(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[] {
     const modes = steps.map(modeOf)
     if (modes.includes('closed')) {
       // All or nothing: one closed layer denies the whole check, and nothing is charged anywhere
@@ -308,7 +328,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     for (let i = 0; i < steps.length; i++) if (modes[i] === 'memory') inMemory.push(toFallback(steps[i]!))
     // The memory store commits its layers only if all of them admit; `open` layers charge nothing,
     // so the check stays all-or-nothing across modes.
-    const memoryResults = inMemory.length > 0 ? fallbackStore().applySync(inMemory, mode) : []
+    const memoryResults = inMemory.length > 0 ? fallbackStore().apply(inMemory, mode) : []
     let next = 0
     return steps.map((step, i) => {
       if (modes[i] === 'memory') return { ...memoryResults[next++]!, degraded: true }
@@ -376,7 +396,9 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
   // waiting: settle's forced charge, when the store has one. A failure rejects: settle can be retried.
   const primaryCharge = store.charge
   if (primaryCharge !== undefined)
-    protectedStore.charge = (steps) => call('charge', () => primaryCharge.call(store, steps), same, raise)
+    protectedStore.charge = async (steps) => {
+      await call('charge', () => primaryCharge.call(store, steps), same, raise)
+    }
   // The limiter's deny cache reads the store's clock through this layer.
   const primaryNow = store.now
   if (primaryNow !== undefined) protectedStore.now = () => primaryNow.call(store)
@@ -402,13 +424,20 @@ const raise = (error: SluiceError): never => {
   throw error
 }
 
-/** `fail(error)` as a promise: its value, or a rejection when it throws. */
-function settle<R>(fail: (error: SluiceError) => R | Promise<R>, error: SluiceError): Promise<R> {
-  try {
-    return Promise.resolve(fail(error))
-  } catch (thrown) {
-    return Promise.reject(thrown)
-  }
+/** One call in flight, in the FIFO of deadlines. */
+interface InFlight extends Deadline {
+  readonly what: string
+  readonly probe: boolean
+  failWith(error: SluiceError): void
+}
+
+/** A promise of any library (the store contract says Promise; a thenable is treated the same). */
+function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  )
 }
 
 function messageOf(error: unknown): string {

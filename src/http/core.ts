@@ -5,7 +5,6 @@ import { z } from 'zod'
 import { InvalidOptionsError } from '../errors.js'
 import type { Check, Decision, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
-import { isSyncStore } from '../store.js'
 import { rateLimitBody, rateLimitHeaders } from './headers.js'
 import { ipMatcher } from './ip.js'
 import { KeyMaker, RequestKeys, validateKey } from './keys.js'
@@ -156,7 +155,6 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   const policies = limiter.policies as Readonly<Record<string, (typeof limiter.policies)[string]>>
   const { globalRules, tierNames, routeFor, prepare: prepareRoute } = compileRules(options, policies)
   const keyMaker = new KeyMaker(options, settings)
-  const syncStore = isSyncStore(limiter.store)
   const skipIp = options.skip?.ips === undefined ? undefined : ipMatcher(options.skip.ips, 'skip.ips')
   const skipPaths = new Set(options.skip?.paths ?? [])
   const skipRoutes =
@@ -244,14 +242,15 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     if (queue !== undefined && checks.length > 0)
       return queue.consume(checks).then((d) => conclude(keys, tier, d)) // waiting:
     const only = checks.length === 1 ? checks[0] : undefined
-    if (only !== undefined) {
-      // One layer: the plain consume, synchronous when the store decides in-process (memory).
-      const cost = { cost: only.cost ?? 1 }
-      if (syncStore) return conclude(keys, tier, limiter.consumeSync(only.policy, only.key, cost))
-      return limiter.consume(only.policy, only.key, cost).then((d) => conclude(keys, tier, d))
-    }
     if (checks.length === 0) return pass()
-    return limiter.consume(checks).then((d) => conclude(keys, tier, d))
+    // Synchronous when the chain answers in-process (the memory store), a promise otherwise.
+    const d =
+      only === undefined
+        ? limiter.decide(checks)
+        : limiter.decide(only.policy, only.key, { cost: only.cost ?? 1 })
+    return d instanceof Promise
+      ? d.then((decision) => conclude(keys, tier, decision))
+      : conclude(keys, tier, d)
   }
 
   /** Turn a decision into headers and, when refused (and not in shadow mode), a response. */

@@ -1,8 +1,12 @@
 // The framework-neutral shapes the HTTP core works on: what an adapter hands in, what it gets back.
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision, LayeredDecision, Limiter } from '../limiter.js'
 import type { HeaderFamilies } from './headers.js'
 import type { TrustProxy } from './ip.js'
 import type { QueueOptions } from './queue.js'
+
+/** A node:http request handler (`http.createServer(handler)`): sluice/node wraps one, sluice/metrics serves with them. */
+export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown
 
 /** What the core needs to know about one request; each adapter builds this from its framework's request. */
 export interface HttpRequestInfo {

@@ -1,7 +1,10 @@
-// `sluice/metrics`: Prometheus metrics, top keys, spike detection, abuse patterns and the live dashboard.
+// `sluice/metrics`: Prometheus metrics, top keys, spike detection, abuse patterns and the live
+// dashboard. The factories and what they report; the data structures behind them (top-K, sketches,
+// spike detector, series) stay inside.
 
 export type { Dashboard, DashboardOptions } from '../dashboard/handler.js'
 export { createDashboard } from '../dashboard/handler.js'
+export type { NodeHandler } from '../http/types.js'
 export type {
   AbuseAlert,
   AbuseEntry,
@@ -11,11 +14,8 @@ export type {
   AbusePattern,
   AbuseReport,
 } from './abuse.js'
-export { AbuseDetector, networkOf } from './abuse.js'
-export { DistinctSketch, HLL_STANDARD_ERROR, SKETCH_BYTES } from './hll.js'
 export type {
   DashboardSnapshot,
-  NodeHandler,
   Observability,
   ObservabilityOptions,
   PolicySnapshot,
@@ -23,10 +23,14 @@ export type {
   TopKeysReport,
 } from './observability.js'
 export { createObservability } from './observability.js'
-export type { CircuitState, MetricsOptions, Outcome, SluiceMetrics, StoreHealth } from './prometheus.js'
-export { CIRCUIT_STATE_VALUE, countedLayers, createMetrics, OTHER_LABEL, outcomeOf } from './prometheus.js'
-export { RateSeries, RecentSamples } from './series.js'
+export type {
+  CircuitState,
+  DecisionOutcome,
+  MetricsOptions,
+  ReportedStoreHealth,
+  SluiceMetrics,
+} from './prometheus.js'
+export { createMetrics } from './prometheus.js'
 export type { Spike, SpikeDetectorOptions } from './spikes.js'
-export { SpikeDetector } from './spikes.js'
 export type { HeavyHitter, SlidingTopKOptions, TopKReport } from './topk.js'
-export { DistinctCounter, keyFingerprint, SlidingTopK, SpaceSaving } from './topk.js'
+export { keyFingerprint } from './topk.js'

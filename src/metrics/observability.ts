@@ -1,14 +1,14 @@
 // Everything an operator looks at, wired to one limiter: Prometheus metrics, top keys, spikes, and
 // the live dashboard, as plain node:http handlers that any server (or the Sluice service) can mount.
-import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Registry } from 'prom-client'
 import { createDashboard } from '../dashboard/handler.js'
 import { InvalidOptionsError } from '../errors.js'
+import type { NodeHandler } from '../http/types.js'
 import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
-import type { MetricsOptions, Outcome, SluiceMetrics, StoreHealth } from './prometheus.js'
+import type { DecisionOutcome, MetricsOptions, ReportedStoreHealth, SluiceMetrics } from './prometheus.js'
 import { createMetrics, METRICS_OPTION_KEYS, outcomeOf } from './prometheus.js'
 import { RateSeries, RecentSamples } from './series.js'
 import type { Spike, SpikeDetectorOptions } from './spikes.js'
@@ -17,7 +17,6 @@ import type { HeavyHitter, SlidingTopKOptions } from './topk.js'
 import { SlidingTopK, TOPK_OPTION_KEYS } from './topk.js'
 
 /** A node:http request handler (also fits Express and `@hono/node-server` raw handlers). */
-export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
 
 export interface ObservabilityOptions {
   /** The limiter to watch (anything with `subscribe`). */
@@ -64,16 +63,16 @@ export interface TopKeysReport {
 export interface PolicySnapshot {
   policy: string
   /** Since start, as in `sluice_decisions_total`. */
-  totals: Record<Outcome, number>
+  totals: Record<DecisionOutcome, number>
   /** Last complete second. */
-  perSecond: Record<Outcome, number>
+  perSecond: Record<DecisionOutcome, number>
   /** Denied / all decisions over the last 10 seconds (0 when idle). */
   deniedShare10s: number
   /** Per-second counts, oldest first, for the charts. */
-  series: Record<Outcome, number[]>
+  series: Record<DecisionOutcome, number[]>
 }
 
-export interface StoreSnapshot extends StoreHealth {
+export interface StoreSnapshot extends ReportedStoreHealth {
   /** Store latency over the most recent decisions, ms; `null` before the first. */
   p50Ms: number | null
   p99Ms: number | null
@@ -138,17 +137,17 @@ const OPTION_KEYS = keysOf<ObservabilityOptions>({
   now: true,
 })
 
-const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
+const OUTCOMES: readonly DecisionOutcome[] = ['allowed', 'denied', 'degraded']
 /** Distinct keys a batch may hold before it is flushed early (bounds its memory). */
 const MAX_BATCH_KEYS = 4096
 
 interface Batch {
-  outcomes: Record<Outcome, number>
+  outcomes: Record<DecisionOutcome, number>
   admitted: Map<string, { n: number }>
   denied: Map<string, { n: number }>
 }
 
-const EMPTY_TOTALS = (): Record<Outcome, number> => ({ allowed: 0, denied: 0, degraded: 0 })
+const EMPTY_TOTALS = (): Record<DecisionOutcome, number> => ({ allowed: 0, denied: 0, degraded: 0 })
 
 /**
  * Watch a limiter: metrics, top keys, spikes, dashboard.
@@ -178,7 +177,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   const abuse = options.abuse === false ? undefined : new AbuseDetector(options.abuse, metrics.registry)
   const series = new RateSeries(60)
   const latency = new Map<string, RecentSamples>()
-  const totals = new Map<string, Record<Outcome, number>>()
+  const totals = new Map<string, Record<DecisionOutcome, number>>()
   const tops = new Map<string, { denied: SlidingTopK; admitted: SlidingTopK }>()
 
   // The hot path only counts into a small batch (per policy: outcomes, and keys by side); every
@@ -192,7 +191,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   let pairs = new Map<string, Map<string, { n: number; denied: number }>>()
   let batchPairs = 0
 
-  function count(policy: string, key: string, outcome: Outcome, allowed: boolean): void {
+  function count(policy: string, key: string, outcome: DecisionOutcome, allowed: boolean): void {
     let b = batch.get(policy)
     if (b === undefined) {
       b = { outcomes: EMPTY_TOTALS(), admitted: new Map(), denied: new Map() }

@@ -4,22 +4,23 @@
 import type { Counter, Gauge } from 'prom-client'
 import * as prom from 'prom-client'
 import { InvalidOptionsError } from '../errors.js'
+import type { CircuitState } from '../failover/breaker.js'
 import type { Decision, DecisionEvent, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 
+export type { CircuitState }
+
 /** How a decision ended, as counted in `sluice_decisions_total{outcome}`. */
-export type Outcome = 'allowed' | 'denied' | 'degraded'
+export type DecisionOutcome = 'allowed' | 'denied' | 'degraded'
 
-/** Circuit breaker states; `sluice_circuit_state` exports them as 0, 1 and 2. */
-export type CircuitState = 'closed' | 'half-open' | 'open'
-
+/** The failover layer's circuit states; `sluice_circuit_state` exports them as 0, 1 and 2. */
 export const CIRCUIT_STATE_VALUE: Readonly<Record<CircuitState, number>> = {
   closed: 0,
   'half-open': 1,
   open: 2,
 }
 
-const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
+const OUTCOMES: readonly DecisionOutcome[] = ['allowed', 'denied', 'degraded']
 
 /** Label value used once a label has seen `maxLabelValues` distinct values. */
 export const OTHER_LABEL = '_other'
@@ -39,8 +40,11 @@ export const METRICS_OPTION_KEYS = keysOf<MetricsOptions>({
   durationBuckets: true,
 })
 
-/** The health of one store as last reported through the input API. */
-export interface StoreHealth {
+/**
+ * One store as last reported through the input API (`setStoreUp`, `setCircuitState`,
+ * `recordStoreError`); `limiter.health()` returns the failover layer's own `StoreHealth`.
+ */
+export interface ReportedStoreHealth {
   store: string
   /** `null` until `setStoreUp` was called for this store. */
   up: boolean | null
@@ -62,7 +66,7 @@ export interface SluiceMetrics {
   /** A request was denied from the local deny cache without asking the store. */
   recordLocalCacheHit(policy: string): void
   /** Store health as reported so far, for the dashboard. */
-  storeHealth(): StoreHealth[]
+  storeHealth(): ReportedStoreHealth[]
 }
 
 const DEFAULT_BUCKETS = [
@@ -74,7 +78,7 @@ const DEFAULT_BUCKETS = [
  * `degraded: true` by the failover layer (fail-open admits, in-memory fallback), or denied with a
  * `reason` other than `limit` or `blocked` (`store_unavailable`, fail-closed).
  */
-export function outcomeOf(decision: Decision): Outcome {
+export function outcomeOf(decision: Decision): DecisionOutcome {
   if (decision.degraded === true) return 'degraded'
   const reason: string | undefined = decision.reason
   if (reason !== undefined && reason !== 'limit' && reason !== 'blocked') return 'degraded'
@@ -86,7 +90,9 @@ export function outcomeOf(decision: Decision): Outcome {
  * that passed counts as allowed under every layer (each was charged); a denied one counts as denied
  * under the layer that denied only (the others were not charged and did not decide).
  */
-export function countedLayers(decision: Decision | LayeredDecision): { policy: string; outcome: Outcome }[] {
+export function countedLayers(
+  decision: Decision | LayeredDecision,
+): { policy: string; outcome: DecisionOutcome }[] {
   const outcome = outcomeOf(decision)
   if (!('results' in decision)) return [{ policy: decision.policy, outcome }]
   if (outcome === 'allowed') return decision.results.map((r) => ({ policy: r.policy, outcome }))
@@ -124,8 +130,8 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
   // bench/cases/metrics.ts.)
   // Keyed by the policy name as given (no string building on the hot path: a concatenated key costs
   // more than everything else here together); several names may share one folded label.
-  const decisionCounts = new Map<string, { label: string; counts: Record<Outcome, number> }>()
-  const publishedDecisions = new Map<string, Record<Outcome, number>>()
+  const decisionCounts = new Map<string, { label: string; counts: Record<DecisionOutcome, number> }>()
+  const publishedDecisions = new Map<string, Record<DecisionOutcome, number>>()
   const cacheHitCounts = new Map<string, { count: number; published: number }>()
   new prom.Counter<'policy' | 'outcome'>({
     name: 'sluice_decisions_total',
@@ -184,9 +190,9 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     registers,
   })
 
-  const health = new Map<string, StoreHealth>()
+  const health = new Map<string, ReportedStoreHealth>()
 
-  function healthOf(store: string): StoreHealth {
+  function healthOf(store: string): ReportedStoreHealth {
     let h = health.get(store)
     if (h === undefined) {
       h = { store, up: null, circuit: null, errors: 0 }
@@ -195,7 +201,7 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     return h
   }
 
-  function countDecision(policy: string, outcome: Outcome): void {
+  function countDecision(policy: string, outcome: DecisionOutcome): void {
     let c = decisionCounts.get(policy)
     if (c === undefined) {
       c = { label: policyLabel(policy), counts: { allowed: 0, denied: 0, degraded: 0 } }

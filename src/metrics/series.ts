@@ -1,13 +1,13 @@
 // Small fixed-size time series for the dashboard: decisions per second per policy over the last
 // minute or so, and recent store latencies for p50/p99. Fixed memory per policy and per store.
-import type { Outcome } from './prometheus.js'
+import type { DecisionOutcome } from './prometheus.js'
 
-const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'degraded']
+const OUTCOMES: readonly DecisionOutcome[] = ['allowed', 'denied', 'degraded']
 
 interface Ring {
   /** Which whole second each slot currently holds. */
   seconds: Float64Array
-  counts: Record<Outcome, Float64Array>
+  counts: Record<DecisionOutcome, Float64Array>
 }
 
 /** Per-second counts of decisions by policy and outcome, for the last `length` seconds. */
@@ -19,7 +19,7 @@ export class RateSeries {
     this.length = length
   }
 
-  add(policy: string, outcome: Outcome, now: number, count = 1): void {
+  add(policy: string, outcome: DecisionOutcome, now: number, count = 1): void {
     let ring = this.rings.get(policy)
     if (ring === undefined) {
       ring = {
@@ -49,7 +49,7 @@ export class RateSeries {
    * Counts of the last `length` whole seconds before the one containing `now`, oldest first
    * (the current second is still filling, so it is left out).
    */
-  read(policy: string, outcome: Outcome, now: number): number[] {
+  read(policy: string, outcome: DecisionOutcome, now: number): number[] {
     const ring = this.rings.get(policy)
     const out = new Array<number>(this.length).fill(0)
     if (ring === undefined) return out

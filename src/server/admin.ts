@@ -59,8 +59,8 @@ export async function admin(
   const { entries, key, duration } = parseAdminRequest(ctx.config, await jsonBody(req), kind)
   try {
     for (const entry of entries) {
-      if (kind === 'reset') await ctx.limiter.reset(entry.internalName, key)
-      else await ctx.limiter.block(entry.internalName, key, duration as string)
+      if (kind === 'reset') await ctx.limiter.reset(entry.displayName, key)
+      else await ctx.limiter.block(entry.displayName, key, duration as string)
     }
   } catch (error) {
     if (error instanceof InvalidDurationError) throw new ClientError('invalid_duration', error.message)

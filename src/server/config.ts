@@ -31,9 +31,18 @@ export interface PolicyEntry {
   readonly name: string
   /** The tier whose overrides apply, or undefined for the policy as written. */
   readonly tier: string | undefined
-  /** The name the limiter and the store know it by, e.g. `api._.f3a9c2` or `api.pro.77b0e1`. */
-  readonly internalName: string
-  /** The policy as written, without `onStoreError` (limiterPolicies adds the effective mode back). */
+  /**
+   * The limiter policy's name, shown by decisions, events, headers and metrics: `api`, or `api.pro`
+   * for a tier.
+   */
+  readonly displayName: string
+  /**
+   * The storage id the store keeps its counters under: `api._.f3a9c2`, `api.pro.77b0e1` (policy,
+   * tier, a hash of algorithm and window), so a reshaped policy starts fresh counters and an
+   * unchanged one keeps them across reloads and upgrades.
+   */
+  readonly id: string
+  /** The policy as written, without `onStoreError` (limiterPolicies adds the id and the effective mode). */
   readonly policy: Policy
   readonly resolved: ResolvedPolicy
   /** Per-policy failure mode (or the top-level one): what the limiter does when the store fails. */
@@ -55,7 +64,7 @@ export interface ServiceConfig {
   /** Configured policy names, in file order. */
   readonly policyNames: readonly string[]
   readonly tierNames: readonly string[]
-  /** Every limiter policy, by internal name. */
+  /** Every limiter policy, by display name (`api`, `api.pro`). */
   readonly entries: ReadonlyMap<string, PolicyEntry>
   /** Bearer token for /v1/reset and /v1/block; undefined turns them off. */
   readonly adminToken: string | undefined
@@ -95,7 +104,7 @@ export interface ServiceConfig {
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
 
-// Dots separate policy, tier and shape in internal names, so configured names cannot hold them.
+// Dots separate policy, tier and shape in display names and ids, so configured names cannot hold them.
 const NAME = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/
 const TIER = /^[A-Za-z][A-Za-z0-9_-]{0,15}$/
 const BASE_TIER = '_'
@@ -236,13 +245,16 @@ function resolveEntry(
     throw loc.error(path, message, error)
   }
   const probe = resolvePolicy(name, policy)
-  const internalName = `${name}.${tier ?? BASE_TIER}.${shapeTag(probe)}`
+  // The id is what earlier versions named the limiter policy: counters survive an upgrade.
+  const id = `${name}.${tier ?? BASE_TIER}.${shapeTag(probe)}`
+  const displayName = tier === undefined ? name : `${name}.${tier}`
   return {
     name,
     tier,
-    internalName,
+    displayName,
+    id,
     policy: policy as unknown as Policy,
-    resolved: resolvePolicy(internalName, policy),
+    resolved: resolvePolicy(displayName, { ...policy, id }),
     onStoreError,
   }
 }
@@ -316,6 +328,11 @@ export function parseConfig(text: string, file: string): ServiceConfig {
         `policies.${name}: must be a map like { algorithm: token-bucket, limit: 100, window: 1m }`,
       )
     const { onStoreError: own, ...policy } = written
+    if ('id' in policy)
+      throw loc.error(
+        [...where, 'id'],
+        `policies.${name}.id: the service gives each policy its storage id (name, tier and shape); remove id`,
+      )
     let mode = onStoreError
     if (own !== undefined) {
       const checked = failMode.safeParse(own)
@@ -327,7 +344,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
       mode = checked.data
     }
     const entry = resolveEntry(loc, where, name, undefined, policy, mode)
-    entries.set(entry.internalName, entry)
+    entries.set(entry.displayName, entry)
     byName.set(name, entry)
     bases.set(name, { policy, onStoreError: mode })
   }
@@ -351,13 +368,18 @@ export function parseConfig(text: string, file: string): ServiceConfig {
         )
       if (!isRecord(override))
         throw loc.error(where, `${dotted(where)}: must be a map of overrides like { limit: 1000 }`)
+      if ('id' in override)
+        throw loc.error(
+          [...where, 'id'],
+          `${dotted(where)}.id: the service gives each policy its storage id (name, tier and shape); remove id`,
+        )
       if ('onStoreError' in override)
         throw loc.error(
           [...where, 'onStoreError'],
           `${dotted(where)}.onStoreError: set onStoreError on policies.${name}, not per tier`,
         )
       const entry = resolveEntry(loc, where, name, tier, { ...base.policy, ...override }, base.onStoreError)
-      entries.set(entry.internalName, entry)
+      entries.set(entry.displayName, entry)
       tierEntries.set(`${name}\u0000${tier}`, entry)
     }
   }
@@ -437,11 +459,11 @@ export async function loadConfig(file: string): Promise<ServiceConfig> {
   return parseConfig(text, file)
 }
 
-/** The limiter's policy table: internal name -> policy. */
+/** The limiter's policy table: display name (`api`, `api.pro`) -> the policy with its storage id. */
 export function limiterPolicies(config: ServiceConfig): Record<string, Policy> {
   const out: Record<string, Policy> = {}
-  for (const [internalName, entry] of config.entries) {
-    out[internalName] = { ...entry.policy, onStoreError: entry.onStoreError }
+  for (const [displayName, entry] of config.entries) {
+    out[displayName] = { ...entry.policy, id: entry.id, onStoreError: entry.onStoreError }
   }
   return out
 }
@@ -494,9 +516,7 @@ export function describeConfig(config: ServiceConfig): string {
       r.algorithm === 'concurrency'
         ? `${r.limit} at once, lease timeout ${r.windowMs}ms`
         : `${r.limit} per ${r.windowMs}ms, capacity ${r.capacity}`
-    lines.push(
-      `    ${label}: ${r.algorithm}, ${shape}, onStoreError ${entry.onStoreError} [${entry.internalName}]`,
-    )
+    lines.push(`    ${label}: ${r.algorithm}, ${shape}, onStoreError ${entry.onStoreError} [id ${entry.id}]`)
   }
   return `${lines.join('\n')}\n`
 }

@@ -20,13 +20,13 @@ export async function decide(
   if (!request.layered) {
     const check = request.checks[0]!
     const options = { cost: check.cost ?? 1 }
-    // The memory store decides in-process: skip the promise round trip on the hot path.
-    const d =
-      mode === 'peek'
-        ? await limiter.peek(check.policy, check.key, options)
-        : ctx.syncStore
-          ? limiter.consumeSync(check.policy, check.key, options)
-          : await limiter.consume(check.policy, check.key, options)
+    // The memory store decides in-process: no promise to wait for on the hot path.
+    let d: Decision
+    if (mode === 'peek') d = await limiter.peek(check.policy, check.key, options)
+    else {
+      const now = limiter.decide(check.policy, check.key, options)
+      d = now instanceof Promise ? await now : now
+    }
     return JSON.stringify(present(d, request.entries[0]!))
   }
   const d = mode === 'consume' ? await limiter.consume(request.checks) : await limiter.peek(request.checks)
@@ -86,25 +86,24 @@ export async function authz(
       `query: cost must be a positive whole number, got ${JSON.stringify(costText)}`,
     )
   const cost = checkCost(costText === null ? undefined : Number(costText), entry, 'query')
-  // The header table of the config this check was made under: a reload during the await may drop
-  // or reshape the policy.
-  const headerPolicies = ctx.headerPolicies.get(entry.internalName)!
-  const d = await ctx.limiter.consume(entry.internalName, key, { cost })
+  // The policies of the limiter this check was made under: a reload during the await may drop or
+  // reshape the policy.
+  const { limiter } = ctx
+  const d = await limiter.consume(entry.displayName, key, { cost })
   // Limited on an API key from a known client address: that pair feeds the abuse patterns (the
   // decision alone names only the key). A key for an address limits on the address: no pair.
   if (keyHeader !== undefined) {
     const address = ctx.authzIp(req)
     if (address !== undefined) ctx.observability?.observePair(`ip:${address}`, key, !d.allowed)
   }
-  const named: Decision = { ...d, policy: entry.name }
-  const headers = rateLimitHeaders(named, headerPolicies, {
+  const headers = rateLimitHeaders(d, limiter.policies, {
     headers: 'both',
     nowMs: Date.now(),
   })
   // The adapters' body: nginx drops it, Traefik forwardAuth passes a denial's body to the client.
   // A `closed` policy whose store failed: 503 (or authz.storeUnavailableStatus) with Retry-After.
   // From ctx after the await: a config reloaded meanwhile sets the status of the answer.
-  const body = rateLimitBody(named, 'json', {
+  const body = rateLimitBody(d, 'json', {
     storeUnavailableStatus: ctx.config.authz.storeUnavailableStatus,
   })
   send(ctx, res, body.status, body.body, headers)

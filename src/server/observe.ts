@@ -1,36 +1,9 @@
-// Pieces of the service around a request: configured policy names for observability, the client
-// address of /v1/authz under the HTTP core's rules, and waiting for a streamed response to end.
+// Pieces of the service around a request: the client address of /v1/authz under the HTTP core's
+// rules, whether its peer is trusted, and waiting for a streamed response to end.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { ClientIpResolver } from '../http/ip.js'
 import { clientIpResolver, groupIp, ipMatcher, parseIp } from '../http/ip.js'
-import type { Decision, DecisionEvent, LayeredDecision } from '../limiter.js'
 import type { ServiceConfig } from './config.js'
-
-/** The event with configured policy names (one small copy per decision, only for observability). */
-export function displayed(event: DecisionEvent, names: ReadonlyMap<string, string>): DecisionEvent {
-  const d = event.decision
-  const name = (internal: string) => names.get(internal) ?? internal
-  let decision: Decision | LayeredDecision
-  if (!('results' in d)) decision = { ...d, policy: name(d.policy) }
-  else {
-    const layered: LayeredDecision = {
-      ...d,
-      policy: name(d.policy),
-      results: d.results.map((r) => ({ ...r, policy: name(r.policy) })),
-    }
-    if (d.deniedBy !== undefined) layered.deniedBy = name(d.deniedBy)
-    decision = layered
-  }
-  return { ...event, decision }
-}
-
-/** Internal policy name -> the name operators configured: `api`, or `api.pro` for a tier. */
-export function displayNamesOf(config: ServiceConfig): Map<string, string> {
-  const out = new Map<string, string>()
-  for (const entry of config.entries.values())
-    out.set(entry.internalName, entry.tier === undefined ? entry.name : `${entry.name}.${entry.tier}`)
-  return out
-}
 
 /**
  * The client address for /v1/authz with the HTTP core's rules: the forwarding header only from

@@ -214,7 +214,7 @@ export function checkCost(cost: unknown, entry: PolicyEntry, where: string): num
 const SINGLE_FIELDS = new Set(['policy', 'key', 'cost', 'tier'])
 const LAYERED_FIELDS = new Set(['checks', 'tier'])
 
-/** A validated decision request: limiter checks (internal policy names) and the entries they use. */
+/** A validated decision request: limiter checks (display names, `api.pro`) and the entries they use. */
 export interface DecisionRequest {
   readonly layered: boolean
   readonly checks: Check[]
@@ -233,7 +233,7 @@ export function parseDecisionRequest(config: ServiceConfig, body: unknown): Deci
     const entry = entryFor(config, body.policy, body.tier, 'body')
     const key = checkKey(body.key, 'body')
     const cost = checkCost(body.cost, entry, 'body')
-    return { layered: false, checks: [{ policy: entry.internalName, key, cost }], entries: [entry] }
+    return { layered: false, checks: [{ policy: entry.displayName, key, cost }], entries: [entry] }
   }
   rejectUnknown(body, LAYERED_FIELDS, 'body')
   const list = body.checks
@@ -263,7 +263,7 @@ export function parseDecisionRequest(config: ServiceConfig, body: unknown): Deci
       )
     }
     seen.add(id)
-    checks.push({ policy: entry.internalName, key, cost })
+    checks.push({ policy: entry.displayName, key, cost })
     entries.push(entry)
   }
   return { layered: true, checks, entries }

@@ -1,10 +1,9 @@
-// How the service answers: decisions in the configured names and the header helper's policy table.
-// Pure functions of their arguments.
+// How the service answers /v1/check and /v1/peek: the decision as JSON, the configured policy and
+// the tier as fields of their own. Pure functions of their arguments.
 import type { Decision, LayeredDecision } from '../limiter.js'
-import type { ResolvedPolicy } from '../policy.js'
-import type { PolicyEntry, ServiceConfig } from './config.js'
+import type { PolicyEntry } from './config.js'
 
-/** The decision in the service's words: configured policy names, the tier when one applied. */
+/** The decision in the service's words: the configured policy (`api`) and the tier when one applied. */
 export function present(d: Decision, entry: PolicyEntry): Record<string, unknown> {
   const out: Record<string, unknown> = {
     allowed: d.allowed,
@@ -30,20 +29,5 @@ export function presentLayered(d: LayeredDecision, entries: readonly PolicyEntry
     out.deniedBy = entries[denied]?.name ?? d.deniedBy
   }
   out.results = results
-  return out
-}
-
-/**
- * Per limiter policy, the policy table the header helper gets: one entry under the configured
- * name (`api`, not `api.pro.9d8f4c`), built once per config so the helper's memo keeps working.
- */
-export function policiesForHeaders(
-  next: ServiceConfig,
-): Map<string, Readonly<Record<string, ResolvedPolicy>>> {
-  const out = new Map<string, Readonly<Record<string, ResolvedPolicy>>>()
-  for (const entry of next.entries.values()) {
-    const named: ResolvedPolicy = Object.freeze({ ...entry.resolved, name: entry.name })
-    out.set(entry.internalName, Object.freeze({ [entry.name]: named }))
-  }
   return out
 }

@@ -15,13 +15,11 @@ import { createLimiter } from '../limiter.js'
 import { createObservability } from '../metrics/observability.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { Policy } from '../policy.js'
-import { isSyncStore } from '../store.js'
 import type { ServiceConfig } from './config.js'
 import { checkAdminToken, limiterPolicies } from './config.js'
 import { abuseOptions } from './config-abuse.js'
-import { authzIpResolver, authzPeerTrusted, displayed, displayNamesOf } from './observe.js'
+import { authzIpResolver, authzPeerTrusted } from './observe.js'
 import { serve } from './plumbing.js'
-import { policiesForHeaders } from './responses.js'
 import { dashboardRoute, route } from './routes.js'
 import { memoryStoreHandle, redactStoreUrl } from './store-url.js'
 import type { ListeningAddress, Service, ServiceContext, ServiceOptions } from './types.js'
@@ -63,8 +61,9 @@ export function createService(options: ServiceOptions): Service {
     for (const listener of listeners) listener(event)
   }
 
-  // Observability: subscribed once through `forward`, so it outlives every reload. It sees
-  // configured names (`api`, `api.pro`), not the internal ones that carry a shape hash.
+  // Observability: subscribed once through `forward`, so it outlives every reload. Limiter policies
+  // are named as configured (`api`, `api.pro`, `envoy:edge.user`; the storage id is apart), so
+  // events reach it as decided.
   let envoyRules = options.envoy
   const grpcListener =
     options.grpc ??
@@ -75,9 +74,6 @@ export function createService(options: ServiceOptions): Service {
     throw new InvalidConfigError(
       'a gRPC port needs Envoy rules: set envoy.config in the config or pass --envoy-config',
     )
-  const namesOf = (config: ServiceConfig) =>
-    new Map([...displayNamesOf(config), ...(envoyRules?.displayNames ?? [])])
-  let displayNames = namesOf(options.config)
   const observability =
     options.observability === false
       ? undefined
@@ -85,9 +81,7 @@ export function createService(options: ServiceOptions): Service {
           ...options.observability,
           // The config's abuse: section, unless the caller turned the patterns off or tuned them.
           abuse: options.observability?.abuse ?? abuseOptions(options.config.abuse, options.config.tierNames),
-          limiter: {
-            subscribe: (listener) => subscribe((event) => listener(displayed(event, displayNames))),
-          },
+          limiter: { subscribe },
           registry,
           dashboardPath: '/dashboard',
         })
@@ -131,7 +125,6 @@ export function createService(options: ServiceOptions): Service {
     logger,
     registry,
     observability,
-    syncStore: isSyncStore(handle.store),
     dashboardListener:
       options.config.dashboard.port === undefined || observability === undefined
         ? undefined
@@ -139,12 +132,12 @@ export function createService(options: ServiceOptions): Service {
     config: options.config,
     limiter: buildLimiter(options.config),
     adminToken: options.adminToken ?? options.config.adminToken,
-    headerPolicies: policiesForHeaders(options.config),
     authzIp: authzIpResolver(options.config),
     authzTrusted: authzPeerTrusted(options.config),
     closing: false,
   }
-  if (ctx.syncStore) metrics?.setStoreUp(ctx.limiter.store.name, true)
+  // An in-process store has no failover layer to report on it: it is up.
+  if (handle.store.inProcess === true) metrics?.setStoreUp(ctx.limiter.store.name, true)
   // Timeouts and the connection cap are the server's, fixed at start (a reload logs a change).
   const started = options.config
   const front = serve(ctx, route, started.http)
@@ -245,14 +238,13 @@ export function createService(options: ServiceOptions): Service {
       const nextLimiter = buildLimiter(next)
       overrideLimiters = new Map()
       peerTrusted = ipMatcher(next.grpc.trustedPeers, 'grpc.trustedPeers')
-      const kept = [...next.entries.keys()].filter((name) => config.entries.has(name)).length
+      const ids = new Set([...config.entries.values()].map((entry) => entry.id))
+      const kept = [...next.entries.values()].filter((entry) => ids.has(entry.id)).length
       ctx.config = next
       ctx.adminToken = options.adminToken ?? next.adminToken
       ctx.limiter = nextLimiter
-      ctx.headerPolicies = policiesForHeaders(next)
       ctx.authzIp = authzIpResolver(next)
       ctx.authzTrusted = authzPeerTrusted(next)
-      displayNames = namesOf(next)
       logger.info({ file: next.file, policies: next.entries.size, keptCounters: kept }, 'config reloaded')
     },
     async close(graceMs = 10_000) {

@@ -6,7 +6,6 @@ import type { Registry } from 'prom-client'
 import type { EnvoyRules } from '../envoy/config.js'
 import type { DecisionListener, Limiter } from '../limiter.js'
 import type { Observability, ObservabilityOptions } from '../metrics/observability.js'
-import type { ResolvedPolicy } from '../policy.js'
 import type { Store } from '../store.js'
 import type { ServiceConfig } from './config.js'
 
@@ -59,12 +58,15 @@ export interface Service {
   readonly observability: Observability | undefined
   /** The config in force (changes on reload). */
   readonly config: ServiceConfig
-  /** The limiter in force (a new one after each reload, over the same store). */
+  /**
+   * The limiter in force (a new one after each reload, over the same store). Its policies are named
+   * as configured (`api`, `api.pro`, `envoy:edge.user`), each with its storage `id` (`api._.f3a9c2`).
+   */
   readonly limiter: Limiter
   readonly store: StoreHandle
   readonly logger: Logger
   /**
-   * Listen for every decision, across reloads (policies under their internal names, `api._.f3a9c2`).
+   * Listen for every decision, across reloads, with policies named as configured (`api`, `api.pro`).
    * Returns a function that stops listening.
    */
   subscribe(listener: DecisionListener): () => void
@@ -81,7 +83,7 @@ export interface Service {
   readonly envoy: EnvoyRules | undefined
   /**
    * Swap in a new, already validated config (and Envoy rules, when given): counters of policies whose
-   * algorithm and window did not change are kept (same store, same internal names). `store`,
+   * algorithm and window did not change are kept (same store, same storage ids). `store`,
    * `prefix` and the listeners' ports need a restart.
    */
   reload(config: ServiceConfig, envoy?: EnvoyRules): void
@@ -100,8 +102,6 @@ export interface ServiceContext {
   readonly registry: Registry
   /** Serves /dashboard; undefined with `observability: false`. */
   readonly observability: Observability | undefined
-  /** The store decides in-process (memory): /v1/check skips the promise round trip. */
-  readonly syncStore: boolean
   /** The dashboard's own bind (the config's at start; a change needs a restart), or undefined. */
   readonly dashboardListener: { readonly host: string; readonly port: number } | undefined
   // Swapped together by reload():
@@ -109,8 +109,6 @@ export interface ServiceContext {
   limiter: Limiter
   /** The `adminToken` option, else the config's `admin.token`; undefined turns admin endpoints off. */
   adminToken: string | undefined
-  /** Per limiter policy, the header helper's policy table (responses.ts, policiesForHeaders). */
-  headerPolicies: Map<string, Readonly<Record<string, ResolvedPolicy>>>
   /** The client address a /v1/authz request is limited on (observe.ts, authzIpResolver). */
   authzIp: (req: IncomingMessage) => string | undefined
   /** Whether the peer's authz.keyHeader / tierHeader are believed (observe.ts, authzPeerTrusted). */

@@ -5,7 +5,7 @@
 import { algorithms } from '../algorithms/index.js'
 import { InvalidOptionsError } from '../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
-import type { Step, StepResult, SyncStore } from '../store.js'
+import type { Step, StepResult, Store } from '../store.js'
 
 export interface MemoryStoreOptions {
   /** The clock, in ms. Default `Date.now`. Tests pass a fake clock. */
@@ -49,7 +49,12 @@ const NOT_BLOCKED = 0
 /** Touched keys the evictor moves to the back before it drops one anyway: bounds one insert's work. */
 const SECOND_CHANCES = 32
 
-export interface MemoryStore extends SyncStore {
+export interface MemoryStore extends Store {
+  readonly inProcess: true
+  /** Answers at once: the results themselves, never a promise. */
+  apply(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[]
+  /** The same function as `apply` (the name of earlier versions). */
+  applySync(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[]
   /** The store's clock: whole ms of `options.now` (default `Date.now`). */
   now(): number
   /** Keys currently held (live or not yet swept). Never above `maxKeys`. */
@@ -58,11 +63,6 @@ export interface MemoryStore extends SyncStore {
   charge(steps: readonly Step[]): Promise<void>
   /** `applySync` for a single step, without the arrays: the limiter's hot path. */
   applyOneSync(step: Step, mode: 'consume' | 'peek'): StepResult
-}
-
-/** True for a store that can decide one step synchronously without arrays (the memory store). */
-export function isMemoryStore(store: unknown): store is MemoryStore {
-  return typeof (store as Partial<MemoryStore> | null)?.applyOneSync === 'function'
 }
 
 const dead = (entry: Entry, at: number): boolean => entry.expiresAt <= at && entry.blockedUntil <= at
@@ -372,15 +372,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   const store: MemoryStore = {
     name: 'memory',
+    inProcess: true,
     now: clock,
     get size() {
       return size
     },
+    apply: applySync,
     applySync,
     applyOneSync,
-    async apply(steps, mode) {
-      return applySync(steps, mode)
-    },
     async refund(steps) {
       const at = clock()
       for (const step of steps) {

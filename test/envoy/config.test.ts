@@ -77,10 +77,11 @@ describe('Sluice extensions', () => {
     const rules = load(
       'domain: d\ndescriptors:\n  - key: m\n    rate_limit: { unit: month, requests_per_unit: 1000 }\n  - key: y\n    rate_limit: { unit: YEAR, requests_per_unit: 100 }\n',
     )
-    expect(Object.values(rules.policies)).toEqual([
-      { algorithm: 'fixed-window', limit: 1000, window: 30 * 86_400_000 },
-      { algorithm: 'fixed-window', limit: 100, window: 365 * 86_400_000 },
-    ])
+    const id = expect.stringMatching(/^envoy\.[0-9a-f]{6}\.[0-9a-f]{6}$/)
+    expect(rules.policies).toEqual({
+      'envoy:d.m': { id, algorithm: 'fixed-window', limit: 1000, window: 30 * 86_400_000 },
+      'envoy:d.y': { id, algorithm: 'fixed-window', limit: 100, window: 365 * 86_400_000 },
+    })
     expect(describeEnvoyConfig(rules)).toContain('m: 1000 per month')
   })
 
@@ -89,7 +90,9 @@ describe('Sluice extensions', () => {
       'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { algorithm: token-bucket, requests_per_unit: 10, window: 5m, burst: 20 }\n',
     )
     const policies = Object.values(rules.policies)
-    expect(policies).toEqual([{ algorithm: 'token-bucket', limit: 10, window: 300_000, burst: 20 }])
+    expect(policies).toEqual([
+      { id: expect.any(String), algorithm: 'token-bucket', limit: 10, window: 300_000, burst: 20 },
+    ])
     expect(describeEnvoyConfig(rules)).toContain('user: 10 per 300000ms, token-bucket')
   })
 

@@ -71,6 +71,24 @@ describe('policy id validation', () => {
     expect(resolvePolicy('api', { algorithm: 'gcra', limit: 1, window: '1s' }).id).toBe('api')
   })
 
+  it('a policy with an id may have any name without control characters (the service names Envoy limits as written)', () => {
+    const p = resolvePolicy('envoy:edge.path_/v1/{x} *', {
+      algorithm: 'gcra',
+      limit: 1,
+      window: '1s',
+      id: 'e.1',
+    })
+    expect(p).toMatchObject({ name: 'envoy:edge.path_/v1/{x} *', id: 'e.1' })
+    // Without an id the name is the id, so it keeps the id's characters.
+    expect(() => resolvePolicy('a b', { algorithm: 'gcra', limit: 1, window: '1s' })).toThrow(
+      /give the policy an id/,
+    )
+    for (const name of ['', 'a\nb', 'x'.repeat(257)])
+      expect(() => resolvePolicy(name, { algorithm: 'gcra', limit: 1, window: '1s', id: 'ok' })).toThrow(
+        InvalidPolicyError,
+      )
+  })
+
   it.each([
     ['', 'empty'],
     ['a b', 'a space'],

@@ -46,7 +46,7 @@ describe('the shipped nginx config in front of the shipped service config', () =
     seen = []
     for (const address of ['127.0.0.1', '1.2.3.4', '198.51.100.7'])
       for (const entry of sluice.service.config.entries.values())
-        await sluice.service.limiter.reset(entry.internalName, address)
+        await sluice.service.limiter.reset(entry.displayName, address)
   })
 
   afterAll(async () => {

@@ -47,23 +47,40 @@ describe('the example config', () => {
     const policies = limiterPolicies(config)
     expect(Object.keys(policies)).toHaveLength(5)
     for (const entry of config.entries.values()) {
-      expect(policies[entry.internalName]).toMatchObject({ onStoreError: entry.onStoreError })
+      expect(policies[entry.displayName]).toMatchObject({ id: entry.id, onStoreError: entry.onStoreError })
     }
-    expect(policies[config.lookup('login')!.internalName]).toMatchObject({ onStoreError: 'closed' })
-    expect(policies[config.lookup('api')!.internalName]).toMatchObject({ onStoreError: 'open' })
+    expect(policies.login).toMatchObject({ onStoreError: 'closed' })
+    expect(policies.api).toMatchObject({ onStoreError: 'open' })
     const limiter = createLimiter({ policies })
     const pro = config.lookup('api', 'pro')!
-    expect((await limiter.consume(pro.internalName, 'k')).limit).toBe(200)
+    expect(pro.displayName).toBe('api.pro')
+    expect((await limiter.consume('api.pro', 'k')).limit).toBe(200)
   })
 
-  it('names internal policies by policy, tier and state shape', () => {
+  it('names limiter policies as configured, with storage ids by policy, tier and state shape', () => {
     const a = parseConfig(`policies:\n${API}tiers:\n  pro: { api: { limit: 5 } }\n`, 'a')
     const b = parseConfig(`policies:\n${API.replace('limit: 100', 'limit: 7')}`, 'b')
     const c = parseConfig(`policies:\n${API.replace('1m', '2m')}`, 'c')
-    expect(a.lookup('api')!.internalName).toMatch(/^api\._\.[0-9a-f]{6}$/)
-    expect(a.lookup('api', 'pro')!.internalName).toMatch(/^api\.pro\.[0-9a-f]{6}$/)
-    expect(b.lookup('api')!.internalName).toBe(a.lookup('api')!.internalName)
-    expect(c.lookup('api')!.internalName).not.toBe(a.lookup('api')!.internalName)
+    expect(a.lookup('api')).toMatchObject({
+      displayName: 'api',
+      id: expect.stringMatching(/^api\._\.[0-9a-f]{6}$/),
+    })
+    expect(a.lookup('api', 'pro')).toMatchObject({
+      displayName: 'api.pro',
+      id: expect.stringMatching(/^api\.pro\.[0-9a-f]{6}$/),
+    })
+    expect(b.lookup('api')!.id).toBe(a.lookup('api')!.id)
+    expect(c.lookup('api')!.id).not.toBe(a.lookup('api')!.id)
+    expect(a.lookup('api')!.resolved).toMatchObject({ name: 'api', id: a.lookup('api')!.id })
+  })
+
+  it('refuses an id in a policy or a tier: the service gives each its storage id', () => {
+    expect(() =>
+      parseConfig(`policies:\n  api: { algorithm: gcra, limit: 1, window: 1s, id: x }\n`, 'i.yaml'),
+    ).toThrow(/policies\.api\.id: the service gives each policy its storage id/)
+    expect(() => parseConfig(`policies:\n${API}tiers:\n  pro: { api: { id: x } }\n`, 'i.yaml')).toThrow(
+      /tiers\.pro\.api\.id: the service gives/,
+    )
   })
 })
 

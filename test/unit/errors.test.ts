@@ -12,7 +12,7 @@ import {
 } from '../../src/errors.js'
 import { createLimiter } from '../../src/limiter.js'
 import type { Policy } from '../../src/policy.js'
-import type { Store, SyncStore } from '../../src/store.js'
+import type { Store } from '../../src/store.js'
 import { memoryStore } from '../../src/stores/memory.js'
 import { fakeClock, fakeStore, snapshot } from './helpers.js'
 
@@ -128,12 +128,12 @@ describe('run-time errors leave every stored key as it was', () => {
     })
   }
 
-  it('SLUICE_INVALID_OPTIONS: consumeSync on an asynchronous store', async () => {
+  it('SLUICE_INVALID_OPTIONS: consumeSync on a store that answers with a promise', async () => {
     const inner = memoryStore()
-    // A store without applySync, as the Redis store will be.
+    // A third-party store written as a plain object returning promises, as a network store does.
     const asyncStore: Store = {
       name: 'async-test',
-      apply: (steps, mode) => inner.apply(steps, mode),
+      apply: async (steps, mode) => inner.apply(steps, mode),
       refund: (steps) => inner.refund(steps),
       block: (steps, ms) => inner.block(steps, ms),
       reset: (steps) => inner.reset(steps),
@@ -141,13 +141,35 @@ describe('run-time errors leave every stored key as it was', () => {
     }
     const limiter = createLimiter({
       store: asyncStore,
+      policies: { api: { algorithm: 'fixed-window', limit: 3, window: '1s' } },
+    })
+    expect(await limiter.consume('api', 'k')).toMatchObject({ allowed: true, remaining: 2 })
+    await rejects(() => limiter.consumeSync('api', 'k'), 'SLUICE_INVALID_OPTIONS')
+    // The promise-returning store did decide that call (consumeSync learns it is asynchronous from
+    // its answer); the limiter goes on working with consume.
+    expect((await limiter.consume('api', 'k')).remaining).toBe(0)
+  })
+
+  it('a third-party store returning plain values decides synchronously through the chain', async () => {
+    const inner = memoryStore()
+    // No `inProcess`: the failover layer wraps it, and passes its plain answers straight through.
+    const plainStore: Store = {
+      name: 'plain-test',
+      apply: (steps, mode) => inner.apply(steps, mode),
+      refund: (steps) => inner.refund(steps),
+      block: (steps, ms) => inner.block(steps, ms),
+      reset: (steps) => inner.reset(steps),
+      close: () => inner.close(),
+    }
+    const limiter = createLimiter({
+      store: plainStore,
       policies: { api: { algorithm: 'fixed-window', limit: 2, window: '1s' } },
     })
-    await limiter.consume('api', 'k')
-    await rejects(() => limiter.consumeSync('api', 'k'), 'SLUICE_INVALID_OPTIONS')
-    expect(inner.size).toBe(1)
-    expect((await limiter.peek('api', 'k')).remaining).toBe(1)
-    expect((asyncStore as Partial<SyncStore>).applySync).toBeUndefined()
+    expect(limiter.consumeSync('api', 'k')).toMatchObject({ allowed: true, remaining: 1 })
+    expect(limiter.decide('api', 'k')).toMatchObject({ allowed: true, remaining: 0 })
+    expect(limiter.consumeSync('api', 'k')).toMatchObject({ allowed: false, reason: 'limit' })
+    expect(limiter.health()).toMatchObject({ status: 'ok', counts: { calls: 3 } })
+    expect(await limiter.peek('api', 'k')).toMatchObject({ allowed: false, remaining: 0 })
   })
 })
 

@@ -11,13 +11,9 @@ import { SluiceError } from '../../src/errors.js'
 import { protectStore } from '../../src/failover/index.js'
 import { createHttpLimiter, type HttpLimiterOptions } from '../../src/http/index.js'
 import { createLimiter, type LimiterOptions } from '../../src/limiter.js'
-import {
-  createMetrics,
-  createObservability,
-  type ObservabilityOptions,
-  SlidingTopK,
-  SpikeDetector,
-} from '../../src/metrics/index.js'
+import { createMetrics, createObservability, type ObservabilityOptions } from '../../src/metrics/index.js'
+import { SpikeDetector } from '../../src/metrics/spikes.js'
+import { SlidingTopK } from '../../src/metrics/topk.js'
 import { closest } from '../../src/options.js'
 import type { Policy } from '../../src/policy.js'
 import { resolvePolicy } from '../../src/policy.js'

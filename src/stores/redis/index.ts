@@ -50,6 +50,8 @@ export interface RedisStoreOptions {
 }
 
 export interface RedisStore extends Store {
+  /** A network store: always a promise. */
+  apply(steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]>
   /** Which client library and topology the store detected. */
   readonly client: { library: 'ioredis' | 'node-redis'; cluster: boolean }
 }

@@ -47,7 +47,7 @@ export function switchableStore(behaviour: Behaviour = 'answer', now?: () => num
       }
     },
     apply: (steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]> =>
-      run('apply', () => inner.apply(steps, mode)),
+      run('apply', async () => inner.apply(steps, mode)),
     refund: (steps) => run('refund', () => inner.refund(steps)),
     block: (steps, ms) => run('block', () => inner.block(steps, ms)),
     reset: (steps) => run('reset', () => inner.reset(steps)),

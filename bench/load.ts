@@ -1,0 +1,101 @@
+// Shared by the HTTP bench cases (http, service, envoy-grpc): autocannon with the types used here,
+// free ports, server child processes, medians. Everything talks to 127.0.0.1 only.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { createServer } from 'node:net'
+
+/** The part of autocannon's options used here (the package ships no types). */
+export interface LoadOptions {
+  url: string
+  method?: 'GET' | 'POST'
+  headers?: Record<string, string>
+  body?: string
+  connections: number
+  duration: number
+}
+
+export interface Load {
+  requests: number
+  requestsPerSecond: number
+  p50Ms: number
+  p99Ms: number
+  /** Connection errors, timeouts and non-2xx answers. */
+  errors: number
+}
+
+interface AutocannonResult {
+  requests: { total: number }
+  latency: { p50: number; p99: number }
+  duration: number
+  errors: number
+  non2xx: number
+  timeouts: number
+}
+const autocannon = createRequire(import.meta.url)('autocannon') as (
+  options: LoadOptions & { pipelining: number },
+) => Promise<AutocannonResult>
+
+/** Closed-loop load: `connections` keep one request each in flight for `duration` seconds. */
+export async function load(options: LoadOptions): Promise<Load> {
+  const r = await autocannon({ pipelining: 1, ...options })
+  return {
+    requests: r.requests.total,
+    requestsPerSecond: r.requests.total / r.duration,
+    p50Ms: r.latency.p50,
+    p99Ms: r.latency.p99,
+    errors: r.errors + r.non2xx + r.timeouts,
+  }
+}
+
+/** A free TCP port below the ephemeral range (see /work/shared/ENV-NOTES.md). */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000)
+    const free = await new Promise<boolean>((resolve) => {
+      const probe = createServer()
+      probe.once('error', () => resolve(false))
+      probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)))
+    })
+    if (free) return port
+  }
+}
+
+/** Spawn `node args...` and wait until its stdout contains `ready`. */
+export async function spawnServer(
+  args: string[],
+  options: { cwd: string; env?: Record<string, string>; ready: string },
+): Promise<ChildProcess> {
+  const child = spawn(process.execPath, args, {
+    cwd: options.cwd,
+    env: { ...process.env, SLUICE_LOG_LEVEL: 'warn', ...options.env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  await new Promise<void>((resolve, reject) => {
+    let out = ''
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString()
+      if (out.includes(options.ready)) {
+        child.stdout?.off('data', onData)
+        child.stdout?.resume()
+        resolve()
+      }
+    }
+    child.stdout?.on('data', onData)
+    child.once('exit', (code) => reject(new Error(`server exited (${code}) before it was ready: ${out}`)))
+  })
+  return child
+}
+
+/** SIGTERM a child and wait for it to exit. */
+export async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGTERM')
+  await exited
+}
+
+/** The median (the upper one of an even count). */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN
+  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+}

@@ -1,0 +1,61 @@
+// The decision path, composed once at createLimiter from what is configured:
+//   validate -> steps -> hybrid? -> deny cache? -> failover? -> store
+// Each optional link is a Store decorator with the store's own contract, so a link that is not
+// configured costs nothing, and no call re-decides which links apply.
+import type { FailoverSettings, ProtectedStore, StoreHealth } from '../failover/index.js'
+import { protectStore } from '../failover/index.js'
+import type { ResolvedPolicy } from '../policy.js'
+import { LocalDenyCache, type LocalDenyCacheOptions } from '../scale/deny-cache.js'
+import type { HybridBackend } from '../scale/hybrid.js'
+import { HybridPolicy } from '../scale/hybrid.js'
+import type { Store } from '../store.js'
+import { denyCacheStore } from './deny-cache-store.js'
+import { hybridStore } from './hybrid-store.js'
+
+export interface ChainOptions {
+  store: Store
+  policies: ReadonlyMap<string, ResolvedPolicy>
+  failover: FailoverSettings
+  /** Undefined: no deny cache. */
+  denyCache: LocalDenyCacheOptions | undefined
+  hybrid: HybridBackend | undefined
+}
+
+export interface Chain {
+  /** The head of the chain: what the limiter calls. */
+  readonly store: Store
+  /** The failover link when there is one (its health); undefined for an in-process store. */
+  readonly failover: ProtectedStore | undefined
+  health(): StoreHealth
+}
+
+export function buildChain(options: ChainOptions): Chain {
+  const { store, policies } = options
+  // In-process stores cannot fail the way a network store does, and answer as fast as a cache
+  // would: remote ones alone get timeouts, a breaker, fallbacks (src/failover/) and the deny cache.
+  const remote = store.inProcess !== true
+  const failover = remote
+    ? protectStore(store, { ...options.failover, policies: policies.values() })
+    : undefined
+  let head: Store = failover ?? store
+  if (remote && options.denyCache !== undefined) {
+    const storeNow = store.now
+    const clock: () => number = storeNow === undefined ? Date.now : () => storeNow.call(store)
+    head = denyCacheStore(head, new LocalDenyCache(options.denyCache), clock)
+  }
+  const hybrids = new Map<string, HybridPolicy>()
+  for (const p of policies.values())
+    if (p.syncEveryMs !== undefined && options.hybrid !== undefined)
+      hybrids.set(p.name, new HybridPolicy(p, options.hybrid))
+  if (hybrids.size > 0) head = hybridStore(head, hybrids)
+  return {
+    store: head,
+    failover,
+    health: () =>
+      failover?.health() ?? {
+        status: 'ok',
+        circuit: 'closed',
+        counts: { calls: 0, errors: 0, timeouts: 0, rejected: 0, degraded: 0, unavailable: 0 },
+      },
+  }
+}

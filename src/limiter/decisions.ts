@@ -1,0 +1,46 @@
+// The last link back up the chain: step results become the Decisions callers see.
+import type { Step, StepResult } from '../store.js'
+import type { Decision, LayeredDecision } from './types.js'
+
+/** The decision for one step (one layer). */
+export function decisionOf(s: Step, r: StepResult): Decision {
+  const d: Decision = {
+    allowed: r.allowed,
+    limit: s.policy.capacity,
+    remaining: r.remaining,
+    resetMs: r.resetMs,
+    retryAfterMs: r.retryAfterMs,
+    policy: s.policy.name,
+    key: s.key,
+  }
+  if (!r.allowed) d.reason = r.unavailable ? 'store_unavailable' : r.blocked ? 'blocked' : 'limit'
+  if (r.degraded) d.degraded = true
+  if (r.notEvaluated) d.notEvaluated = true
+  return d
+}
+
+/** A single check's decision; `cached` when the deny cache answered. */
+export function singleDecision(steps: readonly Step[], results: readonly StepResult[]): Decision {
+  const r = results[0]!
+  const d = decisionOf(steps[0]!, r)
+  if (r.cached) d.cached = true
+  return d
+}
+
+/** A layered check's decision: the deciding layer's numbers, plus every layer's own. */
+export function layeredDecision(steps: readonly Step[], results: readonly StepResult[]): LayeredDecision {
+  const decisions = steps.map((s, i) => decisionOf(s, results[i]!))
+  const denied = decisions.find((d) => !d.allowed)
+  // Allowed: headline the layer closest to its limit (smallest share left).
+  const headline =
+    denied ??
+    decisions.reduce((closest, d) =>
+      d.remaining * closest.limit < closest.remaining * d.limit ? d : closest,
+    )
+  const out: LayeredDecision = { ...headline, results: decisions }
+  if (denied !== undefined) out.deniedBy = denied.policy
+  if (decisions.some((d) => d.degraded)) out.degraded = true
+  // The deny cache marks every result of a check it answered; the layers themselves carry no flag.
+  if (results[0]?.cached) out.cached = true
+  return out
+}

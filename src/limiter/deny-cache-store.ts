@@ -1,0 +1,91 @@
+// A link of the chain in front of a remote store: the local deny cache (src/scale/deny-cache.ts)
+// answers a key it knows to be denied without asking the store, and learns from the store's answers.
+import type { LocalDenyCache } from '../scale/deny-cache.js'
+import type { MaybePromise, Step, StepResult, Store } from '../store.js'
+
+/**
+ * `inner` behind the deny cache. The cache runs on `clock` (the store's own when it has one): a
+ * test clock that passes a denial's retry time must find the key admitted, not a denial cached on
+ * Date.now. Concurrency steps are never cached (a lease ends when released, not at a known time).
+ */
+export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () => number): Store {
+  function remember(steps: readonly Step[], results: StepResult[], sentAt: number, epoch: number) {
+    for (let i = 0; i < steps.length; i++) {
+      const s = steps[i]!
+      if (s.policy.algorithm !== 'concurrency') cache.remember(s, results[i]!, sentAt, epoch)
+    }
+    return results
+  }
+  /** Forget before (no new hit) and after (no answer from before the change gets cached). */
+  async function changing(steps: readonly Step[], change: Promise<void>): Promise<void> {
+    await change
+    forget(steps)
+  }
+  function forget(steps: readonly Step[]): void {
+    for (const s of steps) if (s.policy.algorithm !== 'concurrency') cache.forget(s)
+  }
+  const store: Store = {
+    name: inner.name,
+    apply(steps, mode): MaybePromise<StepResult[]> {
+      const sentAt = clock()
+      const hit = cachedResults(cache, steps, sentAt)
+      if (hit !== undefined) return hit
+      const epoch = cache.epoch
+      const answer = inner.apply(steps, mode)
+      if (Array.isArray(answer)) return remember(steps, answer, sentAt, epoch)
+      return answer.then((results) => remember(steps, results, sentAt, epoch))
+    },
+    refund(steps) {
+      forget(steps)
+      return changing(steps, inner.refund(steps))
+    },
+    block(steps, durationMs) {
+      forget(steps)
+      return changing(steps, inner.block(steps, durationMs))
+    },
+    reset(steps) {
+      forget(steps)
+      return changing(steps, inner.reset(steps))
+    },
+    close: () => inner.close(),
+  }
+  // waiting: settle's forced charge goes down the chain like a refund.
+  const charge = inner.charge
+  if (charge !== undefined)
+    store.charge = (steps) => {
+      forget(steps)
+      return changing(steps, charge.call(inner, steps))
+    }
+  if (inner.now !== undefined) store.now = inner.now.bind(inner)
+  return store
+}
+
+/**
+ * Store-shaped results for a check the deny cache can answer, every one marked `cached`: the cached
+ * denial for the first cached layer, and for the other layers (not evaluated, not charged) a full
+ * allowance marked `notEvaluated`, so that nobody reads it as their state.
+ */
+function cachedResults(cache: LocalDenyCache, steps: readonly Step[], now: number): StepResult[] | undefined {
+  for (let i = 0; i < steps.length; i++) {
+    const s = steps[i]!
+    if (s.policy.algorithm === 'concurrency') continue
+    const denied = cache.lookup(s, now)
+    if (denied === undefined) continue
+    denied.cached = true
+    if (steps.length === 1) return [denied]
+    return steps.map((other, j) =>
+      j === i
+        ? denied
+        : {
+            allowed: true,
+            remaining: other.policy.capacity,
+            resetMs: 0,
+            retryAfterMs: 0,
+            blocked: false,
+            notEvaluated: true,
+            cached: true,
+          },
+    )
+  }
+  return undefined
+}

@@ -1,0 +1,46 @@
+// A link of the chain, present when some policy has `mode: 'hybrid'`: a single step of a hybrid
+// policy is decided in this process on its HybridPolicy's counters (src/scale/hybrid.ts); every
+// other call goes on down the chain.
+import { InvalidOptionsError } from '../errors.js'
+import type { HybridPolicy } from '../scale/hybrid.js'
+import type { Step, Store } from '../store.js'
+
+/** `inner` with the hybrid policies in front, by policy name. */
+export function hybridStore(inner: Store, hybrids: ReadonlyMap<string, HybridPolicy>): Store {
+  // Layered checks never hold a hybrid policy (refused at validation): one step or none.
+  const hybridOf = (steps: readonly Step[]): HybridPolicy | undefined =>
+    steps.length === 1 ? hybrids.get(steps[0]!.policy.name) : undefined
+  const store: Store = {
+    name: inner.name,
+    apply(steps, mode) {
+      const hybrid = hybridOf(steps)
+      return hybrid === undefined ? inner.apply(steps, mode) : [hybrid.decide(steps[0]!, mode)]
+    },
+    async refund(steps) {
+      const hybrid = hybridOf(steps)
+      if (hybrid === undefined) return inner.refund(steps)
+      hybrid.refund(steps[0]!)
+    },
+    async block(steps, durationMs) {
+      if (hybridOf(steps) !== undefined)
+        throw new InvalidOptionsError(
+          `block: policy ${steps[0]!.policy.name} is hybrid; block is not supported in hybrid mode yet`,
+        )
+      return inner.block(steps, durationMs)
+    },
+    async reset(steps) {
+      const hybrid = hybridOf(steps)
+      if (hybrid === undefined) return inner.reset(steps)
+      return hybrid.reset(steps[0]!)
+    },
+    async close() {
+      await Promise.all([...hybrids.values()].map((h) => h.close()))
+      await inner.close()
+    },
+  }
+  // waiting: settle's forced charge (never a hybrid policy: reserve refuses them).
+  const charge = inner.charge
+  if (charge !== undefined) store.charge = (steps) => charge.call(inner, steps)
+  if (inner.now !== undefined) store.now = inner.now.bind(inner)
+  return store
+}

@@ -1,0 +1,256 @@
+// The limiter: named policies over one store. createLimiter validates the options, composes the
+// decision path once (chain.ts: validate -> steps -> hybrid? -> deny cache? -> failover? -> store)
+// and turns what the chain answers into Decisions. In-process links answer synchronously, so a
+// decision on the memory store is a plain call all the way down.
+import { randomUUID } from 'node:crypto'
+import { parseDuration } from '../duration.js'
+import { InvalidOptionsError, UnsupportedError } from '../errors.js'
+import type { FailoverLimiterOptions } from '../failover/index.js'
+import { resolveFailover } from '../failover/index.js'
+import { FAILOVER_OPTION_KEYS } from '../failover/options.js'
+import { checkKnownKeys, keysOf } from '../options.js'
+import type { Policy, ResolvedPolicy } from '../policy.js'
+import { resolvePolicy } from '../policy.js'
+import { denyCacheOptions } from '../scale/deny-cache.js'
+import type { MaybePromise, Step } from '../store.js'
+import { memoryStore } from '../stores/memory.js'
+import { createWaiting, waitBounds } from '../waiting/index.js' // waiting:
+import { buildChain } from './chain.js'
+import { layeredDecision, singleDecision } from './decisions.js'
+import { type Decide, decisionEvents } from './events.js'
+import type {
+  AcquireDecision,
+  Check,
+  ConsumeOptions,
+  Decision,
+  LayeredDecision,
+  Limiter,
+  LimiterOptions,
+  WaitingMethod,
+} from './types.js'
+import { validator } from './validate.js'
+
+export type {
+  AcquireDecision,
+  Check,
+  ConsumeOptions,
+  Decision,
+  DecisionEvent,
+  DecisionListener,
+  DenyReason,
+  LayeredDecision,
+  Lease,
+  Limiter,
+  LimiterOptions,
+  WaitingMethod,
+} from './types.js'
+
+/** Every key `createLimiter` accepts; anything else is a misspelling to report. */
+const LIMITER_OPTION_KEYS = [
+  ...keysOf<Omit<LimiterOptions<Record<string, Policy>>, keyof FailoverLimiterOptions>>({
+    store: true,
+    policies: true,
+    onDecision: true,
+    localDenyCache: true,
+    hybrid: true,
+    waiting: true, // waiting:
+  }),
+  ...FAILOVER_OPTION_KEYS,
+]
+
+/**
+ * Create a limiter over named policies.
+ * @example
+ * const limiter = createLimiter({ policies: { api: { algorithm: 'token-bucket', limit: 10, window: '1s' } } })
+ * const d = await limiter.consume('api', 'user-42')
+ */
+export function createLimiter<const P extends Record<string, Policy>>(
+  options: LimiterOptions<P>,
+): Limiter<keyof P & string> {
+  type Name = keyof P & string
+  if (
+    options === null ||
+    typeof options !== 'object' ||
+    options.policies === null ||
+    typeof options.policies !== 'object'
+  ) {
+    throw new InvalidOptionsError('createLimiter: pass { policies: { name: { algorithm, limit, window } } }')
+  }
+  checkKnownKeys('createLimiter', options, LIMITER_OPTION_KEYS)
+  const denyCacheSettings = denyCacheOptions(options.localDenyCache)
+  const waitingBounds = waitBounds(options.waiting) // waiting:
+  const policies = new Map<string, ResolvedPolicy>()
+  for (const [name, policy] of Object.entries(options.policies))
+    policies.set(name, resolvePolicy(name, policy))
+  if (policies.size === 0)
+    throw new InvalidOptionsError('createLimiter: policies is empty; define at least one policy')
+  for (const p of policies.values()) {
+    if (p.syncEveryMs !== undefined && options.hybrid === undefined) {
+      throw new InvalidOptionsError(
+        `createLimiter: policy ${p.name} is hybrid; pass hybrid: hybridRedis(client) (from sluice/redis) so it can sync its counts`,
+      )
+    }
+  }
+  const failover = resolveFailover(options)
+  const userStore = options.store ?? memoryStore()
+  const chain = buildChain({
+    store: userStore,
+    policies,
+    failover,
+    denyCache: options.localDenyCache === false ? undefined : denyCacheSettings,
+    hybrid: options.hybrid,
+  })
+  const store = chain.store
+  const validate = validator(policies)
+
+  /** Down the chain and back: the results as a Decision, at once when the chain answered at once. */
+  const plain: Decide = (_operation, steps, mode, layered) => {
+    const answer = store.apply(steps, mode)
+    if (Array.isArray(answer)) return layered ? layeredDecision(steps, answer) : singleDecision(steps, answer)
+    return answer.then((results) =>
+      layered ? layeredDecision(steps, results) : singleDecision(steps, results),
+    )
+  }
+  const events = decisionEvents(plain, userStore.name, options.onDecision)
+
+  function decide(
+    mode: 'consume' | 'peek',
+    a: unknown,
+    key?: unknown,
+    opts?: ConsumeOptions,
+  ): MaybePromise<Decision | LayeredDecision> {
+    if (Array.isArray(a)) return events.decide(mode, validate.steps(a), mode, true)
+    return events.decide(mode, [validate.step(a, key, opts?.cost)], mode, false)
+  }
+
+  /** A promise of the decision; bad input rejects like any other failure, never throws. */
+  function promised(
+    mode: 'consume' | 'peek',
+    a: unknown,
+    key?: unknown,
+    opts?: ConsumeOptions,
+  ): Promise<Decision | LayeredDecision> {
+    try {
+      const d = decide(mode, a, key, opts)
+      return d instanceof Promise ? d : Promise.resolve(d)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  function consume(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
+  function consume(checks: readonly Check<Name>[]): Promise<LayeredDecision>
+  function consume(
+    a: Name | readonly Check<Name>[],
+    key?: string,
+    opts?: ConsumeOptions,
+  ): Promise<Decision | LayeredDecision> {
+    return promised('consume', a, key, opts)
+  }
+  function peek(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
+  function peek(checks: readonly Check<Name>[]): Promise<LayeredDecision>
+  function peek(
+    a: Name | readonly Check<Name>[],
+    key?: string,
+    opts?: ConsumeOptions,
+  ): Promise<Decision | LayeredDecision> {
+    return promised('peek', a, key, opts)
+  }
+  function decideNow(policy: Name, key: string, options?: ConsumeOptions): MaybePromise<Decision>
+  function decideNow(checks: readonly Check<Name>[]): MaybePromise<LayeredDecision>
+  function decideNow(
+    a: Name | readonly Check<Name>[],
+    key?: string,
+    opts?: ConsumeOptions,
+  ): MaybePromise<Decision | LayeredDecision> {
+    return decide('consume', a, key, opts)
+  }
+
+  const base: Omit<Limiter<Name>, WaitingMethod> = {
+    store: userStore,
+    policies: Object.fromEntries(policies) as Record<Name, ResolvedPolicy>,
+    consume,
+    peek,
+    decide: decideNow,
+    consumeSync(policy, key, opts) {
+      const d = events.decide('consume', [validate.step(policy, key, opts?.cost)], 'consume', false)
+      if (d instanceof Promise) {
+        // The store has the call; its answer is not ours to return. Settled, never left unhandled.
+        d.catch(() => {})
+        throw new InvalidOptionsError(
+          `consumeSync needs an in-process store; the ${userStore.name} store is asynchronous, use consume`,
+        )
+      }
+      return d
+    },
+    async refund(policy, key, amount = 1) {
+      await store.refund([validate.step(policy, key, amount)])
+    },
+    async reset(policy, key) {
+      await store.reset([validate.step(policy, key)])
+    },
+    async block(policy, key, duration) {
+      const durationMs = parseDuration(duration, 'block duration')
+      await store.block([validate.step(policy, key)], durationMs)
+    },
+    async acquire(policy, key, opts) {
+      const id = randomUUID()
+      const s = validate.step(policy, key, opts?.cost, id)
+      if (s.policy.algorithm !== 'concurrency') {
+        throw new InvalidOptionsError(
+          `acquire: policy ${s.policy.name} is ${s.policy.algorithm}; acquire needs a concurrency policy, use consume`,
+        )
+      }
+      const d: AcquireDecision = await events.decide('acquire', [s], 'consume', false)
+      if (d.allowed) d.lease = lease(s, id)
+      return d
+    },
+    async release(policy, key, leaseId) {
+      if (typeof leaseId !== 'string' || leaseId.length === 0)
+        throw new InvalidOptionsError('release: pass the lease id from acquire')
+      const s = validate.step(policy, key, 1, leaseId)
+      await store.refund([s])
+      waiting.queues.released(s.policy.id, s.key) // waiting: a waiter may fit now
+    },
+    subscribe: (listener) => events.subscribe(listener),
+    health: () => chain.health(),
+    close: () => store.close(),
+  }
+
+  function lease(s: Step, id: string): NonNullable<AcquireDecision['lease']> {
+    let released = false
+    return {
+      id,
+      policy: s.policy.name,
+      key: s.key,
+      cost: s.cost,
+      async release() {
+        if (released) return
+        released = true
+        await store.refund([s])
+        waiting.queues.released(s.policy.id, s.key) // waiting: a waiter may fit now
+      },
+    }
+  }
+  // waiting: wait / reserve / throttle over the methods above; settle's forced charge goes down the
+  // chain to the store's optional `charge` (costs were checked by reserve; a charge may pass the
+  // capacity, so its steps skip the validator's cost bound).
+  const waiting = createWaiting(
+    base,
+    async (checks) => {
+      if (store.charge === undefined)
+        throw new UnsupportedError(
+          `settle: the ${userStore.name} store cannot charge past the limit (it has no charge method); settle at most the estimate`,
+        )
+      const steps = checks.map((c) => ({ ...validate.step(c.policy, c.key), cost: c.cost }))
+      await store.charge(steps)
+    },
+    waitingBounds,
+  )
+  const limiter: Limiter<Name> = Object.assign(base, {
+    wait: waiting.wait,
+    reserve: waiting.reserve,
+    throttle: waiting.throttle,
+  })
+  return limiter
+}

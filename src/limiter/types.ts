@@ -1,0 +1,180 @@
+// The limiter's public types: decisions, events, options and the Limiter interface itself.
+import type { Duration } from '../duration.js'
+import type { FailoverLimiterOptions, StoreHealth } from '../failover/index.js'
+import type { Policy, ResolvedPolicy } from '../policy.js'
+import type { LocalDenyCacheOptions } from '../scale/deny-cache.js'
+import type { HybridBackend } from '../scale/hybrid.js'
+import type { MaybePromise, Store } from '../store.js'
+// waiting: wait / reserve / throttle live in src/waiting/
+import type {
+  LayeredReserveDecision,
+  LayeredWaitDecision,
+  ReserveDecision,
+  ReserveOptions,
+  Throttled,
+  ThrottleOptions,
+  WaitDecision,
+  WaitingOptions,
+  WaitOptions,
+} from '../waiting/types.js'
+
+/** Why a request was denied. */
+export type DenyReason = 'limit' | 'blocked' | 'store_unavailable' | 'timeout' // waiting: timeout (wait)
+
+/** The answer to one check. Times are whole milliseconds. */
+export interface Decision {
+  allowed: boolean
+  /** The most the key can spend at once: `burst` for token bucket and GCRA, `limit` otherwise. */
+  limit: number
+  /** Units left after this decision; never negative. */
+  remaining: number
+  /** Wait until the key is back to full. */
+  resetMs: number
+  /** Wait until this request would pass; 0 when allowed. */
+  retryAfterMs: number
+  policy: string
+  key: string
+  /** Present when denied. */
+  reason?: DenyReason
+  /** True when the store failed and the policy's `onStoreError` fallback decided. */
+  degraded?: boolean
+  /** True when the local deny cache answered without asking the store. */
+  cached?: boolean
+  /**
+   * True on a layer of a layered decision that the local deny cache answered: another layer's
+   * cached denial decided, this one was not evaluated (nor charged). Its numbers are placeholders
+   * (full `remaining`), not its state; the rate-limit headers leave it out of `RateLimit`.
+   */
+  notEvaluated?: boolean
+}
+
+/** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */
+export interface LayeredDecision extends Decision {
+  /** One decision per check, in the order given. */
+  results: Decision[]
+  /** The policy of the first layer that denied, when denied. */
+  deniedBy?: string
+}
+
+/** A concurrency lease; call `release()` when the work is done. */
+export interface Lease {
+  readonly id: string
+  readonly policy: string
+  readonly key: string
+  readonly cost: number
+  release(): Promise<void>
+}
+
+export interface AcquireDecision extends Decision {
+  /** Present when allowed. */
+  lease?: Lease
+}
+
+export interface Check<Name extends string = string> {
+  policy: Name
+  key: string
+  cost?: number
+}
+
+export interface ConsumeOptions {
+  /** Units this request spends (weight). Default 1. */
+  cost?: number
+}
+
+/** One event per decision, for metrics, top keys and the dashboard. */
+export interface DecisionEvent {
+  readonly operation: 'consume' | 'peek' | 'acquire'
+  /** The decision as returned to the caller (a LayeredDecision for layered checks). */
+  readonly decision: Decision | LayeredDecision
+  /** Name of the store that decided (`memory`, `redis`, ...). */
+  readonly store: string
+  /** Time the store took, in seconds (high resolution); 0 when the local deny cache answered. */
+  readonly storeSeconds: number
+  /** True when the local deny cache answered and the store was not asked. */
+  readonly cached?: boolean
+}
+
+export type DecisionListener = (event: DecisionEvent) => void
+
+export interface LimiterOptions<P extends Record<string, Policy>> extends FailoverLimiterOptions {
+  /** Where counters live. Default: a fresh `memoryStore()`. */
+  store?: Store
+  policies: P
+  /** Called once per decision (after it is made, synchronously). Errors thrown by it are ignored. */
+  onDecision?: DecisionListener
+  /**
+   * Deny a key locally, without asking the store, until the retry time of its last denial (rate
+   * policies over a remote store; never concurrency). Default on with 10,000 keys; `false` turns it off.
+   */
+  localDenyCache?: boolean | LocalDenyCacheOptions
+  /** Where `mode: 'hybrid'` policies sync their counts: `hybridRedis(client)` from `sluice/redis`. */
+  hybrid?: HybridBackend
+  /** waiting: bounds on `wait` / `throttle` waiters in this process (docs/waiting.md). */
+  waiting?: WaitingOptions
+}
+
+export interface Limiter<Name extends string = string> {
+  readonly store: Store
+  /** The validated policies, by name. */
+  readonly policies: Readonly<Record<Name, ResolvedPolicy>>
+  /** Spend `cost` (default 1) units of `policy` for `key`. */
+  consume(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
+  /** Layered: every check admits or none is charged. */
+  consume(checks: readonly Check<Name>[]): Promise<LayeredDecision>
+  /**
+   * Synchronous consume; only for stores that decide in-process (the memory store). Throws
+   * `SLUICE_INVALID_OPTIONS` when the store answered with a promise (it is asynchronous).
+   */
+  consumeSync(policy: Name, key: string, options?: ConsumeOptions): Decision
+  /**
+   * `consume` without the promise when there is nothing to wait for: the decision itself when every
+   * layer of the chain answered in-process (the memory store, the deny cache, hybrid), a promise of
+   * it otherwise. Bad input throws here rather than rejecting. For callers that answer
+   * synchronously when they can (the HTTP core, the service); `await` works on both.
+   * @example const d = limiter.decide('api', 'user-42'); const decision = d instanceof Promise ? await d : d
+   */
+  decide(policy: Name, key: string, options?: ConsumeOptions): MaybePromise<Decision>
+  decide(checks: readonly Check<Name>[]): MaybePromise<LayeredDecision>
+  /** What consume would decide, charging nothing. */
+  peek(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
+  peek(checks: readonly Check<Name>[]): Promise<LayeredDecision>
+  /** Give back `amount` (default 1) units, e.g. when the request turned out not to count. */
+  refund(policy: Name, key: string, amount?: number): Promise<void>
+  /** Forget the key's usage and any block on it. */
+  reset(policy: Name, key: string): Promise<void>
+  /** Deny every request of `key` under `policy` for `duration` (a penalty). */
+  block(policy: Name, key: string, duration: Duration): Promise<void>
+  /** Concurrency policies: take a lease of `cost` slots; release it when done. */
+  acquire(policy: Name, key: string, options?: ConsumeOptions): Promise<AcquireDecision>
+  /** Release a lease by id (same as `lease.release()`). */
+  release(policy: Name, key: string, leaseId: string): Promise<void>
+  /** Add a decision listener; returns a function that removes it. */
+  subscribe(listener: DecisionListener): () => void
+  /** Is the store answering? `ok`, `degraded` (fallbacks decide) or `down` (a `closed` policy denies). */
+  health(): StoreHealth
+  close(): Promise<void>
+  // waiting: the methods of src/waiting/ (docs/waiting.md)
+  /**
+   * Wait until the request fits, or give up: `reason: 'timeout'` when it cannot fit within
+   * `maxWaitMs` (decided up front when the store's `retryAfterMs` already passes it). A concurrency
+   * policy waits for a release and answers with a lease.
+   * @example const d = await limiter.wait('api', key, { cost: 1, maxWaitMs: 5_000, signal })
+   */
+  wait(policy: Name, key: string, options?: WaitOptions): Promise<WaitDecision>
+  wait(checks: readonly Check<Name>[], options?: WaitOptions): Promise<LayeredWaitDecision>
+  /**
+   * Charge an estimate now and settle the true cost later with `r.settle(actual)`.
+   * @example const r = await limiter.reserve('tokens', tenant, { cost: 2_000 })
+   */
+  reserve(policy: Name, key: string, options?: ReserveOptions): Promise<ReserveDecision>
+  reserve(checks: readonly Check<Name>[], options?: ReserveOptions): Promise<LayeredReserveDecision>
+  /** Wrap an async function so its calls keep to `policy` across every process on the store. */
+  throttle<A extends unknown[], R>(
+    policy: Name,
+    fn: (...args: A) => Promise<R>,
+    options: ThrottleOptions<A>,
+  ): Throttled<A, R>
+}
+
+/** waiting: the methods createLimiter adds after the rest (src/waiting/ builds on the rest). */
+export type WaitingMethod = 'wait' | 'reserve' | 'throttle'
