@@ -50,6 +50,7 @@ export type {
   KeyKind,
   KeySpec,
   LimitedContext,
+  QueueOptions,
   RateLimitBody,
   RateLimitBodyOptions,
   RouteOptions,
