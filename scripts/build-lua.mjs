@@ -228,7 +228,7 @@ function render() {
   for (const a of algorithms) {
     scripts.push([`apply/${a.name}`, header(expandTemplate('apply', a, algorithms), a)])
   }
-  for (const variant of ['layered', 'refund', 'block']) {
+  for (const variant of ['layered', 'refund', 'block', 'charge']) {
     scripts.push([variant, expandTemplate(variant, undefined, algorithms)])
   }
   for (const file of existsSync(join(dir, 'hybrid')) ? readdirSync(join(dir, 'hybrid')).sort() : []) {

@@ -14,6 +14,13 @@ export type SluiceErrorCode =
   | 'SLUICE_INVALID_CONFIG'
   | 'SLUICE_STORE_UNAVAILABLE'
   | 'SLUICE_WRONG_ADAPTER'
+  | 'SLUICE_UNSUPPORTED'
+  | 'SLUICE_TOO_MANY_WAITERS'
+  | 'SLUICE_WAIT_ABORTED'
+  | 'SLUICE_RATE_LIMITED'
+  | 'SLUICE_THROTTLE_STOPPED'
+  | 'SLUICE_RESERVATION_SETTLED'
+  | 'SLUICE_RESERVATION_EXPIRED'
 
 /** Base class of every error Sluice throws on purpose. `code` is stable across versions. */
 export class SluiceError extends Error {
@@ -109,5 +116,62 @@ export class StoreUnavailableError extends SluiceError {
 export class WrongAdapterError extends SluiceError {
   constructor(message: string) {
     super('SLUICE_WRONG_ADAPTER', message)
+  }
+}
+
+/** The store cannot do what was asked (a custom store without the optional `charge`, ...). */
+export class UnsupportedError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_UNSUPPORTED', message)
+  }
+}
+
+/** `wait` (or `throttle`, or a queued HTTP request) past `maxWaitersPerKey` or `maxWaiters`. */
+export class TooManyWaitersError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_TOO_MANY_WAITERS', message)
+  }
+}
+
+/** A `wait` whose `signal` aborted; `cause` is the signal's reason. */
+export class WaitAbortedError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SLUICE_WAIT_ABORTED', message, options)
+  }
+}
+
+/**
+ * A throttled call that could not fit: its wait would pass `maxWaitMs` (`decision.reason`
+ * `'timeout'`), the key is blocked, or the store is unavailable. `decision` is the last answer.
+ */
+export class RateLimitedError extends SluiceError {
+  readonly decision: { readonly reason?: string; readonly retryAfterMs: number; readonly policy: string }
+  constructor(
+    message: string,
+    decision: { readonly reason?: string; readonly retryAfterMs: number; readonly policy: string },
+  ) {
+    super('SLUICE_RATE_LIMITED', message)
+    this.decision = decision
+  }
+}
+
+/** A call queued in a throttle when its `stop()` ran. */
+export class ThrottleStoppedError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_THROTTLE_STOPPED', message)
+  }
+}
+
+/** `settle` on a reservation already settled (or being settled). */
+export class ReservationSettledError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_RESERVATION_SETTLED', message)
+  }
+}
+
+/** `settle` after the reservation's `settleWithin`: it keeps the estimate. */
+export class ReservationExpiredError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_RESERVATION_EXPIRED', message)
   }
 }

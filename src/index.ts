@@ -12,12 +12,19 @@ export {
   InvalidKeyError,
   InvalidOptionsError,
   InvalidPolicyError,
+  RateLimitedError,
+  ReservationExpiredError,
+  ReservationSettledError,
   SluiceError,
   StoreClosedError,
   StoreError,
   StoreTimeoutError,
   StoreUnavailableError,
+  ThrottleStoppedError,
+  TooManyWaitersError,
   UnknownPolicyError,
+  UnsupportedError,
+  WaitAbortedError,
   WrongAdapterError,
 } from './errors.js'
 export type {
@@ -43,6 +50,7 @@ export type {
   KeyKind,
   KeySpec,
   LimitedContext,
+  QueueOptions,
   RateLimitBody,
   RateLimitBodyOptions,
   RouteOptions,
@@ -80,3 +88,15 @@ export type { HybridBackend, HybridCounter } from './scale/hybrid.js'
 export type { Step, StepResult, Store, SyncStore } from './store.js'
 export type { MemoryStore, MemoryStoreOptions } from './stores/memory.js'
 export { memoryStore } from './stores/memory.js'
+export type {
+  LayeredReserveDecision,
+  LayeredWaitDecision,
+  ReserveDecision,
+  ReserveOptions,
+  Settlement,
+  Throttled,
+  ThrottleOptions,
+  WaitDecision,
+  WaitingOptions,
+  WaitOptions,
+} from './waiting/types.js'

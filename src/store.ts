@@ -53,6 +53,13 @@ export interface Store {
   apply(steps: readonly Step[], mode: 'consume' | 'peek'): MaybePromise<StepResult[]>
   /** Give back `cost` units of each step (concurrency: release `leaseId`). */
   refund(steps: readonly Step[]): Promise<void>
+  /**
+   * Optional: commit `cost` units of each step without the admit check, even past the limit (a
+   * forced charge: `reserve(...).settle(actual)` charging the part of the true cost above the
+   * estimate). A store without it cannot serve `settle` above the estimate
+   * (`SLUICE_UNSUPPORTED`). Blocks are left as they are.
+   */
+  charge?(steps: readonly Step[]): Promise<void>
   /** Deny every request for these keys for `durationMs`, whatever their units. */
   block(steps: readonly Step[], durationMs: number): Promise<void>
   /** Forget everything stored for these keys, blocks included. */

@@ -52,6 +52,21 @@ export const concurrency: Algorithm<ConcurrencyState> = {
       resetMs: lastExpiry - nowMs,
     }
   },
+  charge(state, policy, nowMs, cost) {
+    // An anonymous lease (like consume's) held past the limit; it ends with the policy's timeout.
+    const leases = live(state, nowMs).concat({ id: '', expiresAt: nowMs + policy.windowMs, cost })
+    let held = 0
+    for (const lease of leases) held += lease.cost
+    let lastExpiry = nowMs
+    for (const lease of leases) lastExpiry = Math.max(lastExpiry, lease.expiresAt)
+    return {
+      allowed: true,
+      state: { leases },
+      remaining: Math.max(0, policy.limit - held),
+      retryAfterMs: 0,
+      resetMs: lastExpiry - nowMs,
+    }
+  },
   refund(state, _policy, nowMs, amount, leaseId) {
     const leases = live(state, nowMs)
     if (leaseId !== undefined && leaseId !== '') {

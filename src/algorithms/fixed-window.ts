@@ -29,6 +29,17 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
       resetMs: count > 0 ? end - nowMs : 0,
     }
   },
+  charge(state, policy, nowMs, cost) {
+    const window = current(state, policy.windowMs, nowMs)
+    const count = window.count + cost
+    return {
+      allowed: true,
+      state: { start: window.start, count },
+      remaining: Math.max(0, policy.limit - count),
+      retryAfterMs: 0,
+      resetMs: window.start + policy.windowMs - nowMs,
+    }
+  },
   refund(state, policy, nowMs, amount) {
     const window = current(state, policy.windowMs, nowMs)
     const count = Math.max(0, window.count - amount)

@@ -48,6 +48,19 @@ export const gcra: Algorithm<GcraState> = {
       resetMs: Math.ceil(after / policy.limit),
     }
   },
+  charge(state, policy, nowMs, cost) {
+    const w = policy.windowMs
+    const tat = base(state, nowMs)
+    // The TAT may move past now + capacity intervals: later requests wait until it is back in range.
+    const after = debt(tat, policy, nowMs) + cost * w
+    return {
+      allowed: true,
+      state: shift(tat, policy, cost * w),
+      remaining: Math.max(0, Math.floor((policy.capacity * w - after) / w)),
+      retryAfterMs: 0,
+      resetMs: Math.ceil(after / policy.limit),
+    }
+  },
   refund(state, policy, nowMs, amount) {
     const tat = base(state, nowMs)
     const owed = debt(tat, policy, nowMs)

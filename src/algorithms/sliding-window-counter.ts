@@ -63,6 +63,19 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
       resetMs,
     }
   },
+  charge(state, policy, nowMs, cost) {
+    const w = policy.windowMs
+    const v = view(state, w, nowMs)
+    const current = v.current + cost
+    const usedAfter = v.previous * (w - v.elapsed) + current * w
+    return {
+      allowed: true,
+      state: { start: v.start, previous: v.previous, current },
+      remaining: Math.max(0, Math.floor((policy.limit * w - usedAfter) / w)),
+      retryAfterMs: 0,
+      resetMs: v.start - nowMs + 2 * w,
+    }
+  },
   refund(state, policy, nowMs, amount) {
     const v = view(state, policy.windowMs, nowMs)
     const current = Math.max(0, v.current - amount)

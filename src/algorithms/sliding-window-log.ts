@@ -138,6 +138,19 @@ export const slidingWindowLog: Algorithm<SlidingWindowLogState> = {
       resetMs: newestAfter === undefined ? 0 : newestAfter + windowMs - nowMs,
     }
   },
+  charge(state = EMPTY, policy, nowMs, cost) {
+    const live = view(state, policy.windowMs, nowMs)
+    const newest = live.count > 0 ? state.times[state.times.length - 1]! : undefined
+    const at = newest === undefined ? nowMs : Math.max(nowMs, newest)
+    // The log may hold more than `limit` units: later requests wait until enough of them leave.
+    return {
+      allowed: true,
+      state: append(state, live, at, cost),
+      remaining: Math.max(0, policy.limit - live.count - cost),
+      retryAfterMs: 0,
+      resetMs: at + policy.windowMs - nowMs,
+    }
+  },
   refund(state = EMPTY, policy, nowMs, amount) {
     const live = view(state, policy.windowMs, nowMs)
     // Give back the newest units: a refund usually follows the consume it undoes. The entry holding

@@ -40,9 +40,25 @@ export const tokenBucket: Algorithm<TokenBucketState> = {
     return {
       allowed,
       state: { level, at },
-      remaining: Math.floor(level / w),
+      // A forced charge (charge below) can leave the level negative: nothing is left then.
+      remaining: Math.max(0, Math.floor(level / w)),
       retryAfterMs: allowed ? 0 : lag + Math.ceil((need - before) / policy.limit),
       resetMs: level >= full ? 0 : lag + Math.ceil((full - level) / policy.limit),
+    }
+  },
+  charge(state, policy, nowMs, cost) {
+    const w = policy.windowMs
+    const full = policy.capacity * w
+    const now = refill(state, policy.limit, full, nowMs)
+    // The level may go below zero: the debt refills like any other deficit.
+    const level = now.level - cost * w
+    const lag = now.at - nowMs
+    return {
+      allowed: true,
+      state: { level, at: now.at },
+      remaining: Math.max(0, Math.floor(level / w)),
+      retryAfterMs: 0,
+      resetMs: lag + Math.ceil((full - level) / policy.limit),
     }
   },
   refund(state, policy, nowMs, amount) {

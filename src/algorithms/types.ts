@@ -27,6 +27,12 @@ export interface Algorithm<S> {
     peek: boolean,
     leaseId?: string,
   ): Outcome<S>
+  /**
+   * Commit `cost` units without the admit check: a forced charge that may take the key past its
+   * limit (reserve/settle charges the true cost of work already done). `allowed` is always true;
+   * later requests wait until the overshoot has drained.
+   */
+  charge(state: S | undefined, policy: ResolvedPolicy, nowMs: number, cost: number): Outcome<S>
   /** Give back `amount` units (or release lease `leaseId`); `undefined` means the key is empty again. */
   refund(
     state: S | undefined,

@@ -393,6 +393,12 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       return { status: down ? 'down' : 'degraded', reason, circuit, counts: { ...counts } }
     },
   }
+  // waiting: settle's forced charge, when the store has one. A failure rejects: settle can be retried.
+  const primaryCharge = store.charge
+  if (primaryCharge !== undefined)
+    protectedStore.charge = async (steps) => {
+      await call('charge', () => primaryCharge.call(store, steps), same, raise)
+    }
   // The limiter's deny cache reads the store's clock through this layer.
   const primaryNow = store.now
   if (primaryNow !== undefined) protectedStore.now = () => primaryNow.call(store)

@@ -9,6 +9,7 @@ import type { MaybePromise } from '../store.js'
 import { headerWriter, rateLimitBody } from './headers.js'
 import { ipMatcher } from './ip.js'
 import { KeyMaker, RequestKeys, validateKey } from './keys.js'
+import { requestQueue } from './queue.js' // waiting:
 import { type CompiledRule, compileRules, isStandardMethod, methodOf, routeMatcher } from './rules.js'
 import { type TierResolver, tierResolver } from './tiers.js'
 import type {
@@ -74,6 +75,7 @@ const OPTION_KEYS = keysOf<HttpLimiterOptions>({
   onError: true,
   logger: true,
   now: true,
+  queue: true, // waiting:
 })
 const SKIP_KEYS = keysOf<NonNullable<HttpLimiterOptions['skip']>>({
   ips: true,
@@ -185,6 +187,8 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   const skipRoutes =
     options.skip?.routes === undefined ? undefined : routeMatcher(options.skip.routes, 'skip.routes')
   const denyIp = options.deny?.ips === undefined ? undefined : ipMatcher(options.deny.ips, 'deny.ips')
+  // waiting: hold a refused request while it can fit within queue.maxWaitMs (never in shadow mode)
+  const queue = settings.shadow ? undefined : requestQueue(limiter, options.queue)
   let tiers: TierResolver | undefined
   if (options.tiers !== undefined) {
     if (typeof options.tiers.resolve !== 'function' || typeof options.tiers.default !== 'string')
@@ -286,6 +290,13 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       else checks[same] = { policy, key, cost: (checks[same]?.cost ?? 0) + cost }
     }
     if (firstPolicy === undefined) return pass()
+    if (queue !== undefined)
+      // waiting:
+      return answer(
+        keys,
+        tier,
+        queue.consume(checks ?? [{ policy: firstPolicy, key: firstKey, cost: firstCost }]),
+      )
     // One layer: the plain check. Synchronous when the chain answers in-process (the memory store).
     if (checks === undefined)
       return answer(

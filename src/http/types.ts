@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision, LayeredDecision, Limiter } from '../limiter.js'
 import type { HeaderFamilies } from './headers.js'
 import type { TrustProxy } from './ip.js'
+import type { QueueOptions } from './queue.js'
 
 /** A node:http request handler (`http.createServer(handler)`): sluice/node wraps one, sluice/metrics serves with them. */
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown
@@ -165,6 +166,11 @@ export interface HttpLimiterOptions {
   storeUnavailableStatus?: 503 | 429
   /** Custom response for a refused request; return undefined to send the default. */
   onLimited?: (context: LimitedContext) => HttpResponseSpec | undefined
+  /**
+   * waiting: hold a request that would be refused while it can fit within `maxWaitMs` (limiter.wait),
+   * instead of answering 429; at most `maxQueued` (default 1,000) held at once. See docs/waiting.md.
+   */
+  queue?: QueueOptions
   /** Called after every decision (also in shadow mode). Errors thrown by it are ignored. */
   onDecision?: (info: DecisionInfo) => void
   /** When the limiter itself fails (store down, a key callback throws): answer 500 (default) or let the request through. Logged either way. */

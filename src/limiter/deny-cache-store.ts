@@ -49,6 +49,13 @@ export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () =>
     },
     close: () => inner.close(),
   }
+  // waiting: settle's forced charge goes down the chain like a refund.
+  const charge = inner.charge
+  if (charge !== undefined)
+    store.charge = (steps) => {
+      forget(steps)
+      return changing(steps, charge.call(inner, steps))
+    }
   if (inner.now !== undefined) store.now = inner.now.bind(inner)
   return store
 }

@@ -38,6 +38,9 @@ export function hybridStore(inner: Store, hybrids: ReadonlyMap<string, HybridPol
       await inner.close()
     },
   }
+  // waiting: settle's forced charge (never a hybrid policy: reserve refuses them).
+  const charge = inner.charge
+  if (charge !== undefined) store.charge = (steps) => charge.call(inner, steps)
   if (inner.now !== undefined) store.now = inner.now.bind(inner)
   return store
 }

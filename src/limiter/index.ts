@@ -4,7 +4,7 @@
 // decision on the memory store is a plain call all the way down.
 import { randomUUID } from 'node:crypto'
 import { parseDuration } from '../duration.js'
-import { InvalidOptionsError } from '../errors.js'
+import { InvalidOptionsError, UnsupportedError } from '../errors.js'
 import type { FailoverLimiterOptions } from '../failover/index.js'
 import { resolveFailover } from '../failover/index.js'
 import { FAILOVER_OPTION_KEYS } from '../failover/options.js'
@@ -14,6 +14,7 @@ import { resolvePolicy } from '../policy.js'
 import { denyCacheOptions } from '../scale/deny-cache.js'
 import type { MaybePromise, Step } from '../store.js'
 import { memoryStore } from '../stores/memory.js'
+import { createWaiting, waitBounds } from '../waiting/index.js' // waiting:
 import { buildChain } from './chain.js'
 import { layeredDecision, singleDecision } from './decisions.js'
 import { type Decide, decisionEvents } from './events.js'
@@ -25,6 +26,7 @@ import type {
   LayeredDecision,
   Limiter,
   LimiterOptions,
+  WaitingMethod,
 } from './types.js'
 import { validator } from './validate.js'
 
@@ -40,6 +42,7 @@ export type {
   Lease,
   Limiter,
   LimiterOptions,
+  WaitingMethod,
 } from './types.js'
 
 /** Every key `createLimiter` accepts; anything else is a misspelling to report. */
@@ -50,6 +53,7 @@ const LIMITER_OPTION_KEYS = [
     onDecision: true,
     localDenyCache: true,
     hybrid: true,
+    waiting: true, // waiting:
   }),
   ...FAILOVER_OPTION_KEYS,
 ]
@@ -74,6 +78,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
   }
   checkKnownKeys('createLimiter', options, LIMITER_OPTION_KEYS)
   const denyCacheSettings = denyCacheOptions(options.localDenyCache)
+  const waitingBounds = waitBounds(options.waiting) // waiting:
   const policies = new Map<string, ResolvedPolicy>()
   for (const [name, policy] of Object.entries(options.policies))
     policies.set(name, resolvePolicy(name, policy))
@@ -161,7 +166,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     return decide('consume', a, key, opts)
   }
 
-  const limiter: Limiter<Name> = {
+  const base: Omit<Limiter<Name>, WaitingMethod> = {
     store: userStore,
     policies: Object.fromEntries(policies) as Record<Name, ResolvedPolicy>,
     consume,
@@ -203,7 +208,9 @@ export function createLimiter<const P extends Record<string, Policy>>(
     async release(policy, key, leaseId) {
       if (typeof leaseId !== 'string' || leaseId.length === 0)
         throw new InvalidOptionsError('release: pass the lease id from acquire')
-      await store.refund([validate.step(policy, key, 1, leaseId)])
+      const s = validate.step(policy, key, 1, leaseId)
+      await store.refund([s])
+      waiting.queues.released(s.policy.id, s.key) // waiting: a waiter may fit now
     },
     subscribe: (listener) => events.subscribe(listener),
     health: () => chain.health(),
@@ -221,8 +228,29 @@ export function createLimiter<const P extends Record<string, Policy>>(
         if (released) return
         released = true
         await store.refund([s])
+        waiting.queues.released(s.policy.id, s.key) // waiting: a waiter may fit now
       },
     }
   }
+  // waiting: wait / reserve / throttle over the methods above; settle's forced charge goes down the
+  // chain to the store's optional `charge` (costs were checked by reserve; a charge may pass the
+  // capacity, so its steps skip the validator's cost bound).
+  const waiting = createWaiting(
+    base,
+    async (checks) => {
+      if (store.charge === undefined)
+        throw new UnsupportedError(
+          `settle: the ${userStore.name} store cannot charge past the limit (it has no charge method); settle at most the estimate`,
+        )
+      const steps = checks.map((c) => ({ ...validate.step(c.policy, c.key), cost: c.cost }))
+      await store.charge(steps)
+    },
+    waitingBounds,
+  )
+  const limiter: Limiter<Name> = Object.assign(base, {
+    wait: waiting.wait,
+    reserve: waiting.reserve,
+    throttle: waiting.throttle,
+  })
   return limiter
 }

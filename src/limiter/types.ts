@@ -5,9 +5,21 @@ import type { Policy, ResolvedPolicy } from '../policy.js'
 import type { LocalDenyCacheOptions } from '../scale/deny-cache.js'
 import type { HybridBackend } from '../scale/hybrid.js'
 import type { MaybePromise, Store } from '../store.js'
+// waiting: wait / reserve / throttle live in src/waiting/
+import type {
+  LayeredReserveDecision,
+  LayeredWaitDecision,
+  ReserveDecision,
+  ReserveOptions,
+  Throttled,
+  ThrottleOptions,
+  WaitDecision,
+  WaitingOptions,
+  WaitOptions,
+} from '../waiting/types.js'
 
 /** Why a request was denied. */
-export type DenyReason = 'limit' | 'blocked' | 'store_unavailable'
+export type DenyReason = 'limit' | 'blocked' | 'store_unavailable' | 'timeout' // waiting: timeout (wait)
 
 /** The answer to one check. Times are whole milliseconds. */
 export interface Decision {
@@ -97,6 +109,8 @@ export interface LimiterOptions<P extends Record<string, Policy>> extends Failov
   localDenyCache?: boolean | LocalDenyCacheOptions
   /** Where `mode: 'hybrid'` policies sync their counts: `hybridRedis(client)` from `sluice/redis`. */
   hybrid?: HybridBackend
+  /** waiting: bounds on `wait` / `throttle` waiters in this process (docs/waiting.md). */
+  waiting?: WaitingOptions
 }
 
 export interface Limiter<Name extends string = string> {
@@ -139,4 +153,28 @@ export interface Limiter<Name extends string = string> {
   /** Is the store answering? `ok`, `degraded` (fallbacks decide) or `down` (a `closed` policy denies). */
   health(): StoreHealth
   close(): Promise<void>
+  // waiting: the methods of src/waiting/ (docs/waiting.md)
+  /**
+   * Wait until the request fits, or give up: `reason: 'timeout'` when it cannot fit within
+   * `maxWaitMs` (decided up front when the store's `retryAfterMs` already passes it). A concurrency
+   * policy waits for a release and answers with a lease.
+   * @example const d = await limiter.wait('api', key, { cost: 1, maxWaitMs: 5_000, signal })
+   */
+  wait(policy: Name, key: string, options?: WaitOptions): Promise<WaitDecision>
+  wait(checks: readonly Check<Name>[], options?: WaitOptions): Promise<LayeredWaitDecision>
+  /**
+   * Charge an estimate now and settle the true cost later with `r.settle(actual)`.
+   * @example const r = await limiter.reserve('tokens', tenant, { cost: 2_000 })
+   */
+  reserve(policy: Name, key: string, options?: ReserveOptions): Promise<ReserveDecision>
+  reserve(checks: readonly Check<Name>[], options?: ReserveOptions): Promise<LayeredReserveDecision>
+  /** Wrap an async function so its calls keep to `policy` across every process on the store. */
+  throttle<A extends unknown[], R>(
+    policy: Name,
+    fn: (...args: A) => Promise<R>,
+    options: ThrottleOptions<A>,
+  ): Throttled<A, R>
 }
+
+/** waiting: the methods createLimiter adds after the rest (src/waiting/ builds on the rest). */
+export type WaitingMethod = 'wait' | 'reserve' | 'throttle'

@@ -18,6 +18,7 @@ import type { Path } from './config-errors.js'
 import { dotted, type Locator, parseYamlDocument, suggestDuration, toPlain } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
+import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js' // waiting:
 import { parseStoreUrl, redactStoreUrl } from './store-url.js'
 
 export const FAIL_MODES = ['open', 'closed', 'memory'] as const
@@ -97,6 +98,8 @@ export interface ServiceConfig {
   readonly envoy: EnvoySettings
   /** The abuse patterns' window, thresholds and policy kinds (config-abuse.ts). */
   readonly abuse: AbuseSettings
+  /** waiting: /v1/wait's cap and the open reservations' bound (src/server/waiting.ts). */
+  readonly waiting: WaitingSettings
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -167,6 +170,7 @@ const topSchema = z.strictObject({
   grpc: grpcSchema,
   envoy: envoySchema,
   abuse: abuseSchema,
+  waiting: waitingSchema, // waiting:
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
@@ -435,6 +439,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     grpc,
     envoy: resolveEnvoy(top.envoy, file),
     abuse,
+    waiting: resolveWaiting(loc, top.waiting), // waiting:
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined

@@ -35,6 +35,14 @@ export type ClientErrorCode =
   | 'headers_too_large'
   | 'request_timeout'
   | 'too_many_streams'
+  // waiting: /v1/wait, /v1/reserve, /v1/settle/{id} (src/server/waiting.ts)
+  | 'invalid_wait'
+  | 'too_many_waiters'
+  | 'too_many_reservations'
+  | 'unknown_reservation'
+  | 'reservation_settled'
+  | 'reservation_expired'
+  | 'unsupported'
 
 /** A mistake of the caller: answered with `status` and `{"error": code, "message": ...}`. */
 export class ClientError extends Error {

@@ -9,6 +9,7 @@ import { finished } from './observe.js'
 import { send } from './plumbing.js'
 import { ClientError, jsonBody, parseDecisionRequest } from './requests.js'
 import type { ServiceContext } from './types.js'
+import { settle, waiting } from './waiting.js' // waiting:
 
 /** Throw 405 unless the request's method is one of `methods`. */
 function allow(method: string, ...methods: string[]): void {
@@ -118,6 +119,11 @@ export async function route(
       allow(method, 'POST')
       await admin(ctx, req, res, path === '/v1/reset' ? 'reset' : 'block', id)
       return
+    case '/v1/wait': // waiting: src/server/waiting.ts
+    case '/v1/reserve':
+      allow(method, 'POST')
+      await waiting(ctx, req, res, path)
+      return
     case '/healthz':
       allow(method, 'GET', 'HEAD')
       send(ctx, res, 200, '{"status":"ok"}')
@@ -145,6 +151,12 @@ export async function route(
       return
     }
     default:
+      if (path.startsWith('/v1/settle/')) {
+        // waiting: POST /v1/settle/{id}
+        allow(method, 'POST')
+        await settle(ctx, req, res, path)
+        return
+      }
       throw new ClientError('not_found', `no route ${method} ${path}; see docs/service.md`, 404)
   }
 }

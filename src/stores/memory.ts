@@ -59,6 +59,8 @@ export interface MemoryStore extends Store {
   now(): number
   /** Keys currently held (live or not yet swept). Never above `maxKeys`. */
   readonly size: number
+  /** The forced charge of `settle` (see Store.charge): always there in memory. */
+  charge(steps: readonly Step[]): Promise<void>
   /** `applySync` for a single step, without the arrays: the limiter's hot path. */
   applyOneSync(step: Step, mode: 'consume' | 'peek'): StepResult
 }
@@ -396,6 +398,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
           entry,
           entry.blockedUntil > at || (probe !== undefined && probe.remaining === 0),
         )
+      }
+    },
+    async charge(steps) {
+      const at = clock()
+      for (const step of steps) {
+        const table = tableOf(step.policy.id)
+        const entry = read(table, step.key)
+        const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
+        const o = algorithms[step.policy.algorithm].charge(state, step.policy, at, step.cost)
+        write(table, step, entry, o.state, o.resetMs, o.remaining, at)
       }
     },
     async block(steps, durationMs) {

@@ -48,7 +48,7 @@ describe('generated Lua module', () => {
     expect(files.sort()).toEqual(ALGORITHMS.map((a) => `${a}.lua`).sort())
     expect(Object.keys(luaAlgorithms).sort()).toEqual([...ALGORITHMS].sort())
     expect(Object.keys(luaSources).sort()).toEqual(
-      [...ALGORITHMS.map((a) => `apply/${a}`), 'block', 'hybrid/add', 'layered', 'refund'].sort(),
+      [...ALGORITHMS.map((a) => `apply/${a}`), 'block', 'charge', 'hybrid/add', 'layered', 'refund'].sort(),
     )
   })
 
@@ -60,8 +60,8 @@ describe('generated Lua module', () => {
     for (const algorithm of ALGORITHMS) {
       const apply = luaSources[`apply/${algorithm}`]
       expect(apply).toContain("redis.call('GET', block_key)")
-      // The layered, refund and block scripts hold every algorithm behind one dispatch.
-      for (const name of ['layered', 'refund', 'block'] as const)
+      // The layered, refund, block and charge scripts hold every algorithm behind one dispatch.
+      for (const name of ['layered', 'refund', 'block', 'charge'] as const)
         expect(luaSources[name], `${name} ${algorithm}`).toContain(`algorithm == '${algorithm}' then`)
     }
   })
@@ -74,7 +74,7 @@ describe('generated Lua module', () => {
       const text = readFileSync(out, 'utf8')
       expect(text).toContain("'apply/fixed-window-twin':")
       expect(text).toContain("'fixed-window-twin': ['limit', 'window', 'cost'],")
-      expect(text.split("algorithm == 'fixed-window-twin' then").length - 1).toBe(4) // layered (two phases), refund, block
+      expect(text.split("algorithm == 'fixed-window-twin' then").length - 1).toBe(5) // layered (two phases), refund, block, charge
     })
   })
 

@@ -217,6 +217,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   const layered = script('layered')
   const refundScript = script('refund')
   const blockScript = script('block')
+  const chargeScript = script('charge') // waiting: settle's forced charge
   let closed = false
 
   function clock(): string {
@@ -371,6 +372,15 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       if (steps.length === 0) return
       const at = clock()
       await Promise.all(group(steps).map((g) => refundGroup(g, at)))
+    },
+    // waiting: commit without the admit check (settle's forced charge), one call per hash slot.
+    async charge(steps) {
+      check()
+      if (steps.length === 0) return
+      const at = clock()
+      await Promise.all(
+        group(steps).map((g) => runner.run(chargeScript, g.keys, pushSteps([at], g.steps), false, same)),
+      )
     },
     async block(steps, durationMs) {
       check()

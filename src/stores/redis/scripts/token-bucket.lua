@@ -94,7 +94,8 @@ local reset = 0
 if after < full then
   reset = lag + math.ceil((full - after) / limit)
 end
-local remaining = math.floor(after / window)
+-- A forced charge (variants/charge.lua) can leave the level below zero: nothing is left then.
+local remaining = math.max(0, math.floor(after / window))
 
 --- @fragment refund
 --- @use refill
