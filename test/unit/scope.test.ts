@@ -11,12 +11,16 @@ describe('policy scope', () => {
     expect(resolvePolicy('a', swc).scope).toBeUndefined()
     expect(resolvePolicy('a', { ...swc, scope: 'region' }).scope).toBeUndefined()
     expect(resolvePolicy('a', { ...swc, scope: 'global' }).scope).toBe('global')
-    expect(resolvePolicy('c', { algorithm: 'concurrency', limit: 2, timeout: '1s', scope: 'region' }).scope).toBeUndefined()
+    expect(
+      resolvePolicy('c', { algorithm: 'concurrency', limit: 2, timeout: '1s', scope: 'region' }).scope,
+    ).toBeUndefined()
   })
 
   it('refuses global for algorithms it cannot bound, a bad value, and global hybrid', () => {
     for (const algorithm of ['fixed-window', 'sliding-window-log', 'token-bucket', 'gcra'] as const) {
-      expect(() => resolvePolicy('a', { algorithm, limit: 5, window: '1m', scope: 'global' })).toThrow(invalid)
+      expect(() => resolvePolicy('a', { algorithm, limit: 5, window: '1m', scope: 'global' })).toThrow(
+        invalid,
+      )
       try {
         resolvePolicy('a', { algorithm, limit: 5, window: '1m', scope: 'global' })
       } catch (error) {
@@ -27,14 +31,30 @@ describe('policy scope', () => {
       resolvePolicy('c', { algorithm: 'concurrency', limit: 2, timeout: '1s', scope: 'global' } as never),
     ).toThrow(invalid)
     expect(() =>
-      resolvePolicy('a', { algorithm: 'sliding-window-counter', limit: 5, window: '1m', scope: 'world' } as never),
+      resolvePolicy('a', {
+        algorithm: 'sliding-window-counter',
+        limit: 5,
+        window: '1m',
+        scope: 'world',
+      } as never),
     ).toThrow(invalid)
     expect(() =>
-      resolvePolicy('a', { algorithm: 'fixed-window', limit: 5, window: '1m', mode: 'hybrid', scope: 'global' }),
+      resolvePolicy('a', {
+        algorithm: 'fixed-window',
+        limit: 5,
+        window: '1m',
+        mode: 'hybrid',
+        scope: 'global',
+      }),
     ).toThrow(invalid)
     // A misspelling is named as such.
     expect(() =>
-      resolvePolicy('a', { algorithm: 'sliding-window-counter', limit: 5, window: '1m', scop: 'global' } as never),
+      resolvePolicy('a', {
+        algorithm: 'sliding-window-counter',
+        limit: 5,
+        window: '1m',
+        scop: 'global',
+      } as never),
     ).toThrow(/scope/)
   })
 })
