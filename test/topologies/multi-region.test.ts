@@ -87,7 +87,7 @@ describe('multi-region: three regions, three processes, one global key', () => {
         }),
       ),
     )
-    REGIONS.forEach((r, i) => workers.set(r, started[i]!))
+    for (const [i, r] of REGIONS.entries()) workers.set(r, started[i]!)
   })
   afterAll(async () => {
     await Promise.all(
