@@ -10,6 +10,8 @@ const publicEntries = {
   hono: 'src/adapters/hono.ts',
   node: 'src/adapters/node.ts',
   server: 'src/server/index.ts',
+  memcached: 'src/stores/memcached/index.ts',
+  postgres: 'src/stores/postgres/index.ts',
 }
 
 // Each entry is built as ESM (.js) and CommonJS (.cjs) with types for both. Shared code goes into

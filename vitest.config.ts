@@ -7,7 +7,11 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
     exclude: [...configDefaults.exclude, 'test/fault/**'],
-    globalSetup: ['test/helpers/redis-global-setup.ts'],
+    globalSetup: [
+      'test/helpers/redis-global-setup.ts',
+      'test/helpers/memcached-global-setup.ts',
+      'test/helpers/postgres-global-setup.ts',
+    ],
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',

@@ -6,7 +6,11 @@ import { defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     include: ['test/fault/**/*.test.ts'],
-    globalSetup: ['test/helpers/redis-global-setup.ts'],
+    globalSetup: [
+      'test/helpers/redis-global-setup.ts',
+      'test/helpers/memcached-global-setup.ts',
+      'test/helpers/postgres-global-setup.ts',
+    ],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',

@@ -1,9 +1,12 @@
 // What a script call costs inside Redis, counted in CPU instructions by valgrind's callgrind: the
 // count is the same from run to run whatever else the machine does, unlike the time per call, which
 // drifts 2-3x on these shared cores. For each script: redis-server runs under callgrind, SCRIPT LOAD,
-// redis-benchmark sends n and then 3n EVALSHA calls (one client, random keys out of 10,000), and
-// the difference of the two totals divided by 2n is the cost of one call: server start and shutdown
-// cancel out. Per decision = per call / decisions in the call.
+// (refund and block: 1,000 keys given state first), redis-benchmark sends n and then 3n EVALSHA
+// calls (one client, random keys out of 1,000), and the difference of the two totals divided by 2n
+// is the cost of one call: server start, setup and shutdown cancel out (`--hz 1`: the server's
+// timer work grows with wall time, which valgrind stretches and a loaded machine stretches more). Per decision = per call /
+// decisions in the call. Every variant of today's scripts (lua.generated.ts) is measured next to
+// the same call of the scripts of main 0a55701 (bench/data/lua-0a55701.ts: module and flat scripts).
 // Run: npm run bench:lua [-- --only <substring>]   (about 10 s per script; needs valgrind)
 import { execFile, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -12,86 +15,163 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import { Redis } from 'ioredis'
+import { ALGORITHMS, type AlgorithmName } from '../src/policy.js'
 import { luaSources } from '../src/stores/redis/lua.generated.js'
 import { freePort, redisServerArgs } from '../test/helpers/redis-harness.js'
+import { luaSources0a55701 as before } from './data/lua-0a55701.js'
 import { MINIMAL_TOKEN_BUCKET, RLF_SCRIPT } from './reference-scripts.js'
 
 const run = promisify(execFile)
 
 interface Case {
-  name: string
   source: string
-  /** EVALSHA arguments after the sha: numkeys, keys, args (`__rand_int__` is a random 0-9999). */
+  /** EVALSHA arguments after the sha: numkeys, keys, args (`__rand_int__` is a random 0-999). */
   args: string[]
   decisions: number
+  /** Calls made before counting, in both runs (so they cancel out): state for refund and block. */
+  setup?: { source: string; args: (subject: string) => string[] }
 }
 
-const LIMIT = ['1000000', '3600000', '1000000']
+/** Subjects redis-benchmark draws with `-r KEYS`: `__rand_int__` becomes the number in 12 digits. */
+const KEYS = 1000
+const subject = (i: number) => String(i).padStart(12, '0')
 
-/**
- * A flat one-<algorithm> call carrying `count` consume decisions on distinct keys, laid out as the
- * store lays them out (scripts/one-prelude.lua): limit, windowMs, capacity (token bucket and GCRA),
- * cost, lease id (concurrency).
- */
-function flatCase(algorithm: string, count: number): Case {
-  const keys = Array.from({ length: count }, (_, i) => [
-    `lc:{${i}:__rand_int__}:${algorithm}`,
-    `lc:{${i}:__rand_int__}:${algorithm}:block`,
-  ]).flat()
-  const capacity = algorithm === 'token-bucket' || algorithm === 'gcra'
-  const perDecision = [
-    ...(capacity ? LIMIT : LIMIT.slice(0, 2)),
-    '1',
-    ...(algorithm === 'concurrency' ? ['lease'] : []),
-  ]
-  return {
-    name: `flat one-${algorithm}, ${count} per call`,
-    source: luaSources[`one-${algorithm}` as keyof typeof luaSources],
-    args: [String(keys.length), ...keys, '', ...Array.from({ length: count }, () => perDecision).flat()],
-    decisions: count,
+const LIMIT = '1000000'
+const WINDOW = '3600000'
+/** One step's arguments today (scripts/variants/apply.lua): limit, window, capacity?, cost, lease? */
+const stepArgs = (algorithm: AlgorithmName, cost: string): string[] => {
+  const layout: readonly string[] = {
+    concurrency: ['limit', 'window', 'cost', 'lease'],
+    'fixed-window': ['limit', 'window', 'cost'],
+    gcra: ['limit', 'window', 'capacity', 'cost'],
+    'sliding-window-counter': ['limit', 'window', 'cost'],
+    'sliding-window-log': ['limit', 'window', 'cost'],
+    'token-bucket': ['limit', 'window', 'capacity', 'cost'],
+  }[algorithm]
+  const value = { limit: LIMIT, window: WINDOW, capacity: LIMIT, cost, lease: '' }
+  return layout.map((a) => value[a as keyof typeof value])
+}
+/** One step's arguments of the module scripts of 0a55701: algorithm, limit, window, capacity, cost, lease. */
+const moduleStep = (algorithm: AlgorithmName, cost: string) => [algorithm, LIMIT, WINDOW, LIMIT, cost, '']
+const keysOf = (tag: string, policies: string[]) =>
+  policies.flatMap((p) => [`lc:{${tag}}:${p}`, `lc:{${tag}}:${p}:block`])
+
+/** Today's call and 0a55701's call of the same work, for one algorithm. */
+function variants(algorithm: AlgorithmName): [string, Case, Case][] {
+  const one = keysOf('__rand_int__', [algorithm])
+  const sixteen = Array.from({ length: 16 }, (_, i) => keysOf(`${i}:__rand_int__`, [algorithm])).flat()
+  const two = keysOf('__rand_int__', [`${algorithm}-a`, `${algorithm}-b`])
+  // Refund and block find state: every key got a consume of 1,000 units first (refunds take 1).
+  const setup = {
+    source: luaSources[`apply/${algorithm}`],
+    args: (s: string) => ['2', ...keysOf(s, [algorithm]), '', ...stepArgs(algorithm, '1000')],
   }
+  return [
+    [
+      'apply, 1 decision per call',
+      {
+        source: luaSources[`apply/${algorithm}`],
+        args: ['2', ...one, '', ...stepArgs(algorithm, '1')],
+        decisions: 1,
+      },
+      {
+        source: before[`one-${algorithm}`],
+        args: ['2', ...one, '', ...stepArgs(algorithm, '1')],
+        decisions: 1,
+      },
+    ],
+    [
+      'apply, 16 decisions per call (coalesced)',
+      {
+        source: luaSources[`apply/${algorithm}`],
+        args: ['32', ...sixteen, '', ...Array.from({ length: 16 }, () => stepArgs(algorithm, '1')).flat()],
+        decisions: 16,
+      },
+      {
+        source: before[`one-${algorithm}`],
+        args: ['32', ...sixteen, '', ...Array.from({ length: 16 }, () => stepArgs(algorithm, '1')).flat()],
+        decisions: 16,
+      },
+    ],
+    [
+      'layered, 2 steps (per step)',
+      {
+        source: luaSources.layered,
+        args: ['4', ...two, '', '2', ...[0, 1].flatMap(() => [algorithm, ...stepArgs(algorithm, '1')])],
+        decisions: 2,
+      },
+      {
+        source: before[`apply/${algorithm}`],
+        args: ['4', ...two, 'consume', '', '0', ...moduleStep(algorithm, '1'), ...moduleStep(algorithm, '1')],
+        decisions: 2,
+      },
+    ],
+    [
+      'refund, 1 step with state',
+      {
+        source: luaSources.refund,
+        args: ['2', ...one, '', algorithm, ...stepArgs(algorithm, '1')],
+        decisions: 1,
+        setup,
+      },
+      {
+        source: before[`refund/${algorithm}`],
+        args: ['2', ...one, '', '0', ...moduleStep(algorithm, '1')],
+        decisions: 1,
+        setup,
+      },
+    ],
+    [
+      'block, 1 step with state',
+      {
+        source: luaSources.block,
+        args: ['2', ...one, '', '60000', algorithm, ...stepArgs(algorithm, '1')],
+        decisions: 1,
+        setup,
+      },
+      {
+        source: before.block,
+        args: ['2', ...one, '', '0', '60000', ...moduleStep(algorithm, '1')],
+        decisions: 1,
+        setup,
+      },
+    ],
+  ]
 }
 
-function cases(): Case[] {
-  const out: Case[] = [
-    { name: 'empty script (return 1)', source: 'return 1', args: ['0'], decisions: 1 },
+/** A layered decision of two algorithms (fixed window + token bucket): today's layered vs 0a55701's full apply. */
+function mixed(): [string, Case, Case] {
+  const keys = keysOf('__rand_int__', ['fw', 'tb'])
+  return [
+    'layered, fixed-window + token-bucket (per step)',
     {
-      name: 'rate-limiter-flexible RateLimiterRedis',
-      source: RLF_SCRIPT,
-      args: ['1', 'lc:rlf:__rand_int__', '1', '3600'],
-      decisions: 1,
-    },
-    {
-      name: 'minimal token-bucket script',
-      source: MINIMAL_TOKEN_BUCKET,
-      args: ['1', 'lc:min:{__rand_int__}', ...LIMIT],
-      decisions: 1,
-    },
-  ]
-  for (const name of Object.keys(luaSources)) {
-    if (!name.startsWith('one-') || name === 'one-prelude') continue
-    const algorithm = name.slice('one-'.length)
-    out.push(flatCase(algorithm, 1), flatCase(algorithm, 16))
-    // The module path of the same decision: apply/<algorithm>, used for layered decisions.
-    out.push({
-      name: `module apply/${algorithm}, 1 per call`,
-      source: luaSources[`apply/${algorithm}` as keyof typeof luaSources],
+      source: luaSources.layered,
       args: [
+        '4',
+        ...keys,
+        '',
         '2',
-        `lc:{m:__rand_int__}:${algorithm}`,
-        `lc:{m:__rand_int__}:${algorithm}:block`,
+        'fixed-window',
+        ...stepArgs('fixed-window', '1'),
+        'token-bucket',
+        ...stepArgs('token-bucket', '1'),
+      ],
+      decisions: 2,
+    },
+    {
+      source: before.apply,
+      args: [
+        '4',
+        ...keys,
         'consume',
         '',
         '0',
-        algorithm,
-        ...LIMIT,
-        '1',
-        'lease',
+        ...moduleStep('fixed-window', '1'),
+        ...moduleStep('token-bucket', '1'),
       ],
-      decisions: 1,
-    })
-  }
-  return out
+      decisions: 2,
+    },
+  ]
 }
 
 /** Total instructions redis-server executes from start to shutdown, with `calls` EVALSHA of `c`. */
@@ -101,7 +181,14 @@ async function totalInstructions(c: Case, calls: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-lua-cost-'))
   const server = spawn(
     'valgrind',
-    ['--tool=callgrind', `--callgrind-out-file=${out}`, 'redis-server', ...redisServerArgs(port, dir)],
+    [
+      '--tool=callgrind',
+      `--callgrind-out-file=${out}`,
+      'redis-server',
+      ...redisServerArgs(port, dir),
+      '--hz',
+      '1',
+    ],
     { stdio: 'ignore' },
   )
   const exited = new Promise((resolve) => server.on('exit', resolve))
@@ -120,14 +207,38 @@ async function totalInstructions(c: Case, calls: number): Promise<number> {
         await new Promise((r) => setTimeout(r, 200))
       }
     }
+    if (c.setup !== undefined) {
+      const { source, args } = c.setup
+      await client.script('LOAD', source)
+      const sha = createHash('sha1').update(source).digest('hex')
+      const pipeline = client.pipeline()
+      for (let i = 0; i < KEYS; i++) {
+        const [numkeys, ...rest] = args(subject(i))
+        pipeline.evalsha(sha, numkeys!, ...rest)
+      }
+      await pipeline.exec()
+    }
     await client.script('LOAD', c.source)
     const sha = createHash('sha1').update(c.source).digest('hex')
     // One call first (in both runs, so it cancels out): a script that errors on these arguments
     // would otherwise be measured as a cheap call. ioredis rejects on an error reply.
     const [numkeys, ...rest] = c.args.map((a) => a.replaceAll('__rand_int__', 'check'))
     await client.evalsha(sha, numkeys!, ...rest)
-    const cmd = ['-h', '127.0.0.1', '-p', String(port), '-c', '1', '-n', String(calls), '-r', '10000', '-q']
-    await run('redis-benchmark', [...cmd, 'EVALSHA', sha, ...c.args])
+    const cmd = [
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(port),
+      '-c',
+      '1',
+      '-n',
+      String(calls),
+      '-r',
+      String(KEYS),
+      '-q',
+    ]
+    // Its progress lines echo the whole command: a slow run prints megabytes.
+    await run('redis-benchmark', [...cmd, 'EVALSHA', sha, ...c.args], { maxBuffer: 1 << 30 })
     await client.shutdown('NOSAVE').catch(() => {})
   } finally {
     client?.disconnect()
@@ -141,12 +252,14 @@ async function totalInstructions(c: Case, calls: number): Promise<number> {
 }
 
 /** Instructions per call of `c`. */
-export async function instructionsPerCall(c: Case, n = 2000): Promise<number> {
+export async function instructionsPerCall(c: Case, n = 600): Promise<number> {
   const calls = Math.max(200, Math.ceil(n / c.decisions))
   const low = await totalInstructions(c, calls)
   const high = await totalInstructions(c, 3 * calls)
   return (high - low) / (2 * calls)
 }
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US')
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { only: { type: 'string' } } })
@@ -158,17 +271,36 @@ async function main(): Promise<void> {
     )
     return
   }
-  const all = cases().filter((c) => values.only === undefined || c.name.includes(values.only))
-  let minimal: number | undefined
-  console.log('| script | instructions per call | per decision | per decision vs minimal token bucket |')
+  const rows: [string, Case, Case | undefined][] = [
+    ['empty script (return 1)', { source: 'return 1', args: ['0'], decisions: 1 }, undefined],
+    [
+      'rate-limiter-flexible RateLimiterRedis',
+      { source: RLF_SCRIPT, args: ['1', 'lc:rlf:__rand_int__', '1', '3600'], decisions: 1 },
+      undefined,
+    ],
+    [
+      'minimal token-bucket script',
+      {
+        source: MINIMAL_TOKEN_BUCKET,
+        args: ['1', 'lc:min:{__rand_int__}', LIMIT, WINDOW, LIMIT],
+        decisions: 1,
+      },
+      undefined,
+    ],
+  ]
+  for (const algorithm of ALGORITHMS) {
+    for (const [what, now, then] of variants(algorithm)) rows.push([`${algorithm}: ${what}`, now, then])
+  }
+  const [what, now, then] = mixed()
+  rows.push([what, now, then])
+  console.log('| call | 0a55701: instructions per decision | today | today / 0a55701 |')
   console.log('| --- | ---: | ---: | ---: |')
-  for (const c of all) {
-    const perCall = await instructionsPerCall(c)
-    const perDecision = perCall / c.decisions
-    if (c.name === 'minimal token-bucket script') minimal = perDecision
-    const ratio = minimal === undefined ? '' : `${(perDecision / minimal).toFixed(2)}x`
-    const fmt = (n: number) => Math.round(n).toLocaleString('en-US')
-    console.log(`| ${c.name} | ${fmt(perCall)} | ${fmt(perDecision)} | ${ratio} |`)
+  for (const [name, now, then] of rows) {
+    if (values.only !== undefined && !name.includes(values.only)) continue
+    const today = (await instructionsPerCall(now)) / now.decisions
+    const earlier = then === undefined ? undefined : (await instructionsPerCall(then)) / then.decisions
+    const ratio = earlier === undefined ? '' : `${(today / earlier).toFixed(2)}x`
+    console.log(`| ${name} | ${earlier === undefined ? '' : fmt(earlier)} | ${fmt(today)} | ${ratio} |`)
   }
 }
 

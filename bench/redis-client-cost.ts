@@ -11,6 +11,7 @@ import { Redis } from 'ioredis'
 import { createLimiter, resolvePolicy } from '../dist/index.js'
 import { redisStore } from '../dist/redis.js'
 import { adaptClient } from '../src/stores/redis/client.js'
+// The scripts of main 0a55701 (their wire format): bench/lua-cost.ts measures today's next to them.
 import { luaSources } from '../src/stores/redis/lua.generated.js'
 import { startRedis } from '../test/helpers/redis-harness.js'
 import { MINIMAL_TOKEN_BUCKET } from './reference-scripts.js'
@@ -21,7 +22,7 @@ const server = await startRedis()
 const client = new Redis(server.port, '127.0.0.1')
 try {
   const minimal = (await client.script('LOAD', MINIMAL_TOKEN_BUCKET)) as string
-  const flat = (await client.script('LOAD', luaSources['one-token-bucket'])) as string
+  const flat = (await client.script('LOAD', luaSources['apply/token-bucket'])) as string
   const policy = { algorithm: 'token-bucket', limit: 1_000_000, window: '1h' } as const
   const resolved = resolvePolicy('tb', policy)
   const store = redisStore(client, { coalesce: false })

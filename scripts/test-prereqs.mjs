@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// Before `npm test`: the system servers the suites start (redis-server, nginx, chromium), and Go and
+// Before `npm test`: the system servers the suites start (redis-server, nginx, chromium, memcached,
+// postgresql), and Go and
 // Python's fastapi, uvicorn and httpx for the client examples (test/clients). As root
 // with apt-get (a fresh CI image, a container), the missing ones are installed, as .ci/run does;
 // otherwise the run stops at once with one line naming the exact install command, instead of a raw
 // `spawn ENOENT` halfway through the suite.
 import { spawnSync } from 'node:child_process'
-import { accessSync, constants } from 'node:fs'
+import { accessSync, constants, readdirSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
 
 /**
@@ -20,7 +21,20 @@ export const NEEDED = [
   { pkg: 'python3-fastapi', pythonModule: 'fastapi' },
   { pkg: 'python3-uvicorn', pythonModule: 'uvicorn' },
   { pkg: 'python3-httpx', pythonModule: 'httpx' },
+  { pkg: 'memcached', bins: ['memcached'] },
+  // test/helpers/postgres-harness.ts runs initdb and pg_ctl of Debian's newest installed major version.
+  { pkg: 'postgresql', anyOf: postgresPrograms },
 ]
+
+/** pg_ctl of every PostgreSQL major version Debian installed (none: an empty list). */
+function postgresPrograms() {
+  const root = process.env.SLUICE_PREREQS_PGROOT ?? '/usr/lib/postgresql'
+  try {
+    return readdirSync(root).map((version) => join(root, version, 'bin', 'pg_ctl'))
+  } catch {
+    return []
+  }
+}
 
 /**
  * The Python that sees Debian's python3-* packages: SLUICE_PYTHON, else /usr/bin/python3 (a pyenv
@@ -66,6 +80,7 @@ export function missingPackages() {
     (need) =>
       !(need.bins ?? []).every((bin) => onPath(bin, need.extraDirs)) ||
       !(need.paths ?? []).every(executable) ||
+      (need.anyOf !== undefined && !need.anyOf().some(executable)) ||
       (need.pythonModule !== undefined && modules.includes(need.pythonModule)),
   ).map((need) => need.pkg)
 }

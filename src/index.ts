@@ -70,6 +70,7 @@ export type {
   AlgorithmName,
   ConcurrencyPolicy,
   Policy,
+  PolicyScope,
   RatePolicy,
   ResolvedPolicy,
   StoreErrorMode,

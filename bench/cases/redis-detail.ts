@@ -21,6 +21,8 @@ import type { AlgorithmName, Policy } from '../../src/policy.js'
 import { adaptClient } from '../../src/stores/redis/client.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
+// The module scripts of main 0a55701 (gone since): the (module) and batch rows measure them.
+import { luaSources0a55701 as old } from '../data/lua-0a55701.js'
 import { MINIMAL_TOKEN_BUCKET } from '../reference-scripts.js'
 import { throughput } from '../throughput.js'
 import type { BenchCase, BenchRow } from '../types.js'
@@ -89,15 +91,15 @@ const evalArgs: Record<string, { source: string; args: string[] }> = {
     args: ['1', 'rb:{__rand_int__}:min', '1000000', '3600000', '1000000'],
   },
   'sluice one-token-bucket (flat)': {
-    source: luaSources['one-token-bucket'],
+    source: luaSources['apply/token-bucket'],
     args: ['2', 'rb:{__rand_int__}:tb', 'rb:{__rand_int__}:tb:block', ...flatArgs('token-bucket')],
   },
   'sluice one-gcra (flat)': {
-    source: luaSources['one-gcra'],
+    source: luaSources['apply/gcra'],
     args: ['2', 'rb:{__rand_int__}:g', 'rb:{__rand_int__}:g:block', ...flatArgs('gcra')],
   },
   'sluice apply/token-bucket (module)': {
-    source: luaSources['apply/token-bucket'],
+    source: old['apply/token-bucket'],
     args: ['2', 'rb:{__rand_int__}:tbm', 'rb:{__rand_int__}:tbm:block', ...TB_ARGS],
   },
 }
@@ -108,7 +110,7 @@ for (const algorithm of [
   'concurrency',
 ] as const) {
   evalArgs[`sluice apply/${algorithm} (module)`] = {
-    source: luaSources[`apply/${algorithm}`],
+    source: old[`apply/${algorithm}`],
     args: [
       '2',
       `rb:{__rand_int__}:${algorithm}`,
@@ -118,7 +120,7 @@ for (const algorithm of [
   }
   // Its flat twin, same decision (concurrency adds the lease id).
   evalArgs[`sluice one-${algorithm} (flat)`] = {
-    source: luaSources[`one-${algorithm}`],
+    source: luaSources[`apply/${algorithm}`],
     args: [
       '2',
       `rb:{__rand_int__}:f-${algorithm}`,
@@ -130,7 +132,7 @@ for (const algorithm of [
 /** One batch call carrying 16 token-bucket decisions on 16 keys (cost per decision = usec / 16). */
 const BATCH = 16
 evalArgs[`sluice batch/token-bucket, ${BATCH} decisions per call`] = {
-  source: luaSources['batch/token-bucket'],
+  source: old['batch/token-bucket'],
   args: [
     String(BATCH * 2),
     ...Array.from({ length: BATCH }, (_, i) => [`rb:{${i}}:b`, `rb:{${i}}:b:block`]).flat(),
@@ -141,7 +143,7 @@ evalArgs[`sluice batch/token-bucket, ${BATCH} decisions per call`] = {
 }
 
 evalArgs[`sluice one-token-bucket (flat), ${BATCH} decisions per call`] = {
-  source: luaSources['one-token-bucket'],
+  source: luaSources['apply/token-bucket'],
   args: [
     String(BATCH * 2),
     ...Array.from({ length: BATCH }, (_, i) => [`rb:{${i}}:f`, `rb:{${i}}:f:block`]).flat(),

@@ -19,8 +19,9 @@ import { createLimiter, resolvePolicy } from '../../dist/index.js'
 import { hybridRedis, redisStore } from '../../dist/redis.js'
 import { LocalDenyCache } from '../../src/scale/deny-cache.js'
 import { HybridPolicy } from '../../src/scale/hybrid.js'
-import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
+// The scripts of main 0a55701 (their wire format): bench/lua-cost.ts measures today's next to them.
+import { luaSources0a55701 as luaSources } from '../data/lua-0a55701.js'
 import { type Decide, type Throughput, throughput } from '../throughput.js'
 import type { BenchCase, BenchRow } from '../types.js'
 

@@ -111,7 +111,9 @@ const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, { error: 'must be an
 
 const topSchema = z.strictObject({
   store: z
-    .string({ error: 'must be a store URL: memory, redis://host:port, rediss://, redis+cluster://' })
+    .string({
+      error: 'must be a store URL: memory, redis://host:port, rediss://, redis+cluster://, memcached://',
+    })
     .optional(),
   prefix: z
     .string()

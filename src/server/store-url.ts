@@ -1,8 +1,10 @@
 // Store URLs for the service: `memory`, `redis://host:port[/db]`, `rediss://...`,
-// `redis+cluster://host1:port1,host2:port2`. Parsed here, and opened (Redis with ioredis) as the
-// StoreHandle the service decides on.
+// `redis+cluster://host1:port1,host2:port2`, `memcached://host:port`,
+// `postgres://user:pass@host:port/db`. Parsed here, and opened (Redis with ioredis, memcached with
+// memjs, PostgreSQL with pg) as the StoreHandle the service decides on.
 import { InvalidConfigError, StoreError } from '../errors.js'
 import type { Store } from '../store.js'
+import type { MemjsClientLike } from '../stores/memcached/client.js'
 import { memoryStore } from '../stores/memory.js'
 import type { StoreHandle } from './types.js'
 
@@ -29,13 +31,27 @@ export type StoreSpec = (
       readonly username: string | undefined
       readonly password: string | undefined
     }
+  | {
+      readonly kind: 'memcached'
+      readonly host: string
+      readonly port: number
+      /** SASL credentials, when the server wants them. */
+      readonly username: string | undefined
+      readonly password: string | undefined
+    }
+  | {
+      readonly kind: 'postgres'
+      /** The connection string for pg, every part percent-encoded (password included): never printed. */
+      readonly connectionString: string
+    }
 ) & {
   /** The URL with any password replaced by `***`: the only form logs, /readyz and errors print. */
   readonly redacted: string
 }
 
 const USAGE =
-  'use memory, redis://host:port[/db], rediss://host:port[/db] or redis+cluster://host1:port1,host2:port2'
+  'use memory, redis://host:port[/db], rediss://host:port[/db], redis+cluster://host1:port1,host2:port2' +
+  ', memcached://host:port or postgres://user:password@host:port/db'
 
 /**
  * The one split of a store URL that parsing and redaction share: `scheme://[auth@]rest`, where the
@@ -58,7 +74,8 @@ function splitStoreUrl(text: string): { scheme: string; auth: string | undefined
  * @example redactStoreUrl('redis://user:p@ss/w@host:6379') // 'redis://user:***@host:6379'
  */
 export function redactStoreUrl(url: string): string {
-  const text = url.trim()
+  // A PostgreSQL connection string may also carry the password as a parameter (`?password=...`).
+  const text = url.trim().replace(/([?&]password=)[^&]*/gi, '$1***')
   const parts = splitStoreUrl(text)
   if (parts === undefined) {
     // Not scheme://...: whatever precedes an `@` may be a password.
@@ -66,11 +83,15 @@ export function redactStoreUrl(url: string): string {
     return at === -1 ? text : `***@${text.slice(at + 1)}`
   }
   if (parts.auth === undefined) return text
+  // PostgreSQL reads `postgres://name@host` as a user name, as libpq does.
+  if (POSTGRES_SCHEMES.has(parts.scheme) && !parts.auth.includes(':')) return text
   // `user:password`, `:password`, or the password alone (`redis://secret@host`).
   const colon = parts.auth.indexOf(':')
   const user = colon === -1 ? undefined : parts.auth.slice(0, colon)
   return `${parts.scheme}://${user === undefined ? '' : `${user}:`}***@${parts.rest}`
 }
+
+const POSTGRES_SCHEMES = new Set(['postgres', 'postgresql'])
 
 function bad(url: string, why: string): InvalidConfigError {
   return new InvalidConfigError(`store ${JSON.stringify(redactStoreUrl(url))}: ${why}; ${USAGE}`)
@@ -88,10 +109,10 @@ function decodePart(text: string): string {
   })
 }
 
-function hostPort(url: string, text: string): HostPort {
+function hostPort(url: string, text: string, defaultPort = 6379): HostPort {
   const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(text)
   if (match === null) throw bad(url, `${JSON.stringify(text)} is not host:port`)
-  const port = match[2] === undefined ? 6379 : Number(match[2])
+  const port = match[2] === undefined ? defaultPort : Number(match[2])
   if (port < 1 || port > 65535) throw bad(url, `port ${port} is out of range`)
   return { host: match[1]!.replace(/^\[|\]$/g, ''), port }
 }
@@ -127,6 +148,7 @@ export function parseStoreUrl(url: string): StoreSpec {
   const hosts = slash === -1 ? afterAuth : afterAuth.slice(0, slash)
   const path = slash === -1 ? '' : afterAuth.slice(slash + 1)
   if (hosts === '') throw bad(url, 'no host')
+  if (POSTGRES_SCHEMES.has(protocol)) return parsePostgresUrl(url, auth, afterAuth, redacted)
   if (protocol === 'redis' || protocol === 'rediss') {
     if (hosts.includes(',')) throw bad(url, 'several hosts need redis+cluster://')
     const { host, port } = hostPort(url, hosts)
@@ -147,6 +169,13 @@ export function parseStoreUrl(url: string): StoreSpec {
     if (path !== '') throw bad(url, 'Redis Cluster has no databases; remove the /db')
     const nodes = hosts.split(',').map((h) => hostPort(url, h.trim()))
     return { kind: 'cluster', tls: protocol === 'rediss+cluster', nodes, username, password, redacted }
+  }
+  if (protocol === 'memcached') {
+    if (hosts.includes(',')) throw bad(url, 'one memcached server per store')
+    if (path !== '') throw bad(url, 'memcached has no databases; remove the path')
+    const { host, port } = hostPort(url, hosts, 11211)
+    if (host.includes(':')) throw bad(url, 'memjs cannot reach an IPv6 address; use a host name')
+    return { kind: 'memcached', host, port, username, password, redacted }
   }
   throw bad(url, `unknown scheme ${protocol}://`)
 }
@@ -180,12 +209,56 @@ const CONNECT_TIMEOUT_MS = 5000
 const COMMAND_TIMEOUT_MS = 1000
 
 /**
+ * `postgres://[user[:password]@]host[:port][/database][?params]`, read the way the Redis URLs are
+ * (the auth part ends at the last `@`, parts percent-decoded), then written out again with every
+ * part percent-encoded, so pg connects to the very host this parse found (a `/` or `@` in a
+ * password would otherwise move pg's idea of the host).
+ */
+function parsePostgresUrl(
+  url: string,
+  auth: string | undefined,
+  afterAuth: string,
+  redacted: string,
+): StoreSpec {
+  const q = afterAuth.indexOf('?')
+  const query = q === -1 ? '' : afterAuth.slice(q)
+  const beforeQuery = q === -1 ? afterAuth : afterAuth.slice(0, q)
+  const slash = beforeQuery.indexOf('/')
+  const hostText = slash === -1 ? beforeQuery : beforeQuery.slice(0, slash)
+  const database = slash === -1 ? '' : decodePart(beforeQuery.slice(slash + 1))
+  if (hostText.includes(',')) throw bad(url, 'one PostgreSQL host per URL')
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(hostText)
+  if (match === null) throw bad(url, `${JSON.stringify(hostText)} is not host:port`)
+  const port = match[2] === undefined ? 5432 : Number(match[2])
+  if (port < 1 || port > 65535) throw bad(url, `port ${port} is out of range`)
+  let user = ''
+  let password = ''
+  if (auth !== undefined) {
+    const colon = auth.indexOf(':')
+    user = decodePart(colon === -1 ? auth : auth.slice(0, colon))
+    password = colon === -1 ? '' : decodePart(auth.slice(colon + 1))
+  }
+  const credentials =
+    user === '' && password === ''
+      ? ''
+      : `${encodeURIComponent(user)}${password === '' ? '' : `:${encodeURIComponent(password)}`}@`
+  const path = database === '' ? '' : `/${encodeURIComponent(database)}`
+  return {
+    kind: 'postgres',
+    connectionString: `postgres://${credentials}${match[1]}:${port}${path}${query}`,
+    redacted,
+  }
+}
+
+/**
  * Open the store a URL names. Redis stores connect (ioredis, loaded only then) before this resolves,
  * or it rejects with a `StoreError`. Closing the handle's store also closes the client.
  */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
   if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
+  if (spec.kind === 'memcached') return openMemcached(spec, options)
+  if (spec.kind === 'postgres') return openPostgres(spec.connectionString, spec.redacted)
   // ioredis is an optional peer: without it, say what to install (the CLI prints this one line).
   const { Redis, Cluster } = await import('ioredis').catch((error: unknown) => {
     const code = (error as { code?: unknown }).code
@@ -244,6 +317,117 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     description: spec.redacted,
     async ping() {
       await client.ping()
+    },
+  }
+}
+
+/** What the service needs of the memjs module. */
+interface MemjsModule {
+  Client: {
+    create(servers: string, options: Record<string, unknown>): MemjsClientLike & { close(): void }
+  }
+}
+
+/** A memcached store over memjs (loaded only here), checked with a `version` before it serves. */
+async function openMemcached(
+  spec: Extract<StoreSpec, { kind: 'memcached' }>,
+  options: OpenStoreOptions,
+): Promise<StoreHandle> {
+  // memjs is an optional peer: without it, say what to install (the CLI prints this one line).
+  const loaded = (await import('memjs').catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code
+    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && String(error).includes("'memjs'"))
+      throw new StoreError('the memcached store needs memjs: npm install memjs', { cause: error })
+    throw error
+  })) as MemjsModule & { default?: MemjsModule }
+  const memjs = loaded.default ?? loaded
+  const { memcachedStore, pingMemcached } = await import('../stores/memcached/index.js')
+  // Credentials go in the options, never in the server string (a password may hold `@` or `:`).
+  const client = memjs.Client.create(`${spec.host}:${spec.port}`, {
+    ...(spec.username === undefined ? {} : { username: spec.username }),
+    ...(spec.password === undefined ? {} : { password: spec.password }),
+    // A decision must not wait on a dead memcached: one try, a short timeout (seconds).
+    retries: 1,
+    timeout: COMMAND_TIMEOUT_MS / 1000,
+    conntimeout: CONNECT_TIMEOUT_MS / 1000,
+    // memjs logs failures to the console; the store and /readyz report them instead.
+    logger: { log: () => {} },
+  })
+  try {
+    await pingMemcached(client)
+  } catch (error) {
+    client.close()
+    throw new StoreError(`cannot connect to ${spec.redacted}: ${(error as Error).message}`, { cause: error })
+  }
+  const store = memcachedStore(client, { prefix: options.prefix })
+  const owned: Store = {
+    name: store.name,
+    now: () => store.now(),
+    apply: (steps, mode) => store.apply(steps, mode),
+    refund: (steps) => store.refund(steps),
+    block: (steps, durationMs) => store.block(steps, durationMs),
+    reset: (steps) => store.reset(steps),
+    async close() {
+      await store.close()
+      client.close()
+    },
+  }
+  return {
+    store: owned,
+    description: spec.redacted,
+    ping: () => pingMemcached(client),
+  }
+}
+
+/**
+ * A PostgreSQL store on a pg Pool of its own (pg, loaded only then), the table `sluice_limits`
+ * created if missing. Resolves once the database answered, or rejects with a `StoreError`.
+ */
+async function openPostgres(connectionString: string, redacted: string): Promise<StoreHandle> {
+  // pg is an optional peer: without it, say what to install (the CLI prints this one line).
+  const pg = await import('pg').catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code
+    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && String(error).includes("'pg'"))
+      throw new StoreError('the postgres store needs pg: npm install pg', { cause: error })
+    throw error
+  })
+  const { postgresStore } = await import('../stores/postgres/index.js')
+  const Pool = (pg.default ?? pg).Pool
+  // A decision must not wait on a dead database: connecting and each query fail fast instead.
+  const pool = new Pool({
+    connectionString,
+    max: 16,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    query_timeout: COMMAND_TIMEOUT_MS,
+  })
+  // Idle clients that lose their connection emit 'error' on the pool; the store reports failures instead.
+  pool.on('error', () => {})
+  const store = postgresStore(pool, {})
+  try {
+    // The first call creates the table and functions if missing (and clears rows that ended).
+    await store.cleanup()
+  } catch (error) {
+    await store.close()
+    await pool.end().catch(() => {})
+    // pg's messages never hold the password; the URL is printed redacted.
+    throw new StoreError(`cannot connect to ${redacted}: ${(error as Error).message}`, { cause: error })
+  }
+  const owned: Store = {
+    name: store.name,
+    apply: (steps, mode) => store.apply(steps, mode),
+    refund: (steps) => store.refund(steps),
+    block: (steps, durationMs) => store.block(steps, durationMs),
+    reset: (steps) => store.reset(steps),
+    async close() {
+      await store.close()
+      await pool.end().catch(() => {})
+    },
+  }
+  return {
+    store: owned,
+    description: redacted,
+    async ping() {
+      await pool.query('SELECT 1')
     },
   }
 }

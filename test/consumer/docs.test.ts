@@ -43,7 +43,7 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/security.md': 0,
   'docs/scale.md': 2,
   'docs/service.md': 1,
-  'docs/stores.md': 2,
+  'docs/stores.md': 4,
   'docs/topologies.md': 1,
 }
 
@@ -134,7 +134,11 @@ beforeAll(
         'hono@4.13.19',
         '@hono/node-server@2.1.9',
         'ioredis@5.10.1',
+        'pg@8.23.1',
+        '@types/pg@8.23.1',
         'redis@5.12.1',
+        'memjs@1.3.2',
+        '@types/memjs@1.3.3',
         'pino@10.4.0',
         'prom-client@15.1.3',
         'tsx@4.23.15',

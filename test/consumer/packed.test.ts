@@ -31,6 +31,8 @@ import { createObservability } from 'sluice/metrics'
 import { withSluice } from 'sluice/node'
 import { hybridRedis, redisStore, type RedisClient, type RedisStore } from 'sluice/redis'
 import { parseConfig } from 'sluice/server'
+import { memcachedStore, type MemcachedStore, type MemjsClientLike } from 'sluice/memcached'
+import { postgresStore, type PostgresStore } from 'sluice/postgres'
 
 const limiter = createLimiter({
   policies: {
@@ -56,7 +58,14 @@ export async function check(client: RedisClient): Promise<void> {
   const wrong: string = d.remaining
   // @ts-expect-error a string is no Redis client
   redisStore('redis://127.0.0.1:6379')
-  void [n, by, s, store, wrong, remote, SluiceError, createObservability, withSluice, parseConfig]
+  // The PostgreSQL store's declarations need no pg: its client type is structural.
+  const pgStore: PostgresStore = postgresStore({ query: async () => ({ rows: [] }) }, { table: 'limits' })
+  void [n, by, s, store, wrong, remote, pgStore, SluiceError, createObservability, withSluice, parseConfig]
+}
+export function memcached(client: MemjsClientLike): MemcachedStore {
+  // @ts-expect-error memcached has no server clock
+  memcachedStore(client, { clock: 'server' })
+  return memcachedStore(client, { prefix: 'app', clock: 'client' })
 }
 `,
 )
@@ -103,6 +112,8 @@ beforeAll(
       fastify: [TARBALL, `fastify@${lowest('fastify')}`, TYPES_NODE],
       hono: [TARBALL, `hono@${lowest('hono')}`, TYPES_NODE],
       redis: [TARBALL, `ioredis@${lowest('ioredis')}`, `redis@${lowest('redis')}`],
+      memcached: [TARBALL, `memjs@${lowest('memjs')}`],
+      postgres: [TARBALL, `pg@${lowest('pg')}`],
     }),
   240_000,
 )
@@ -175,6 +186,19 @@ describe('the core, installed alone (no ioredis, no framework)', () => {
       '0',
     ])
     expect(out.stderr).toBe('sluice: the redis store needs ioredis: npm install ioredis\n')
+    expect(out.code).toBe(1)
+  })
+
+  it('`sluice serve --store memcached://...` without memjs prints one line saying what to install and exits 1', async () => {
+    const out = await node(dirOf('core'), [
+      'node_modules/.bin/sluice',
+      'serve',
+      '--store',
+      'memcached://127.0.0.1:1',
+      '--port',
+      '0',
+    ])
+    expect(out.stderr).toBe('sluice: the memcached store needs memjs: npm install memjs\n')
     expect(out.code).toBe(1)
   })
 
@@ -430,6 +454,75 @@ const version = (name) => JSON.parse(require('fs').readFileSync('node_modules/' 
       expect(((await res.json()) as { allowed?: unknown }).allowed).toBe(true)
     } finally {
       child.kill('SIGTERM')
+    }
+  })
+})
+
+describe(`memjs ${lowest('memjs')}, the lowest version the peer range declares, against a real memcached`, () => {
+  it('memcachedStore decides exactly through it (ESM and CommonJS)', async () => {
+    const dir = dirOf('memcached')
+    const { address } = inject('memcached')
+    const body = `
+const policies = { one: { algorithm: 'gcra', limit: 1, window: '1m' } }
+const version = JSON.parse(require('fs').readFileSync('node_modules/memjs/package.json', 'utf8')).version
+;(async () => {
+  const client = memjs.Client.create('${address}', { logger: { log() {} } })
+  const store = memcachedStore(client, { prefix: 'consumer-' + process.argv[2] + '-' + process.pid })
+  const limiter = createLimiter({ store, policies })
+  const a = await limiter.consume('one', 'k')
+  const b = await limiter.consume('one', 'k')
+  console.log(JSON.stringify([version, store.name, a.allowed, b.allowed, b.remaining]))
+  await limiter.close()
+  client.close()
+})()
+`
+    await writeFile(
+      join(dir, 'store.mjs'),
+      `import memjs from 'memjs'\nimport { createRequire } from 'node:module'\nimport { createLimiter } from 'sluice'\nimport { memcachedStore } from 'sluice/memcached'\nconst require = createRequire(import.meta.url)\n${body}`,
+    )
+    await writeFile(
+      join(dir, 'store.cjs'),
+      `const memjs = require('memjs')\nconst { createLimiter } = require('sluice')\nconst { memcachedStore } = require('sluice/memcached')\n${body}`,
+    )
+    for (const file of ['store.mjs', 'store.cjs']) {
+      const out = await node(dir, [file, file])
+      expect(out.code, `${file}: ${out.stderr}`).toBe(0)
+      expect(JSON.parse(out.stdout), file).toEqual([lowest('memjs'), 'memcached', true, false, 0])
+    }
+  })
+})
+
+describe('the PostgreSQL client, at the lowest version the peer range declares, against a real PostgreSQL', () => {
+  it(`postgresStore works with pg ${lowest('pg')} (ESM and CommonJS)`, async () => {
+    const dir = dirOf('postgres')
+    const { url } = inject('postgres')
+    const body = `
+const version = JSON.parse(require('fs').readFileSync('node_modules/pg/package.json', 'utf8')).version
+;(async () => {
+  const pool = new pg.Pool({ connectionString: ${JSON.stringify(url)} })
+  const table = 'consumer_' + process.argv[2].replace(/\\W/g, '_') + '_' + process.pid
+  const store = postgresStore(pool, { table, cleanupIntervalMs: 0 })
+  const limiter = createLimiter({ store, policies: { one: { algorithm: 'gcra', limit: 1, window: '1m' } } })
+  const a = await limiter.consume('one', 'k')
+  const b = await limiter.consume('one', 'k')
+  console.log(JSON.stringify([version, store.name, a.allowed, b.allowed]))
+  await limiter.close()
+  await pool.query('DROP TABLE ' + table + ' CASCADE')
+  await pool.end()
+})()
+`
+    await writeFile(
+      join(dir, 'store.mjs'),
+      `import pg from 'pg'\nimport { createRequire } from 'node:module'\nimport { createLimiter } from 'sluice'\nimport { postgresStore } from 'sluice/postgres'\nconst require = createRequire(import.meta.url)\n${body}`,
+    )
+    await writeFile(
+      join(dir, 'store.cjs'),
+      `const pg = require('pg')\nconst { createLimiter } = require('sluice')\nconst { postgresStore } = require('sluice/postgres')\n${body}`,
+    )
+    for (const file of ['store.mjs', 'store.cjs']) {
+      const out = await node(dir, [file, file])
+      expect(out.code, `${file}: ${out.stderr}`).toBe(0)
+      expect(JSON.parse(out.stdout), file).toEqual([lowest('pg'), 'postgres', true, false])
     }
   })
 })

@@ -6,7 +6,7 @@ import { createClient, createCluster } from 'redis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
 import { SluiceError } from '../../src/errors.js'
 import { createLimiter } from '../../src/limiter.js'
-import { hybridRedis } from '../../src/scale/hybrid-redis.js'
+import { hybridRedis } from '../../src/stores/redis/hybrid.js'
 import { type RedisClient, redisStore } from '../../src/stores/redis/index.js'
 import { freshPrefix, ioredis, nodeRedis } from './clients.js'
 

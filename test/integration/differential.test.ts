@@ -5,14 +5,18 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { type Policy, type ResolvedPolicy, resolvePolicy } from '../../src/policy.js'
 import type { Step, Store } from '../../src/store.js'
 import { memoryStore } from '../../src/stores/memory.js'
+import { postgresStore } from '../../src/stores/postgres/index.js'
 import { redisStore } from '../../src/stores/redis/index.js'
 import { freshPrefix, ioredis, ioredisCluster } from './clients.js'
+import { freshTable, postgresPool } from './postgres-clients.js'
 
 const standalone = ioredis()
 const cluster = ioredisCluster()
-afterAll(() => {
+const pool = postgresPool()
+afterAll(async () => {
   standalone.disconnect()
   cluster.disconnect()
+  await pool.end()
 })
 
 /** Small deterministic PRNG (mulberry32) so a failure can be replayed from its seed. */
@@ -42,7 +46,7 @@ const resolved: Record<string, ResolvedPolicy> = Object.fromEntries(
 
 async function compare(
   label: string,
-  makeRedis: (now: () => number) => Store,
+  makeRedis: (now: () => number) => Store | Promise<Store>,
   seed: number,
   names: string[],
 ) {
@@ -50,7 +54,7 @@ async function compare(
   let clock = 1_700_000_000_000 + Math.floor(rand() * 5000)
   const now = () => clock
   const memory = memoryStore({ now })
-  const redis = makeRedis(now)
+  const redis = await makeRedis(now)
   const keys = ['a', 'b', 'user:{x}']
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!
   const log: string[] = []
@@ -124,5 +128,24 @@ describe('redis store equals the memory store (random sequences)', () => {
   it('cluster: mixed algorithms, layered (cross-slot groups)', async () => {
     for (let seed = 200; seed < 200 + SEEDS; seed++)
       await compare('cluster', (now) => redisStore(cluster, { now, prefix: freshPrefix('diffc') }), seed, all)
+  })
+})
+
+describe('postgres store equals the memory store (random sequences)', () => {
+  // One table per test, emptied before each seed (creating the schema costs more than a sequence).
+  const table = freshTable('diff')
+  const postgres = async (now: () => number) => {
+    const store = postgresStore(pool, { table, now, cleanupIntervalMs: 0 })
+    await store.cleanup()
+    await pool.query(`TRUNCATE "${table}"`)
+    return store
+  }
+  for (const name of all) {
+    it(`postgres: ${name}`, async () => {
+      for (let seed = 1; seed <= SEEDS; seed++) await compare(name, postgres, seed, [name])
+    })
+  }
+  it('postgres: mixed algorithms, layered', async () => {
+    for (let seed = 100; seed < 100 + 2 * SEEDS; seed++) await compare('mixed', postgres, seed, all)
   })
 })

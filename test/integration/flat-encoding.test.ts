@@ -31,7 +31,7 @@ const stored = (prefix: string) => storedKeys(client, prefix)
 
 describe('flat script wire format', () => {
   it('raw reply: allowed, denied and blocked decisions and a peek of cost 0, as the header says', async () => {
-    const source = luaSources['one-fixed-window']
+    const source = luaSources['apply/fixed-window']
     const sha = createHash('sha1').update(source).digest('hex')
     await client.script('LOAD', source)
     const prefix = freshPrefix('wire')

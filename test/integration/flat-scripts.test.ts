@@ -1,6 +1,6 @@
-// The flat single-step scripts (scripts/one-<algorithm>.lua) and the module scripts (apply, batch,
-// refund, block) read and write the same stored values: one key's state passes between the two
-// paths, and every answer is the memory store's.
+// The single-policy scripts (apply/<algorithm>) and the layered, refund and block scripts, all
+// generated from one source per algorithm, read and write the same stored values: one key's state
+// passes between the paths, and every answer is the memory store's.
 import { afterAll, describe, expect, it } from 'vitest'
 import { ALGORITHMS, type AlgorithmName, type Policy, resolvePolicy } from '../../src/policy.js'
 import type { Step, StepResult } from '../../src/store.js'

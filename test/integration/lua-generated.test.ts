@@ -1,36 +1,140 @@
-// The embedded scripts are built from src/stores/redis/scripts/*.lua: the generated module must match
-// the sources, and every algorithm has its Lua twin and its own script variant.
+// The embedded scripts are built from src/stores/redis/scripts/: one Lua source per algorithm, every
+// variant generated from its fragments, the algorithm list read from the files, one reply format.
 import { execFile } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { describe, expect, it } from 'vitest'
-import { ALGORITHMS } from '../../src/policy.js'
-import { luaSources } from '../../src/stores/redis/lua.generated.js'
+import { afterAll, describe, expect, it } from 'vitest'
+import { ALGORITHMS, resolvePolicy } from '../../src/policy.js'
+import { hybridRedis } from '../../src/stores/redis/hybrid.js'
+import { luaAlgorithms, luaSources } from '../../src/stores/redis/lua.generated.js'
+import { freshPrefix, ioredis } from './clients.js'
 
 const run = promisify(execFile)
+const SCRIPTS = 'src/stores/redis/scripts'
+const client = ioredis()
+afterAll(() => client.disconnect())
+
+/** A copy of the scripts folder to change, removed after `body`. */
+async function withScripts(body: (dir: string, out: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-lua-'))
+  try {
+    cpSync(SCRIPTS, join(dir, 'scripts'), { recursive: true })
+    await body(join(dir, 'scripts'), join(dir, 'lua.generated.ts'))
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
 
 describe('generated Lua module', () => {
   it('is up to date with the .lua sources (node scripts/build-lua.mjs --check)', async () => {
     await expect(run('node', ['scripts/build-lua.mjs', '--check'])).resolves.toBeDefined()
   })
 
-  it('has one Lua file and one apply/refund variant per algorithm, with no unresolved include', () => {
-    for (const algorithm of ALGORITHMS) {
-      expect(existsSync(`src/stores/redis/scripts/${algorithm}.lua`), algorithm).toBe(true)
-      const sources = luaSources as Record<string, string>
-      for (const entry of ['apply', 'refund']) {
-        const variant = sources[`${entry}/${algorithm}`]
-        expect(variant, `${entry}/${algorithm}`).toContain(`ALGORITHMS['${algorithm}']`)
-        for (const other of ALGORITHMS.filter((a) => a !== algorithm))
-          expect(variant).not.toContain(`ALGORITHMS['${other}']`)
-      }
+  it('--check fails on a stale generated file', async () => {
+    await withScripts(async (dir, out) => {
+      writeFileSync(out, `${readFileSync('src/stores/redis/lua.generated.ts', 'utf8')}// edited\n`)
+      const check = run('node', ['scripts/build-lua.mjs', '--check', '--scripts', dir, '--out', out])
+      await expect(check).rejects.toMatchObject({ code: 1 })
+      await run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])
+      await run('node', ['scripts/build-lua.mjs', '--check', '--scripts', dir, '--out', out])
+    })
+  })
+
+  it('has one Lua source per algorithm and exactly the generated variants, no module scripts', () => {
+    const files = readdirSync(SCRIPTS).filter((f) => f.endsWith('.lua'))
+    expect(files.sort()).toEqual(ALGORITHMS.map((a) => `${a}.lua`).sort())
+    expect(Object.keys(luaAlgorithms).sort()).toEqual([...ALGORITHMS].sort())
+    expect(Object.keys(luaSources).sort()).toEqual(
+      [...ALGORITHMS.map((a) => `apply/${a}`), 'block', 'hybrid/add', 'layered', 'refund'].sort(),
+    )
+  })
+
+  it('no generated script defines a function or keeps a directive: a call pays only for its decisions', () => {
+    for (const [name, source] of Object.entries(luaSources)) {
+      expect(source, name).not.toMatch(/^\s*(local\s+)?function\b|=\s*function\b|\bfunction\s*\(/m)
+      expect(source, name).not.toMatch(/^\s*--- @/m)
     }
-    for (const source of Object.values(luaSources)) expect(source).not.toMatch(/^--- @include/m)
-    // The flat single-step scripts define no functions: a call pays only for its decision.
     for (const algorithm of ALGORITHMS) {
-      const flat = `one-${algorithm}` as const
-      expect(luaSources[flat]).not.toMatch(/^\s*(local\s+)?function\b|=\s*function\b/m)
-      expect(luaSources[flat]).toContain("redis.call('GET', block_key)")
+      const apply = luaSources[`apply/${algorithm}`]
+      expect(apply).toContain("redis.call('GET', block_key)")
+      // The layered, refund and block scripts hold every algorithm behind one dispatch.
+      for (const name of ['layered', 'refund', 'block'] as const)
+        expect(luaSources[name], `${name} ${algorithm}`).toContain(`algorithm == '${algorithm}' then`)
     }
+  })
+
+  it('derives the algorithm list from the files: a new file is a new algorithm in every variant', async () => {
+    await withScripts(async (dir, out) => {
+      const twin = readFileSync(join(dir, 'fixed-window.lua'), 'utf8')
+      writeFileSync(join(dir, 'fixed-window-twin.lua'), twin)
+      await run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])
+      const text = readFileSync(out, 'utf8')
+      expect(text).toContain("'apply/fixed-window-twin':")
+      expect(text).toContain("'fixed-window-twin': ['limit', 'window', 'cost'],")
+      expect(text.split("algorithm == 'fixed-window-twin' then").length - 1).toBe(4) // layered (two phases), refund, block
+    })
+  })
+
+  it('refuses an algorithm file without one of the fragments every variant needs', async () => {
+    await withScripts(async (dir, out) => {
+      const source = readFileSync(join(dir, 'gcra.lua'), 'utf8')
+      writeFileSync(join(dir, 'gcra.lua'), source.replace('--- @fragment refund', '--- @fragment refnud'))
+      const build = run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])
+      await expect(build).rejects.toMatchObject({
+        stderr: expect.stringContaining('gcra.lua: no fragment refund'),
+      })
+    })
+  })
+})
+
+describe('one reply format', () => {
+  it('the layered script replies 3 integers per step, all or nothing, any mix of algorithms', async () => {
+    const source = luaSources.layered
+    const sha = createHash('sha1').update(source).digest('hex')
+    await client.script('LOAD', source)
+    const prefix = freshPrefix('layered')
+    const keys = ['fw', 'tb', 'c'].flatMap((p) => [`${prefix}:{k}:${p}`, `${prefix}:{k}:${p}:block`])
+    // One decision of three steps at client clock 1_000_000: fixed window 2 / 10 s, token bucket
+    // 1 / 10 s (capacity 1), concurrency 5 (timeout 10 s); the cost signed by mode (peek: -1 - cost).
+    const call = (cost: number) =>
+      client.evalsha(
+        sha,
+        keys.length,
+        ...keys,
+        '1000000',
+        '3',
+        'fixed-window',
+        '2',
+        '10000',
+        String(cost),
+        'token-bucket',
+        '1',
+        '10000',
+        '1',
+        String(cost),
+        'concurrency',
+        '5',
+        '10000',
+        String(cost),
+        'l1',
+      )
+    expect(await call(1)).toEqual([1, 10000, 0, 0, 10000, 0, 4, 10000, 0])
+    // The bucket is empty: the decision denies, and the layers that would admit are not charged.
+    expect(await call(1)).toEqual([1, 10000, 0, -1, 10000, 10000, 4, 10000, 0])
+    expect(await client.get(keys[0]!)).toBe('1000000:1')
+    // A peek (cost -1 - 0) charges nothing and admits where the units allow.
+    expect(await call(-1)).toEqual([1, 10000, 0, 0, 10000, 0, 4, 10000, 0])
+  })
+
+  it('hybrid mode runs its script from the same build and registry (scripts/hybrid/add.lua)', async () => {
+    const backend = hybridRedis(client, { prefix: freshPrefix('hybrid') })
+    const policy = resolvePolicy('h', { algorithm: 'fixed-window', limit: 10, window: 1000 })
+    const key = backend.keyOf(policy.id, 'k', 0)
+    expect(await backend.add([{ key, count: 3, ttlMs: 2000 }])).toEqual([3])
+    const sha = createHash('sha1').update(luaSources['hybrid/add']).digest('hex')
+    expect(await client.script('EXISTS', sha)).toEqual([1])
   })
 })

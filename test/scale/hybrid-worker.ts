@@ -3,7 +3,7 @@
 import { Redis } from 'ioredis'
 import { createLimiter } from '../../src/limiter.js'
 import type { HybridBackend } from '../../src/scale/hybrid.js'
-import { hybridRedis } from '../../src/scale/hybrid-redis.js'
+import { hybridRedis } from '../../src/stores/redis/hybrid.js'
 
 interface Plan {
   port: number

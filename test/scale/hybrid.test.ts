@@ -7,7 +7,7 @@ import { Redis } from 'ioredis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
 import { createLimiter } from '../../src/limiter.js'
 import { resolvePolicy } from '../../src/policy.js'
-import { hybridRedis } from '../../src/scale/hybrid-redis.js'
+import { hybridRedis } from '../../src/stores/redis/hybrid.js'
 
 const { port } = inject('redis')
 const client = new Redis(port, '127.0.0.1')

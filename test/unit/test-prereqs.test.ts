@@ -41,10 +41,29 @@ describe('the pre-test check', () => {
     const lines = r.stderr.trim().split('\n')
     expect(lines).toHaveLength(1)
     expect(lines[0]).toMatch(
-      /need redis-server, nginx, golang-go, python3-fastapi, python3-uvicorn, python3-httpx;/,
+      /need redis-server, nginx, golang-go, python3-fastapi, python3-uvicorn, python3-httpx\b/,
     )
     expect(lines[0]).toMatch(
-      /sudo apt-get install -y redis-server nginx golang-go python3-fastapi python3-uvicorn python3-httpx$/,
+      /sudo apt-get install -y redis-server nginx golang-go python3-fastapi python3-uvicorn python3-httpx\b/,
+    )
+  })
+
+  it('names memcached (test/memcached starts one) when it is missing', () => {
+    const r = run({ PATH: '/nonexistent', SLUICE_NO_INSTALL: '1', SLUICE_PREREQS_SBIN: '/nonexistent' })
+    expect(r.status).toBe(1)
+    expect(r.stderr).toMatch(/need [^;]*\bmemcached\b[^;]*;/)
+    expect(r.stderr).toMatch(/apt-get install -y [^\n]*\bmemcached\b/)
+  })
+
+  it('names postgresql when no PostgreSQL server programs are installed', () => {
+    const r = run({
+      PATH: process.env.PATH ?? '',
+      SLUICE_NO_INSTALL: '1',
+      SLUICE_PREREQS_PGROOT: '/nonexistent',
+    })
+    expect(r.status).toBe(1)
+    expect(r.stderr).toBe(
+      'npm test: the test suites need postgresql; install it first: sudo apt-get install -y postgresql\n',
     )
   })
 

@@ -1,26 +1,23 @@
 // The Redis store: every algorithm runs as its Lua twin inside Redis, one atomic script call per
 // decision (per hash slot in Cluster). Works with ioredis and node-redis v5, standalone or Cluster.
-import { createHash } from 'node:crypto'
+// The scripts and their registry are in script.ts, the tick coalescer in coalescer.ts.
 import { z } from 'zod'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
 import { ALGORITHMS, type AlgorithmName } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
-import {
-  adaptClient,
-  type ClientAdapter,
-  clientProblem,
-  NOT_A_CLIENT,
-  type RedisClient,
-  replyErrorCode,
-} from './client.js'
+import { adaptClient, type ClientAdapter, clientProblem, NOT_A_CLIENT, type RedisClient } from './client.js'
+import { type Pending, tickCoalescer } from './coalescer.js'
 import { stepKeys } from './keys.js'
-import { luaSources } from './lua.generated.js'
+import { luaAlgorithms } from './lua.generated.js'
+import { type Script, script, scriptRunner } from './script.js'
 
-export type { HybridRedisOptions } from '../../scale/hybrid-redis.js'
-export { hybridRedis } from '../../scale/hybrid-redis.js'
 export type { IORedisClientLike, NodeRedisClientLike, NodeRedisClusterLike, RedisClient } from './client.js'
+export type { HybridRedisOptions } from './hybrid.js'
+export { hybridRedis } from './hybrid.js'
 export { subjectTag } from './keys.js'
+export type { MultiRegionStore, MultiRegionStoreOptions, RegionHealth } from '../multi-region/index.js'
+export { multiRegionStore } from '../multi-region/index.js'
 
 export interface RedisStoreOptions {
   /** Namespace of every key: `prefix:{subject}:policy`. Default `sluice`. No `{` or `}`. */
@@ -56,13 +53,6 @@ export interface RedisStore extends Store {
   readonly client: { library: 'ioredis' | 'node-redis'; cluster: boolean }
 }
 
-/**
- * In client clock mode keys live this much longer than they are meaningful, to absorb host clock skew.
- * The module scripts get it as an argument; the flat ones derive it from their clock argument: keep
- * CLIENT_CLOCK_SLACK_MS in scripts/one-prelude.lua equal (flat-scripts.test.ts compares expiries).
- */
-const CLIENT_CLOCK_SLACK_MS = 1000
-
 const OPTION_KEYS = keysOf<RedisStoreOptions>({
   prefix: true,
   clock: true,
@@ -84,69 +74,51 @@ const optionsSchema = z.strictObject({
   coalesceWrites: z.boolean({ error: 'coalesceWrites must be true or false' }).optional(),
 })
 
-/** Most decisions carried by one batch script call: bounds the time one call holds Redis. */
-const MAX_BATCH = 128
-/** Coalesced script calls the store aims to keep in flight (see dispatch). */
-const PIPELINE = 4
-
-interface Pending {
-  group: Group
-  mode: 'consume' | 'peek'
-  resolve(results: StepResult[]): void
-  reject(error: unknown): void
-}
-
-interface Batch {
-  /** The clock argument every decision of the batch shares. */
-  at: string
-  entries: Pending[]
-  /** The one algorithm of every step, or undefined when they mix. */
-  algorithm: AlgorithmName | undefined
-}
-
-interface Script {
-  /** Its name in scripts/ (`one-gcra`, `apply/token-bucket`, ...), for error messages. */
-  readonly name: string
-  readonly source: string
-  readonly sha: string
-  loading?: Promise<void> | undefined
-}
-
-function script(name: string, source: string): Script {
-  return { name, source, sha: createHash('sha1').update(source).digest('hex') }
-}
-
-/** Step arguments of the module scripts (apply, batch, refund, block): algorithm, limit, windowMs, capacity, cost, leaseId. */
-function pushStepArgs(out: string[], step: Step): void {
-  const p = step.policy
-  out.push(
-    p.algorithm,
-    String(p.limit),
-    String(p.windowMs),
-    String(p.capacity),
-    String(step.cost),
-    step.leaseId ?? '',
-  )
+/** What a step of each algorithm sends after limit and windowMs (lua.generated.ts: luaAlgorithms). */
+interface Layout {
+  capacity: boolean
+  lease: boolean
 }
 
 /**
- * One decision of a flat one-<algorithm> script (scripts/one-prelude.lua): limit, windowMs, capacity
- * (token bucket and GCRA only), the cost signed by mode (peek: -1 - cost), and for concurrency the
- * lease id. Every value costs Redis time per call, so nothing the script can do without is sent.
+ * Each algorithm's argument layout, read once from the generated module: limit, windowMs, capacity
+ * where the algorithm takes one, the cost, the lease id where it takes one. Any other layout is a
+ * build error, caught here at load rather than as wrong arguments at run time.
  */
-function pushFlatArgs(out: string[], mode: 'consume' | 'peek', step: Step): void {
+const LAYOUTS = new Map<AlgorithmName, Layout>(
+  ALGORITHMS.map((algorithm) => {
+    const args: readonly string[] = luaAlgorithms[algorithm]
+    const layout = { capacity: args.includes('capacity'), lease: args.includes('lease') }
+    const expected = ['limit', 'window', ...(layout.capacity ? ['capacity'] : []), 'cost']
+    if (layout.lease) expected.push('lease')
+    if (args.join() !== expected.join())
+      throw new StoreError(`redis store: unexpected Lua arguments for ${algorithm}`)
+    return [algorithm, layout]
+  }),
+)
+
+/**
+ * One step's arguments (scripts/variants/apply.lua): limit, windowMs, capacity (token bucket and
+ * GCRA), the cost (signed by mode in apply calls: peek is -1 - cost), the lease id (concurrency).
+ * Every value costs Redis time per call, so nothing the script can do without is sent.
+ */
+function pushStepArgs(out: string[], step: Step, cost: number): void {
   const p = step.policy
+  const layout = LAYOUTS.get(p.algorithm)!
   out.push(String(p.limit), String(p.windowMs))
-  if (p.algorithm === 'token-bucket' || p.algorithm === 'gcra') out.push(String(p.capacity))
-  out.push(String(mode === 'peek' ? -1 - step.cost : step.cost))
-  if (p.algorithm === 'concurrency') out.push(step.leaseId ?? '')
+  if (layout.capacity) out.push(String(p.capacity))
+  out.push(String(cost))
+  if (layout.lease) out.push(step.leaseId ?? '')
 }
 
+const signed = (mode: 'consume' | 'peek', step: Step): number =>
+  mode === 'peek' ? -1 - step.cost : step.cost
+
 /**
- * `count` step results from a flat script's reply of 3 integers per step, from step `from`: r1 is
- * remaining when allowed, else -1 - remaining; r2 resetMs; r3 retryAfterMs, or -1 - it when blocked.
+ * `count` step results from a reply of 3 integers per step, from step `from`: r1 is remaining when
+ * allowed, else -1 - remaining; r2 resetMs; r3 retryAfterMs, or -1 - it when blocked.
  */
-function parseFlat(reply: unknown[], from: number, count: number): StepResult[] {
+function parseReply(reply: unknown[], from: number, count: number): StepResult[] {
   const results: StepResult[] = []
   for (let i = from * 3; i < (from + count) * 3; i += 3) {
     const r1 = Number(reply[i])
@@ -162,6 +134,13 @@ function parseFlat(reply: unknown[], from: number, count: number): StepResult[] 
   return results
 }
 
+/** A reply of 3 integers per step. */
+function checkReply(reply: unknown, steps: number, what: string): asserts reply is unknown[] {
+  if (!Array.isArray(reply) || reply.length !== steps * 3) {
+    throw new StoreError(`redis store: unexpected reply from the ${what} script: ${String(reply)}`)
+  }
+}
+
 const same = <T>(value: T): T => value
 
 interface Group {
@@ -173,6 +152,41 @@ interface Group {
   keys: string[]
   steps: Step[]
 }
+
+function wrap(error: unknown): StoreError {
+  const detail = error instanceof Error ? error.message : String(error)
+  return new StoreError(`redis store: ${detail}`, { cause: error })
+}
+
+/** A decision's steps for the layered script: the step count, then per step its algorithm and arguments. */
+function pushLayered(out: string[], mode: 'consume' | 'peek', steps: readonly Step[]): void {
+  out.push(String(steps.length))
+  for (const step of steps) {
+    out.push(step.policy.algorithm)
+    pushStepArgs(out, step, signed(mode, step))
+  }
+}
+
+/** Steps for the refund and block scripts: per step its algorithm and arguments (cost unsigned). */
+function pushSteps(out: string[], steps: readonly Step[]): string[] {
+  for (const step of steps) {
+    out.push(step.policy.algorithm)
+    pushStepArgs(out, step, step.cost)
+  }
+  return out
+}
+
+/** The apply script of each algorithm, with the reader of a one-decision reply, made once. */
+const SINGLE = new Map<AlgorithmName, { script: Script; readOne(reply: unknown): StepResult[] }>(
+  ALGORITHMS.map((a) => {
+    const s = script(`apply/${a}`)
+    const readOne = (reply: unknown): StepResult[] => {
+      checkReply(reply, 1, s.name)
+      return parseReply(reply, 0, 1)
+    }
+    return [a, { script: s, readOne }]
+  }),
+)
 
 /**
  * A store backed by Redis or Redis Cluster. The store does not own the client: `close()` stops the
@@ -199,34 +213,13 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   }
   const clientClock = parsed.data.clock === 'client' || parsed.data.now !== undefined
   const now = parsed.data.now ?? Date.now
-  const slack = String(clientClock ? CLIENT_CLOCK_SLACK_MS : 0)
-  const scripts = new Map<string, Script>(
-    Object.entries(luaSources).map(([name, source]) => [name, script(name, source)]),
-  )
-  /** The script for a group: the single-algorithm variant when every step shares one algorithm. */
-  const pick = (name: 'apply' | 'batch' | 'refund' | 'block', g: Pick<Group, 'algorithm'>): Script =>
-    scripts.get(g.algorithm === undefined || name === 'block' ? name : `${name}/${g.algorithm}`)!
-  /**
-   * Flat single-step apply scripts, by algorithm (see scripts/one-*.lua), each with the reader of a
-   * one-decision reply, made once here rather than per call.
-   */
-  const flat = new Map<AlgorithmName, { script: Script; readOne(reply: unknown): StepResult[] }>(
-    ALGORITHMS.map((a) => {
-      const s = scripts.get(`one-${a}`)!
-      const readOne = (reply: unknown): StepResult[] => {
-        checkReply(reply, 1, 3, s.name)
-        return parseFlat(reply, 0, 1)
-      }
-      return [a, { script: s, readOne }]
-    }),
-  )
   const coalesce = parsed.data.coalesce ?? true
   const shareWrites = parsed.data.coalesceWrites ?? true
-  /** Decisions waiting for the end of the tick, by hash slot group ('' when standalone). */
-  const pending = new Map<string, Batch>()
+  const runner = scriptRunner(adapter, wrap)
+  const layered = script('layered')
+  const refundScript = script('refund')
+  const blockScript = script('block')
   let closed = false
-  /** Coalesced decisions sent and not yet answered. */
-  let sent = 0
 
   function clock(): string {
     return clientClock ? String(Math.floor(now())) : ''
@@ -234,51 +227,6 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
 
   function check(): void {
     if (closed) throw new StoreClosedError('redisStore: the store is closed')
-  }
-
-  async function load(s: Script): Promise<void> {
-    // Concurrent calls that all meet NOSCRIPT share one SCRIPT LOAD.
-    s.loading ??= adapter!.loadScript(s.source).finally(() => {
-      s.loading = undefined
-    })
-    await s.loading
-  }
-
-  /**
-   * EVALSHA, then `read` of the reply; on NOSCRIPT (after a restart, SCRIPT FLUSH or failover) load
-   * the script and retry once. `single`: a call of one decision, which may share a socket write with
-   * the tick's others (batch calls do not: the store splits them on purpose, see dispatch). One
-   * continuation of the client's promise: this is every decision's path.
-   */
-  function run<R>(
-    s: Script,
-    keys: string[],
-    args: string[],
-    single: boolean,
-    read: (reply: unknown) => R,
-  ): Promise<R> {
-    let call: Promise<unknown>
-    try {
-      call = adapter!.evalsha(s.sha, keys, args, single && shareWrites)
-    } catch (error) {
-      call = Promise.reject(error)
-    }
-    return call.then(read, (error: unknown) => retry(s, keys, args, error).then(read))
-  }
-
-  async function retry(s: Script, keys: string[], args: string[], error: unknown): Promise<unknown> {
-    if (replyErrorCode(error) !== 'NOSCRIPT') throw wrap(error)
-    try {
-      await load(s)
-      return await adapter!.evalsha(s.sha, keys, args)
-    } catch (error) {
-      throw wrap(error)
-    }
-  }
-
-  function wrap(error: unknown): StoreError {
-    const detail = error instanceof Error ? error.message : String(error)
-    return new StoreError(`redis store: ${detail}`, { cause: error })
   }
 
   /** Steps grouped so that each group is one script call: by hash tag in Cluster, all at once otherwise. */
@@ -309,51 +257,32 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return [...groups.values()]
   }
 
-  /** The module-script arguments of a group's steps, after `head`. */
-  function moduleArgs(head: string[], g: Group): string[] {
-    for (const step of g.steps) pushStepArgs(head, step)
-    return head
-  }
-
-  /** `count` step results from a reply of 5 integers per step, starting at step `from`. */
-  function parse(reply: unknown[], from: number, count: number): StepResult[] {
-    const results: StepResult[] = []
-    for (let i = from * 5; i < (from + count) * 5; i += 5) {
-      results.push({
-        allowed: Number(reply[i]) === 1,
-        remaining: Number(reply[i + 1]),
-        resetMs: Number(reply[i + 2]),
-        retryAfterMs: Number(reply[i + 3]),
-        blocked: Number(reply[i + 4]) === 1,
-      })
-    }
-    return results
-  }
-
-  /** A reply of `width` integers per step (5 from the module scripts, 3 from the flat ones). */
-  function checkReply(reply: unknown, steps: number, width: 3 | 5, what: string): asserts reply is unknown[] {
-    if (!Array.isArray(reply) || reply.length !== steps * width) {
-      throw new StoreError(`redis store: unexpected reply from the ${what} script: ${String(reply)}`)
-    }
-  }
-
+  /** One decision of a group: the algorithm's apply script for one step, else the layered script. */
   function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
-    const one = g.steps.length === 1 && g.algorithm !== undefined ? flat.get(g.algorithm) : undefined
+    const one = g.steps.length === 1 ? SINGLE.get(g.steps[0]!.policy.algorithm) : undefined
     if (one === undefined) {
-      const s = pick('apply', g)
-      return run(s, g.keys, moduleArgs([mode, at, slack], g), true, (reply) => {
-        checkReply(reply, g.steps.length, 5, s.name)
-        return parse(reply, 0, g.steps.length)
+      const args = [at]
+      pushLayered(args, mode, g.steps)
+      return runner.run(layered, g.keys, args, shareWrites, (reply) => {
+        checkReply(reply, g.steps.length, layered.name)
+        return parseReply(reply, 0, g.steps.length)
       })
     }
     const args = [at]
-    pushFlatArgs(args, mode, g.steps[0]!)
-    return run(one.script, g.keys, args, true, one.readOne)
+    const step = g.steps[0]!
+    pushStepArgs(args, step, signed(mode, step))
+    return runner.run(one.script, g.keys, args, shareWrites, one.readOne)
   }
 
-  /** Send coalesced decisions: one apply call for a single decision, else one batch script call. */
-  async function send(at: string, entries: Pending[], algorithm: AlgorithmName | undefined): Promise<void> {
-    sent += entries.length
+  /**
+   * Send coalesced decisions: alone, as applyGroup; all of one step of one algorithm, that algorithm's
+   * apply script; else the layered script (layered decisions, mixed algorithms). Batch calls do not share socket writes: the coalescer splits them on purpose.
+   */
+  async function send(
+    at: string,
+    entries: Pending<Group>[],
+    algorithm: AlgorithmName | undefined,
+  ): Promise<void> {
     try {
       if (entries.length === 1) {
         const e = entries[0]!
@@ -363,83 +292,31 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       const keys: string[] = []
       let steps = 0
       for (const e of entries) steps += e.group.steps.length
-      // All one-step decisions of an algorithm with a flat script: that script. Otherwise the batch
-      // script (layered decisions, mixed algorithms).
-      const one = steps === entries.length && algorithm !== undefined ? flat.get(algorithm) : undefined
-      const args: string[] = one === undefined ? [at, slack] : [at]
+      const batch = steps === entries.length && algorithm !== undefined
+      const args: string[] = [at]
       for (const e of entries) {
         for (const key of e.group.keys) keys.push(key)
-        if (one !== undefined) pushFlatArgs(args, e.mode, e.group.steps[0]!)
-        else {
-          args.push(e.mode, String(e.group.steps.length))
-          moduleArgs(args, e.group)
-        }
+        if (batch) pushStepArgs(args, e.group.steps[0]!, signed(e.mode, e.group.steps[0]!))
+        else pushLayered(args, e.mode, e.group.steps)
       }
-      const s = one?.script ?? pick('batch', { algorithm })
-      const reply = await run(s, keys, args, false, same)
-      checkReply(reply, steps, one === undefined ? 5 : 3, s.name)
+      const s = batch ? script(`apply/${algorithm}`) : layered
+      const reply = await runner.run(s, keys, args, false, same)
+      checkReply(reply, steps, s.name)
       let from = 0
       for (const e of entries) {
         const count = e.group.steps.length
-        e.resolve(one === undefined ? parse(reply, from, count) : parseFlat(reply, from, count))
+        e.resolve(parseReply(reply, from, count))
         from += count
       }
     } catch (error) {
       for (const e of entries) e.reject(error)
-    } finally {
-      sent -= entries.length
     }
   }
 
-  /**
-   * Send a batch as calls of at most `size` decisions, in order. The size keeps about PIPELINE calls
-   * in flight: while Redis runs one call, this process reads the last reply and builds the next, so
-   * the two overlap instead of taking turns (which one call of every waiting decision would cause).
-   */
-  function dispatch(batch: Batch): void {
-    const { entries } = batch
-    const size = Math.min(MAX_BATCH, Math.max(1, Math.ceil((entries.length + sent) / PIPELINE)))
-    for (let i = 0; i < entries.length; i += size) {
-      void send(batch.at, entries.length <= size ? entries : entries.slice(i, i + size), batch.algorithm)
-    }
-  }
-
-  function flush(): void {
-    const batches = [...pending.values()]
-    pending.clear()
-    for (const b of batches) dispatch(b)
-  }
-
-  /**
-   * One single-slot decision, coalesced with the others issued in the same tick. A batch is sent
-   * when the tick ends, when it is full, or when a decision with another clock value arrives, so the
-   * calls leave in the order they were issued and one key's decisions are never reordered.
-   */
-  function applyCoalesced(id: string, g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
-    return new Promise<StepResult[]>((resolve, reject) => {
-      let batch = pending.get(id)
-      if (batch !== undefined && batch.at !== at) {
-        pending.delete(id)
-        dispatch(batch)
-        batch = undefined
-      }
-      if (batch === undefined) {
-        if (pending.size === 0) process.nextTick(flush)
-        batch = { at, entries: [], algorithm: g.algorithm }
-        pending.set(id, batch)
-      } else if (batch.algorithm !== g.algorithm) {
-        batch.algorithm = undefined
-      }
-      batch.entries.push({ group: g, mode, resolve, reject })
-      if (batch.entries.length >= MAX_BATCH) {
-        pending.delete(id)
-        dispatch(batch)
-      }
-    })
-  }
+  const coalescer = tickCoalescer<Group>(send)
 
   async function refundGroup(g: Group, at: string): Promise<void> {
-    await run(pick('refund', g), g.keys, moduleArgs([at, slack], g), false, same)
+    await runner.run(refundScript, g.keys, pushSteps([at], g.steps), false, same)
   }
 
   function merge(count: number, groups: readonly Group[], results: readonly StepResult[][]): StepResult[] {
@@ -484,7 +361,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
         const groups = group(steps)
         if (groups.length === 1) {
           const g = groups[0]!
-          return coalesce ? applyCoalesced(g.id, g, mode, at) : applyGroup(g, mode, at)
+          return coalesce ? coalescer.add(g.id, g, g.algorithm, mode, at) : applyGroup(g, mode, at)
         }
         return applyAcross(steps, groups, mode, at)
       } catch (error) {
@@ -508,7 +385,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       const at = clock()
       await Promise.all(
         group(steps).map((g) =>
-          run(pick('block', g), g.keys, moduleArgs([at, slack, String(durationMs)], g), false, same),
+          runner.run(blockScript, g.keys, pushSteps([at, String(durationMs)], g.steps), false, same),
         ),
       )
     },

@@ -1,140 +1,164 @@
--- Concurrency, twin of src/algorithms/concurrency.ts.
--- Stored value: MessagePack array { expiresAt1, cost1, id1, expiresAt2, ... } of leases.
--- Meaningful until the last lease expires.
+-- Concurrency, twin of src/algorithms/concurrency.ts, as fragments over the locals that
+-- scripts/variants/*.lua set (see README.md beside this file); `window` is the lease timeout.
+-- State: a MessagePack array { expiresAt1, cost1, id1, expiresAt2, ... } of leases, live until the
+-- last lease expires. A consume without a lease id takes a lease with the id ''.
+--- @args limit window cost lease
+--- @carry leases used last expired
 
-local concurrency = {}
-
-local function concurrency_last_expiry(leases, now)
+--- @fragment read
+local leases
+local raw = redis.call('GET', key)
+if raw then
+  leases = cmsgpack.unpack(raw)
   local last = now
-  for _, lease in ipairs(leases) do
-    last = math.max(last, lease.expires)
+  for i = 1, #leases, 3 do
+    if leases[i] > last then
+      last = leases[i]
+    end
   end
-  return last
+  if last <= now then
+    leases = nil
+  end
 end
+local stored, live = raw ~= false, leases ~= nil
 
-function concurrency.read(step, now, keep_dead)
-  local raw = redis.call('GET', step.key)
-  if not raw then
-    return nil
-  end
-  local flat = cmsgpack.unpack(raw)
-  local leases = {}
-  for i = 1, #flat, 3 do
-    leases[#leases + 1] = { expires = flat[i], cost = flat[i + 1], id = flat[i + 2] }
-  end
-  if concurrency_last_expiry(leases, now) <= now then
-    if not keep_dead then
-      redis.call('DEL', step.key)
+--- @fragment decide
+-- The live leases: units held, the last expiry (at least now), whether any stored lease has expired
+-- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
+local used, last = 0, now
+local expired, ordered = false, true
+if leases ~= nil then
+  local previous = now
+  for i = 1, #leases, 3 do
+    local expires = leases[i]
+    if expires > now then
+      used = used + leases[i + 1]
+      if expires > last then
+        last = expires
+      end
+      if expires < previous then
+        ordered = false
+      end
+      previous = expires
+    else
+      expired = true
     end
-    return nil
   end
-  return leases
 end
-
-local function concurrency_live(leases, now)
-  local out = {}
-  if leases == nil then
-    return out
-  end
-  for _, lease in ipairs(leases) do
-    if lease.expires > now then
-      out[#out + 1] = lease
+local allowed = used + cost <= limit
+local retry = 0
+if not allowed then
+  -- At the latest, enough leases time out: earliest expiries first.
+  local free = limit - used
+  if leases ~= nil and ordered then
+    for i = 1, #leases, 3 do
+      local expires = leases[i]
+      if expires > now then
+        free = free + leases[i + 1]
+        if free >= cost then
+          retry = expires - now
+          break
+        end
+      end
     end
-  end
-  return out
-end
-
-function concurrency.consume(step, state, now, peek)
-  local leases = concurrency_live(state, now)
-  local held = 0
-  for _, lease in ipairs(leases) do
-    held = held + lease.cost
-  end
-  local allowed = held + step.cost <= step.limit
-  local nxt = leases
-  if allowed and not peek then
-    nxt = {}
-    for i, lease in ipairs(leases) do
-      nxt[i] = lease
+  elseif leases ~= nil then
+    -- Units freed at each expiry, and the expiries in order (no comparator function: plain numbers).
+    local freed, times = {}, {}
+    for i = 1, #leases, 3 do
+      local expires = leases[i]
+      if expires > now then
+        if freed[expires] == nil then
+          freed[expires] = 0
+          times[#times + 1] = expires
+        end
+        freed[expires] = freed[expires] + leases[i + 1]
+      end
     end
-    nxt[#nxt + 1] = { expires = now + step.window, cost = step.cost, id = step.lease }
-    held = held + step.cost
-  end
-  local retry = 0
-  if not allowed then
-    -- At the latest, enough leases time out: earliest expiries first.
-    local by_expiry = {}
-    for i, lease in ipairs(leases) do
-      by_expiry[i] = lease
-    end
-    table.sort(by_expiry, function(a, b)
-      return a.expires < b.expires
-    end)
-    local free = step.limit - held
-    for _, lease in ipairs(by_expiry) do
-      free = free + lease.cost
-      if free >= step.cost then
-        retry = lease.expires - now
+    table.sort(times)
+    for _, expires in ipairs(times) do
+      free = free + freed[expires]
+      if free >= cost then
+        retry = expires - now
         break
       end
     end
   end
-  return {
-    allowed = allowed,
-    state = nxt,
-    remaining = math.max(0, step.limit - held),
-    retry = retry,
-    reset = concurrency_last_expiry(nxt, now) - now,
-  }
 end
 
-function concurrency.save(step, leases, now, slack)
-  if #leases == 0 then
-    redis.call('DEL', step.key)
-    return
+--- @fragment commit
+-- The live leases in stored order, then the new one.
+local nxt = leases
+if nxt == nil then
+  nxt = {}
+elseif expired then
+  nxt = {}
+  for i = 1, #leases, 3 do
+    if leases[i] > now then
+      nxt[#nxt + 1] = leases[i]
+      nxt[#nxt + 1] = leases[i + 1]
+      nxt[#nxt + 1] = leases[i + 2]
+    end
   end
-  local flat = {}
-  for _, lease in ipairs(leases) do
-    flat[#flat + 1] = lease.expires
-    flat[#flat + 1] = lease.cost
-    flat[#flat + 1] = lease.id
-  end
-  save_string(step, cmsgpack.pack(flat), concurrency_last_expiry(leases, now), now, slack)
+end
+local expires = now + window
+nxt[#nxt + 1] = expires
+nxt[#nxt + 1] = cost
+nxt[#nxt + 1] = lease
+used = used + cost
+if expires > last then
+  last = expires
+end
+if last <= now then
+  redis.call('DEL', key)
+else
+  redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
 end
 
-function concurrency.refund(step, state, now, amount, slack)
-  local leases = concurrency_live(state, now)
-  local kept = {}
-  if step.lease ~= '' then
-    for _, lease in ipairs(leases) do
-      if lease.id ~= step.lease then
-        kept[#kept + 1] = lease
-      end
+--- @fragment report
+local remaining = math.max(0, limit - used)
+local reset = last - now
+
+--- @fragment refund
+-- The live leases but the one released: lease `lease`, or without an id `cost` units of the leases
+-- taken without one, newest first (named leases are left alone, as in src/algorithms/concurrency.ts).
+local kept = {}
+if lease ~= '' then
+  for i = 1, #leases, 3 do
+    if leases[i] > now and leases[i + 2] ~= lease then
+      kept[#kept + 1] = leases[i]
+      kept[#kept + 1] = leases[i + 1]
+      kept[#kept + 1] = leases[i + 2]
     end
-  else
-    -- Leases taken by consume (no lease id) share the id '': give back `amount` units of them, the
-    -- newest first. Named leases are left alone (src/algorithms/concurrency.ts does the same).
-    local left = amount
-    local gone = {}
-    for i = #leases, 1, -1 do
-      local lease = leases[i]
-      if left > 0 and lease.id == '' then
-        if lease.cost <= left then
-          left = left - lease.cost
-          gone[i] = true
-        else
-          lease.cost = lease.cost - left
-          left = 0
-        end
-      end
-    end
-    for i, lease in ipairs(leases) do
-      if not gone[i] then
-        kept[#kept + 1] = lease
+  end
+else
+  local left, gone = cost, {}
+  for i = #leases - 2, 1, -3 do
+    if left > 0 and leases[i] > now and leases[i + 2] == '' then
+      if leases[i + 1] <= left then
+        left = left - leases[i + 1]
+        gone[i] = true
+      else
+        leases[i + 1] = leases[i + 1] - left
+        left = 0
       end
     end
   end
-  concurrency.save(step, kept, now, slack)
+  for i = 1, #leases, 3 do
+    if leases[i] > now and not gone[i] then
+      kept[#kept + 1] = leases[i]
+      kept[#kept + 1] = leases[i + 1]
+      kept[#kept + 1] = leases[i + 2]
+    end
+  end
 end
-
-ALGORITHMS['concurrency'] = concurrency
+if #kept == 0 then
+  redis.call('DEL', key)
+else
+  local last = now
+  for i = 1, #kept, 3 do
+    if kept[i] > last then
+      last = kept[i]
+    end
+  end
+  redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(kept))
+end

@@ -1,68 +1,49 @@
--- Fixed window, twin of src/algorithms/fixed-window.ts.
--- Stored value: "start:count" (string). Meaningful until start + window.
+-- Fixed window, twin of src/algorithms/fixed-window.ts, as fragments over the locals that
+-- scripts/variants/*.lua set (see README.md beside this file).
+-- State "start:count", live until start + window.
+--- @args limit window cost
+--- @carry start count finish
 
-local fixed_window = {}
-
-function fixed_window.read(step, now, keep_dead)
-  local raw = redis.call('GET', step.key)
-  if not raw then
-    return nil
-  end
-  local v = unpack_numbers(raw)
-  local state = { start = v[1], count = v[2] }
-  if state.start + step.window <= now then
-    if not keep_dead then
-      redis.call('DEL', step.key)
-    end
-    return nil
-  end
-  return state
-end
-
-local function fixed_window_current(state, window, now)
-  -- A clock that stepped backwards stays in the stored window: it never opens a fresh one.
-  if state == nil or now >= state.start + window then
-    return { start = now, count = 0 }
-  end
-  return state
-end
-
-function fixed_window.consume(step, state, now, peek)
-  local w = fixed_window_current(state, step.window, now)
-  local finish = w.start + step.window
-  local allowed = w.count + step.cost <= step.limit
-  local count = w.count
-  if allowed and not peek then
-    count = w.count + step.cost
-  end
-  local r = {
-    allowed = allowed,
-    state = { start = w.start, count = count },
-    remaining = math.max(0, step.limit - count),
-    retry = 0,
-    reset = 0,
-  }
-  if not allowed then
-    r.retry = finish - now
-  end
-  if count > 0 then
-    r.reset = finish - now
-  end
-  return r
-end
-
-function fixed_window.save(step, state, now, slack)
-  save_string(step, int(state.start) .. ':' .. int(state.count), state.start + step.window, now, slack)
-end
-
-function fixed_window.refund(step, state, now, amount, slack)
-  local w = fixed_window_current(state, step.window, now)
-  local count = math.max(0, w.count - amount)
-  if count == 0 then
-    redis.call('DEL', step.key)
-  else
-    fixed_window.save(step, { start = w.start, count = count }, now, slack)
+--- @fragment read
+local start, count
+local raw = redis.call('GET', key)
+if raw then
+  local colon = string.find(raw, ':', 1, true)
+  start, count = string.sub(raw, 1, colon - 1) + 0, string.sub(raw, colon + 1) + 0
+  if start + window <= now then
+    start = nil
   end
 end
+local stored, live = raw ~= false, start ~= nil
 
-ALGORITHMS['fixed-window'] = fixed_window
+--- @fragment decide
+-- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
+if start == nil then
+  start, count = now, 0
+end
+local finish = start + window
+local allowed = count + cost <= limit
+local retry = 0
+if not allowed then
+  retry = finish - now
+end
+
+--- @fragment commit
+count = count + cost
+-- finish > now: a live window ends after now, a fresh one at now + window.
+redis.call('PSETEX', key, string.format('%d', finish - now + slack), string.format('%d:%d', start, count))
+
+--- @fragment report
+local reset = 0
+if count > 0 then
+  reset = finish - now
+end
+local remaining = math.max(0, limit - count)
+
+--- @fragment refund
+count = math.max(0, count - cost)
+if count == 0 then
+  redis.call('DEL', key)
+else
+  redis.call('PSETEX', key, string.format('%d', start + window - now + slack), string.format('%d:%d', start, count))
+end

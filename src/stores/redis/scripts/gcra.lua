@@ -1,95 +1,76 @@
--- GCRA, twin of src/algorithms/gcra.ts.
--- Stored value: "tatMs:tatRem" (the theoretical arrival time in whole ms plus a remainder in
--- 1/limit ms), or just "tatMs" when the remainder is 0. Meaningful until the TAT has passed: tatMs + (tatRem > 0 and 1 or 0).
+-- GCRA, twin of src/algorithms/gcra.ts, as fragments over the locals that scripts/variants/*.lua set
+-- (see README.md beside this file).
+-- State: the theoretical arrival time (TAT) as whole ms plus a remainder in 1/limit ms ("ms", or
+-- "ms:rem" when the remainder is not 0; one integer is kept inside the key object by Redis), live
+-- until ms (+1 with a remainder).
+--- @args limit window capacity cost
+--- @carry tat_ms tat_rem full charge before after
 
-local gcra = {}
-
-local function gcra_expires_at(state)
-  if state.rem > 0 then
-    return state.ms + 1
-  end
-  return state.ms
-end
-
-function gcra.read(step, now, keep_dead)
-  local raw = redis.call('GET', step.key)
-  if not raw then
-    return nil
-  end
-  local v = unpack_numbers(raw)
-  local state = { ms = v[1], rem = v[2] or 0 }
-  if gcra_expires_at(state) <= now then
-    if not keep_dead then
-      redis.call('DEL', step.key)
-    end
-    return nil
-  end
-  return state
-end
-
--- The later of the stored TAT and now.
-local function gcra_base(state, now)
-  if state == nil or state.ms < now then
-    return { ms = now, rem = 0 }
-  end
-  return state
-end
-
--- How far the TAT is ahead of now, in 1/limit ms (= units spent x window).
-local function gcra_debt(tat, limit, now)
-  return (tat.ms - now) * limit + tat.rem
-end
-
-local function gcra_shift(tat, limit, delta)
-  local total = tat.rem + delta
-  local whole = math.floor(total / limit)
-  return { ms = tat.ms + whole, rem = total - whole * limit }
-end
-
-function gcra.consume(step, state, now, peek)
-  local w = step.window
-  local full = step.capacity * w
-  local tat = gcra_base(state, now)
-  local before = gcra_debt(tat, step.limit, now)
-  local allowed = before + step.cost * w <= full
-  local nxt = tat
-  local after = before
-  if allowed and not peek then
-    nxt = gcra_shift(tat, step.limit, step.cost * w)
-    after = before + step.cost * w
-  end
-  local r = {
-    allowed = allowed,
-    state = nxt,
-    remaining = math.max(0, math.floor((full - after) / w)),
-    retry = 0,
-    reset = math.ceil(after / step.limit),
-  }
-  if not allowed then
-    r.retry = math.ceil((before + step.cost * w - full) / step.limit)
-  end
-  return r
-end
-
-function gcra.save(step, state, now, slack)
-  -- With no remainder (window a multiple of limit / cost) the value is one integer, which Redis
-  -- stores inside the key's object (int encoding): no separate string allocation.
-  local value = int(state.ms)
-  if state.rem ~= 0 then
-    value = value .. ':' .. int(state.rem)
-  end
-  save_string(step, value, gcra_expires_at(state), now, slack)
-end
-
-function gcra.refund(step, state, now, amount, slack)
-  local tat = gcra_base(state, now)
-  local owed = gcra_debt(tat, step.limit, now)
-  local nxt = gcra_shift(tat, step.limit, -math.min(owed, amount * step.window))
-  if gcra_debt(nxt, step.limit, now) <= 0 then
-    redis.call('DEL', step.key)
+--- @fragment read
+local tat_ms, tat_rem
+local raw = redis.call('GET', key)
+if raw then
+  local colon = string.find(raw, ':', 1, true)
+  if colon then
+    tat_ms, tat_rem = string.sub(raw, 1, colon - 1) + 0, string.sub(raw, colon + 1) + 0
   else
-    gcra.save(step, nxt, now, slack)
+    tat_ms, tat_rem = raw + 0, 0
+  end
+  local live_until = tat_ms
+  if tat_rem > 0 then
+    live_until = tat_ms + 1
+  end
+  if live_until <= now then
+    tat_ms = nil
   end
 end
+local stored, live = raw ~= false, tat_ms ~= nil
 
-ALGORITHMS['gcra'] = gcra
+--- @fragment base
+-- The later of the stored TAT and now; debt = how far it is ahead of now, in 1/limit ms.
+if tat_ms == nil or tat_ms < now then
+  tat_ms, tat_rem = now, 0
+end
+local full = capacity * window
+local before = (tat_ms - now) * limit + tat_rem
+
+--- @fragment shift
+-- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now.
+local total = tat_rem + delta
+local whole = math.floor(total / limit)
+local ms, rem = tat_ms + whole, total - whole * limit
+local value, live_until
+if rem ~= 0 then
+  value, live_until = string.format('%d:%d', ms, rem), ms + 1
+else
+  value, live_until = string.format('%d', ms), ms
+end
+if live_until <= now then
+  redis.call('DEL', key)
+else
+  redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
+end
+
+--- @fragment decide
+--- @use base
+local charge = cost * window
+local allowed = before + charge <= full
+local retry = 0
+if not allowed then
+  retry = math.ceil((before + charge - full) / limit)
+end
+local after = before
+
+--- @fragment commit
+after = before + charge
+local delta = charge
+--- @use shift
+
+--- @fragment report
+local remaining = math.max(0, math.floor((full - after) / window))
+local reset = math.ceil(after / limit)
+
+--- @fragment refund
+--- @use base
+local delta = -math.min(before, cost * window)
+--- @use shift

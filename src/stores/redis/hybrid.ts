@@ -1,18 +1,16 @@
-// The Redis side of hybrid mode (see hybrid.ts): counts are added to, and totals read from, Redis
-// with one small script per counter. Exported from sluice/redis, so the core entry carries no client code.
-import { InvalidOptionsError } from '../errors.js'
-import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
-import {
-  adaptClient,
-  type ClientAdapter,
-  clientProblem,
-  NOT_A_CLIENT,
-  type RedisClient,
-  replyErrorCode,
-} from '../stores/redis/client.js'
-import { subjectTag } from '../stores/redis/keys.js'
-import type { HybridBackend, HybridCounter } from './hybrid.js'
-import { HYBRID_ADD_SHA, HYBRID_ADD_SOURCE } from './hybrid-script.js'
+// The Redis side of hybrid mode (src/scale/hybrid.ts): counts are added to, and totals read from,
+// Redis with one small script per counter (scripts/hybrid/add.lua, run through the store's script
+// registry). Exported from sluice/redis, so the core entry carries no client code.
+import { InvalidOptionsError } from '../../errors.js'
+import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
+import type { HybridBackend, HybridCounter } from '../../scale/hybrid.js'
+import { adaptClient, type ClientAdapter, clientProblem, NOT_A_CLIENT, type RedisClient } from './client.js'
+import { subjectTag } from './keys.js'
+import { script, scriptRunner } from './script.js'
+
+const ADD = script('hybrid/add')
+const toCount = (reply: unknown): number => Number(reply)
+const raw = (error: unknown): unknown => error
 
 export interface HybridRedisOptions {
   /** Same namespace as the Redis store (`sluice` by default): keys are `prefix:{subject}:policy:h:window`. */
@@ -20,7 +18,7 @@ export interface HybridRedisOptions {
 }
 
 /**
- * The Redis side of hybrid mode: one small script (INCRBY + PEXPIRE, see hybrid-script.ts) per
+ * The Redis side of hybrid mode: one small script (INCRBY + PEXPIRE, scripts/hybrid/add.lua) per
  * counter, all sent at once; keys follow the store's `prefix:{subject}:policy` naming so Cluster works.
  * @example
  * createLimiter({ store: redisStore(redis), hybrid: hybridRedis(redis),
@@ -35,20 +33,10 @@ export function hybridRedis(client: RedisClient, options: HybridRedisOptions = {
   const prefix = options.prefix ?? 'sluice'
   if (!/^[^{}]{1,64}$/.test(prefix))
     throw new InvalidOptionsError('hybridRedis: prefix must be 1-64 characters without { or }')
-  let loading: Promise<void> | undefined
-  async function addOne(c: HybridCounter): Promise<number> {
-    const args = [String(c.count), String(c.ttlMs)]
-    try {
-      return Number(await adapter!.evalsha(HYBRID_ADD_SHA, [c.key], args))
-    } catch (error) {
-      if (replyErrorCode(error) !== 'NOSCRIPT') throw error
-      loading ??= adapter!.loadScript(HYBRID_ADD_SOURCE).finally(() => {
-        loading = undefined
-      })
-      await loading
-      return Number(await adapter!.evalsha(HYBRID_ADD_SHA, [c.key], args))
-    }
-  }
+  // Failures reach hybrid.ts as the client reported them: it counts them and keeps deciding locally.
+  const runner = scriptRunner(adapter, raw)
+  const addOne = (c: HybridCounter): Promise<number> =>
+    runner.run(ADD, [c.key], [String(c.count), String(c.ttlMs)], false, toCount)
   return {
     add: (counters) => Promise.all(counters.map(addOne)),
     remove: (keys) => adapter.del([...keys]),

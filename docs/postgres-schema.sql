@@ -1,0 +1,585 @@
+-- Sluice PostgreSQL store: table sluice_limits and its functions.
+BEGIN;
+SELECT pg_advisory_xact_lock(hashtext('sluice schema sluice_limits'));
+
+CREATE TABLE IF NOT EXISTS "sluice_limits" (
+  policy text NOT NULL,
+  key bytea NOT NULL,
+  a bigint NOT NULL DEFAULT 0,
+  b bigint NOT NULL DEFAULT 0,
+  c bigint NOT NULL DEFAULT 0,
+  log bigint[],
+  ids text[],
+  state_until bigint NOT NULL DEFAULT 0,
+  blocked_until bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (policy, key)
+);
+-- Cleanup finds dead rows through this index, a batch at a time.
+CREATE INDEX IF NOT EXISTS "sluice_limits_expiry" ON "sluice_limits" ((greatest(state_until, blocked_until)));
+
+-- Floor and ceiling division for y > 0 (bigint / truncates towards zero).
+CREATE OR REPLACE FUNCTION "sluice_limits_fdiv"(x bigint, y bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT CASE WHEN x >= 0 THEN x / y ELSE -((y - 1 - x) / y) END $$;
+CREATE OR REPLACE FUNCTION "sluice_limits_cdiv"(x bigint, y bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT CASE WHEN x > 0 THEN (x + y - 1) / y ELSE -((-x) / y) END $$;
+
+-- Fixed window, twin of src/algorithms/fixed-window.ts.
+CREATE OR REPLACE FUNCTION "sluice_limits_fw"(r "sluice_limits", lim bigint, win bigint, cap bigint, cost bigint,
+  lease text, now_ms bigint, peek boolean, refund boolean,
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt "sluice_limits")
+LANGUAGE plpgsql AS $$
+DECLARE
+  start_ms bigint := now_ms;
+  cnt bigint := 0;
+BEGIN
+  -- A clock that stepped backwards stays in the stored window: it never opens a fresh one.
+  IF r.state_until > now_ms THEN start_ms := r.a; cnt := r.b; END IF;
+  nxt := r;
+  IF refund THEN
+    cnt := greatest(0, cnt - cost);
+    nxt.a := start_ms; nxt.b := cnt;
+    nxt.state_until := CASE WHEN cnt = 0 THEN 0 ELSE start_ms + win END;
+    RETURN;
+  END IF;
+  allowed := cnt + cost <= lim;
+  IF allowed AND NOT peek THEN cnt := cnt + cost; END IF;
+  remaining := greatest(0, lim - cnt);
+  retry_ms := CASE WHEN allowed THEN 0 ELSE start_ms + win - now_ms END;
+  reset_ms := CASE WHEN cnt > 0 THEN start_ms + win - now_ms ELSE 0 END;
+  nxt.a := start_ms; nxt.b := cnt; nxt.state_until := start_ms + win;
+END $$;
+
+-- Sliding window counter, twin of src/algorithms/sliding-window-counter.ts.
+CREATE OR REPLACE FUNCTION "sluice_limits_swc"(r "sluice_limits", lim bigint, win bigint, cap bigint, cost bigint,
+  lease text, now_ms bigint, peek boolean, refund boolean,
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt "sluice_limits")
+LANGUAGE plpgsql AS $$
+DECLARE
+  start_ms bigint := "sluice_limits_fdiv"(now_ms, win) * win;
+  prev bigint := 0;
+  cur bigint := 0;
+  elapsed bigint;
+  used_after bigint;
+  room bigint;
+BEGIN
+  elapsed := now_ms - start_ms;
+  IF r.state_until > now_ms AND start_ms < r.a + 2 * win THEN
+    IF start_ms < r.a THEN
+      -- The clock stepped backwards: stay at the start of the stored window.
+      start_ms := r.a; prev := r.b; cur := r.c; elapsed := 0;
+    ELSIF start_ms = r.a THEN
+      prev := r.b; cur := r.c;
+    ELSE
+      prev := r.c;
+    END IF;
+  END IF;
+  nxt := r;
+  nxt.a := start_ms;
+  IF refund THEN
+    prev := greatest(0, prev - greatest(0, cost - cur));
+    cur := greatest(0, cur - cost);
+  ELSE
+    allowed := prev * (win - elapsed) + cur * win + cost * win <= lim * win;
+    retry_ms := 0;
+    IF NOT allowed THEN
+      retry_ms := start_ms + elapsed - now_ms;
+      room := lim - cur - cost;
+      IF room >= 0 THEN
+        retry_ms := retry_ms + win - elapsed - "sluice_limits_fdiv"(room * win, prev);
+      ELSE
+        retry_ms := retry_ms + win - elapsed + (win - "sluice_limits_fdiv"((lim - cost) * win, cur));
+      END IF;
+    END IF;
+    IF allowed AND NOT peek THEN cur := cur + cost; END IF;
+    used_after := prev * (win - elapsed) + cur * win;
+    remaining := greatest(0, "sluice_limits_fdiv"(lim * win - used_after, win));
+    reset_ms := CASE WHEN cur > 0 THEN start_ms - now_ms + 2 * win
+      WHEN prev > 0 THEN start_ms - now_ms + win ELSE 0 END;
+  END IF;
+  nxt.b := prev; nxt.c := cur;
+  nxt.state_until := CASE WHEN cur > 0 THEN start_ms + 2 * win WHEN prev > 0 THEN start_ms + win ELSE 0 END;
+END $$;
+
+-- Token bucket, twin of src/algorithms/token-bucket.ts.
+CREATE OR REPLACE FUNCTION "sluice_limits_tb"(r "sluice_limits", lim bigint, win bigint, cap bigint, cost bigint,
+  lease text, now_ms bigint, peek boolean, refund boolean,
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt "sluice_limits")
+LANGUAGE plpgsql AS $$
+DECLARE
+  full_level bigint := cap * win;
+  lvl bigint := full_level;
+  at_ms bigint := now_ms;
+  need bigint := cost * win;
+BEGIN
+  IF r.state_until > now_ms THEN
+    -- A clock that stepped backwards refills nothing and keeps the newest time seen. A live state
+    -- is below full, so (at - r.b) * lim stays below full + lim.
+    at_ms := greatest(now_ms, r.b);
+    lvl := least(full_level, r.a + (at_ms - r.b) * lim);
+  END IF;
+  nxt := r;
+  IF refund THEN
+    lvl := least(full_level, lvl + need);
+  ELSE
+    allowed := lvl >= need;
+    retry_ms := CASE WHEN allowed THEN 0 ELSE at_ms - now_ms + "sluice_limits_cdiv"(need - lvl, lim) END;
+    IF allowed AND NOT peek THEN lvl := lvl - need; END IF;
+    remaining := "sluice_limits_fdiv"(lvl, win);
+    reset_ms := CASE WHEN lvl >= full_level THEN 0 ELSE at_ms - now_ms + "sluice_limits_cdiv"(full_level - lvl, lim) END;
+  END IF;
+  nxt.a := lvl; nxt.b := at_ms;
+  nxt.state_until := CASE WHEN lvl >= full_level THEN 0 ELSE at_ms + "sluice_limits_cdiv"(full_level - lvl, lim) END;
+END $$;
+
+-- GCRA, twin of src/algorithms/gcra.ts.
+CREATE OR REPLACE FUNCTION "sluice_limits_gcra"(r "sluice_limits", lim bigint, win bigint, cap bigint, cost bigint,
+  lease text, now_ms bigint, peek boolean, refund boolean,
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt "sluice_limits")
+LANGUAGE plpgsql AS $$
+DECLARE
+  full_debt bigint := cap * win;
+  tat_ms bigint := now_ms;
+  tat_rem bigint := 0;
+  debt_before bigint;
+  debt_after bigint;
+  delta bigint := 0;
+  total bigint;
+  whole bigint;
+BEGIN
+  IF r.state_until > now_ms AND r.a >= now_ms THEN tat_ms := r.a; tat_rem := r.b; END IF;
+  -- How far the TAT is ahead of now, in 1/limit ms (= units spent x window).
+  debt_before := (tat_ms - now_ms) * lim + tat_rem;
+  debt_after := debt_before;
+  IF refund THEN
+    delta := -least(debt_before, cost * win);
+  ELSE
+    allowed := debt_before + cost * win <= full_debt;
+    IF allowed AND NOT peek THEN delta := cost * win; debt_after := debt_before + delta; END IF;
+    remaining := greatest(0, "sluice_limits_fdiv"(full_debt - debt_after, win));
+    reset_ms := "sluice_limits_cdiv"(debt_after, lim);
+    retry_ms := CASE WHEN allowed THEN 0 ELSE "sluice_limits_cdiv"(debt_before + cost * win - full_debt, lim) END;
+  END IF;
+  total := tat_rem + delta;
+  whole := "sluice_limits_fdiv"(total, lim);
+  nxt := r;
+  nxt.a := tat_ms + whole; nxt.b := total - whole * lim;
+  nxt.state_until := CASE WHEN (nxt.a - now_ms) * lim + nxt.b <= 0 AND refund THEN 0
+    WHEN nxt.b > 0 THEN nxt.a + 1 ELSE nxt.a END;
+END $$;
+
+-- Sliding window log, twin of src/algorithms/sliding-window-log.ts. log = [time1, total1, ...],
+-- oldest first; a = the running total before time1; totals wrap at 2^39.
+CREATE OR REPLACE FUNCTION "sluice_limits_swl"(r "sluice_limits", lim bigint, win bigint, cap bigint, cost bigint,
+  lease text, now_ms bigint, peek boolean, refund boolean,
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt "sluice_limits")
+LANGUAGE plpgsql AS $$
+DECLARE
+  n int := 0;
+  first_i int;
+  lo int;
+  hi int;
+  mid int;
+  st bigint := 0;
+  cnt bigint := 0;
+  units bigint;
+  at_ms bigint := now_ms;
+  newest bigint;
+  keep bigint;
+  total bigint;
+BEGIN
+  IF r.state_until > now_ms THEN n := coalesce(array_length(r.log, 1), 0) / 2; END IF;
+  first_i := n + 1;
+  IF n > 0 AND r.log[2 * n - 1] + win > now_ms THEN
+    -- Times are ordered: when the oldest is inside the window all are; else binary search.
+    first_i := 1;
+    IF r.log[1] + win <= now_ms THEN
+      lo := 2; hi := n;
+      WHILE lo < hi LOOP
+        mid := (lo + hi) / 2;
+        IF r.log[2 * mid - 1] + win <= now_ms THEN lo := mid + 1; ELSE hi := mid; END IF;
+      END LOOP;
+      first_i := lo;
+    END IF;
+    st := CASE WHEN first_i = 1 THEN r.a ELSE r.log[2 * first_i - 2] END;
+    cnt := r.log[2 * n] - st;
+    IF cnt < 0 THEN cnt := cnt + 549755813888; END IF;
+  END IF;
+  nxt := r;
+  -- units: how many of the oldest live units must be found (the entry holding the last one is hi).
+  IF refund THEN
+    keep := cnt - cost;
+    IF keep <= 0 THEN nxt.state_until := 0; RETURN; END IF;
+    units := keep;
+  ELSE
+    IF cnt > 0 THEN newest := r.log[2 * n - 1]; at_ms := greatest(now_ms, newest); END IF;
+    allowed := cnt + cost <= lim;
+    retry_ms := 0;
+    IF NOT allowed AND cnt > 0 THEN units := cnt + cost - lim; END IF;
+    IF allowed AND NOT peek AND cost > 0 THEN
+      IF cnt = 0 THEN
+        nxt.a := 0; nxt.log := ARRAY[at_ms, cost];
+      ELSE
+        total := (r.log[2 * n] + cost) % 549755813888;
+        nxt.a := st;
+        IF r.log[2 * n - 1] = at_ms THEN
+          nxt.log := r.log[2 * first_i - 1 : 2 * n - 1] || total;
+        ELSE
+          nxt.log := r.log[2 * first_i - 1 : 2 * n] || ARRAY[at_ms, total];
+        END IF;
+      END IF;
+      nxt.state_until := at_ms + win;
+      cnt := cnt + cost;
+      newest := at_ms;
+    END IF;
+    remaining := greatest(0, lim - cnt);
+    reset_ms := CASE WHEN newest IS NULL THEN 0 ELSE newest + win - now_ms END;
+    IF units IS NULL THEN RETURN; END IF;
+  END IF;
+  -- The live entry holding the units-th oldest live unit: often the oldest live entry itself.
+  hi := first_i;
+  total := r.log[2 * first_i] - st;
+  IF total < 0 THEN total := total + 549755813888; END IF;
+  IF total < units THEN
+    lo := first_i + 1; hi := n;
+    WHILE lo < hi LOOP
+      mid := (lo + hi) / 2;
+      total := r.log[2 * mid] - st;
+      IF total < 0 THEN total := total + 549755813888; END IF;
+      IF total >= units THEN hi := mid; ELSE lo := mid + 1; END IF;
+    END LOOP;
+    hi := least(lo, hi);
+  END IF;
+  IF refund THEN
+    -- Give back the newest units: the entry holding the last unit kept becomes the newest.
+    nxt.a := st;
+    nxt.log := r.log[2 * first_i - 1 : 2 * hi - 1] || ((st + keep) % 549755813888);
+    nxt.state_until := r.log[2 * hi - 1] + win;
+  ELSE
+    retry_ms := r.log[2 * hi - 1] + win - now_ms;
+  END IF;
+END $$;
+
+-- Concurrency, twin of src/algorithms/concurrency.ts. log = [expiresAt1, cost1, ...], ids = lease ids.
+CREATE OR REPLACE FUNCTION "sluice_limits_conc"(r "sluice_limits", lim bigint, win bigint, cap bigint, cost bigint,
+  lease text, now_ms bigint, peek boolean, refund boolean,
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt "sluice_limits")
+LANGUAGE plpgsql AS $$
+DECLARE
+  n int := 0;
+  exps bigint[] := '{}';
+  costs bigint[] := '{}';
+  names text[] := '{}';
+  held bigint := 0;
+  free_units bigint;
+  left_units bigint;
+  i int;
+  e_ms bigint;
+  c_units bigint;
+BEGIN
+  IF r.state_until > now_ms THEN n := coalesce(array_length(r.ids, 1), 0); END IF;
+  FOR i IN 1 .. n LOOP
+    IF r.log[2 * i - 1] > now_ms THEN
+      exps := exps || r.log[2 * i - 1]; costs := costs || r.log[2 * i]; names := names || r.ids[i];
+      held := held + r.log[2 * i];
+    END IF;
+  END LOOP;
+  n := coalesce(array_length(names, 1), 0);
+  nxt := r;
+  IF refund THEN
+    IF lease <> '' THEN
+      FOR i IN REVERSE n .. 1 LOOP
+        IF names[i] = lease THEN
+          exps := exps[1 : i - 1] || exps[i + 1 :]; costs := costs[1 : i - 1] || costs[i + 1 :];
+          names := names[1 : i - 1] || names[i + 1 :];
+        END IF;
+      END LOOP;
+    ELSE
+      -- Leases taken by consume share the id '': give back cost units of them, the newest first.
+      left_units := cost;
+      FOR i IN REVERSE n .. 1 LOOP
+        EXIT WHEN left_units <= 0;
+        IF names[i] = '' THEN
+          IF costs[i] <= left_units THEN
+            left_units := left_units - costs[i];
+            exps := exps[1 : i - 1] || exps[i + 1 :]; costs := costs[1 : i - 1] || costs[i + 1 :];
+            names := names[1 : i - 1] || names[i + 1 :];
+          ELSE
+            costs[i] := costs[i] - left_units;
+            left_units := 0;
+          END IF;
+        END IF;
+      END LOOP;
+    END IF;
+  ELSE
+    allowed := held + cost <= lim;
+    retry_ms := 0;
+    IF NOT allowed THEN
+      -- At the latest, enough leases time out: earliest expiries first.
+      free_units := lim - held;
+      FOR e_ms, c_units IN SELECT u.x, u.y FROM unnest(exps, costs) AS u(x, y) ORDER BY u.x LOOP
+        free_units := free_units + c_units;
+        IF free_units >= cost THEN retry_ms := e_ms - now_ms; EXIT; END IF;
+      END LOOP;
+    ELSIF NOT peek THEN
+      exps := exps || (now_ms + win); costs := costs || cost; names := names || lease;
+      held := held + cost;
+    END IF;
+    remaining := greatest(0, lim - held);
+  END IF;
+  nxt.log := '{}'; nxt.ids := names;
+  nxt.state_until := 0;
+  FOR i IN 1 .. coalesce(array_length(names, 1), 0) LOOP
+    nxt.log := nxt.log || ARRAY[exps[i], costs[i]];
+    nxt.state_until := greatest(nxt.state_until, exps[i]);
+  END LOOP;
+  reset_ms := greatest(now_ms, nxt.state_until) - now_ms;
+END $$;
+
+-- One step of any algorithm: consume or peek (refund false) or give back cost units (refund true).
+CREATE OR REPLACE FUNCTION "sluice_limits_step"(r "sluice_limits", alg text, lim bigint, win bigint, cap bigint,
+  cost bigint, lease text, now_ms bigint, peek boolean, refund boolean,
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt "sluice_limits")
+LANGUAGE plpgsql AS $$
+DECLARE
+  o record;
+BEGIN
+  CASE alg
+    WHEN 'fixed-window' THEN SELECT * INTO o FROM "sluice_limits_fw"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
+    WHEN 'sliding-window-counter' THEN SELECT * INTO o FROM "sluice_limits_swc"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
+    WHEN 'token-bucket' THEN SELECT * INTO o FROM "sluice_limits_tb"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
+    WHEN 'gcra' THEN SELECT * INTO o FROM "sluice_limits_gcra"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
+    WHEN 'sliding-window-log' THEN SELECT * INTO o FROM "sluice_limits_swl"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
+    WHEN 'concurrency' THEN SELECT * INTO o FROM "sluice_limits_conc"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
+    ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', alg;
+  END CASE;
+  allowed := o.allowed; remaining := o.remaining; reset_ms := o.reset_ms; retry_ms := o.retry_ms;
+  nxt := o.nxt;
+END $$;
+
+-- Lock (consume, refund) or read (peek) the rows of every step, in (policy, key) order so that
+-- layered decisions never deadlock. A missing row is inserted empty first (consume), so the step
+-- holds its lock; with create false a missing row reads as empty and is not locked.
+CREATE OR REPLACE FUNCTION "sluice_limits_load"(policies text[], keys bytea[], lock_rows boolean, create_missing boolean,
+  OUT rows_out "sluice_limits"[], OUT created boolean[])
+LANGUAGE plpgsql AS $$
+DECLARE
+  n int := array_length(keys, 1);
+  ord int[];
+  i int;
+  found_row "sluice_limits";
+  inserted int;
+BEGIN
+  rows_out := array_fill(NULL::"sluice_limits", ARRAY[n]);
+  created := array_fill(false, ARRAY[n]);
+  IF n = 1 THEN ord := ARRAY[1];
+  ELSE SELECT array_agg(u.o ORDER BY u.p, u.k) INTO ord FROM unnest(policies, keys) WITH ORDINALITY AS u(p, k, o);
+  END IF;
+  FOREACH i IN ARRAY ord LOOP
+    LOOP
+      IF lock_rows THEN
+        SELECT * INTO found_row FROM "sluice_limits" WHERE policy = policies[i] AND key = keys[i] FOR UPDATE;
+      ELSE
+        SELECT * INTO found_row FROM "sluice_limits" WHERE policy = policies[i] AND key = keys[i];
+      END IF;
+      EXIT WHEN FOUND;
+      found_row := ROW(policies[i], keys[i], 0, 0, 0, NULL, NULL, 0, 0)::"sluice_limits";
+      EXIT WHEN NOT create_missing;
+      INSERT INTO "sluice_limits" (policy, key) VALUES (policies[i], keys[i]) ON CONFLICT DO NOTHING;
+      GET DIAGNOSTICS inserted = ROW_COUNT;
+      IF inserted = 1 THEN created[i] := true; EXIT; END IF;
+      -- Another decision inserted it meanwhile: lock (wait for) that row instead.
+    END LOOP;
+    rows_out[i] := found_row;
+  END LOOP;
+END $$;
+
+-- Write a step's new state, or delete the row when neither its state nor a block holds any more.
+CREATE OR REPLACE FUNCTION "sluice_limits_save"(r "sluice_limits", now_ms bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF r.state_until <= now_ms AND r.blocked_until <= now_ms THEN
+    DELETE FROM "sluice_limits" WHERE policy = r.policy AND key = r.key;
+  ELSE
+    UPDATE "sluice_limits" SET a = r.a, b = r.b, c = r.c, log = r.log, ids = r.ids, state_until = r.state_until,
+      blocked_until = CASE WHEN r.blocked_until > now_ms THEN r.blocked_until ELSE 0 END
+    WHERE policy = r.policy AND key = r.key;
+  END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION "sluice_limits_now"(p_now bigint) RETURNS bigint
+LANGUAGE sql VOLATILE AS
+$$ SELECT coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) $$;
+
+-- One decision (1..N steps, all or nothing), as apply.lua. Reply: per step allowed (0/1), remaining,
+-- resetMs, retryAfterMs, blocked (0/1). p_now is the client's clock, or NULL for the server's.
+CREATE OR REPLACE FUNCTION "sluice_limits_apply"(peek boolean, p_now bigint, policies text[], keys bytea[],
+  algs text[], lims bigint[], wins bigint[], caps bigint[], costs bigint[], leases text[])
+RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  n int := array_length(keys, 1);
+  loaded "sluice_limits"[];
+  created boolean[];
+  nexts "sluice_limits"[];
+  res bigint[] := '{}';
+  ok boolean[];
+  all_ok boolean := true;
+  now_ms bigint;
+  i int;
+  r "sluice_limits";
+  o record;
+  u record;
+  found_row boolean;
+BEGIN
+  IF n = 1 THEN
+    -- One step, the common case: the same as below without arrays of rows or helper calls. A
+    -- missing row is inserted with its new state at the end; if another decision inserted it
+    -- first, this one starts again on that row.
+    LOOP
+      IF peek THEN
+        SELECT * INTO r FROM "sluice_limits" WHERE policy = policies[1] AND key = keys[1];
+      ELSE
+        SELECT * INTO r FROM "sluice_limits" WHERE policy = policies[1] AND key = keys[1] FOR UPDATE;
+      END IF;
+      found_row := FOUND;
+      IF NOT found_row THEN r := ROW(policies[1], keys[1], 0, 0, 0, NULL, NULL, 0, 0)::"sluice_limits"; END IF;
+      now_ms := coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+      IF r.blocked_until > now_ms THEN
+        CASE algs[1]
+        WHEN 'fixed-window' THEN SELECT * INTO u FROM "sluice_limits_fw"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'sliding-window-counter' THEN SELECT * INTO u FROM "sluice_limits_swc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'token-bucket' THEN SELECT * INTO u FROM "sluice_limits_tb"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'gcra' THEN SELECT * INTO u FROM "sluice_limits_gcra"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'sliding-window-log' THEN SELECT * INTO u FROM "sluice_limits_swl"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        WHEN 'concurrency' THEN SELECT * INTO u FROM "sluice_limits_conc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
+        ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', algs[1];
+        END CASE;
+        RETURN ARRAY[0, 0, greatest(r.blocked_until - now_ms, u.reset_ms), greatest(r.blocked_until - now_ms, u.retry_ms), 1];
+      END IF;
+      CASE algs[1]
+        WHEN 'fixed-window' THEN SELECT * INTO o FROM "sluice_limits_fw"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'sliding-window-counter' THEN SELECT * INTO o FROM "sluice_limits_swc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'token-bucket' THEN SELECT * INTO o FROM "sluice_limits_tb"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'gcra' THEN SELECT * INTO o FROM "sluice_limits_gcra"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'sliding-window-log' THEN SELECT * INTO o FROM "sluice_limits_swl"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        WHEN 'concurrency' THEN SELECT * INTO o FROM "sluice_limits_conc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+        ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', algs[1];
+        END CASE;
+      IF peek OR NOT o.allowed THEN
+        RETURN ARRAY[CASE WHEN o.allowed THEN 1 ELSE 0 END, o.remaining, o.reset_ms, o.retry_ms, 0];
+      END IF;
+      r := o.nxt;
+      IF r.state_until <= now_ms AND r.blocked_until <= now_ms THEN
+        IF found_row THEN DELETE FROM "sluice_limits" WHERE policy = policies[1] AND key = keys[1]; END IF;
+        EXIT;
+      ELSIF found_row THEN
+        UPDATE "sluice_limits" SET a = r.a, b = r.b, c = r.c, log = r.log, ids = r.ids, state_until = r.state_until,
+          blocked_until = CASE WHEN r.blocked_until > now_ms THEN r.blocked_until ELSE 0 END
+        WHERE policy = policies[1] AND key = keys[1];
+        EXIT;
+      END IF;
+      INSERT INTO "sluice_limits" (policy, key, a, b, c, log, ids, state_until, blocked_until)
+      VALUES (policies[1], keys[1], r.a, r.b, r.c, r.log, r.ids, r.state_until, 0)
+      ON CONFLICT DO NOTHING;
+      EXIT WHEN FOUND;
+    END LOOP;
+    RETURN ARRAY[1, o.remaining, o.reset_ms, o.retry_ms, 0];
+  END IF;
+  SELECT * INTO loaded, created FROM "sluice_limits_load"(policies, keys, NOT peek, NOT peek);
+  -- The clock is read once every row is held, so no decision sees a time before one it waited for.
+  now_ms := "sluice_limits_now"(p_now);
+  nexts := loaded;
+  ok := array_fill(false, ARRAY[n]);
+  FOR i IN 1 .. n LOOP
+    r := loaded[i];
+    IF r.blocked_until > now_ms THEN
+      -- A block adds a wait; it never shortens the one the units already impose.
+      SELECT * INTO u FROM "sluice_limits_step"(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
+      res := res || ARRAY[0, 0, greatest(r.blocked_until - now_ms, u.reset_ms),
+        greatest(r.blocked_until - now_ms, u.retry_ms), 1]::bigint[];
+      all_ok := false;
+    ELSE
+      SELECT * INTO o FROM "sluice_limits_step"(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, peek, false);
+      res := res || ARRAY[CASE WHEN o.allowed THEN 1 ELSE 0 END, o.remaining, o.reset_ms, o.retry_ms, 0]::bigint[];
+      nexts[i] := o.nxt;
+      ok[i] := o.allowed;
+      all_ok := all_ok AND o.allowed;
+    END IF;
+  END LOOP;
+  IF peek THEN RETURN res; END IF;
+  FOR i IN 1 .. n LOOP
+    IF all_ok THEN
+      PERFORM "sluice_limits_save"(nexts[i], now_ms);
+    ELSE
+      IF ok[i] THEN
+        -- Nothing is charged: layers that would admit report their state as it is.
+        r := loaded[i];
+        SELECT * INTO o FROM "sluice_limits_step"(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
+        res[5 * i - 4 : 5 * i] := ARRAY[1, o.remaining, o.reset_ms, o.retry_ms, 0]::bigint[];
+      END IF;
+      IF created[i] THEN DELETE FROM "sluice_limits" WHERE policy = policies[i] AND key = keys[i]; END IF;
+    END IF;
+  END LOOP;
+  RETURN res;
+END $$;
+
+-- Give back cost units of each step (concurrency: release lease). Reply: steps that had state.
+CREATE OR REPLACE FUNCTION "sluice_limits_refund"(p_now bigint, policies text[], keys bytea[],
+  algs text[], lims bigint[], wins bigint[], caps bigint[], costs bigint[], leases text[])
+RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  loaded "sluice_limits"[];
+  created boolean[];
+  now_ms bigint;
+  refunded int := 0;
+  i int;
+  r "sluice_limits";
+  o record;
+BEGIN
+  SELECT * INTO loaded, created FROM "sluice_limits_load"(policies, keys, true, false);
+  now_ms := "sluice_limits_now"(p_now);
+  FOR i IN 1 .. array_length(keys, 1) LOOP
+    r := loaded[i];
+    IF r.state_until > now_ms THEN
+      SELECT * INTO o FROM "sluice_limits_step"(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, false, true);
+      PERFORM "sluice_limits_save"(o.nxt, now_ms);
+      refunded := refunded + 1;
+    END IF;
+  END LOOP;
+  RETURN refunded;
+END $$;
+
+-- Deny every request for these keys until now + duration; a longer block in place is kept.
+CREATE OR REPLACE FUNCTION "sluice_limits_block"(p_now bigint, duration bigint, policies text[], keys bytea[])
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  now_ms bigint := "sluice_limits_now"(p_now);
+  i int;
+BEGIN
+  FOR i IN SELECT u.o FROM unnest(policies, keys) WITH ORDINALITY AS u(p, k, o) ORDER BY u.p, u.k LOOP
+    INSERT INTO "sluice_limits" AS s (policy, key, blocked_until) VALUES (policies[i], keys[i], now_ms + duration)
+    ON CONFLICT (policy, key) DO UPDATE SET blocked_until =
+      greatest(CASE WHEN s.blocked_until > now_ms THEN s.blocked_until ELSE 0 END, EXCLUDED.blocked_until);
+  END LOOP;
+  RETURN now_ms + duration;
+END $$;
+
+-- Delete up to batch dead rows (both times at or before before_ms); never waits on a row a decision
+-- holds. Reply: rows deleted.
+CREATE OR REPLACE FUNCTION "sluice_limits_cleanup"(before_ms bigint, batch int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  deleted int;
+BEGIN
+  DELETE FROM "sluice_limits" WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM "sluice_limits" WHERE greatest(state_until, blocked_until) <= before_ms
+    LIMIT batch FOR UPDATE SKIP LOCKED));
+  GET DIAGNOSTICS deleted = ROW_COUNT;
+  RETURN deleted;
+END $$;
+
+COMMIT;

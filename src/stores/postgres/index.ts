@@ -1,0 +1,320 @@
+// The PostgreSQL store: every algorithm runs as its plpgsql twin (schema.ts), one function call, so
+// one round trip and one transaction, per decision; layered steps are all or nothing inside it. Works
+// with node-postgres (`pg`) `Pool` or `Client`, or anything with the same `query(text, values)`.
+import { createHash } from 'node:crypto'
+import { z } from 'zod'
+import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
+import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
+import type { Step, StepResult, Store } from '../../store.js'
+import { postgresSchemaSql, schemaNames, TABLE_NAME } from './schema.js'
+
+export { postgresSchemaSql } from './schema.js'
+
+/** The subset of a node-postgres `Pool` or `Client` the store uses (structural: `pg` is optional). */
+export interface PostgresClientLike {
+  query(config: { text: string; values?: unknown[]; name?: string }): Promise<{ rows: unknown[] }>
+}
+
+export interface PostgresStoreOptions {
+  /** The table (optionally `schema.table`), lower case `[a-z0-9_]`. Default `sluice_limits`. */
+  table?: string
+  /**
+   * Whose clock decides: `server` (default) reads the database's clock inside the function, so
+   * hosts with skewed clocks agree; `client` uses `now()` of this process (deterministic tests).
+   */
+  clock?: 'server' | 'client'
+  /** The clock in ms for `clock: 'client'` (default `Date.now`). Giving it implies `clock: 'client'`. */
+  now?: () => number
+  /**
+   * Create the table and functions if missing (default `true`), on first use, idempotently. With
+   * `false` run docs/postgres-schema.sql (or `postgresSchemaSql(table)`) yourself beforehand.
+   */
+  migrate?: boolean
+  /** How often dead rows are deleted, in ms (default 60,000; 0 turns the timer off: call `cleanup()`). */
+  cleanupIntervalMs?: number
+  /** Most rows one cleanup statement deletes (default 1,000): bounds how long it holds row locks. */
+  cleanupBatch?: number
+  /**
+   * Named prepared statements (default `true`): each connection parses and plans a statement once.
+   * Names are unique per table and statement text, so two stores never clash. Turn off behind a
+   * pooler in transaction mode (PgBouncer before 1.21), which cannot keep them.
+   */
+  preparedStatements?: boolean
+}
+
+export interface PostgresStore extends Store {
+  /** A network store: always a promise. */
+  apply(steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]>
+  /**
+   * Delete rows whose state and block have both ended, a batch at a time, skipping rows a decision
+   * holds. Resolves with the number deleted. The store calls it every `cleanupIntervalMs`.
+   */
+  cleanup(): Promise<number>
+}
+
+const OPTION_KEYS = keysOf<PostgresStoreOptions>({
+  table: true,
+  clock: true,
+  now: true,
+  migrate: true,
+  cleanupIntervalMs: true,
+  cleanupBatch: true,
+  preparedStatements: true,
+})
+
+const optionsSchema = z.strictObject({
+  table: z
+    .string()
+    .regex(TABLE_NAME, {
+      error: 'table must be [schema.]name in lower case letters, digits and _ (at most 41 characters)',
+    })
+    .optional(),
+  clock: z.enum(['server', 'client'], { error: "clock must be 'server' or 'client'" }).optional(),
+  now: z
+    .custom<() => number>((v) => typeof v === 'function', { error: 'now must be a function returning ms' })
+    .optional(),
+  migrate: z.boolean({ error: 'migrate must be true or false' }).optional(),
+  preparedStatements: z.boolean({ error: 'preparedStatements must be true or false' }).optional(),
+  cleanupIntervalMs: z
+    .number({ error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
+    .int({ error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
+    .min(0, { error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
+    .max(2 ** 31 - 1, { error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
+    .optional(),
+  cleanupBatch: z
+    .number({ error: 'cleanupBatch must be a whole number from 1 to 100,000' })
+    .int({ error: 'cleanupBatch must be a whole number from 1 to 100,000' })
+    .min(1, { error: 'cleanupBatch must be a whole number from 1 to 100,000' })
+    .max(100_000, { error: 'cleanupBatch must be a whole number from 1 to 100,000' })
+    .optional(),
+})
+
+/**
+ * In client clock mode rows are deleted this long after they stop meaning anything, to absorb host
+ * clock skew (the Redis store keeps keys the same extra time).
+ */
+const CLIENT_CLOCK_SLACK_MS = 1000
+/** Cleanup statements one `cleanup()` runs at most: the rest waits for the next run. */
+const MAX_CLEANUP_ROUNDS = 100
+/** Keys up to this many UTF-8 bytes are stored as they are; longer ones as a SHA-256. */
+const MAX_RAW_KEY_BYTES = 64
+/** Marks a hashed key: 0xff never occurs in UTF-8, so no raw key can equal a hashed one. */
+const HASHED = Buffer.from([0xff])
+const LONE_SURROGATE = /[\uD800-\uDFFF]/
+
+/**
+ * The key column of a step. Raw UTF-8 when short and well-formed (any bytes, NUL included: it is a
+ * bytea parameter, never SQL text); otherwise 0xff + SHA-256 of the UTF-16 code units, which keeps
+ * lone surrogates apart. The policy id is its own column, so no two policies share a row.
+ */
+export function postgresKey(key: string): Buffer {
+  if (key.length <= MAX_RAW_KEY_BYTES && !LONE_SURROGATE.test(key)) {
+    const raw = Buffer.from(key, 'utf8')
+    if (raw.length <= MAX_RAW_KEY_BYTES) return raw
+  }
+  return Buffer.concat([HASHED, createHash('sha256').update(key, 'utf16le').digest()])
+}
+
+/** A lease id as text the database compares exactly (hex of its UTF-16 code units; '' stays ''). */
+function leaseText(leaseId: string | undefined): string {
+  return leaseId === undefined ? '' : Buffer.from(leaseId, 'utf16le').toString('hex')
+}
+
+/** SQLSTATEs after which the same call is simply tried again: deadlock, serialization failure. */
+const RETRY_CODES = new Set(['40P01', '40001'])
+
+/**
+ * A store backed by PostgreSQL. The store does not own the pool: `close()` stops the store (and its
+ * cleanup timer), and the caller ends the pool.
+ * @example
+ * const store = postgresStore(new pg.Pool({ connectionString: process.env.DATABASE_URL }), { table: 'sluice_limits' })
+ */
+export function postgresStore(client: PostgresClientLike, options: PostgresStoreOptions = {}): PostgresStore {
+  if (typeof (client as Partial<PostgresClientLike> | null)?.query !== 'function') {
+    throw new InvalidOptionsError(
+      'postgresStore: pass a pg Pool or Client (new pg.Pool({ connectionString }))',
+    )
+  }
+  if (!isOptionsObject(options)) throw new InvalidOptionsError('postgresStore: options must be an object')
+  checkKnownKeys('postgresStore', options, OPTION_KEYS)
+  const parsed = optionsSchema.safeParse(options)
+  if (!parsed.success) throw new InvalidOptionsError(`postgresStore: ${parsed.error.issues[0]!.message}`)
+  const o = parsed.data
+  if (o.clock === 'server' && o.now !== undefined) {
+    throw new InvalidOptionsError("postgresStore: now is only used with clock: 'client'; remove one of them")
+  }
+  const table = o.table ?? 'sluice_limits'
+  const clientClock = o.clock === 'client' || o.now !== undefined
+  const now = o.now ?? Date.now
+  const migrate = o.migrate ?? true
+  const batch = o.cleanupBatch ?? 1000
+  const intervalMs = o.cleanupIntervalMs ?? 60_000
+  const names = schemaNames(table)
+  const sql = {
+    apply: `SELECT ${names.fn('apply')}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r`,
+    refund: `SELECT ${names.fn('refund')}($1, $2, $3, $4, $5, $6, $7, $8, $9) AS r`,
+    block: `SELECT ${names.fn('block')}($1, $2, $3, $4) AS r`,
+    reset: `DELETE FROM ${names.table} WHERE (policy, key) IN (SELECT * FROM unnest($1::text[], $2::bytea[]))`,
+    cleanup: `SELECT ${names.fn('cleanup')}(${names.fn('now')}($1) - $2, $3) AS r`,
+  }
+  const prepared = o.preparedStatements ?? true
+  /** Statement names: `sluice_` + a hash of the text, which names the table. */
+  const statementNames = new Map(
+    Object.values(sql).map((text) => [
+      text,
+      `sluice_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`,
+    ]),
+  )
+  let closed = false
+  let ready: Promise<void> | undefined
+  let cleaning: Promise<number> | undefined
+
+  const clock = (): number | null => (clientClock ? Math.floor(now()) : null)
+
+  function wrap(error: unknown): StoreError {
+    if (error instanceof StoreError) return error
+    const detail = error instanceof Error ? error.message : String(error)
+    const hint =
+      (error as { code?: unknown }).code === '42883' && !migrate
+        ? ` (run docs/postgres-schema.sql for table ${table}, or use migrate: true)`
+        : ''
+    return new StoreError(`postgres store: ${detail}${hint}`, { cause: error })
+  }
+
+  /** The schema, once per store (again after a failure, e.g. the database was down at start). */
+  function schema(): Promise<void> {
+    if (!migrate) return Promise.resolve()
+    ready ??= client.query({ text: postgresSchemaSql(table) }).then(
+      () => {},
+      (error: unknown) => {
+        ready = undefined
+        throw wrap(error)
+      },
+    )
+    return ready
+  }
+
+  async function query(text: string, values: unknown[]): Promise<unknown> {
+    if (closed) throw new StoreClosedError('postgresStore: the store is closed')
+    await schema()
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const result = await client.query(
+          prepared ? { name: statementNames.get(text)!, text, values } : { text, values },
+        )
+        return (result.rows[0] as { r?: unknown } | undefined)?.r
+      } catch (error) {
+        // The function is one transaction: a deadlock victim changed nothing and can run again.
+        const code = (error as { code?: unknown }).code
+        if (attempt < 2 && typeof code === 'string' && RETRY_CODES.has(code)) continue
+        throw wrap(error)
+      }
+    }
+  }
+
+  /** The step columns every function takes: policy ids, keys, algorithms, limits, windows, capacities, costs, leases. */
+  function columns(steps: readonly Step[]): unknown[] {
+    const n = steps.length
+    const policies = new Array<string>(n)
+    const keys = new Array<Buffer>(n)
+    const algorithms = new Array<string>(n)
+    const limits = new Array<number>(n)
+    const windows = new Array<number>(n)
+    const capacities = new Array<number>(n)
+    const costs = new Array<number>(n)
+    const leases = new Array<string>(n)
+    for (let i = 0; i < n; i++) {
+      const step = steps[i]!
+      const p = step.policy
+      policies[i] = p.id
+      keys[i] = postgresKey(step.key)
+      algorithms[i] = p.algorithm
+      limits[i] = p.limit
+      windows[i] = p.windowMs
+      capacities[i] = p.capacity
+      costs[i] = step.cost
+      leases[i] = leaseText(step.leaseId)
+    }
+    return [policies, keys, algorithms, limits, windows, capacities, costs, leases]
+  }
+
+  function results(reply: unknown, n: number): StepResult[] {
+    if (!Array.isArray(reply) || reply.length !== n * 5) {
+      throw new StoreError(`postgres store: unexpected reply from the apply function: ${String(reply)}`)
+    }
+    const out = new Array<StepResult>(n)
+    for (let i = 0; i < n; i++) {
+      const at = i * 5
+      out[i] = {
+        allowed: Number(reply[at]) === 1,
+        remaining: Number(reply[at + 1]),
+        resetMs: Number(reply[at + 2]),
+        retryAfterMs: Number(reply[at + 3]),
+        blocked: Number(reply[at + 4]) === 1,
+      }
+    }
+    return out
+  }
+
+  async function cleanupOnce(): Promise<number> {
+    let deleted = 0
+    for (let round = 0; round < MAX_CLEANUP_ROUNDS; round++) {
+      const n = Number(await query(sql.cleanup, [clock(), clientClock ? CLIENT_CLOCK_SLACK_MS : 0, batch]))
+      deleted += n
+      if (n < batch || closed) break
+    }
+    return deleted
+  }
+
+  let timer: ReturnType<typeof setInterval> | undefined
+  if (intervalMs > 0) {
+    timer = setInterval(() => {
+      if (cleaning !== undefined || closed) return
+      // A failed run (database down) is the next decision's error to report, not the timer's.
+      store.cleanup().catch(() => {})
+    }, intervalMs)
+    timer.unref()
+  }
+
+  const store: PostgresStore = {
+    name: 'postgres',
+    async apply(steps, mode) {
+      if (steps.length === 0) return []
+      const reply = await query(sql.apply, [mode === 'peek', clock(), ...columns(steps)])
+      return results(reply, steps.length)
+    },
+    async refund(steps) {
+      if (steps.length === 0) return
+      await query(sql.refund, [clock(), ...columns(steps)])
+    },
+    async block(steps, durationMs) {
+      if (steps.length === 0) return
+      if (!Number.isSafeInteger(durationMs) || durationMs <= 0) {
+        throw new InvalidOptionsError(
+          `block: duration must be a positive whole number of ms, got ${durationMs}`,
+        )
+      }
+      const [policies, keys] = columns(steps)
+      await query(sql.block, [clock(), durationMs, policies, keys])
+    },
+    async reset(steps) {
+      if (steps.length === 0) return
+      const [policies, keys] = columns(steps)
+      await query(sql.reset, [policies, keys])
+    },
+    cleanup() {
+      cleaning ??= cleanupOnce().finally(() => {
+        cleaning = undefined
+      })
+      return cleaning
+    },
+    async close() {
+      closed = true
+      if (timer !== undefined) clearInterval(timer)
+      await cleaning?.catch(() => {})
+    },
+  }
+  // Client clock: the functions decide on `now`, so the limiter's deny cache must time with it too.
+  if (clientClock) store.now = () => Math.floor(now())
+  return store
+}

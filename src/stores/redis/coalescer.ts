@@ -1,0 +1,114 @@
+// The tick coalescer of the Redis store: single-slot decisions issued in the same tick go to Redis
+// together, several per script call, in the order they were issued.
+import type { AlgorithmName } from '../../policy.js'
+import type { StepResult } from '../../store.js'
+
+/** Most decisions carried by one batch script call: bounds the time one call holds Redis. */
+export const MAX_BATCH = 128
+/** Coalesced script calls the store aims to keep in flight (see dispatch). */
+const PIPELINE = 4
+
+/** One decision waiting for its call: what the store groups (`G`), its mode and its promise. */
+export interface Pending<G> {
+  group: G
+  mode: 'consume' | 'peek'
+  resolve(results: StepResult[]): void
+  reject(error: unknown): void
+}
+
+/**
+ * Sends one call of coalesced decisions, all with the clock argument `at`; `algorithm` is the one
+ * algorithm of every step, or undefined when they mix. It settles every entry.
+ */
+export type SendBatch<G> = (
+  at: string,
+  entries: Pending<G>[],
+  algorithm: AlgorithmName | undefined,
+) => Promise<void>
+
+interface Batch<G> {
+  /** The clock argument every decision of the batch shares. */
+  at: string
+  entries: Pending<G>[]
+  algorithm: AlgorithmName | undefined
+}
+
+export interface Coalescer<G> {
+  /**
+   * One single-slot decision (slot group `id`, '' when standalone), coalesced with the others issued
+   * in the same tick. A batch is sent when the tick ends, when it is full, or when a decision with
+   * another clock value arrives, so the calls leave in the order they were issued and one key's
+   * decisions are never reordered.
+   */
+  add(
+    id: string,
+    group: G,
+    algorithm: AlgorithmName | undefined,
+    mode: 'consume' | 'peek',
+    at: string,
+  ): Promise<StepResult[]>
+}
+
+export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
+  /** Decisions waiting for the end of the tick, by hash slot group. */
+  const pending = new Map<string, Batch<G>>()
+  /** Coalesced decisions sent and not yet answered. */
+  let sent = 0
+
+  async function track(
+    at: string,
+    entries: Pending<G>[],
+    algorithm: AlgorithmName | undefined,
+  ): Promise<void> {
+    sent += entries.length
+    try {
+      await send(at, entries, algorithm)
+    } finally {
+      sent -= entries.length
+    }
+  }
+
+  /**
+   * Send a batch as calls of at most `size` decisions, in order. The size keeps about PIPELINE calls
+   * in flight: while Redis runs one call, this process reads the last reply and builds the next, so
+   * the two overlap instead of taking turns (which one call of every waiting decision would cause).
+   */
+  function dispatch(batch: Batch<G>): void {
+    const { entries } = batch
+    const size = Math.min(MAX_BATCH, Math.max(1, Math.ceil((entries.length + sent) / PIPELINE)))
+    for (let i = 0; i < entries.length; i += size) {
+      void track(batch.at, entries.length <= size ? entries : entries.slice(i, i + size), batch.algorithm)
+    }
+  }
+
+  function flush(): void {
+    const batches = [...pending.values()]
+    pending.clear()
+    for (const b of batches) dispatch(b)
+  }
+
+  return {
+    add(id, group, algorithm, mode, at) {
+      return new Promise<StepResult[]>((resolve, reject) => {
+        let batch = pending.get(id)
+        if (batch !== undefined && batch.at !== at) {
+          pending.delete(id)
+          dispatch(batch)
+          batch = undefined
+        }
+        if (batch === undefined) {
+          if (pending.size === 0) process.nextTick(flush)
+          batch = { at, entries: [], algorithm }
+          pending.set(id, batch)
+        } else if (batch.algorithm !== algorithm) {
+          batch.algorithm = undefined
+        }
+        batch.entries.push({ group, mode, resolve, reject })
+        if (batch.entries.length >= MAX_BATCH) {
+          pending.delete(id)
+          dispatch(batch)
+        }
+      })
+    },
+  }
+}

@@ -1,0 +1,83 @@
+// The script registry of the Redis store and of hybrid mode: each script's SHA-1 computed once from
+// its generated source (lua.generated.ts), EVALSHA first, and on a reply whose error code is NOSCRIPT
+// (after a restart, SCRIPT FLUSH or failover) one shared SCRIPT LOAD and one retry.
+import { createHash } from 'node:crypto'
+import { type ClientAdapter, replyErrorCode } from './client.js'
+import { luaSources } from './lua.generated.js'
+
+/** The name of a generated script: `apply/<algorithm>`, `layered`, `refund`, `block`, `hybrid/add` */
+export type ScriptName = keyof typeof luaSources
+
+export interface Script {
+  /** Its name in lua.generated.ts, for error messages. */
+  readonly name: ScriptName
+  readonly source: string
+  readonly sha: string
+}
+
+const scripts = new Map<ScriptName, Script>()
+
+/** The script called `name`, with its SHA-1 (computed once per process). */
+export function script(name: ScriptName): Script {
+  let s = scripts.get(name)
+  if (s === undefined) {
+    const source = luaSources[name]
+    s = { name, source, sha: createHash('sha1').update(source).digest('hex') }
+    scripts.set(name, s)
+  }
+  return s
+}
+
+export interface ScriptRunner {
+  /**
+   * EVALSHA, then `read` of the reply; on NOSCRIPT load the script and retry once. `shareWrite`: the
+   * call may share a socket write with the tick's other calls (see ClientAdapter.evalsha). One
+   * continuation of the client's promise on the way that succeeds: this is every decision's path.
+   */
+  run<R>(
+    s: Script,
+    keys: string[],
+    args: string[],
+    shareWrite: boolean,
+    read: (reply: unknown) => R,
+  ): Promise<R>
+}
+
+/**
+ * Runs scripts on one client. `wrap` turns a failure (a reply error, a closed connection) into what
+ * the caller throws; concurrent calls that all meet NOSCRIPT share one SCRIPT LOAD.
+ */
+export function scriptRunner(adapter: ClientAdapter, wrap: (error: unknown) => unknown): ScriptRunner {
+  const loading = new Map<string, Promise<void>>()
+
+  function load(s: Script): Promise<void> {
+    let pending = loading.get(s.sha)
+    if (pending === undefined) {
+      pending = adapter.loadScript(s.source).finally(() => loading.delete(s.sha))
+      loading.set(s.sha, pending)
+    }
+    return pending
+  }
+
+  async function retry(s: Script, keys: string[], args: string[], error: unknown): Promise<unknown> {
+    if (replyErrorCode(error) !== 'NOSCRIPT') throw wrap(error)
+    try {
+      await load(s)
+      return await adapter.evalsha(s.sha, keys, args)
+    } catch (error) {
+      throw wrap(error)
+    }
+  }
+
+  return {
+    run(s, keys, args, shareWrite, read) {
+      let call: Promise<unknown>
+      try {
+        call = adapter.evalsha(s.sha, keys, args, shareWrite)
+      } catch (error) {
+        call = Promise.reject(error)
+      }
+      return call.then(read, (error: unknown) => retry(s, keys, args, error).then(read))
+    },
+  }
+}

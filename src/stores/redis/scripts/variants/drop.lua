@@ -1,0 +1,11 @@
+-- Right after the read fragment, which sets `stored` (a state was read) and `live` (it is still
+-- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+-- unless a block in force keeps its key, and with no live state a past block is deleted too.
+if not held then
+  if stored and not live then
+    redis.call('DEL', key)
+  end
+  if not live and blocked_until > 0 then
+    redis.call('DEL', block_key)
+  end
+end

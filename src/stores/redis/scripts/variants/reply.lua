@@ -1,0 +1,14 @@
+-- Appends the step's 3 reply integers from `allowed`, `remaining`, `reset` and `retry` (what the
+-- units say, after the commit). A block in force denies and adds its wait; it never shortens the one
+-- the units impose.
+local r = #reply
+if held then
+  local left = blocked_until - now
+  reply[r + 1] = -1
+  reply[r + 2] = math.max(left, reset)
+  reply[r + 3] = -1 - math.max(left, retry)
+else
+  reply[r + 1] = allowed and remaining or -1 - remaining
+  reply[r + 2] = reset
+  reply[r + 3] = retry
+end
