@@ -38,6 +38,12 @@ describe('region staleness in metrics and dashboard', () => {
     const obs = createObservability({ limiter })
     const mounted = await mount(obs)
     try {
+      // Idle (no key decided yet), us is still found unreachable: the exchange asks it anyway.
+      await sleep(250)
+      expect(store.regions().find((r) => r.region === 'us')).toMatchObject({
+        stale: true,
+        lastSyncAgeMs: null,
+      })
       // Decisions continue on the local Redis while us is away.
       expect((await limiter.consume('api', 'k')).allowed).toBe(true)
       await sleep(250)

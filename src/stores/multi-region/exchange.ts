@@ -194,10 +194,6 @@ export class Exchange {
       const index = Math.floor(nowMs / t.policy.windowMs)
       keys.push(this.hashKey(t.policy, t.key, index), this.hashKey(t.policy, t.key, index - 1))
     }
-    if (keys.length === 0) {
-      for (const view of this.views) view.lastSyncAt = nowMs
-      return
-    }
     await Promise.all(
       this.options.remotes.map(async (remote, i) => {
         const view = this.views[i]!
@@ -249,7 +245,8 @@ export class Exchange {
   ): Promise<number[]> {
     const size = adapter.cluster ? 1 : MAX_KEYS_PER_CALL
     const chunks: Promise<number[]>[] = []
-    for (let from = 0; from < keys.length; from += size) {
+    // With no keys, one call still: an idle region's freshness is a real answer, not an assumption.
+    for (let from = 0; from < Math.max(keys.length, 1); from += size) {
       const chunk = keys.slice(from, from + size)
       const [script, args] = argsOf(chunk, from)
       chunks.push(
