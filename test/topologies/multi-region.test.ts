@@ -169,18 +169,21 @@ describe('multi-region: three regions, three processes, one global key', () => {
     const during = await runAll(key, 100, 2000)
     for (const r of REGIONS) {
       expect(during.get(r)!.errors, `${r}: decisions during the partition`).toBe(0)
-      expect(during.get(r)!.admitted, r).toBe(during.get(r)!.offered)
+      expect(during.get(r)!.admitted, JSON.stringify(during.get(r))).toBe(during.get(r)!.offered)
     }
     // Stale both ways: the cut region sees the others stale, they see it stale; eu and us see each other fresh.
     const euView = await regionsOf('eu')
-    expect(euView.find((v) => v.region === cutOff)!.stale).toBe(true)
-    expect(euView.find((v) => v.region === 'us')!.stale).toBe(false)
+    expect(euView.find((v) => v.region === cutOff)!.stale, JSON.stringify(euView)).toBe(true)
+    expect(euView.find((v) => v.region === 'us')!.stale, JSON.stringify(euView)).toBe(false)
     const apView = await regionsOf(cutOff)
-    expect(apView.filter((v) => !v.region.startsWith(cutOff)).every((v) => v.stale)).toBe(true)
+    expect(
+      apView.filter((v) => !v.region.startsWith(cutOff)).every((v) => v.stale),
+      JSON.stringify(apView),
+    ).toBe(true)
     // While cut, eu and us agree with each other but not with ap.
     const [euBefore, usBefore, apBefore] = await remainingEverywhere(key)
     expect(euBefore).toBe(usBefore)
-    expect(apBefore).not.toBe(euBefore)
+    expect(apBefore, `eu ${euBefore} us ${usBefore} ap ${apBefore}`).not.toBe(euBefore)
 
     for (const [link, proxy] of proxies) if (link.includes(cutOff)) proxy.heal()
     const healedBy = Date.now() + 10_000
