@@ -78,6 +78,7 @@ export type {
   AlgorithmName,
   ConcurrencyPolicy,
   Policy,
+  PolicyScope,
   RatePolicy,
   ResolvedPolicy,
   StoreErrorMode,

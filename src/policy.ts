@@ -21,6 +21,11 @@ export type RateAlgorithmName = Exclude<AlgorithmName, 'concurrency'>
 export type StoreErrorMode = 'open' | 'closed' | 'memory'
 export const STORE_ERROR_MODES = ['open', 'closed', 'memory'] as const
 
+/** Where a policy's limit holds with `multiRegionStore`: per region (default) or across all regions. */
+export type PolicyScope = 'region' | 'global'
+/** The algorithms `scope: 'global'` can bound (their windows are aligned to the clock, so regions count the same windows). */
+export const GLOBAL_ALGORITHMS = ['sliding-window-counter'] as const satisfies readonly AlgorithmName[]
+
 /** `limit` requests per `window`. For token bucket and GCRA, `burst` is the capacity (default `limit`). */
 export interface RatePolicy {
   algorithm: RateAlgorithmName
@@ -46,6 +51,13 @@ export interface RatePolicy {
   /** Hybrid mode: how often counts are flushed to Redis and the global total pulled back. Default `100ms`. */
   syncEvery?: Duration
   /**
+   * With `multiRegionStore` (from `sluice/redis`): `region` (default) decides exactly on the local
+   * region's Redis; `global` (sliding-window-counter only) shares the limit across regions, each
+   * decision still local, counts exchanged every `syncEvery` of the store. docs/topologies.md has
+   * the over-admission bound. Other stores have one place of truth: both scopes are exact there.
+   */
+  scope?: PolicyScope
+  /**
    * Memory store: the most keys of this policy held at once. When they are all held, a new key of
    * this policy evicts one of this policy's own (keys that would admit first, denying or blocked
    * keys last), so a flood of one policy never evicts another's. Default: only the store's `maxKeys`.
@@ -67,6 +79,8 @@ export interface ConcurrencyPolicy {
   timeout: Duration
   /** When the store fails: admit (`open`, the limiter's default), deny (`closed`) or decide in memory. */
   onStoreError?: StoreErrorMode
+  /** Leases are held per region only: `region` is the one scope concurrency has. */
+  scope?: 'region'
   /**
    * Memory store: the most keys of this policy held at once. When they are all held, a new key of
    * this policy evicts one of this policy's own (keys that would admit first, denying or blocked
@@ -94,6 +108,8 @@ export interface ResolvedPolicy {
   readonly onStoreError?: StoreErrorMode
   /** Set only for hybrid policies: the sync interval in ms (see src/scale/hybrid.ts). */
   readonly syncEveryMs?: number
+  /** Set only for `scope: 'global'` policies (multiRegionStore shares them across regions). */
+  readonly scope?: 'global'
   /** Set only when the policy bounds its own keys in the memory store (see src/stores/memory.ts). */
   readonly maxKeys?: number
 }
@@ -128,6 +144,7 @@ const rateSchema = z.strictObject({
   onStoreError: storeErrorSchema.optional(),
   mode: z.enum(['exact', 'hybrid'], { error: "must be 'exact' or 'hybrid'" }).optional(),
   syncEvery: durationSchema.optional(),
+  scope: z.enum(['region', 'global'], { error: "must be 'region' or 'global'" }).optional(),
   maxKeys: positiveInt('maxKeys').optional(),
 })
 
@@ -137,6 +154,9 @@ const concurrencySchema = z.strictObject({
   limit: positiveInt('limit'),
   timeout: durationSchema,
   onStoreError: storeErrorSchema.optional(),
+  scope: z
+    .literal('region', { error: "must be 'region': concurrency leases are held per region" })
+    .optional(),
   maxKeys: positiveInt('maxKeys').optional(),
 })
 
@@ -151,6 +171,7 @@ const RATE_KEYS = [
   'onStoreError',
   'mode',
   'syncEvery',
+  'scope',
   'maxKeys',
 ] satisfies readonly (keyof RatePolicy | 'maxKeys')[]
 const CONCURRENCY_KEYS = [
@@ -159,6 +180,7 @@ const CONCURRENCY_KEYS = [
   'limit',
   'timeout',
   'onStoreError',
+  'scope',
   'maxKeys',
 ] satisfies readonly (keyof ConcurrencyPolicy | 'maxKeys')[]
 
@@ -252,6 +274,19 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
       )
     }
     resolved.syncEveryMs = syncEveryMs
+  }
+  if ('scope' in p && p.scope === 'global') {
+    if (!(GLOBAL_ALGORITHMS as readonly string[]).includes(p.algorithm)) {
+      throw new InvalidPolicyError(
+        `policies.${name}.scope: a global limit needs windows every region counts alike; use algorithm 'sliding-window-counter' (its windows are aligned to the clock), or scope 'region'`,
+      )
+    }
+    if (hybrid) {
+      throw new InvalidPolicyError(
+        `policies.${name}.scope: a hybrid policy is decided by its own counters, not by multiRegionStore; use mode 'exact' with scope 'global'`,
+      )
+    }
+    resolved.scope = 'global'
   }
   // Optional fields only when given: a resolved policy holds exactly what was chosen.
   if (p.onStoreError !== undefined) resolved.onStoreError = p.onStoreError

@@ -99,6 +99,11 @@ function render(s) {
     el('td', { class: 'p50' }, ms(st.p50Ms)),
     el('td', { class: 'p99' }, ms(st.p99Ms)),
     el('td', { class: 'errors' }, st.errors))), 'no store activity yet', 6);
+  $('regions-section').hidden = s.regions.length === 0;
+  fill($('regions'), s.regions.map((r) => el('tr', { 'data-region': r.region },
+    el('td', {}, r.region + (r.local ? ' (local)' : '')),
+    el('td', {}, el('span', { class: 'badge ' + (r.stale ? 'down' : 'up') }, r.stale ? 'stale' : 'fresh')),
+    el('td', { class: 'age' }, r.lastSyncAgeMs == null ? 'never' : ms(r.lastSyncAgeMs)))), 'no regions', 3);
   const limited = s.topDenied.flatMap((t) => t.keys.map((k) => ({ ...k, policy: t.policy, total: t.total })))
     .sort((a, b) => b.count - a.count).slice(0, 10);
   fill($('top'), limited.map((k) => el('tr', {},
@@ -179,6 +184,11 @@ export function dashboardPage(base: string): string {
   <h2>Stores</h2>
   <table><thead><tr><th>store</th><th>up</th><th>circuit</th><th>p50</th><th>p99</th><th>errors</th></tr></thead>
   <tbody id="stores"></tbody></table>
+</section>
+<section id="regions-section" hidden>
+  <h2>Regions</h2>
+  <table><thead><tr><th>region</th><th>totals</th><th>last sync</th></tr></thead>
+  <tbody id="regions"></tbody></table>
 </section>
 <section>
   <h2>Top limited keys (last minute)</h2>

@@ -27,6 +27,7 @@ export type {
   CircuitState,
   DecisionOutcome,
   MetricsOptions,
+  RegionStatus,
   ReportedStoreHealth,
   SluiceMetrics,
 } from './prometheus.js'

@@ -8,7 +8,13 @@ import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limite
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
-import type { DecisionOutcome, MetricsOptions, ReportedStoreHealth, SluiceMetrics } from './prometheus.js'
+import type {
+  DecisionOutcome,
+  MetricsOptions,
+  RegionStatus,
+  ReportedStoreHealth,
+  SluiceMetrics,
+} from './prometheus.js'
 import { createMetrics, METRICS_OPTION_KEYS, outcomeOf } from './prometheus.js'
 import { RateSeries, RecentSamples } from './series.js'
 import type { Spike, SpikeDetectorOptions } from './spikes.js'
@@ -86,6 +92,8 @@ export interface DashboardSnapshot {
   /** Denied / all decisions over the last 10 seconds, all policies. */
   deniedShare10s: number
   stores: StoreSnapshot[]
+  /** multiRegionStore's regions and their freshness; empty for other stores. */
+  regions: RegionStatus[]
   topDenied: TopKeysReport[]
   topAdmitted: TopKeysReport[]
   spikes: Spike[]
@@ -172,6 +180,12 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   const metricsOptions: MetricsOptions = { ...options.metrics }
   if (options.registry !== undefined) metricsOptions.registry = options.registry
   const metrics = createMetrics(metricsOptions)
+  // A limiter on a multiRegionStore: its regions' freshness goes to the gauges and the dashboard.
+  const store = (options.limiter as { store?: { regions?: unknown } }).store
+  if (typeof store?.regions === 'function') {
+    const regionsOf = store.regions.bind(store) as () => readonly RegionStatus[]
+    metrics.watchRegions(regionsOf)
+  }
   const topOptions = options.topKeys ?? {}
   const detector = new SpikeDetector(options.spikes)
   const abuse = options.abuse === false ? undefined : new AbuseDetector(options.abuse, metrics.registry)
@@ -383,6 +397,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       policies,
       deniedShare10s: all10 === 0 ? 0 : denied10 / all10,
       stores,
+      regions: metrics.regions(),
       topDenied: topKeys({ side: 'denied', k: 10 }),
       topAdmitted: topKeys({ side: 'admitted', k: 10 }),
       spikes: detector.recent().slice(0, 20),

@@ -53,6 +53,15 @@ export interface ReportedStoreHealth {
   errors: number
 }
 
+/** One region as `multiRegionStore`'s `regions()` reports it (the dashboard and two gauges show it). */
+export interface RegionStatus {
+  readonly region: string
+  readonly local: boolean
+  readonly stale: boolean
+  /** ms since the last exchange with the region answered; `null` before the first. */
+  readonly lastSyncAgeMs: number | null
+}
+
 export interface SluiceMetrics {
   readonly registry: prom.Registry
   /** Count one decision event (what `limiter.subscribe` delivers). */
@@ -67,6 +76,14 @@ export interface SluiceMetrics {
   recordLocalCacheHit(policy: string): void
   /** Store health as reported so far, for the dashboard. */
   storeHealth(): ReportedStoreHealth[]
+  /**
+   * Read regions' freshness at every scrape from `source` (a multiRegionStore's `regions`):
+   * `sluice_region_stale{region}` and `sluice_region_sync_age_seconds{region}`. One source; a new
+   * call replaces it. createObservability does this for a limiter on a multiRegionStore.
+   */
+  watchRegions(source: () => readonly RegionStatus[]): void
+  /** The regions as the source reports them now; empty without one. */
+  regions(): RegionStatus[]
 }
 
 const DEFAULT_BUCKETS = [
@@ -190,6 +207,31 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     registers,
   })
 
+  let regionSource: (() => readonly RegionStatus[]) | undefined
+  const regions = (): RegionStatus[] =>
+    regionSource === undefined ? [] : regionSource().map((r) => ({ ...r }))
+  new prom.Gauge({
+    name: 'sluice_region_stale',
+    help: 'multiRegionStore: 1 when the region has not been synced for longer than staleAfter, else 0.',
+    labelNames: ['region'],
+    registers,
+    collect() {
+      this.reset()
+      for (const r of regions()) this.labels(r.region).set(r.stale ? 1 : 0)
+    },
+  })
+  new prom.Gauge({
+    name: 'sluice_region_sync_age_seconds',
+    help: 'multiRegionStore: seconds since the last exchange with the region answered (absent before the first).',
+    labelNames: ['region'],
+    registers,
+    collect() {
+      this.reset()
+      for (const r of regions())
+        if (r.lastSyncAgeMs !== null) this.labels(r.region).set(r.lastSyncAgeMs / 1000)
+    },
+  })
+
   const health = new Map<string, ReportedStoreHealth>()
 
   function healthOf(store: string): ReportedStoreHealth {
@@ -258,6 +300,12 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     storeHealth() {
       return [...health.values()].map((h) => ({ ...h }))
     },
+    watchRegions(source) {
+      if (typeof source !== 'function')
+        throw new InvalidOptionsError('watchRegions: pass a function returning the regions (store.regions)')
+      regionSource = source
+    },
+    regions,
   }
 }
 

@@ -44,7 +44,7 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/scale.md': 2,
   'docs/service.md': 1,
   'docs/stores.md': 4,
-  'docs/topologies.md': 1, // the hybrid example; the rest is nginx, YAML and text
+  'docs/topologies.md': 2, // the hybrid and multi-region examples; the rest is nginx, YAML and text
   'docs/waiting.md': 4,
 }
 

@@ -12,6 +12,8 @@ import { stepKeys } from './keys.js'
 import { luaAlgorithms } from './lua.generated.js'
 import { type Script, script, scriptRunner } from './script.js'
 
+export type { MultiRegionStore, MultiRegionStoreOptions, RegionHealth } from '../multi-region/index.js'
+export { multiRegionStore } from '../multi-region/index.js'
 export type { IORedisClientLike, NodeRedisClientLike, NodeRedisClusterLike, RedisClient } from './client.js'
 export type { HybridRedisOptions } from './hybrid.js'
 export { hybridRedis } from './hybrid.js'
