@@ -3,94 +3,30 @@
 // StepResult must match. Then the same through two limiters, deny cache on and off.
 import { afterAll, describe, expect, it } from 'vitest'
 import { createLimiter } from '../../src/limiter.js'
-import { type Policy, type ResolvedPolicy, resolvePolicy } from '../../src/policy.js'
-import type { Step } from '../../src/store.js'
+import type { Policy } from '../../src/policy.js'
 import { memcachedStore } from '../../src/stores/memcached/index.js'
 import { memoryStore } from '../../src/stores/memory.js'
+import { compareWithMemory, random, policies as shared } from '../helpers/differential.js'
 import { freshPrefix, memcachedClient } from './clients.js'
 
 const client = memcachedClient()
 afterAll(() => client.close())
 
-/** Small deterministic PRNG (mulberry32) so a failure can be replayed from its seed. */
-function random(seed: number): () => number {
-  let a = seed
-  return () => {
-    a = (a + 0x6d2b79f5) | 0
-    let t = Math.imul(a ^ (a >>> 15), 1 | a)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-const policies = {
-  fw: { algorithm: 'fixed-window', limit: 5, window: 1000 },
-  swl: { algorithm: 'sliding-window-log', limit: 6, window: 1000 },
-  swc: { algorithm: 'sliding-window-counter', limit: 7, window: 1000 },
-  tb: { algorithm: 'token-bucket', limit: 10, window: 1000, burst: 4 },
-  gcra: { algorithm: 'gcra', limit: 7, window: 333, burst: 7 },
-  conc: { algorithm: 'concurrency', limit: 3, timeout: 500 },
-} as const satisfies Record<string, Policy>
-type Name = keyof typeof policies
-const names = Object.keys(policies) as Name[]
-const resolved = Object.fromEntries(names.map((n) => [n, resolvePolicy(n, policies[n])])) as Record<
-  Name,
-  ResolvedPolicy
->
+// The shared policies under the names of the memcached test (gcra7 is the gcra of this file).
+const names = ['fw', 'swl', 'swc', 'tb', 'gcra7', 'conc'] as const
+type Name = (typeof names)[number]
+const policies = Object.fromEntries(names.map((n) => [n, shared[n]!])) as Record<Name, Policy>
 // Subjects memcached cannot take as they are: a space, unicode, a NUL.
 const keys = ['a', 'user 1', 'ключ\u0000']
 
-async function compareStores(seed: number, only: readonly Name[]): Promise<void> {
-  const rand = random(seed)
-  let clock = 1_700_000_000_000 + Math.floor(rand() * 5000)
-  const now = () => clock
-  const memory = memoryStore({ now })
-  const memcached = memcachedStore(client, { now, prefix: freshPrefix('diff') })
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!
-  const log: string[] = []
-  for (let i = 0; i < 120; i++) {
-    const r = rand()
-    clock += Math.floor(r * r * 300)
-    const count = rand() < 0.2 ? 2 : 1
-    const steps: Step[] = []
-    const used = new Set<string>()
-    for (let s = 0; s < count; s++) {
-      const name = pick(only)
-      const key = pick(keys)
-      if (used.has(`${name}/${key}`)) continue
-      used.add(`${name}/${key}`)
-      const policy = resolved[name]
-      const cost = rand() < 0.2 ? 2 : 1
-      steps.push(
-        policy.algorithm === 'concurrency'
-          ? { policy, key, cost, leaseId: `l${Math.floor(rand() * 4)}` }
-          : { policy, key, cost },
-      )
-    }
-    const op = rand()
-    const what = steps.map((s) => `${s.policy.name}/${JSON.stringify(s.key)}x${s.cost}`).join(',')
-    const where = `seed ${seed} op ${i}`
-    if (op < 0.6) {
-      const mode = rand() < 0.2 ? 'peek' : 'consume'
-      log.push(`${where}: ${mode} ${what} at ${clock}`)
-      const expected = await memory.apply(steps, mode)
-      expect(await memcached.apply(steps, mode), log.slice(-15).join('\n')).toEqual(expected)
-    } else if (op < 0.8) {
-      log.push(`${where}: refund ${what} at ${clock}`)
-      await memory.refund(steps)
-      await memcached.refund(steps)
-    } else if (op < 0.88) {
-      const ms = 1 + Math.floor(rand() * 600)
-      log.push(`${where}: block ${what} ${ms} at ${clock}`)
-      await memory.block(steps, ms)
-      await memcached.block(steps, ms)
-    } else {
-      log.push(`${where}: reset ${what} at ${clock}`)
-      await memory.reset(steps)
-      await memcached.reset(steps)
-    }
-  }
-}
+const compareStores = (seed: number, only: readonly Name[]) =>
+  compareWithMemory(
+    'memcached',
+    (now) => memcachedStore(client, { now, prefix: freshPrefix('diff') }),
+    seed,
+    only,
+    keys,
+  )
 
 const SEEDS = Number(process.env.SLUICE_DIFF_SEEDS ?? 6)
 describe('memcached store equals the memory store (random sequences)', () => {
