@@ -2,8 +2,8 @@
 // own connection) against one key per algorithm and prints how many were admitted.
 // Run: node --import tsx postgres-hammer-worker.ts <json config>
 import pg from 'pg'
-import { resolvePolicy } from '../../src/policy.js'
 import { postgresStore } from '../../src/stores/postgres/index.js'
+import { hammerOneKey } from '../helpers/hammer.js'
 
 interface Config {
   url: string
@@ -20,32 +20,18 @@ interface Config {
 const config = JSON.parse(process.argv[2]!) as Config
 const pool = new pg.Pool({ connectionString: config.url, max: config.inFlight })
 const store = postgresStore(pool, { table: config.table, cleanupIntervalMs: 0 })
-const admitted: Record<string, number> = {}
 // Connect every client before the start, so the race is between decisions, not connections.
 const clients = await Promise.all(Array.from({ length: config.inFlight }, () => pool.connect()))
 for (const c of clients) c.release()
 
 await new Promise((r) => setTimeout(r, Math.max(0, config.startAt - Date.now())))
-await Promise.all(
-  config.algorithms.map(async (algorithm) => {
-    const policy = resolvePolicy(algorithm.replaceAll('-', '_'), {
-      algorithm,
-      limit: config.limit,
-      window: config.window,
-    })
-    let sent = 0
-    let ok = 0
-    const lane = async () => {
-      while (sent < config.attempts) {
-        sent++
-        const [result] = await store.apply([{ policy, key: 'hot', cost: 1 }], 'consume')
-        if (result!.allowed) ok++
-      }
-    }
-    await Promise.all(Array.from({ length: config.inFlight / config.algorithms.length }, lane))
-    admitted[algorithm] = ok
-  }),
-)
+const admitted = await hammerOneKey(store, {
+  algorithms: config.algorithms,
+  attempts: config.attempts,
+  lanes: config.inFlight / config.algorithms.length,
+  limit: config.limit,
+  window: config.window,
+})
 process.stdout.write(JSON.stringify(admitted))
 await store.close()
 await pool.end()

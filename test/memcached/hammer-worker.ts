@@ -4,6 +4,7 @@
 import memjs from 'memjs'
 import { resolvePolicy } from '../../src/policy.js'
 import { memcachedStore } from '../../src/stores/memcached/index.js'
+import { hammerOneKey } from '../helpers/hammer.js'
 
 interface Config {
   address: string
@@ -18,7 +19,6 @@ interface Config {
 const config = JSON.parse(process.argv[2]!) as Config
 const client = memjs.Client.create(config.address, { retries: 1, logger: { log: () => {} } })
 const store = memcachedStore(client, { prefix: config.prefix })
-const admitted: Record<string, number> = {}
 
 // Connected and warm, then wait for the parent's go (a line on stdin), so the processes overlap.
 await store.apply(
@@ -28,31 +28,13 @@ await store.apply(
 process.stdout.write('ready\n')
 await new Promise((r) => process.stdin.once('data', r))
 process.stdin.pause()
-await Promise.all(
-  config.algorithms.map(async (algorithm) => {
-    const policy = resolvePolicy(algorithm.replaceAll('-', '_'), {
-      algorithm,
-      limit: config.limit,
-      window: config.window,
-    })
-    let sent = 0
-    let ok = 0
-    let failed = 0
-    const lane = async () => {
-      while (sent < config.attempts) {
-        sent++
-        try {
-          const [result] = await store.apply([{ policy, key: 'hot', cost: 1 }], 'consume')
-          if (result!.allowed) ok++
-        } catch {
-          failed++
-        }
-      }
-    }
-    await Promise.all(Array.from({ length: config.inFlight }, lane))
-    admitted[algorithm] = ok
-    admitted[`${algorithm} failed`] = failed
-  }),
-)
+const admitted = await hammerOneKey(store, {
+  algorithms: config.algorithms,
+  attempts: config.attempts,
+  lanes: config.inFlight,
+  limit: config.limit,
+  window: config.window,
+  countFailures: true,
+})
 process.stdout.write(`${JSON.stringify(admitted)}\n`)
 client.close()
