@@ -8,8 +8,9 @@ import { createLimiter, type Limiter } from '../../src/limiter.js'
 import type { StoreErrorMode } from '../../src/policy.js'
 import { memcachedStore } from '../../src/stores/memcached/index.js'
 import { type MemcachedServer, startMemcached } from '../helpers/memcached-harness.js'
-import { type Sample, sleep, startLoad } from './load.js'
-import { percentile, record, round } from './results.js'
+import { sleep, startLoad } from './load.js'
+import { expectModeHeld, latencyStats, outageSummary } from './outage.js'
+import { record, round } from './results.js'
 
 const TIMEOUT_MS = 100 // the default storeTimeout
 const IN_FLIGHT = 64
@@ -47,17 +48,6 @@ async function setup(mode: StoreErrorMode): Promise<{ server: MemcachedServer; l
   return { server, limiter }
 }
 
-function latencyStats(samples: readonly Sample[], loopDelayMaxMs: number) {
-  const latencies = samples.map((s) => s.latencyMs)
-  const bound = TIMEOUT_MS + 10 + 2 * loopDelayMaxMs
-  return {
-    p99: percentile(latencies, 99),
-    max: latencies.reduce((m, l) => Math.max(m, l), 0),
-    overTimeoutPlus10: latencies.filter((l) => l > TIMEOUT_MS + 10).length,
-    late: latencies.filter((l) => l > bound).length,
-  }
-}
-
 describe('memcached killed (SIGKILL) under load, 64 in flight', () => {
   for (const mode of ['open', 'closed', 'memory'] as const) {
     it(`onStoreError: ${mode}`, async () => {
@@ -87,19 +77,9 @@ describe('memcached killed (SIGKILL) under load, 64 in flight', () => {
         const afterRecovery = samples.filter((s) => s.at > back.at + 100)
         const degradedAfterRecovery = afterRecovery.filter((s) => s.degraded).length
         const outage = samples.filter((s) => s.at >= killedAt && s.at < back.at)
-        const degraded = samples.filter((s) => s.degraded)
-        const threw = samples.filter((s) => s.reason === 'threw')
-        const unavailable = samples.filter((s) => s.reason === 'store_unavailable')
-        const { p99, max, late, overTimeoutPlus10 } = latencyStats(samples, load.loopDelayMaxMs())
-        const admittedInMemory = new Map<string, number>()
-        for (const s of degraded)
-          if (s.allowed) admittedInMemory.set(s.key, (admittedInMemory.get(s.key) ?? 0) + 1)
-        const rule =
-          mode === 'open'
-            ? `all ${degraded.length} degraded decisions admitted`
-            : mode === 'closed'
-              ? `all ${degraded.length} degraded decisions denied with store_unavailable (503)`
-              : `memory fallback admitted at most ${Math.max(0, ...admittedInMemory.values())} per key (share ${MEMORY_SHARE} = burst 50 / ${INSTANCES} instances)`
+        const { p99, max, late, overTimeoutPlus10 } = latencyStats(samples, TIMEOUT_MS, load.loopDelayMaxMs())
+        const run = outageSummary(samples, mode, `share ${MEMORY_SHARE} = burst 50 / ${INSTANCES} instances`)
+        const { degraded, threw, unavailable, rule } = run
         record('memcached', {
           fault: 'SIGKILL memcached under load (64 in flight), fresh memcached on the same port after ~1.2 s',
           mode,
@@ -121,19 +101,7 @@ describe('memcached killed (SIGKILL) under load, 64 in flight', () => {
         expect(p99).toBeLessThanOrEqual(TIMEOUT_MS + 10)
         expect(recoveryMs).toBeLessThan(2000)
         expect(healthAfter.status).toBe('ok')
-        if (mode === 'open') {
-          expect(degraded.every((s) => s.allowed)).toBe(true)
-          expect(unavailable).toEqual([])
-          expect(outageHealth.status).toBe('degraded')
-        } else if (mode === 'closed') {
-          expect(degraded.every((s) => !s.allowed && s.reason === 'store_unavailable')).toBe(true)
-          expect(outageHealth.status).toBe('down')
-        } else {
-          expect(unavailable).toEqual([])
-          for (const count of admittedInMemory.values()) expect(count).toBeLessThanOrEqual(MEMORY_SHARE)
-          expect(degraded.some((s) => !s.allowed && s.reason === 'limit')).toBe(true)
-          expect(outageHealth.status).toBe('degraded')
-        }
+        expectModeHeld(mode, run, outageHealth, MEMORY_SHARE, true)
         expect(afterRecovery.length).toBeGreaterThan(100)
         expect(degradedAfterRecovery).toBeLessThan(afterRecovery.length / 10)
       } finally {

@@ -9,7 +9,8 @@ import type { StoreErrorMode } from '../../src/policy.js'
 import { postgresStore } from '../../src/stores/postgres/index.js'
 import { type PostgresServer, startPostgres } from '../helpers/postgres-harness.js'
 import { sleep, startLoad } from './load.js'
-import { percentile, record, round } from './results.js'
+import { expectModeHeld, latencyStats, outageSummary } from './outage.js'
+import { record, round } from './results.js'
 
 // A decision is one function call that takes a row lock and commits: on this shared 2-core machine
 // its p99 under 64 in flight is tens of ms, so the timeout is above the Redis tests' 100 ms default.
@@ -64,25 +65,10 @@ describe('PostgreSQL killed under load, 64 in flight', () => {
         await sleep(1000)
         const samples = await load.stop()
 
-        const degraded = samples.filter((s) => s.degraded)
-        const threw = samples.filter((s) => s.reason === 'threw')
-        const unavailable = samples.filter((s) => s.reason === 'store_unavailable')
-        const latencies = samples.map((s) => s.latencyMs)
-        const p99 = percentile(latencies, 99)
-        const max = latencies.reduce((m, l) => Math.max(m, l), 0)
-        // Late: over the timeout plus twice the longest event-loop stall (see standalone.test.ts).
-        const bound = TIMEOUT_MS + 10 + 2 * load.loopDelayMaxMs()
-        const late = latencies.filter((l) => l > bound).length
-        const admittedInMemory = new Map<string, number>()
-        for (const s of degraded)
-          if (s.allowed) admittedInMemory.set(s.key, (admittedInMemory.get(s.key) ?? 0) + 1)
+        const { p99, max, late } = latencyStats(samples, TIMEOUT_MS, load.loopDelayMaxMs())
+        const run = outageSummary(samples, mode, `share ${MEMORY_SHARE}`)
+        const { degraded, threw, unavailable, rule } = run
         const afterRecovery = samples.filter((s) => s.at > back.at + 100)
-        const rule =
-          mode === 'open'
-            ? `all ${degraded.length} degraded decisions admitted`
-            : mode === 'closed'
-              ? `all ${degraded.length} degraded decisions denied with store_unavailable (503)`
-              : `memory fallback admitted at most ${Math.max(0, ...admittedInMemory.values())} per key (share ${MEMORY_SHARE})`
         record('postgres', {
           fault: 'PostgreSQL killed (stop -m immediate) under load (64 in flight), restarted after ~0.3 s',
           mode,
@@ -103,18 +89,7 @@ describe('PostgreSQL killed under load, 64 in flight', () => {
         expect(recoveryMs).toBeLessThan(15_000)
         expect(afterRecovery.length).toBeGreaterThan(50)
         expect(afterRecovery.filter((s) => s.degraded).length).toBeLessThan(afterRecovery.length / 10)
-        if (mode === 'open') {
-          expect(degraded.every((s) => s.allowed)).toBe(true)
-          expect(unavailable).toEqual([])
-          expect(outageHealth.status).toBe('degraded')
-        } else if (mode === 'closed') {
-          expect(degraded.every((s) => !s.allowed && s.reason === 'store_unavailable')).toBe(true)
-          expect(outageHealth.status).toBe('down')
-        } else {
-          expect(unavailable).toEqual([])
-          for (const count of admittedInMemory.values()) expect(count).toBeLessThanOrEqual(MEMORY_SHARE)
-          expect(outageHealth.status).toBe('degraded')
-        }
+        expectModeHeld(mode, run, outageHealth, MEMORY_SHARE, false)
       } finally {
         await load.stop()
         await limiter.close()
