@@ -16,14 +16,23 @@ function current(state: FixedWindowState | undefined, windowMs: number, nowMs: n
 }
 
 export const fixedWindow: Algorithm<FixedWindowState> = {
-  consume(state, policy, nowMs, cost, peek) {
+  consume(state, policy, nowMs, cost, peek, _leaseId, into) {
     const window = current(state, policy.windowMs, nowMs)
     const end = window.start + policy.windowMs
     const allowed = window.count + cost <= policy.limit
     const count = allowed && !peek ? window.count + cost : window.count
+    let next = window
+    if (count !== window.count) {
+      // Only a commit changes the count.
+      if (into !== undefined) {
+        into.start = window.start
+        into.count = count
+        next = into
+      } else next = { start: window.start, count }
+    }
     return {
       allowed,
-      state: count === window.count ? window : { start: window.start, count },
+      state: next,
       remaining: Math.max(0, policy.limit - count),
       retryAfterMs: allowed ? 0 : end - nowMs,
       resetMs: count > 0 ? end - nowMs : 0,

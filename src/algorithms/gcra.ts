@@ -24,21 +24,26 @@ function debt(tat: GcraState, policy: ResolvedPolicy, nowMs: number): number {
   return (tat.tatMs - nowMs) * policy.limit + tat.tatRem
 }
 
-function shift(tat: GcraState, policy: ResolvedPolicy, delta: number): GcraState {
+function shift(tat: GcraState, policy: ResolvedPolicy, delta: number, into?: GcraState): GcraState {
   // delta is in 1/limit ms and may be negative (refund).
   const total = tat.tatRem + delta
   const wholeMs = Math.floor(total / policy.limit)
-  return { tatMs: tat.tatMs + wholeMs, tatRem: total - wholeMs * policy.limit }
+  const tatMs = tat.tatMs + wholeMs
+  const tatRem = total - wholeMs * policy.limit
+  if (into === undefined) return { tatMs, tatRem }
+  into.tatMs = tatMs
+  into.tatRem = tatRem
+  return into
 }
 
 export const gcra: Algorithm<GcraState> = {
-  consume(state, policy, nowMs, cost, peek) {
+  consume(state, policy, nowMs, cost, peek, _leaseId, into) {
     const w = policy.windowMs
     const full = policy.capacity * w
     const tat = base(state, nowMs)
     const before = debt(tat, policy, nowMs)
     const allowed = before + cost * w <= full
-    const next = allowed && !peek ? shift(tat, policy, cost * w) : tat
+    const next = allowed && !peek ? shift(tat, policy, cost * w, into) : tat
     const after = allowed && !peek ? before + cost * w : before
     return {
       allowed,

@@ -32,7 +32,7 @@ function view(state: SlidingWindowCounterState | undefined, windowMs: number, no
 }
 
 export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
-  consume(state, policy, nowMs, cost, peek) {
+  consume(state, policy, nowMs, cost, peek, _leaseId, into) {
     const w = policy.windowMs
     const v = view(state, w, nowMs)
     // used x w = previous x (w - elapsed) + current x w
@@ -55,9 +55,16 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
     }
     const base = v.start - nowMs
     const resetMs = current > 0 ? base + 2 * w : v.previous > 0 ? base + w : 0
+    let next: SlidingWindowCounterState
+    if (into !== undefined && allowed && !peek) {
+      into.start = v.start
+      into.previous = v.previous
+      into.current = current
+      next = into
+    } else next = { start: v.start, previous: v.previous, current }
     return {
       allowed,
-      state: { start: v.start, previous: v.previous, current },
+      state: next,
       remaining: Math.max(0, Math.floor((policy.limit * w - usedAfter) / w)),
       retryAfterMs,
       resetMs,

@@ -23,7 +23,7 @@ function refill(
 }
 
 export const tokenBucket: Algorithm<TokenBucketState> = {
-  consume(state, policy, nowMs, cost, peek) {
+  consume(state, policy, nowMs, cost, peek, _leaseId, into) {
     const w = policy.windowMs
     const full = policy.capacity * w
     // refill(), inlined: this is the hottest path of the memory store.
@@ -37,9 +37,15 @@ export const tokenBucket: Algorithm<TokenBucketState> = {
     const allowed = before >= need
     const level = allowed && !peek ? before - need : before
     const lag = at - nowMs
+    let next: TokenBucketState
+    if (into !== undefined && allowed && !peek) {
+      into.level = level
+      into.at = at
+      next = into
+    } else next = { level, at }
     return {
       allowed,
-      state: { level, at },
+      state: next,
       // A forced charge (charge below) can leave the level negative: nothing is left then.
       remaining: Math.max(0, Math.floor(level / w)),
       retryAfterMs: allowed ? 0 : lag + Math.ceil((need - before) / policy.limit),

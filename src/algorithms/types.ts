@@ -18,6 +18,13 @@ export interface Algorithm<S> {
   /**
    * Evaluate a request of `cost` at `nowMs`. With `peek`, `remaining` and `resetMs` describe the
    * state as it is, and `state` is the state before the step.
+   *
+   * `into`: an object of the caller's that it replaces with the outcome's `state` whenever the step
+   * commits (allowed and not a peek): the state it passed in, or an expired one it holds. On a
+   * commit the transition may write the new state into it and return it instead of a new object
+   * (the memory store's hot path: a state rewritten in place is not copied by the garbage collector
+   * on every decision). Never written when the step does not commit; `state` itself is only written
+   * when it is `into`.
    */
   consume(
     state: S | undefined,
@@ -26,6 +33,7 @@ export interface Algorithm<S> {
     cost: number,
     peek: boolean,
     leaseId?: string,
+    into?: S,
   ): Outcome<S>
   /**
    * Commit `cost` units without the admit check: a forced charge that may take the key past its
