@@ -9,9 +9,17 @@ import { RateLimiterMemory } from 'rate-limiter-flexible'
 // What is measured comes from the build (dist/), as users run it: tsx compiles src/ with esbuild's
 // keepNames, which adds a defineProperty to every closure created per decision (about 1 µs per
 // decision here) that the published build does not have.
-import { createLimiter, memoryStore } from '../../dist/index.js'
+import * as built from '../../dist/index.js'
 import { median } from '../load.js'
 import type { BenchCase, BenchRow } from '../types.js'
+
+/**
+ * With SLUICE_BENCH_BASELINE_DIST=<a copy of dist/ from another commit>, the Sluice token-bucket
+ * subjects also run over that build (`-baseline`), in the same rounds: a change's before and after
+ * from one run.
+ */
+const baselineDist = process.env.SLUICE_BENCH_BASELINE_DIST
+type Build = Pick<typeof built, 'createLimiter' | 'memoryStore'>
 
 const KEYS = 10_000
 const keys = Array.from({ length: KEYS }, (_, i) => `user-${i}`)
@@ -27,15 +35,17 @@ interface Subject {
 function sluice(
   algorithm: 'token-bucket' | 'fixed-window' | 'sliding-window-counter',
   sync: boolean,
+  build: Build = built,
+  suffix = '',
 ): Subject {
-  const limiter = createLimiter({
-    store: memoryStore(),
+  const limiter = build.createLimiter({
+    store: build.memoryStore(),
     policies: { p: { algorithm, limit: 1_000_000_000, window: '1s' } },
   })
   if (sync) {
     return {
-      id: `sluice-${algorithm}-consumeSync`,
-      name: `sluice ${algorithm} consumeSync`,
+      id: `sluice-${algorithm}-consumeSync${suffix}`,
+      name: `sluice ${algorithm} consumeSync${suffix}`,
       run(n) {
         let allowed = 0
         for (let i = 0; i < n; i++) if (limiter.consumeSync('p', keys[i % KEYS]!).allowed) allowed++
@@ -44,8 +54,8 @@ function sluice(
     }
   }
   return {
-    id: `sluice-${algorithm}-consume`,
-    name: `sluice ${algorithm} await consume`,
+    id: `sluice-${algorithm}-consume${suffix}`,
+    name: `sluice ${algorithm} await consume${suffix}`,
     async run(n) {
       let allowed = 0
       for (let i = 0; i < n; i++) if ((await limiter.consume('p', keys[i % KEYS]!)).allowed) allowed++
@@ -180,6 +190,15 @@ export const benchCase: BenchCase = {
       awaitedMap(),
       map,
     ]
+    if (baselineDist !== undefined) {
+      const base = (await import(
+        new URL('index.js', `file://${baselineDist.replace(/\/?$/, '/')}`).href
+      )) as Build
+      subjects.push(
+        sluice('token-bucket', false, base, '-baseline'),
+        sluice('token-bucket', true, base, '-baseline'),
+      )
+    }
     const rounds = quick ? 3 : 5
     const n = quick ? 100_000 : 500_000
     try {

@@ -12,15 +12,28 @@ export type Decide = (
   layered: boolean,
 ) => MaybePromise<Decision>
 
+/** One single check down the chain and back: `Decide` without the steps array. */
+export type DecideOne = (
+  operation: DecisionEvent['operation'],
+  step: Step,
+  mode: 'consume' | 'peek',
+) => MaybePromise<Decision>
+
 export interface DecisionEvents {
   /** How the limiter decides right now: plainly, or timed and told to the listeners. */
   readonly decide: Decide
+  /** The same for a single check. */
+  readonly decideOne: DecideOne
   subscribe(listener: DecisionListener): () => void
 }
 
-/** `plain` decides; while anyone listens, `decide` is `plain` timed and told to the listeners. */
+/**
+ * `plain` and `plainOne` decide; while anyone listens, `decide` and `decideOne` are them timed and
+ * told to the listeners.
+ */
 export function decisionEvents(
   plain: Decide,
+  plainOne: DecideOne,
   storeName: string,
   first: DecisionListener | undefined,
 ): DecisionEvents {
@@ -48,14 +61,29 @@ export function decisionEvents(
       : emit(operation, d, started)
   }
 
+  const observedOne: DecideOne = (operation, step, mode) => {
+    const started = performance.now()
+    const d = plainOne(operation, step, mode)
+    return d instanceof Promise
+      ? d.then((value) => emit(operation, value, started))
+      : emit(operation, d, started)
+  }
+
+  type Swapped = { decide: Decide; decideOne: DecideOne }
+  function swap(to: Swapped): void {
+    ;(events as Swapped).decide = to.decide
+    ;(events as Swapped).decideOne = to.decideOne
+  }
+  const quiet: Swapped = { decide: plain, decideOne: plainOne }
+  const told: Swapped = { decide: observed, decideOne: observedOne }
   const events: DecisionEvents = {
-    decide: listeners.length > 0 ? observed : plain,
+    ...(listeners.length > 0 ? told : quiet),
     subscribe(listener) {
       listeners = [...listeners, listener]
-      ;(events as { decide: Decide }).decide = observed
+      swap(told)
       return () => {
         listeners = listeners.filter((l) => l !== listener)
-        if (listeners.length === 0) (events as { decide: Decide }).decide = plain
+        if (listeners.length === 0) swap(quiet)
       }
     },
   }

@@ -13,11 +13,11 @@ import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import { denyCacheOptions } from '../scale/deny-cache.js'
 import type { MaybePromise, Step } from '../store.js'
-import { memoryStore } from '../stores/memory.js'
+import { memoryStore, singleStepOf } from '../stores/memory.js'
 import { createWaiting, waitBounds } from '../waiting/index.js' // waiting:
 import { buildChain } from './chain.js'
-import { layeredDecision, singleDecision } from './decisions.js'
-import { type Decide, decisionEvents } from './events.js'
+import { checkDecision, layeredDecision, singleDecision } from './decisions.js'
+import { type Decide, type DecideOne, decisionEvents } from './events.js'
 import type {
   AcquireDecision,
   Check,
@@ -111,7 +111,14 @@ export function createLimiter<const P extends Record<string, Policy>>(
       layered ? layeredDecision(steps, results) : singleDecision(steps, results),
     )
   }
-  const events = decisionEvents(plain, userStore.name, options.onDecision)
+  // A single check: straight to the memory store's single-step path when the chain is that store
+  // alone (no arrays); otherwise down the chain as a one-step list.
+  const single = store === userStore ? singleStepOf(store) : undefined
+  const plainOne: DecideOne =
+    single !== undefined
+      ? (_operation, s, mode) => checkDecision(s, single(s, mode))
+      : (operation, s, mode) => plain(operation, [s], mode, false)
+  const events = decisionEvents(plain, plainOne, userStore.name, options.onDecision)
 
   function decide(
     mode: 'consume' | 'peek',
@@ -120,7 +127,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     opts?: ConsumeOptions,
   ): MaybePromise<Decision | LayeredDecision> {
     if (Array.isArray(a)) return events.decide(mode, validate.steps(a), mode, true)
-    return events.decide(mode, [validate.step(a, key, opts?.cost)], mode, false)
+    return events.decideOne(mode, validate.step(a, key, opts?.cost), mode)
   }
 
   /** A promise of the decision; bad input rejects like any other failure, never throws. */
@@ -131,8 +138,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
     opts?: ConsumeOptions,
   ): Promise<Decision | LayeredDecision> {
     try {
-      const d = decide(mode, a, key, opts)
-      return d instanceof Promise ? d : Promise.resolve(d)
+      // A promise the chain answered with comes back as it is (Promise.resolve of a native promise).
+      return Promise.resolve(decide(mode, a, key, opts))
     } catch (error) {
       return Promise.reject(error)
     }
@@ -173,7 +180,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     peek,
     decide: decideNow,
     consumeSync(policy, key, opts) {
-      const d = events.decide('consume', [validate.step(policy, key, opts?.cost)], 'consume', false)
+      const d = events.decideOne('consume', validate.step(policy, key, opts?.cost), 'consume')
       if (d instanceof Promise) {
         // The store has the call; its answer is not ours to return. Settled, never left unhandled.
         d.catch(() => {})
@@ -201,7 +208,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
           `acquire: policy ${s.policy.name} is ${s.policy.algorithm}; acquire needs a concurrency policy, use consume`,
         )
       }
-      const d: AcquireDecision = await events.decide('acquire', [s], 'consume', false)
+      const d: AcquireDecision = await events.decideOne('acquire', s, 'consume')
       if (d.allowed) d.lease = lease(s, id)
       return d
     },

@@ -103,6 +103,22 @@ class Cursor {
 }
 
 /**
+ * The single-step path of each store made by `memoryStore` (the object itself, untouched): the
+ * limiter's hot path calls it directly, without the steps and results arrays of `apply`. A copy
+ * or wrapper of a store (`{ ...store, apply }`) is not in here, so its own `apply` is what runs.
+ */
+const singleSteps = new WeakMap<Store, MemoryStore['applyOneSync']>()
+
+/**
+ * `applyOneSync` of `store` when it is a store made by `memoryStore` whose `apply` nobody replaced
+ * (decided once, at createLimiter); undefined for anything else.
+ */
+export function singleStepOf(store: Store): MemoryStore['applyOneSync'] | undefined {
+  const one = singleSteps.get(store)
+  return one !== undefined && store.apply === (store as MemoryStore).applySync ? one : undefined
+}
+
+/**
  * An in-memory store, the default. Decisions are exact within one process.
  * @example createLimiter({ store: memoryStore({ maxKeys: 100_000 }), policies })
  */
@@ -327,7 +343,18 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const entry = read(table, step.key)
     if (entry !== undefined && entry.blockedUntil > at) return strip(evaluate(step, entry, at, peek))
     const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
-    const o = algorithms[policy.algorithm].consume(state, policy, at, step.cost, peek, step.leaseId)
+    // In place: this store holds the only reference to a stored state (live or expired) and
+    // replaces it with the outcome's state whenever the step commits, so the transition may write
+    // the new state into it (`into`) rather than allocate one per decision.
+    const o = algorithms[policy.algorithm].consume(
+      state,
+      policy,
+      at,
+      step.cost,
+      peek,
+      step.leaseId,
+      entry?.state,
+    )
     if (o.allowed && !peek) write(table, step, entry, o.state, o.resetMs, o.remaining, at)
     else if (entry !== undefined && entry.held !== (o.remaining === 0))
       mark(table, step.key, entry, o.remaining === 0)
@@ -445,5 +472,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       sweeper = new Cursor(tables)
     },
   }
+  singleSteps.set(store, applyOneSync)
   return store
 }
