@@ -1,17 +1,23 @@
 // The last link back up the chain: step results become the Decisions callers see.
+import type { ResolvedPolicy } from '../policy.js'
 import type { Step, StepResult } from '../store.js'
 import type { Decision, LayeredDecision } from './types.js'
 
 /** The decision for one step (one layer). */
 export function decisionOf(s: Step, r: StepResult): Decision {
+  return decisionFor(s.policy, s.key, r)
+}
+
+/** `decisionOf` from the step's parts (the single-check path has no Step). */
+export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult): Decision {
   const d: Decision = {
     allowed: r.allowed,
-    limit: s.policy.capacity,
+    limit: policy.capacity,
     remaining: r.remaining,
     resetMs: r.resetMs,
     retryAfterMs: r.retryAfterMs,
-    policy: s.policy.name,
-    key: s.key,
+    policy: policy.name,
+    key,
   }
   if (!r.allowed) d.reason = r.unavailable ? 'store_unavailable' : r.blocked ? 'blocked' : 'limit'
   if (r.degraded) d.degraded = true

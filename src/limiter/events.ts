@@ -1,6 +1,7 @@
 // Decision events: the listeners (onDecision, subscribe) and the one wrapper that times a decision
 // and tells them. The limiter swaps the wrapper in while anyone listens and out when nobody does,
 // so the decision code itself never asks whether someone is listening.
+import type { ResolvedPolicy } from '../policy.js'
 import type { MaybePromise, Step } from '../store.js'
 import type { Decision, DecisionEvent, DecisionListener } from './types.js'
 
@@ -12,10 +13,12 @@ export type Decide = (
   layered: boolean,
 ) => MaybePromise<Decision>
 
-/** One single check down the chain and back: `Decide` without the steps array. */
+/** One single check down the chain and back: `Decide` for one validated step, given as its parts. */
 export type DecideOne = (
   operation: DecisionEvent['operation'],
-  step: Step,
+  policy: ResolvedPolicy,
+  key: string,
+  cost: number,
   mode: 'consume' | 'peek',
 ) => MaybePromise<Decision>
 
@@ -61,9 +64,9 @@ export function decisionEvents(
       : emit(operation, d, started)
   }
 
-  const observedOne: DecideOne = (operation, step, mode) => {
+  const observedOne: DecideOne = (operation, policy, key, cost, mode) => {
     const started = performance.now()
-    const d = plainOne(operation, step, mode)
+    const d = plainOne(operation, policy, key, cost, mode)
     return d instanceof Promise
       ? d.then((value) => emit(operation, value, started))
       : emit(operation, d, started)

@@ -12,11 +12,11 @@ import { checkKnownKeys, keysOf } from '../options.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import { denyCacheOptions } from '../scale/deny-cache.js'
-import type { MaybePromise, Step } from '../store.js'
+import type { MaybePromise, Step, StepResult } from '../store.js'
 import { memoryStore, singleStepOf } from '../stores/memory.js'
 import { createWaiting, waitBounds } from '../waiting/index.js' // waiting:
 import { buildChain } from './chain.js'
-import { checkDecision, layeredDecision, singleDecision } from './decisions.js'
+import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
 import { type Decide, type DecideOne, decisionEvents } from './events.js'
 import type {
   AcquireDecision,
@@ -112,12 +112,15 @@ export function createLimiter<const P extends Record<string, Policy>>(
     )
   }
   // A single check: straight to the memory store's single-step path when the chain is that store
-  // alone (no arrays); otherwise down the chain as a one-step list.
+  // alone (no Step, no arrays, one result object reused: the Decision copies it at once); otherwise
+  // down the chain as a one-step list.
   const single = store === userStore ? singleStepOf(store) : undefined
+  const scratch: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
   const plainOne: DecideOne =
     single !== undefined
-      ? (_operation, s, mode) => checkDecision(s, single(s, mode))
-      : (operation, s, mode) => plain(operation, [s], mode, false)
+      ? (_operation, policy, key, cost, mode) =>
+          decisionFor(policy, key, single(policy, key, cost, mode, scratch))
+      : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
   const events = decisionEvents(plain, plainOne, userStore.name, options.onDecision)
 
   function decide(
@@ -127,7 +130,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
     opts?: ConsumeOptions,
   ): MaybePromise<Decision | LayeredDecision> {
     if (Array.isArray(a)) return events.decide(mode, validate.steps(a), mode, true)
-    return events.decideOne(mode, validate.step(a, key, opts?.cost), mode)
+    const cost = opts?.cost === undefined ? 1 : opts.cost
+    return events.decideOne(mode, validate.check(a, key, cost), key as string, cost, mode)
   }
 
   /** A promise of the decision; bad input rejects like any other failure, never throws. */
@@ -180,7 +184,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
     peek,
     decide: decideNow,
     consumeSync(policy, key, opts) {
-      const d = events.decideOne('consume', validate.step(policy, key, opts?.cost), 'consume')
+      const cost = opts?.cost === undefined ? 1 : opts.cost
+      const d = events.decideOne('consume', validate.check(policy, key, cost), key, cost, 'consume')
       if (d instanceof Promise) {
         // The store has the call; its answer is not ours to return. Settled, never left unhandled.
         d.catch(() => {})
@@ -208,7 +213,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
           `acquire: policy ${s.policy.name} is ${s.policy.algorithm}; acquire needs a concurrency policy, use consume`,
         )
       }
-      const d: AcquireDecision = await events.decideOne('acquire', s, 'consume')
+      const d: AcquireDecision = await events.decide('acquire', [s], 'consume', false)
       if (d.allowed) d.lease = lease(s, id)
       return d
     },

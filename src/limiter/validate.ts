@@ -6,7 +6,12 @@ import type { Step } from '../store.js'
 import type { Check } from './types.js'
 
 export interface Validator {
-  /** One step; throws UnknownPolicyError, InvalidKeyError or InvalidCostError. */
+  /**
+   * The policy of one check whose key and cost are valid (the single-check path, which needs no
+   * Step); throws UnknownPolicyError, InvalidKeyError or InvalidCostError.
+   */
+  check(name: unknown, key: unknown, cost: unknown): ResolvedPolicy
+  /** One step; throws what `check` throws. */
   step(name: unknown, key: unknown, cost?: unknown, leaseId?: string): Step
   /** The steps of a layered check; throws InvalidOptionsError for a malformed list. */
   steps(checks: unknown): Step[]
@@ -30,7 +35,7 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
     return policy
   }
 
-  function step(name: unknown, key: unknown, cost: unknown = 1, leaseId?: string): Step {
+  function check(name: unknown, key: unknown, cost: unknown): ResolvedPolicy {
     const policy = policyOf(name)
     if (typeof key !== 'string' || key.length === 0) {
       throw new InvalidKeyError(
@@ -47,7 +52,14 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
         `policy ${policy.name}: cost ${cost} can never be admitted (capacity ${policy.capacity}); lower the cost or raise ${policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra' ? 'burst' : 'limit'}`,
       )
     }
-    return leaseId === undefined ? { policy, key, cost } : { policy, key, cost, leaseId }
+    return policy
+  }
+
+  function step(name: unknown, key: unknown, cost: unknown = 1, leaseId?: string): Step {
+    const policy = check(name, key, cost)
+    const k = key as string
+    const c = cost as number
+    return leaseId === undefined ? { policy, key: k, cost: c } : { policy, key: k, cost: c, leaseId }
   }
 
   function steps(checks: unknown): Step[] {
@@ -84,5 +96,5 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
     return out
   }
 
-  return { step, steps }
+  return { check, step, steps }
 }

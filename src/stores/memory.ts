@@ -5,6 +5,7 @@
 import { algorithms } from '../algorithms/index.js'
 import { InvalidOptionsError } from '../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
+import type { ResolvedPolicy } from '../policy.js'
 import type { Step, StepResult, Store } from '../store.js'
 
 export interface MemoryStoreOptions {
@@ -61,9 +62,21 @@ export interface MemoryStore extends Store {
   readonly size: number
   /** The forced charge of `settle` (see Store.charge): always there in memory. */
   charge(steps: readonly Step[]): Promise<void>
-  /** `applySync` for a single step, without the arrays: the limiter's hot path. */
+  /** `applySync` for a single step, without the arrays. */
   applyOneSync(step: Step, mode: 'consume' | 'peek'): StepResult
 }
+
+/**
+ * The limiter's hot path: one step given as its parts, its result written into `out` (the caller's,
+ * reused from call to call) and returned. Decides exactly as `applyOneSync`.
+ */
+export type SingleStep = (
+  policy: ResolvedPolicy,
+  key: string,
+  cost: number,
+  mode: 'consume' | 'peek',
+  out: StepResult,
+) => StepResult
 
 const dead = (entry: Entry, at: number): boolean => entry.expiresAt <= at && entry.blockedUntil <= at
 const tableSize = (table: Table): number => table.open.size + table.held.size
@@ -107,13 +120,13 @@ class Cursor {
  * limiter's hot path calls it directly, without the steps and results arrays of `apply`. A copy
  * or wrapper of a store (`{ ...store, apply }`) is not in here, so its own `apply` is what runs.
  */
-const singleSteps = new WeakMap<Store, MemoryStore['applyOneSync']>()
+const singleSteps = new WeakMap<Store, SingleStep>()
 
 /**
  * `applyOneSync` of `store` when it is a store made by `memoryStore` whose `apply` nobody replaced
  * (decided once, at createLimiter); undefined for anything else.
  */
-export function singleStepOf(store: Store): MemoryStore['applyOneSync'] | undefined {
+export function singleStepOf(store: Store): SingleStep | undefined {
   const one = singleSteps.get(store)
   return one !== undefined && store.apply === (store as MemoryStore).applySync ? one : undefined
 }
@@ -263,7 +276,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   function write(
     table: Table,
-    step: Step,
+    key: string,
+    policyMaxKeys: number | undefined,
     entry: Entry | undefined,
     state: unknown,
     resetMs: number,
@@ -274,7 +288,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       if (resetMs > 0)
         insert(
           table,
-          step.key,
+          key,
           {
             state,
             expiresAt: at + resetMs,
@@ -282,13 +296,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
             touched: false,
             held: remaining === 0,
           },
-          step.policy.maxKeys,
+          policyMaxKeys,
         )
       sweepSome(at)
     } else {
       entry.state = resetMs > 0 ? state : undefined
       entry.expiresAt = at + resetMs
-      if (entry.held !== (remaining === 0)) mark(table, step.key, entry, remaining === 0)
+      if (entry.held !== (remaining === 0)) mark(table, key, entry, remaining === 0)
     }
   }
 
@@ -296,14 +310,21 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     state: unknown
   }
 
-  function evaluate(step: Step, entry: Entry | undefined, at: number, peek: boolean): Evaluated {
+  function evaluate(
+    policy: ResolvedPolicy,
+    cost: number,
+    leaseId: string | undefined,
+    entry: Entry | undefined,
+    at: number,
+    peek: boolean,
+  ): Evaluated {
     const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
-    const algorithm = algorithms[step.policy.algorithm]
+    const algorithm = algorithms[policy.algorithm]
     if (entry !== undefined && entry.blockedUntil > at) {
       // A block adds a wait; it never shortens the one the units already impose (nothing is charged
       // while blocked, so the state's own wait still holds when the block ends).
       const left = entry.blockedUntil - at
-      const units = algorithm.consume(state, step.policy, at, step.cost, true)
+      const units = algorithm.consume(state, policy, at, cost, true)
       return {
         allowed: false,
         remaining: 0,
@@ -313,7 +334,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         state: entry.state,
       }
     }
-    const outcome = algorithm.consume(state, step.policy, at, step.cost, peek, step.leaseId)
+    const outcome = algorithm.consume(state, policy, at, cost, peek, leaseId)
     return {
       allowed: outcome.allowed,
       remaining: outcome.remaining,
@@ -334,40 +355,53 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     }
   }
 
-  function applyOneSync(step: Step, mode: 'consume' | 'peek'): StepResult {
-    // The common case, kept lean: one outcome object, one result object.
+  /** One step, its result written into `out`: no steps or results arrays, no Step object. */
+  function decideOne(
+    policy: ResolvedPolicy,
+    key: string,
+    cost: number,
+    leaseId: string | undefined,
+    mode: 'consume' | 'peek',
+    out: StepResult,
+  ): StepResult {
     const at = clock()
     const peek = mode === 'peek'
-    const policy = step.policy
     const table = tableOf(policy.id)
-    const entry = read(table, step.key)
-    if (entry !== undefined && entry.blockedUntil > at) return strip(evaluate(step, entry, at, peek))
+    const entry = read(table, key)
+    if (entry !== undefined && entry.blockedUntil > at) {
+      const r = evaluate(policy, cost, leaseId, entry, at, peek)
+      out.allowed = r.allowed
+      out.remaining = r.remaining
+      out.resetMs = r.resetMs
+      out.retryAfterMs = r.retryAfterMs
+      out.blocked = true
+      return out
+    }
     const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
     // In place: this store holds the only reference to a stored state (live or expired) and
     // replaces it with the outcome's state whenever the step commits, so the transition may write
     // the new state into it (`into`) rather than allocate one per decision.
-    const o = algorithms[policy.algorithm].consume(
-      state,
-      policy,
-      at,
-      step.cost,
-      peek,
-      step.leaseId,
-      entry?.state,
-    )
-    if (o.allowed && !peek) write(table, step, entry, o.state, o.resetMs, o.remaining, at)
+    const o = algorithms[policy.algorithm].consume(state, policy, at, cost, peek, leaseId, entry?.state)
+    if (o.allowed && !peek) write(table, key, policy.maxKeys, entry, o.state, o.resetMs, o.remaining, at)
     else if (entry !== undefined && entry.held !== (o.remaining === 0))
-      mark(table, step.key, entry, o.remaining === 0)
+      mark(table, key, entry, o.remaining === 0)
     // Every insert sweeps (in write); every 8th decision too, denied ones included, so keys that
     // went idle are cleared even when the traffic left is all hitting its limits.
     if ((++decisions & 7) === 0) sweepSome(at)
-    return {
-      allowed: o.allowed,
-      remaining: o.remaining,
-      resetMs: o.resetMs,
-      retryAfterMs: o.retryAfterMs,
-      blocked: false,
-    }
+    out.allowed = o.allowed
+    out.remaining = o.remaining
+    out.resetMs = o.resetMs
+    out.retryAfterMs = o.retryAfterMs
+    out.blocked = false
+    return out
+  }
+
+  const decideInto: SingleStep = (policy, key, cost, mode, out) =>
+    decideOne(policy, key, cost, undefined, mode, out)
+
+  function applyOneSync(step: Step, mode: 'consume' | 'peek'): StepResult {
+    const out: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
+    return decideOne(step.policy, step.key, step.cost, step.leaseId, mode, out)
   }
 
   function applySync(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[] {
@@ -376,18 +410,23 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const peek = mode === 'peek'
     const tablesOf = steps.map((step) => tableOf(step.policy.id))
     const entries = steps.map((step, i) => read(tablesOf[i]!, step.key))
-    const results = steps.map((step, i) => evaluate(step, entries[i], at, peek))
+    const results = steps.map((step, i) =>
+      evaluate(step.policy, step.cost, step.leaseId, entries[i], at, peek),
+    )
     if (peek) return results.map(strip)
     if (results.every((r) => r.allowed)) {
       for (let i = 0; i < results.length; i++) {
         const r = results[i]!
-        write(tablesOf[i]!, steps[i]!, entries[i], r.state, r.resetMs, r.remaining, at)
+        const step = steps[i]!
+        write(tablesOf[i]!, step.key, step.policy.maxKeys, entries[i], r.state, r.resetMs, r.remaining, at)
       }
       return results.map(strip)
     }
     // All or nothing: nothing is charged, and layers that would admit report their state as it is.
     const out = results.map((r, i) =>
-      r.allowed ? strip(evaluate(steps[i]!, entries[i], at, true)) : strip(r),
+      r.allowed
+        ? strip(evaluate(steps[i]!.policy, steps[i]!.cost, steps[i]!.leaseId, entries[i], at, true))
+        : strip(r),
     )
     for (let i = 0; i < steps.length; i++) {
       const entry = entries[i]
@@ -434,7 +473,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         const entry = read(table, step.key)
         const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
         const o = algorithms[step.policy.algorithm].charge(state, step.policy, at, step.cost)
-        write(table, step, entry, o.state, o.resetMs, o.remaining, at)
+        write(table, step.key, step.policy.maxKeys, entry, o.state, o.resetMs, o.remaining, at)
       }
     },
     async block(steps, durationMs) {
@@ -472,6 +511,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       sweeper = new Cursor(tables)
     },
   }
-  singleSteps.set(store, applyOneSync)
+  singleSteps.set(store, decideInto)
   return store
 }
