@@ -1,8 +1,9 @@
 // The memory store's decision path allocates little: heap bytes per `consumeSync` and per
 // `await consume` (token bucket, 10,000 keys cycled, as bench/cases/memory.ts), measured in a child
 // `node --expose-gc` over dist/ (needs `npm run build` first; `npm test` does it). Before the
-// single-check path and in-place states: about 500 and 730 bytes; after: about 160 and 500, of which
-// the `await` itself is about 265 (what awaiting express-rate-limit's async increment costs too).
+// single-check path and in-place states (main 53958d0): 445-500 and 675-745 bytes; after: 140-220
+// and 370-465 (two figures: whether V8 scalar-replaces the algorithm's outcome object), of which the
+// `await` itself is about 265 (what awaiting express-rate-limit's async increment costs too).
 import { execFileSync } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
 
