@@ -123,8 +123,8 @@ class Cursor {
 const singleSteps = new WeakMap<Store, SingleStep>()
 
 /**
- * `applyOneSync` of `store` when it is a store made by `memoryStore` whose `apply` nobody replaced
- * (decided once, at createLimiter); undefined for anything else.
+ * The single-step function of `store` when it is a store made by `memoryStore` whose `apply` nobody
+ * replaced (the limiter asks once, at createLimiter); undefined for anything else.
  */
 export function singleStepOf(store: Store): SingleStep | undefined {
   const one = singleSteps.get(store)
