@@ -2,7 +2,7 @@
 // config: `app.post('/reports', { config: { sluice: { cost: 5 } } }, handler)`.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { InvalidOptionsError } from '../errors.js'
-import { asHttpLimiter, headerValue, pathOf } from '../http/core.js'
+import { asHttpLimiter, checkInto, type HttpLimiterInternals, headerValue, pathOf } from '../http/core.js'
 import { type FrameworkTrust, proxyTrustConflict, reportConflict } from '../http/framework-trust.js'
 import type {
   HttpLimiter,
@@ -80,7 +80,7 @@ export function sluice(
     return
   }
   // Errors go to `done`, so they reject `register`/`ready` instead of escaping avvio's queue.
-  let http: HttpLimiter
+  let http: HttpLimiterInternals
   try {
     if (options === null || typeof options !== 'object')
       throw new InvalidOptionsError(
@@ -108,10 +108,11 @@ export function sluice(
       if (fastifyTrustsProxies && conflict !== undefined) return next(reportConflict(http, conflict))
       // Fastify 5 builds a fresh object (a dozen fields) on every read of `routeOptions`: read it once.
       const routeOptions = request.routeOptions
-      const outcome = http.check(
-        new FastifyRequestInfo(request, routeOptions.url, fastifyTrustsProxies),
-        routeOptions.config.sluice,
-      )
+      const info = new FastifyRequestInfo(request, routeOptions.url, fastifyTrustsProxies)
+      const into = http[checkInto]
+      // Sluice's own core continues a waiting decision itself: one continuation per request.
+      if (into !== undefined) return into(info, routeOptions.config.sluice, applyOutcome, reply, next)
+      const outcome = http.check(info, routeOptions.config.sluice)
       // check() never rejects; a closure only when there is something to wait for.
       if (outcome instanceof Promise) outcome.then((o) => applyOutcome(o, reply, next))
       else applyOutcome(outcome, reply, next)
