@@ -91,6 +91,8 @@ export function sluice(
     done(error instanceof Error ? error : new Error(String(error)))
     return
   }
+  // Sluice's own core continues a waiting decision itself: one continuation per request.
+  const into = http[checkInto]
   const conflict = proxyTrustConflict(http.options, FASTIFY_TRUST)
   // Fastify 5 keeps `trustProxy` out of `initialConfig`; `request.ips` is documented as defined only
   // when it is enabled. It is the same for every request of the server, so it is read once.
@@ -109,8 +111,6 @@ export function sluice(
       // Fastify 5 builds a fresh object (a dozen fields) on every read of `routeOptions`: read it once.
       const routeOptions = request.routeOptions
       const info = new FastifyRequestInfo(request, routeOptions.url, fastifyTrustsProxies)
-      const into = http[checkInto]
-      // Sluice's own core continues a waiting decision itself: one continuation per request.
       if (into !== undefined) return into(info, routeOptions.config.sluice, applyOutcome, reply, next)
       const outcome = http.check(info, routeOptions.config.sluice)
       // check() never rejects; a closure only when there is something to wait for.
