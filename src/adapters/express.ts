@@ -1,14 +1,14 @@
 // sluice/express: Express 4 and 5 middleware over the shared HTTP core. Works with no Express import:
 // it only needs the Node request/response and the `route`/`baseUrl` Express puts on the request.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { asHttpLimiter, pathOf } from '../http/core.js'
+import { asHttpLimiter, checkInto, type HttpLimiterInternals, pathOf } from '../http/core.js'
 import {
   type FrameworkTrust,
   frameworkTrustsProxies,
   proxyTrustConflict,
   reportConflict,
 } from '../http/framework-trust.js'
-import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
+import type { HttpLimiter, HttpLimiterOptions, HttpOutcome, RouteOptions } from '../http/index.js'
 import { wrongAdapter } from './misuse.js'
 import { sendOutcome } from './node.js'
 import { NodeRequestInfo } from './request-info.js'
@@ -28,6 +28,11 @@ const EXPRESS_TRUST: FrameworkTrust = {
   setting: "Express app.set('trust proxy', ...)",
   address: 'req.ip',
   off: "app.set('trust proxy', false)",
+}
+
+/** Send a refusal, or pass the request on. */
+function continueOrAnswer(outcome: HttpOutcome, res: ServerResponse, next: (error?: unknown) => void): void {
+  if (!sendOutcome(res, outcome)) next()
 }
 
 export type ExpressMiddleware = (
@@ -51,7 +56,8 @@ export interface ExpressLimiter extends ExpressMiddleware {
  * app.get('/users/:id', limit, (req, res) => res.json({ ok: true }))
  */
 export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimiter {
-  const http = asHttpLimiter(limiter)
+  const http: HttpLimiterInternals = asHttpLimiter(limiter)
+  const into = http[checkInto]
   // Refused only if the app turns out to trust proxies (known per request: `req.app`).
   const conflict = proxyTrustConflict(http.options, EXPRESS_TRUST)
   const make =
@@ -70,10 +76,10 @@ export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimite
       }
       const pattern = req.route?.path
       const route = pattern === undefined ? undefined : `${req.baseUrl ?? ''}${String(pattern)}`
-      const outcome = http.check(
-        new NodeRequestInfo(req, route, req.path ?? pathOf(req.url), frameworkClientAddress),
-        routeOptions,
-      )
+      const info = new NodeRequestInfo(req, route, req.path ?? pathOf(req.url), frameworkClientAddress)
+      // Sluice's own core continues a waiting decision itself: one continuation per request.
+      if (into !== undefined) return into(info, routeOptions, continueOrAnswer, res, next)
+      const outcome = http.check(info, routeOptions)
       // check() never rejects; the common case (memory store) is not even a promise.
       if (outcome instanceof Promise) {
         outcome.then((o) => {
