@@ -217,6 +217,73 @@ describe('coalescing', () => {
     })
   }
 
+  it('a batch reads its keys in one MGET; a key named again, and blocked keys, decide as one call at a time', async () => {
+    let now = 13_000_000
+    const clock = () => now
+    const { together, alone } = storePair(client, 'co', clock)
+    const policy = policyOf('token-bucket', 'mget', 4)
+    await warm(together, policy)
+    // k1 and k3 are blocked; k0 and k2 come back within a call, so their second reads must see the
+    // first decision's write.
+    for (const store of [together, alone])
+      await store.block(
+        [
+          { policy, key: 'k1', cost: 1 },
+          { policy, key: 'k3', cost: 1 },
+        ],
+        60_000,
+      )
+    const keys = [
+      'k0',
+      'k1',
+      'k0',
+      'k2',
+      'k4',
+      'k2',
+      'k3',
+      'k2',
+      'k0',
+      'k5',
+      'k0',
+      'k0',
+      'k1',
+      'k6',
+      'k7',
+      'k2',
+      'k2',
+      'k8',
+      'k9',
+      'k2',
+    ]
+    const stats = async () => {
+      const text = await client.info('commandstats')
+      const count = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(text)?.[1] ?? 0)
+      return { mget: count('mget'), get: count('get'), evalsha: count('evalsha') }
+    }
+    const before = await stats()
+    const coalesced = await Promise.all(
+      keys.map((key) => together.apply([{ policy, key, cost: 1 }], 'consume')),
+    )
+    const after = await stats()
+    // From idle, 20 decisions go as 4 calls of 5, each with one MGET; a key named again in its call
+    // reads its state and its block with GET.
+    let again = 0
+    for (let i = 0; i < keys.length; i += 5) {
+      const call = keys.slice(i, i + 5)
+      again += call.filter((key, j) => call.indexOf(key) < j).length
+    }
+    expect(after.evalsha - before.evalsha).toBe(4)
+    expect(after.mget - before.mget).toBe(4)
+    expect(after.get - before.get).toBe(2 * again)
+    const sequential = []
+    for (const key of keys) sequential.push(await alone.apply([{ policy, key, cost: 1 }], 'consume'))
+    expect(coalesced).toEqual(sequential)
+    expect(coalesced.filter((r) => r[0]!.blocked)).toHaveLength(3)
+    // Limit 4: k0's fifth decision, k2's fifth and sixth.
+    expect(coalesced.filter((r) => !r[0]!.allowed && !r[0]!.blocked)).toHaveLength(3)
+    now += 100
+  })
+
   it('a flat batch that alternates policies of one algorithm re-reads each policy (token bucket)', async () => {
     let now = 11_000_000
     const clock = () => now
