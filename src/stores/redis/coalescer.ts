@@ -18,7 +18,8 @@ export interface Pending<G> {
 
 /**
  * Sends one call of coalesced decisions, all with the clock argument `at`; `algorithm` is the one
- * algorithm of every step, or undefined when they mix. It settles every entry.
+ * algorithm of every step, or undefined when they mix. It settles every entry, and its promise
+ * settles once they are.
  */
 export type SendBatch<G> = (
   at: string,
@@ -55,17 +56,22 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
   /** Coalesced decisions sent and not yet answered. */
   let sent = 0
 
-  async function track(
-    at: string,
-    entries: Pending<G>[],
-    algorithm: AlgorithmName | undefined,
-  ): Promise<void> {
+  const done = (count: number) => () => {
+    sent -= count
+  }
+
+  function track(at: string, entries: Pending<G>[], algorithm: AlgorithmName | undefined): void {
     sent += entries.length
+    let call: Promise<void>
     try {
-      await send(at, entries, algorithm)
-    } finally {
-      sent -= entries.length
+      call = send(at, entries, algorithm)
+    } catch (error) {
+      // A sender that throws has settled nothing: its decisions fail with what it threw.
+      for (const e of entries) e.reject(error)
+      call = Promise.resolve()
     }
+    const finished = done(entries.length)
+    call.then(finished, finished)
   }
 
   /**
@@ -77,7 +83,7 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
     const { entries } = batch
     const size = Math.min(MAX_BATCH, Math.max(1, Math.ceil((entries.length + sent) / PIPELINE)))
     for (let i = 0; i < entries.length; i += size) {
-      void track(batch.at, entries.length <= size ? entries : entries.slice(i, i + size), batch.algorithm)
+      track(batch.at, entries.length <= size ? entries : entries.slice(i, i + size), batch.algorithm)
     }
   }
 

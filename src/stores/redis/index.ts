@@ -4,7 +4,7 @@
 import { z } from 'zod'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
-import { ALGORITHMS, type AlgorithmName } from '../../policy.js'
+import { ALGORITHMS, type AlgorithmName, type ResolvedPolicy } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { adaptClient, type ClientAdapter, clientProblem, NOT_A_CLIENT, type RedisClient } from './client.js'
 import { type Pending, tickCoalescer } from './coalescer.js'
@@ -98,17 +98,31 @@ const LAYOUTS = new Map<AlgorithmName, Layout>(
 )
 
 /**
+ * The policy's part of a step's arguments (scripts/variants/apply.lua): limit, windowMs, and the
+ * capacity where the algorithm takes one, as strings made once per policy rather than per decision.
+ */
+const policyArgs = new WeakMap<ResolvedPolicy, readonly string[]>()
+function argsOf(p: ResolvedPolicy): readonly string[] {
+  let args = policyArgs.get(p)
+  if (args === undefined) {
+    const layout = LAYOUTS.get(p.algorithm)!
+    args = layout.capacity
+      ? [String(p.limit), String(p.windowMs), String(p.capacity)]
+      : [String(p.limit), String(p.windowMs)]
+    policyArgs.set(p, args)
+  }
+  return args
+}
+
+/**
  * One step's arguments (scripts/variants/apply.lua): limit, windowMs, capacity (token bucket and
  * GCRA), the cost (signed by mode in apply calls: peek is -1 - cost), the lease id (concurrency).
  * Every value costs Redis time per call, so nothing the script can do without is sent.
  */
 function pushStepArgs(out: string[], step: Step, cost: number): void {
-  const p = step.policy
-  const layout = LAYOUTS.get(p.algorithm)!
-  out.push(String(p.limit), String(p.windowMs))
-  if (layout.capacity) out.push(String(p.capacity))
+  for (const arg of argsOf(step.policy)) out.push(arg)
   out.push(String(cost))
-  if (layout.lease) out.push(step.leaseId ?? '')
+  if (LAYOUTS.get(step.policy.algorithm)!.lease) out.push(step.leaseId ?? '')
 }
 
 const signed = (mode: 'consume' | 'peek', step: Step): number =>
@@ -279,39 +293,41 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
    * Send coalesced decisions: alone, as applyGroup; all of one step of one algorithm, that algorithm's
    * apply script; else the layered script (layered decisions, mixed algorithms). Batch calls do not share socket writes: the coalescer splits them on purpose.
    */
-  async function send(
-    at: string,
-    entries: Pending<Group>[],
-    algorithm: AlgorithmName | undefined,
-  ): Promise<void> {
-    try {
-      if (entries.length === 1) {
-        const e = entries[0]!
-        e.resolve(await applyGroup(e.group, e.mode, at))
-        return
-      }
-      const keys: string[] = []
-      let steps = 0
-      for (const e of entries) steps += e.group.steps.length
-      const batch = steps === entries.length && algorithm !== undefined
-      const args: string[] = [at]
-      for (const e of entries) {
-        for (const key of e.group.keys) keys.push(key)
-        if (batch) pushStepArgs(args, e.group.steps[0]!, signed(e.mode, e.group.steps[0]!))
-        else pushLayered(args, e.mode, e.group.steps)
-      }
-      const s = batch ? script(`apply/${algorithm}`) : layered
-      const reply = await runner.run(s, keys, args, false, same)
-      checkReply(reply, steps, s.name)
-      let from = 0
-      for (const e of entries) {
-        const count = e.group.steps.length
-        e.resolve(parseReply(reply, from, count))
-        from += count
-      }
-    } catch (error) {
-      for (const e of entries) e.reject(error)
+  function send(at: string, entries: Pending<Group>[], algorithm: AlgorithmName | undefined): Promise<void> {
+    if (entries.length === 1) {
+      const e = entries[0]!
+      return applyGroup(e.group, e.mode, at).then(e.resolve, e.reject)
     }
+    const keys: string[] = []
+    let steps = 0
+    for (const e of entries) steps += e.group.steps.length
+    const batch = steps === entries.length && algorithm !== undefined
+    const args: string[] = [at]
+    for (const e of entries) {
+      for (const key of e.group.keys) keys.push(key)
+      if (batch) pushStepArgs(args, e.group.steps[0]!, signed(e.mode, e.group.steps[0]!))
+      else pushLayered(args, e.mode, e.group.steps)
+    }
+    const s = batch ? SINGLE.get(algorithm)!.script : layered
+    return runner.run(s, keys, args, false, same).then(
+      (reply) => {
+        try {
+          checkReply(reply, steps, s.name)
+        } catch (error) {
+          for (const e of entries) e.reject(error)
+          return
+        }
+        let from = 0
+        for (const e of entries) {
+          const count = e.group.steps.length
+          e.resolve(parseReply(reply, from, count))
+          from += count
+        }
+      },
+      (error: unknown) => {
+        for (const e of entries) e.reject(error)
+      },
+    )
   }
 
   const coalescer = tickCoalescer<Group>(send)
