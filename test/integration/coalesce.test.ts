@@ -284,6 +284,54 @@ describe('coalescing', () => {
     now += 100
   })
 
+  it('while a call is in flight, decisions of separate ticks of one event-loop turn share a call', async () => {
+    const store = redisStore(client, { prefix: freshPrefix('turn') })
+    const policy = policyOf('fixed-window', 'turn', 100)
+    await warm(store, policy)
+    const before = await evalshaCalls()
+    // One call in flight; then twelve decisions, each from its own setImmediate callback: separate
+    // ticks of one turn (the check phase), as an HTTP server's requests of one poll are. They leave
+    // together at the end of the turn, sized to keep about four calls in flight: 4 per call while
+    // the first is unanswered, 3 if its reply was read first, so three or four calls (twelve, one
+    // each, without it).
+    const first = store.apply([{ policy, key: 'first', cost: 1 }], 'consume')
+    const rest = await new Promise<Promise<unknown>[]>((resolve) => {
+      const out: Promise<unknown>[] = []
+      for (let i = 0; i < 12; i++)
+        setImmediate(() => {
+          out.push(store.apply([{ policy, key: `k${i}`, cost: 1 }], 'consume'))
+          if (out.length === 12) resolve(out)
+        })
+    })
+    await Promise.all([first, ...rest])
+    const calls = (await evalshaCalls()) - before - 1
+    expect(calls).toBeGreaterThanOrEqual(3)
+    expect(calls).toBeLessThanOrEqual(4)
+  })
+
+  it('a refund, block or reset issued after a waiting decision reaches Redis after it', async () => {
+    const store = redisStore(client, { prefix: freshPrefix('order') })
+    const policy = policyOf('fixed-window', 'order', 1)
+    await warm(store, policy)
+    const step = { policy, key: 'k', cost: 1 }
+    // The consume waits for the end of the tick; the refund must not overtake it.
+    const consumed = store.apply([step], 'consume')
+    const refunded = store.refund([step])
+    expect((await consumed)[0]!.allowed).toBe(true)
+    await refunded
+    expect((await store.apply([step], 'consume'))[0]!.allowed).toBe(true)
+    // A reset after a waiting consume leaves nothing charged; a block after it is in force.
+    const again = store.apply([step], 'consume')
+    const reset = store.reset([step])
+    expect((await again)[0]!.allowed).toBe(false)
+    await reset
+    const third = store.apply([step], 'consume')
+    const blocked = store.block([step], 60_000)
+    expect((await third)[0]!.allowed).toBe(true)
+    await blocked
+    expect((await store.apply([step], 'peek'))[0]!.blocked).toBe(true)
+  })
+
   it('a flat batch that alternates policies of one algorithm re-reads each policy (token bucket)', async () => {
     let now = 11_000_000
     const clock = () => now

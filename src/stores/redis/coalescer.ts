@@ -1,5 +1,6 @@
 // The tick coalescer of the Redis store: single-slot decisions issued in the same tick go to Redis
-// together, several per script call, in the order they were issued.
+// together, several per script call, in the order they were issued; while calls are in flight, so do
+// the decisions of one turn of the event loop (an HTTP server's requests of that turn).
 import type { AlgorithmName } from '../../policy.js'
 import type { StepResult } from '../../store.js'
 
@@ -37,9 +38,10 @@ interface Batch<G> {
 export interface Coalescer<G> {
   /**
    * One single-slot decision (slot group `id`, '' when standalone), coalesced with the others issued
-   * in the same tick. A batch is sent when the tick ends, when it is full, or when a decision with
-   * another clock value arrives, so the calls leave in the order they were issued and one key's
-   * decisions are never reordered.
+   * in the same tick, or, while calls are in flight, in the same turn of the event loop. A batch is
+   * sent when that tick (turn) ends, when it is full, when a decision with another clock value
+   * arrives, or at `flush`, so the calls leave in the order they were issued and one key's decisions
+   * are never reordered.
    */
   add(
     id: string,
@@ -48,6 +50,8 @@ export interface Coalescer<G> {
     mode: 'consume' | 'peek',
     at: string,
   ): Promise<StepResult[]>
+  /** Send what waits now: the store calls it before a command that does not go through here. */
+  flush(): void
 }
 
 export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
@@ -55,6 +59,8 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
   const pending = new Map<string, Batch<G>>()
   /** Coalesced decisions sent and not yet answered. */
   let sent = 0
+  /** A flush is scheduled. */
+  let scheduled = false
 
   const done = (count: number) => () => {
     sent -= count
@@ -87,7 +93,23 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
     }
   }
 
+  /**
+   * When the waiting decisions leave. Idle: at the end of the tick, so a lone decision waits one
+   * process.nextTick. With calls in flight the reply is not here before the next poll of the event
+   * loop anyway, so they wait for the end of this turn (setImmediate): an HTTP server handles each
+   * request of a turn in its own tick, and their decisions then share calls instead of one call,
+   * one socket write and one script run each.
+   */
+  function schedule(): void {
+    if (scheduled) return
+    scheduled = true
+    if (sent === 0) process.nextTick(flush)
+    else setImmediate(flush)
+  }
+
   function flush(): void {
+    scheduled = false
+    if (pending.size === 0) return
     const batches = [...pending.values()]
     pending.clear()
     for (const b of batches) dispatch(b)
@@ -103,7 +125,7 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
           batch = undefined
         }
         if (batch === undefined) {
-          if (pending.size === 0) process.nextTick(flush)
+          schedule()
           batch = { at, entries: [], algorithm }
           pending.set(id, batch)
         } else if (batch.algorithm !== algorithm) {
@@ -116,5 +138,6 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
         }
       })
     },
+    flush,
   }
 }

@@ -380,6 +380,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
           const g = groups[0]!
           return coalesce ? coalescer.add(g.id, g, g.algorithm, mode, at) : applyGroup(g, mode, at)
         }
+        coalescer.flush()
         return applyAcross(steps, groups, mode, at)
       } catch (error) {
         return Promise.reject(error)
@@ -388,6 +389,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     async refund(steps) {
       check()
       if (steps.length === 0) return
+      coalescer.flush() // decisions issued before this command leave before it
       const at = clock()
       await Promise.all(group(steps).map((g) => refundGroup(g, at)))
     },
@@ -395,6 +397,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     async charge(steps) {
       check()
       if (steps.length === 0) return
+      coalescer.flush() // decisions issued before this command leave before it
       const at = clock()
       await Promise.all(
         group(steps).map((g) => runner.run(chargeScript, g.keys, pushSteps([at], g.steps), false, same)),
@@ -408,6 +411,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
           `block: duration must be a positive whole number of ms, got ${durationMs}`,
         )
       }
+      coalescer.flush()
       const at = clock()
       await Promise.all(
         group(steps).map((g) =>
@@ -418,6 +422,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     async reset(steps) {
       check()
       if (steps.length === 0) return
+      coalescer.flush() // decisions issued before this command leave before it
       try {
         await Promise.all(group(steps).map((g) => adapter.del(g.keys)))
       } catch (error) {
