@@ -19,14 +19,17 @@ export interface Pending<G> {
 
 /**
  * Sends one call of coalesced decisions, all with the clock argument `at`; `algorithm` is the one
- * algorithm of every step, or undefined when they mix. It settles every entry, and its promise
- * settles once they are.
+ * algorithm of every step, or undefined when they mix. It settles every entry, and calls `done` once,
+ * before it settles them. `shareWrite`: the call may share a socket write with others of this flush
+ * (a lone call of a flush has nothing to share with).
  */
 export type SendBatch<G> = (
   at: string,
   entries: Pending<G>[],
   algorithm: AlgorithmName | undefined,
-) => Promise<void>
+  done: () => void,
+  shareWrite: boolean,
+) => void
 
 interface Batch<G> {
   /** The clock argument every decision of the batch shares. */
@@ -62,22 +65,27 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
   /** A flush is scheduled. */
   let scheduled = false
 
-  const done = (count: number) => () => {
-    sent -= count
-  }
-
-  function track(at: string, entries: Pending<G>[], algorithm: AlgorithmName | undefined): void {
-    sent += entries.length
-    let call: Promise<void>
+  function track(
+    at: string,
+    entries: Pending<G>[],
+    algorithm: AlgorithmName | undefined,
+    shareWrite: boolean,
+  ): void {
+    const count = entries.length
+    sent += count
+    let settled = false
+    const done = (): void => {
+      if (settled) return
+      settled = true
+      sent -= count
+    }
     try {
-      call = send(at, entries, algorithm)
+      send(at, entries, algorithm, done, shareWrite)
     } catch (error) {
       // A sender that throws has settled nothing: its decisions fail with what it threw.
+      done()
       for (const e of entries) e.reject(error)
-      call = Promise.resolve()
     }
-    const finished = done(entries.length)
-    call.then(finished, finished)
   }
 
   /**
@@ -85,11 +93,12 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
    * in flight: while Redis runs one call, this process reads the last reply and builds the next, so
    * the two overlap instead of taking turns (which one call of every waiting decision would cause).
    */
-  function dispatch(batch: Batch<G>): void {
+  function dispatch(batch: Batch<G>, shareWrite: boolean): void {
     const { entries } = batch
     const size = Math.min(MAX_BATCH, Math.max(1, Math.ceil((entries.length + sent) / PIPELINE)))
     for (let i = 0; i < entries.length; i += size) {
-      track(batch.at, entries.length <= size ? entries : entries.slice(i, i + size), batch.algorithm)
+      const part = entries.length <= size ? entries : entries.slice(i, i + size)
+      track(batch.at, part, batch.algorithm, shareWrite)
     }
   }
 
@@ -112,7 +121,10 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
     if (pending.size === 0) return
     const batches = [...pending.values()]
     pending.clear()
-    for (const b of batches) dispatch(b)
+    // One batch (always, standalone) leaves as calls that share nothing: batch calls are split on
+    // purpose, and a lone one-decision call has no other call of this flush to share a write with.
+    const share = batches.length > 1
+    for (const b of batches) dispatch(b, share)
   }
 
   return {
@@ -121,7 +133,7 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
         let batch = pending.get(id)
         if (batch !== undefined && batch.at !== at) {
           pending.delete(id)
-          dispatch(batch)
+          dispatch(batch, true)
           batch = undefined
         }
         if (batch === undefined) {
@@ -134,7 +146,7 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
         batch.entries.push({ group, mode, resolve, reject })
         if (batch.entries.length >= MAX_BATCH) {
           pending.delete(id)
-          dispatch(batch)
+          dispatch(batch, true)
         }
       })
     },

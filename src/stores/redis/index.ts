@@ -272,31 +272,74 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return [...groups.values()]
   }
 
-  /** One decision of a group: the algorithm's apply script for one step, else the layered script. */
-  function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
+  /**
+   * One decision of a group: the algorithm's apply script for one step, else the layered script;
+   * its results to `resolve`, a failure to `reject`.
+   */
+  function callGroup(
+    g: Group,
+    mode: 'consume' | 'peek',
+    at: string,
+    shareWrite: boolean,
+    resolve: (results: StepResult[]) => void,
+    reject: (error: unknown) => void,
+  ): void {
+    const args = [at]
     const one = g.steps.length === 1 ? SINGLE.get(g.steps[0]!.policy.algorithm) : undefined
     if (one === undefined) {
-      const args = [at]
       pushLayered(args, mode, g.steps)
-      return runner.run(layered, g.keys, args, shareWrites, (reply) => {
-        checkReply(reply, g.steps.length, layered.name)
-        return parseReply(reply, 0, g.steps.length)
-      })
+      const count = g.steps.length
+      runner.call(
+        layered,
+        g.keys,
+        args,
+        shareWrite,
+        (reply) => {
+          checkReply(reply, count, layered.name)
+          resolve(parseReply(reply, 0, count))
+        },
+        reject,
+      )
+      return
     }
-    const args = [at]
     const step = g.steps[0]!
     pushStepArgs(args, step, signed(mode, step))
-    return runner.run(one.script, g.keys, args, shareWrites, one.readOne)
+    runner.call(one.script, g.keys, args, shareWrite, (reply) => resolve(one.readOne(reply)), reject)
+  }
+
+  function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
+    return new Promise((resolve, reject) => callGroup(g, mode, at, shareWrites, resolve, reject))
   }
 
   /**
    * Send coalesced decisions: alone, as applyGroup; all of one step of one algorithm, that algorithm's
-   * apply script; else the layered script (layered decisions, mixed algorithms). Batch calls do not share socket writes: the coalescer splits them on purpose.
+   * apply script; else the layered script (layered decisions, mixed algorithms). Batch calls do not
+   * share socket writes: the coalescer splits them on purpose.
    */
-  function send(at: string, entries: Pending<Group>[], algorithm: AlgorithmName | undefined): Promise<void> {
+  function send(
+    at: string,
+    entries: Pending<Group>[],
+    algorithm: AlgorithmName | undefined,
+    done: () => void,
+    shareWrite: boolean,
+  ): void {
     if (entries.length === 1) {
       const e = entries[0]!
-      return applyGroup(e.group, e.mode, at).then(e.resolve, e.reject)
+      callGroup(
+        e.group,
+        e.mode,
+        at,
+        shareWrite && shareWrites,
+        (results) => {
+          done()
+          e.resolve(results)
+        },
+        (error) => {
+          done()
+          e.reject(error)
+        },
+      )
+      return
     }
     const keys: string[] = []
     let steps = 0
@@ -309,14 +352,14 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       else pushLayered(args, e.mode, e.group.steps)
     }
     const s = batch ? SINGLE.get(algorithm)!.script : layered
-    return runner.run(s, keys, args, false, same).then(
+    runner.call(
+      s,
+      keys,
+      args,
+      false,
       (reply) => {
-        try {
-          checkReply(reply, steps, s.name)
-        } catch (error) {
-          for (const e of entries) e.reject(error)
-          return
-        }
+        checkReply(reply, steps, s.name)
+        done()
         let from = 0
         for (const e of entries) {
           const count = e.group.steps.length
@@ -324,7 +367,8 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
           from += count
         }
       },
-      (error: unknown) => {
+      (error) => {
+        done()
         for (const e of entries) e.reject(error)
       },
     )
