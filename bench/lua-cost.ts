@@ -304,4 +304,5 @@ async function main(): Promise<void> {
   }
 }
 
-await main()
+// Run as a script (npm run bench:lua); imported, it only lends instructionsPerCall.
+if (process.argv[1]?.endsWith('lua-cost.ts')) await main()

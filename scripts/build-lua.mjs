@@ -75,6 +75,10 @@ function fragment(algorithm, name, seen = new Set()) {
   return body
 }
 
+/** Whether the algorithm's state is a string its read fragment GETs (see @prefetch-call). */
+const readsString = (algorithm) =>
+  fragment(algorithm, 'read').some((l) => l.includes("redis.call('GET', key)"))
+
 /** Locals kept between the two phases of the layered script: arguments, block, decision, state. */
 function carried(algorithm) {
   return [
@@ -137,6 +141,24 @@ function directive(name, argument, algorithm, algorithms) {
         )
       return ['local keep = {', ...rows, '}']
     }
+    // Coalesced calls of an algorithm whose state is a string read all their keys in one MGET (one
+    // command instead of two per decision; 8-10% fewer instructions per decision at 16 per call, by
+    // bench/lua-cost.ts). A value read there holds until the call writes that key, so a key named a
+    // second time in the call reads Redis again (`fresh`). One decision alone reads as before (an
+    // MGET and its table cost more than they save there), and so does a sliding log (a sorted set).
+    case 'prefetch-call':
+      return !readsString(algorithm)
+        ? []
+        : [
+            'local pre, seen',
+            'if #KEYS > 2 then',
+            "  pre, seen = redis.call('MGET', unpack(KEYS)), {}",
+            'end',
+          ]
+    case 'prefetch-step':
+      return !readsString(algorithm)
+        ? []
+        : ['local fresh = false', 'if pre then', '  fresh = not seen[key]', '  seen[key] = true', 'end']
     case 'policy-locals':
       return algorithm.policy.length === 0 ? [] : [`local ${algorithm.policy.join(', ')}`]
     case 'next':
@@ -207,6 +229,33 @@ function header(lines, algorithm) {
   )
 }
 
+/**
+ * An apply variant with a prefetch (@prefetch-call) reads its keys from the MGET: each
+ * `local x = redis.call('GET', key)` (or `block_key`) of its fragments becomes a read of `pre` while
+ * the key is `fresh`, else the GET itself.
+ */
+function prefetched(lines) {
+  if (!lines.some((l) => l.includes("redis.call('MGET'"))) return lines
+  let rewritten = 0
+  const out = lines.flatMap((line) => {
+    const get = /^(\s*)local ([a-z_]+) = redis\.call\('GET', (key|block_key)\)$/.exec(line)
+    if (get === null) return [line]
+    rewritten++
+    const [, pad, name, which] = get
+    const index = which === 'key' ? 'k' : 'k + 1'
+    return [
+      `${pad}local ${name}`,
+      `${pad}if fresh then`,
+      `${pad}  ${name} = pre[${index}]`,
+      `${pad}else`,
+      `${pad}  ${name} = redis.call('GET', ${which})`,
+      `${pad}end`,
+    ]
+  })
+  if (rewritten !== 2) throw new Error(`apply: expected 2 GETs to read from the MGET, found ${rewritten}`)
+  return out
+}
+
 // Biome's style: a property name is quoted only when it must be.
 const property = (name) => (/^[a-z_][a-z0-9_]*$/i.test(name) ? name : `'${name}'`)
 
@@ -226,7 +275,7 @@ function render() {
   const algorithms = names.map(readAlgorithm)
   const scripts = []
   for (const a of algorithms) {
-    scripts.push([`apply/${a.name}`, header(expandTemplate('apply', a, algorithms), a)])
+    scripts.push([`apply/${a.name}`, header(prefetched(expandTemplate('apply', a, algorithms)), a)])
   }
   for (const variant of ['layered', 'refund', 'block', 'charge']) {
     scripts.push([variant, expandTemplate(variant, undefined, algorithms)])

@@ -4,10 +4,14 @@
 // script, next to redis-benchmark running EVALSHA of that script with -c 64 -P 16 (the server's own
 // ceiling, no Node.js client); and p50 latency with 1 in flight, Sluice vs rate-limiter-flexible.
 // Subjects alternate in rounds; figures are medians over rounds, ratios taken within a round.
+// Where the time goes: CPU per decision of this process and of redis-server (read from
+// /proc/<pid>/stat), each round; on 2 cores the two share the machine, so decisions/s at 64 in flight
+// is bounded by 2 cores over their sum.
 // Every algorithm, coalescing off, bytes per key and each script's cost inside Redis: redis-detail.
 //   npm run bench -- --only redis [--quick]
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
@@ -41,12 +45,24 @@ async function redisBenchmark(port: number, requests: number): Promise<number> {
   return Number(JSON.parse(`[${line}]`)[1])
 }
 
+/** CPU time (µs, user + system) redis-server `pid` has used; undefined where /proc is not there. */
+function serverCpu(pid: number): number | undefined {
+  try {
+    // Fields after the command name: utime and stime are the 12th and 13th, in clock ticks (100/s).
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * 10_000
+  } catch {
+    return undefined
+  }
+}
+
 export const benchCase: BenchCase = {
   name: 'redis',
   async run({ quick }) {
     const server = await startRedis()
     const client = new Redis(server.port, '127.0.0.1')
     try {
+      const pid = Number(/process_id:(\d+)/.exec(await client.info('server'))?.[1])
       // A store timeout far above any latency here, so every decision is Redis's (none degraded).
       const limiter = createLimiter({
         store: redisStore(client),
@@ -83,12 +99,26 @@ export const benchCase: BenchCase = {
       ] as const) {
         const rates = new Map<Subject, number[]>(subjects.map((s) => [s, []]))
         const p50s = new Map<Subject, number[]>(subjects.map((s) => [s, []]))
+        const nodeCpu = new Map<Subject, number[]>(subjects.map((s) => [s, []]))
+        const redisCpu = new Map<Subject, number[]>(subjects.map((s) => [s, []]))
         for (let round = 0; round < rounds; round++) {
           for (let i = 0; i < subjects.length; i++) {
             const subject = subjects[(i + round) % subjects.length]!
-            const r = await throughput(subject.decide, inFlight, ms, keys)
+            let decisions = 0
+            const counted = (key: string) => {
+              decisions++
+              return subject.decide(key)
+            }
+            const cpu = process.cpuUsage()
+            const serverBefore = serverCpu(pid)
+            const r = await throughput(counted, inFlight, ms, keys)
+            const used = process.cpuUsage(cpu)
+            const serverAfter = serverCpu(pid)
             rates.get(subject)!.push(r.rate)
             p50s.get(subject)!.push(r.p50)
+            nodeCpu.get(subject)!.push((used.user + used.system) / decisions)
+            if (serverBefore !== undefined && serverAfter !== undefined)
+              redisCpu.get(subject)!.push((serverAfter - serverBefore) / decisions)
             await client.flushall()
             await client.script('LOAD', MINIMAL_TOKEN_BUCKET)
           }
@@ -113,6 +143,23 @@ export const benchCase: BenchCase = {
             value: median(p50s.get(s)!) * 1000,
             unit: 'µs',
           })
+          rows.push({
+            id: `redis/${s.id} node-cpu@${inFlight}`,
+            subject: s.name,
+            metric: `this process's CPU per decision @${inFlight}`,
+            value: median(nodeCpu.get(s)!),
+            unit: 'µs',
+            note: 'user + system, load generator included',
+          })
+          if (redisCpu.get(s)!.length > 0)
+            rows.push({
+              id: `redis/${s.id} redis-cpu@${inFlight}`,
+              subject: s.name,
+              metric: `redis-server CPU per decision @${inFlight}`,
+              value: median(redisCpu.get(s)!),
+              unit: 'µs',
+              note: '/proc/<pid>/stat, 10 ms ticks',
+            })
         }
       }
       const benchmarks: number[] = []

@@ -217,6 +217,121 @@ describe('coalescing', () => {
     })
   }
 
+  it('a batch reads its keys in one MGET; a key named again, and blocked keys, decide as one call at a time', async () => {
+    let now = 13_000_000
+    const clock = () => now
+    const { together, alone } = storePair(client, 'co', clock)
+    const policy = policyOf('token-bucket', 'mget', 4)
+    await warm(together, policy)
+    // k1 and k3 are blocked; k0 and k2 come back within a call, so their second reads must see the
+    // first decision's write.
+    for (const store of [together, alone])
+      await store.block(
+        [
+          { policy, key: 'k1', cost: 1 },
+          { policy, key: 'k3', cost: 1 },
+        ],
+        60_000,
+      )
+    const keys = [
+      'k0',
+      'k1',
+      'k0',
+      'k2',
+      'k4',
+      'k2',
+      'k3',
+      'k2',
+      'k0',
+      'k5',
+      'k0',
+      'k0',
+      'k1',
+      'k6',
+      'k7',
+      'k2',
+      'k2',
+      'k8',
+      'k9',
+      'k2',
+    ]
+    const stats = async () => {
+      const text = await client.info('commandstats')
+      const count = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(text)?.[1] ?? 0)
+      return { mget: count('mget'), get: count('get'), evalsha: count('evalsha') }
+    }
+    const before = await stats()
+    const coalesced = await Promise.all(
+      keys.map((key) => together.apply([{ policy, key, cost: 1 }], 'consume')),
+    )
+    const after = await stats()
+    // From idle, 20 decisions go as 4 calls of 5, each with one MGET; a key named again in its call
+    // reads its state and its block with GET.
+    let again = 0
+    for (let i = 0; i < keys.length; i += 5) {
+      const call = keys.slice(i, i + 5)
+      again += call.filter((key, j) => call.indexOf(key) < j).length
+    }
+    expect(after.evalsha - before.evalsha).toBe(4)
+    expect(after.mget - before.mget).toBe(4)
+    expect(after.get - before.get).toBe(2 * again)
+    const sequential = []
+    for (const key of keys) sequential.push(await alone.apply([{ policy, key, cost: 1 }], 'consume'))
+    expect(coalesced).toEqual(sequential)
+    expect(coalesced.filter((r) => r[0]!.blocked)).toHaveLength(3)
+    // Limit 4: k0's fifth decision, k2's fifth and sixth.
+    expect(coalesced.filter((r) => !r[0]!.allowed && !r[0]!.blocked)).toHaveLength(3)
+    now += 100
+  })
+
+  it('while a call is in flight, decisions of separate ticks of one event-loop turn share a call', async () => {
+    const store = redisStore(client, { prefix: freshPrefix('turn') })
+    const policy = policyOf('fixed-window', 'turn', 100)
+    await warm(store, policy)
+    const before = await evalshaCalls()
+    // One call in flight; then twelve decisions, each from its own setImmediate callback: separate
+    // ticks of one turn (the check phase), as an HTTP server's requests of one poll are. They leave
+    // together at the end of the turn, sized to keep about four calls in flight: 4 per call while
+    // the first is unanswered, 3 if its reply was read first, so three or four calls (twelve, one
+    // each, without it).
+    const first = store.apply([{ policy, key: 'first', cost: 1 }], 'consume')
+    const rest = await new Promise<Promise<unknown>[]>((resolve) => {
+      const out: Promise<unknown>[] = []
+      for (let i = 0; i < 12; i++)
+        setImmediate(() => {
+          out.push(store.apply([{ policy, key: `k${i}`, cost: 1 }], 'consume'))
+          if (out.length === 12) resolve(out)
+        })
+    })
+    await Promise.all([first, ...rest])
+    const calls = (await evalshaCalls()) - before - 1
+    expect(calls).toBeGreaterThanOrEqual(3)
+    expect(calls).toBeLessThanOrEqual(4)
+  })
+
+  it('a refund, block or reset issued after a waiting decision reaches Redis after it', async () => {
+    const store = redisStore(client, { prefix: freshPrefix('order') })
+    const policy = policyOf('fixed-window', 'order', 1)
+    await warm(store, policy)
+    const step = { policy, key: 'k', cost: 1 }
+    // The consume waits for the end of the tick; the refund must not overtake it.
+    const consumed = store.apply([step], 'consume')
+    const refunded = store.refund([step])
+    expect((await consumed)[0]!.allowed).toBe(true)
+    await refunded
+    expect((await store.apply([step], 'consume'))[0]!.allowed).toBe(true)
+    // A reset after a waiting consume leaves nothing charged; a block after it is in force.
+    const again = store.apply([step], 'consume')
+    const reset = store.reset([step])
+    expect((await again)[0]!.allowed).toBe(false)
+    await reset
+    const third = store.apply([step], 'consume')
+    const blocked = store.block([step], 60_000)
+    expect((await third)[0]!.allowed).toBe(true)
+    await blocked
+    expect((await store.apply([step], 'peek'))[0]!.blocked).toBe(true)
+  })
+
   it('a flat batch that alternates policies of one algorithm re-reads each policy (token bucket)', async () => {
     let now = 11_000_000
     const clock = () => now

@@ -45,8 +45,11 @@ describe('multiRegionStore', () => {
       api: { algorithm: 'sliding-window-counter', limit: 5, window: '1h', scope: 'global' },
       login: { algorithm: 'sliding-window-counter', limit: 5, window: '1h' },
     } as const
-    const storeEu = multiRegionStore({ region: 'eu', regions: { eu, us }, syncEvery: '20ms', prefix })
-    const storeUs = multiRegionStore({ region: 'us', regions: { eu, us }, syncEvery: '20ms', prefix })
+    // staleAfter is also the exchange calls' timeout: 5 s, so a loaded machine (a 100 ms stall, the
+    // default 5 x syncEvery) cannot turn a sync this test relies on into a timed-out one.
+    const options = { regions: { eu, us }, syncEvery: '20ms', staleAfter: '5s', prefix }
+    const storeEu = multiRegionStore({ region: 'eu', ...options })
+    const storeUs = multiRegionStore({ region: 'us', ...options })
     const a = createLimiter({ store: storeEu, policies, localDenyCache: false })
     const b = createLimiter({ store: storeUs, policies, localDenyCache: false })
     try {

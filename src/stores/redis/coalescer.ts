@@ -1,5 +1,6 @@
 // The tick coalescer of the Redis store: single-slot decisions issued in the same tick go to Redis
-// together, several per script call, in the order they were issued.
+// together, several per script call, in the order they were issued; while calls are in flight, so do
+// the decisions of one turn of the event loop (an HTTP server's requests of that turn).
 import type { AlgorithmName } from '../../policy.js'
 import type { StepResult } from '../../store.js'
 
@@ -18,13 +19,17 @@ export interface Pending<G> {
 
 /**
  * Sends one call of coalesced decisions, all with the clock argument `at`; `algorithm` is the one
- * algorithm of every step, or undefined when they mix. It settles every entry.
+ * algorithm of every step, or undefined when they mix. It settles every entry, and calls `done` once,
+ * before it settles them. `shareWrite`: the call may share a socket write with others of this flush
+ * (a lone call of a flush has nothing to share with).
  */
 export type SendBatch<G> = (
   at: string,
   entries: Pending<G>[],
   algorithm: AlgorithmName | undefined,
-) => Promise<void>
+  done: () => void,
+  shareWrite: boolean,
+) => void
 
 interface Batch<G> {
   /** The clock argument every decision of the batch shares. */
@@ -36,9 +41,10 @@ interface Batch<G> {
 export interface Coalescer<G> {
   /**
    * One single-slot decision (slot group `id`, '' when standalone), coalesced with the others issued
-   * in the same tick. A batch is sent when the tick ends, when it is full, or when a decision with
-   * another clock value arrives, so the calls leave in the order they were issued and one key's
-   * decisions are never reordered.
+   * in the same tick, or, while calls are in flight, in the same turn of the event loop. A batch is
+   * sent when that tick (turn) ends, when it is full, when a decision with another clock value
+   * arrives, or at `flush`, so the calls leave in the order they were issued and one key's decisions
+   * are never reordered.
    */
   add(
     id: string,
@@ -47,6 +53,8 @@ export interface Coalescer<G> {
     mode: 'consume' | 'peek',
     at: string,
   ): Promise<StepResult[]>
+  /** Send what waits now: the store calls it before a command that does not go through here. */
+  flush(): void
 }
 
 export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
@@ -54,17 +62,29 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
   const pending = new Map<string, Batch<G>>()
   /** Coalesced decisions sent and not yet answered. */
   let sent = 0
+  /** A flush is scheduled. */
+  let scheduled = false
 
-  async function track(
+  function track(
     at: string,
     entries: Pending<G>[],
     algorithm: AlgorithmName | undefined,
-  ): Promise<void> {
-    sent += entries.length
+    shareWrite: boolean,
+  ): void {
+    const count = entries.length
+    sent += count
+    let settled = false
+    const done = (): void => {
+      if (settled) return
+      settled = true
+      sent -= count
+    }
     try {
-      await send(at, entries, algorithm)
-    } finally {
-      sent -= entries.length
+      send(at, entries, algorithm, done, shareWrite)
+    } catch (error) {
+      // A sender that throws has settled nothing: its decisions fail with what it threw.
+      done()
+      for (const e of entries) e.reject(error)
     }
   }
 
@@ -73,18 +93,38 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
    * in flight: while Redis runs one call, this process reads the last reply and builds the next, so
    * the two overlap instead of taking turns (which one call of every waiting decision would cause).
    */
-  function dispatch(batch: Batch<G>): void {
+  function dispatch(batch: Batch<G>, shareWrite: boolean): void {
     const { entries } = batch
     const size = Math.min(MAX_BATCH, Math.max(1, Math.ceil((entries.length + sent) / PIPELINE)))
     for (let i = 0; i < entries.length; i += size) {
-      void track(batch.at, entries.length <= size ? entries : entries.slice(i, i + size), batch.algorithm)
+      const part = entries.length <= size ? entries : entries.slice(i, i + size)
+      track(batch.at, part, batch.algorithm, shareWrite)
     }
   }
 
+  /**
+   * When the waiting decisions leave. Idle: at the end of the tick, so a lone decision waits one
+   * process.nextTick. With calls in flight the reply is not here before the next poll of the event
+   * loop anyway, so they wait for the end of this turn (setImmediate): an HTTP server handles each
+   * request of a turn in its own tick, and their decisions then share calls instead of one call,
+   * one socket write and one script run each.
+   */
+  function schedule(): void {
+    if (scheduled) return
+    scheduled = true
+    if (sent === 0) process.nextTick(flush)
+    else setImmediate(flush)
+  }
+
   function flush(): void {
+    scheduled = false
+    if (pending.size === 0) return
     const batches = [...pending.values()]
     pending.clear()
-    for (const b of batches) dispatch(b)
+    // One batch (always, standalone) leaves as calls that share nothing: batch calls are split on
+    // purpose, and a lone one-decision call has no other call of this flush to share a write with.
+    const share = batches.length > 1
+    for (const b of batches) dispatch(b, share)
   }
 
   return {
@@ -93,11 +133,11 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
         let batch = pending.get(id)
         if (batch !== undefined && batch.at !== at) {
           pending.delete(id)
-          dispatch(batch)
+          dispatch(batch, true)
           batch = undefined
         }
         if (batch === undefined) {
-          if (pending.size === 0) process.nextTick(flush)
+          schedule()
           batch = { at, entries: [], algorithm }
           pending.set(id, batch)
         } else if (batch.algorithm !== algorithm) {
@@ -106,9 +146,10 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
         batch.entries.push({ group, mode, resolve, reject })
         if (batch.entries.length >= MAX_BATCH) {
           pending.delete(id)
-          dispatch(batch)
+          dispatch(batch, true)
         }
       })
     },
+    flush,
   }
 }

@@ -4,7 +4,7 @@
 import { z } from 'zod'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
-import { ALGORITHMS, type AlgorithmName } from '../../policy.js'
+import { ALGORITHMS, type AlgorithmName, type ResolvedPolicy } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { adaptClient, type ClientAdapter, clientProblem, NOT_A_CLIENT, type RedisClient } from './client.js'
 import { type Pending, tickCoalescer } from './coalescer.js'
@@ -98,17 +98,31 @@ const LAYOUTS = new Map<AlgorithmName, Layout>(
 )
 
 /**
+ * The policy's part of a step's arguments (scripts/variants/apply.lua): limit, windowMs, and the
+ * capacity where the algorithm takes one, as strings made once per policy rather than per decision.
+ */
+const policyArgs = new WeakMap<ResolvedPolicy, readonly string[]>()
+function argsOf(p: ResolvedPolicy): readonly string[] {
+  let args = policyArgs.get(p)
+  if (args === undefined) {
+    const layout = LAYOUTS.get(p.algorithm)!
+    args = layout.capacity
+      ? [String(p.limit), String(p.windowMs), String(p.capacity)]
+      : [String(p.limit), String(p.windowMs)]
+    policyArgs.set(p, args)
+  }
+  return args
+}
+
+/**
  * One step's arguments (scripts/variants/apply.lua): limit, windowMs, capacity (token bucket and
  * GCRA), the cost (signed by mode in apply calls: peek is -1 - cost), the lease id (concurrency).
  * Every value costs Redis time per call, so nothing the script can do without is sent.
  */
 function pushStepArgs(out: string[], step: Step, cost: number): void {
-  const p = step.policy
-  const layout = LAYOUTS.get(p.algorithm)!
-  out.push(String(p.limit), String(p.windowMs))
-  if (layout.capacity) out.push(String(p.capacity))
+  for (const arg of argsOf(step.policy)) out.push(arg)
   out.push(String(cost))
-  if (layout.lease) out.push(step.leaseId ?? '')
+  if (LAYOUTS.get(step.policy.algorithm)!.lease) out.push(step.leaseId ?? '')
 }
 
 const signed = (mode: 'consume' | 'peek', step: Step): number =>
@@ -258,60 +272,106 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return [...groups.values()]
   }
 
-  /** One decision of a group: the algorithm's apply script for one step, else the layered script. */
-  function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
+  /**
+   * One decision of a group: the algorithm's apply script for one step, else the layered script;
+   * its results to `resolve`, a failure to `reject`.
+   */
+  function callGroup(
+    g: Group,
+    mode: 'consume' | 'peek',
+    at: string,
+    shareWrite: boolean,
+    resolve: (results: StepResult[]) => void,
+    reject: (error: unknown) => void,
+  ): void {
+    const args = [at]
     const one = g.steps.length === 1 ? SINGLE.get(g.steps[0]!.policy.algorithm) : undefined
     if (one === undefined) {
-      const args = [at]
       pushLayered(args, mode, g.steps)
-      return runner.run(layered, g.keys, args, shareWrites, (reply) => {
-        checkReply(reply, g.steps.length, layered.name)
-        return parseReply(reply, 0, g.steps.length)
-      })
+      const count = g.steps.length
+      runner.call(
+        layered,
+        g.keys,
+        args,
+        shareWrite,
+        (reply) => {
+          checkReply(reply, count, layered.name)
+          resolve(parseReply(reply, 0, count))
+        },
+        reject,
+      )
+      return
     }
-    const args = [at]
     const step = g.steps[0]!
     pushStepArgs(args, step, signed(mode, step))
-    return runner.run(one.script, g.keys, args, shareWrites, one.readOne)
+    runner.call(one.script, g.keys, args, shareWrite, (reply) => resolve(one.readOne(reply)), reject)
+  }
+
+  function applyGroup(g: Group, mode: 'consume' | 'peek', at: string): Promise<StepResult[]> {
+    return new Promise((resolve, reject) => callGroup(g, mode, at, shareWrites, resolve, reject))
   }
 
   /**
    * Send coalesced decisions: alone, as applyGroup; all of one step of one algorithm, that algorithm's
-   * apply script; else the layered script (layered decisions, mixed algorithms). Batch calls do not share socket writes: the coalescer splits them on purpose.
+   * apply script; else the layered script (layered decisions, mixed algorithms). Batch calls do not
+   * share socket writes: the coalescer splits them on purpose.
    */
-  async function send(
+  function send(
     at: string,
     entries: Pending<Group>[],
     algorithm: AlgorithmName | undefined,
-  ): Promise<void> {
-    try {
-      if (entries.length === 1) {
-        const e = entries[0]!
-        e.resolve(await applyGroup(e.group, e.mode, at))
-        return
-      }
-      const keys: string[] = []
-      let steps = 0
-      for (const e of entries) steps += e.group.steps.length
-      const batch = steps === entries.length && algorithm !== undefined
-      const args: string[] = [at]
-      for (const e of entries) {
-        for (const key of e.group.keys) keys.push(key)
-        if (batch) pushStepArgs(args, e.group.steps[0]!, signed(e.mode, e.group.steps[0]!))
-        else pushLayered(args, e.mode, e.group.steps)
-      }
-      const s = batch ? script(`apply/${algorithm}`) : layered
-      const reply = await runner.run(s, keys, args, false, same)
-      checkReply(reply, steps, s.name)
-      let from = 0
-      for (const e of entries) {
-        const count = e.group.steps.length
-        e.resolve(parseReply(reply, from, count))
-        from += count
-      }
-    } catch (error) {
-      for (const e of entries) e.reject(error)
+    done: () => void,
+    shareWrite: boolean,
+  ): void {
+    if (entries.length === 1) {
+      const e = entries[0]!
+      callGroup(
+        e.group,
+        e.mode,
+        at,
+        shareWrite && shareWrites,
+        (results) => {
+          done()
+          e.resolve(results)
+        },
+        (error) => {
+          done()
+          e.reject(error)
+        },
+      )
+      return
     }
+    const keys: string[] = []
+    let steps = 0
+    for (const e of entries) steps += e.group.steps.length
+    const batch = steps === entries.length && algorithm !== undefined
+    const args: string[] = [at]
+    for (const e of entries) {
+      for (const key of e.group.keys) keys.push(key)
+      if (batch) pushStepArgs(args, e.group.steps[0]!, signed(e.mode, e.group.steps[0]!))
+      else pushLayered(args, e.mode, e.group.steps)
+    }
+    const s = batch ? SINGLE.get(algorithm)!.script : layered
+    runner.call(
+      s,
+      keys,
+      args,
+      false,
+      (reply) => {
+        checkReply(reply, steps, s.name)
+        done()
+        let from = 0
+        for (const e of entries) {
+          const count = e.group.steps.length
+          e.resolve(parseReply(reply, from, count))
+          from += count
+        }
+      },
+      (error) => {
+        done()
+        for (const e of entries) e.reject(error)
+      },
+    )
   }
 
   const coalescer = tickCoalescer<Group>(send)
@@ -364,6 +424,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
           const g = groups[0]!
           return coalesce ? coalescer.add(g.id, g, g.algorithm, mode, at) : applyGroup(g, mode, at)
         }
+        coalescer.flush()
         return applyAcross(steps, groups, mode, at)
       } catch (error) {
         return Promise.reject(error)
@@ -372,6 +433,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     async refund(steps) {
       check()
       if (steps.length === 0) return
+      coalescer.flush() // decisions issued before this command leave before it
       const at = clock()
       await Promise.all(group(steps).map((g) => refundGroup(g, at)))
     },
@@ -379,6 +441,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     async charge(steps) {
       check()
       if (steps.length === 0) return
+      coalescer.flush() // decisions issued before this command leave before it
       const at = clock()
       await Promise.all(
         group(steps).map((g) => runner.run(chargeScript, g.keys, pushSteps([at], g.steps), false, same)),
@@ -392,6 +455,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
           `block: duration must be a positive whole number of ms, got ${durationMs}`,
         )
       }
+      coalescer.flush()
       const at = clock()
       await Promise.all(
         group(steps).map((g) =>
@@ -402,6 +466,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     async reset(steps) {
       check()
       if (steps.length === 0) return
+      coalescer.flush() // decisions issued before this command leave before it
       try {
         await Promise.all(group(steps).map((g) => adapter.del(g.keys)))
       } catch (error) {

@@ -41,6 +41,18 @@ export interface ScriptRunner {
     shareWrite: boolean,
     read: (reply: unknown) => R,
   ): Promise<R>
+  /**
+   * The same call, its reply handed to `onReply` (and whatever `onReply` throws, or the call's
+   * failure, to `onError`) without a promise of its own: the coalesced decisions' path.
+   */
+  call(
+    s: Script,
+    keys: string[],
+    args: string[],
+    shareWrite: boolean,
+    onReply: (reply: unknown) => void,
+    onError: (error: unknown) => void,
+  ): void
 }
 
 /**
@@ -69,15 +81,31 @@ export function scriptRunner(adapter: ClientAdapter, wrap: (error: unknown) => u
     }
   }
 
+  function evalsha(s: Script, keys: string[], args: string[], shareWrite: boolean): Promise<unknown> {
+    try {
+      return adapter.evalsha(s.sha, keys, args, shareWrite)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
   return {
     run(s, keys, args, shareWrite, read) {
-      let call: Promise<unknown>
-      try {
-        call = adapter.evalsha(s.sha, keys, args, shareWrite)
-      } catch (error) {
-        call = Promise.reject(error)
+      return evalsha(s, keys, args, shareWrite).then(read, (error: unknown) =>
+        retry(s, keys, args, error).then(read),
+      )
+    },
+    call(s, keys, args, shareWrite, onReply, onError) {
+      const deliver = (reply: unknown): void => {
+        try {
+          onReply(reply)
+        } catch (error) {
+          onError(error)
+        }
       }
-      return call.then(read, (error: unknown) => retry(s, keys, args, error).then(read))
+      evalsha(s, keys, args, shareWrite).then(deliver, (error: unknown) => {
+        retry(s, keys, args, error).then(deliver, onError)
+      })
     },
   }
 }

@@ -13,6 +13,7 @@
 --- @args-cache-locals
 local reply = {}
 local a, k, n = 2, 1, #ARGV
+--- @prefetch-call
 while a <= n do
   -- A call's decisions usually share one policy: its numbers are parsed again only when they
   -- change, and so is what the policy fragment derives from them.
@@ -22,6 +23,7 @@ while a <= n do
     cost = -1 - cost
   end
   local key, block_key = KEYS[k], KEYS[k + 1]
+  --- @prefetch-step
   --- @include "held"
   --- @fragment read
   --- @include "drop"
