@@ -26,15 +26,11 @@ export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult):
 }
 
 /** A single check's decision; `cached` when the deny cache answered. */
-export function checkDecision(s: Step, r: StepResult): Decision {
-  const d = decisionOf(s, r)
+export function singleDecision(steps: readonly Step[], results: readonly StepResult[]): Decision {
+  const r = results[0]!
+  const d = decisionOf(steps[0]!, r)
   if (r.cached) d.cached = true
   return d
-}
-
-/** `checkDecision` of the one step and result of a single check. */
-export function singleDecision(steps: readonly Step[], results: readonly StepResult[]): Decision {
-  return checkDecision(steps[0]!, results[0]!)
 }
 
 /** A layered check's decision: the deciding layer's numbers, plus every layer's own. */

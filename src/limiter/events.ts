@@ -56,20 +56,23 @@ export function decisionEvents(
     return decision
   }
 
-  const observed: Decide = (operation, steps, mode, layered) => {
-    const started = performance.now()
-    const d = plain(operation, steps, mode, layered)
+  /** Tell the listeners of `d` (now, or once it settles), timed from `started`. */
+  function told(
+    operation: DecisionEvent['operation'],
+    d: MaybePromise<Decision>,
+    started: number,
+  ): MaybePromise<Decision> {
     return d instanceof Promise
       ? d.then((value) => emit(operation, value, started))
       : emit(operation, d, started)
   }
-
+  const observed: Decide = (operation, steps, mode, layered) => {
+    const started = performance.now()
+    return told(operation, plain(operation, steps, mode, layered), started)
+  }
   const observedOne: DecideOne = (operation, policy, key, cost, mode) => {
     const started = performance.now()
-    const d = plainOne(operation, policy, key, cost, mode)
-    return d instanceof Promise
-      ? d.then((value) => emit(operation, value, started))
-      : emit(operation, d, started)
+    return told(operation, plainOne(operation, policy, key, cost, mode), started)
   }
 
   type Swapped = { decide: Decide; decideOne: DecideOne }
@@ -78,12 +81,12 @@ export function decisionEvents(
     ;(events as Swapped).decideOne = to.decideOne
   }
   const quiet: Swapped = { decide: plain, decideOne: plainOne }
-  const told: Swapped = { decide: observed, decideOne: observedOne }
+  const timed: Swapped = { decide: observed, decideOne: observedOne }
   const events: DecisionEvents = {
-    ...(listeners.length > 0 ? told : quiet),
+    ...(listeners.length > 0 ? timed : quiet),
     subscribe(listener) {
       listeners = [...listeners, listener]
-      swap(told)
+      swap(timed)
       return () => {
         listeners = listeners.filter((l) => l !== listener)
         if (listeners.length === 0) swap(quiet)

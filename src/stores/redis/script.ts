@@ -31,8 +31,8 @@ export function script(name: ScriptName): Script {
 export interface ScriptRunner {
   /**
    * EVALSHA, then `read` of the reply; on NOSCRIPT load the script and retry once. `shareWrite`: the
-   * call may share a socket write with the tick's other calls (see ClientAdapter.evalsha). One
-   * continuation of the client's promise on the way that succeeds: this is every decision's path.
+   * call may share a socket write with the tick's other calls (see ClientAdapter.evalsha). `call`
+   * as a promise (refund, block, charge, hybrid; the decisions themselves use `call`).
    */
   run<R>(
     s: Script,
@@ -43,7 +43,8 @@ export interface ScriptRunner {
   ): Promise<R>
   /**
    * The same call, its reply handed to `onReply` (and whatever `onReply` throws, or the call's
-   * failure, to `onError`) without a promise of its own: the coalesced decisions' path.
+   * failure, to `onError`) with one continuation of the client's promise and no promise of its own:
+   * every decision's path.
    */
   call(
     s: Script,
@@ -89,10 +90,10 @@ export function scriptRunner(adapter: ClientAdapter, wrap: (error: unknown) => u
     }
   }
 
-  return {
+  const runner: ScriptRunner = {
     run(s, keys, args, shareWrite, read) {
-      return evalsha(s, keys, args, shareWrite).then(read, (error: unknown) =>
-        retry(s, keys, args, error).then(read),
+      return new Promise((resolve, reject) =>
+        runner.call(s, keys, args, shareWrite, (reply) => resolve(read(reply)), reject),
       )
     },
     call(s, keys, args, shareWrite, onReply, onError) {
@@ -108,4 +109,5 @@ export function scriptRunner(adapter: ClientAdapter, wrap: (error: unknown) => u
       })
     },
   }
+  return runner
 }
