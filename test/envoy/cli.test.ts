@@ -148,16 +148,16 @@ describe('sluice check --envoy-config', () => {
     spawnSync(process.execPath, [CLI, 'check', ...args], { encoding: 'utf8' })
 
   it('validates the fixtures folder and prints domains and limits', () => {
-    const run = check('--envoy-config', join(FIXTURES, 'valid', 'basic_config.yaml'))
+    const run = check('--envoy-config', join(FIXTURES, 'valid'))
     expect(run.status, run.stderr).toBe(0)
-    expect(run.stdout).toContain('domain test-domain:')
-    expect(run.stdout).toContain('key2=value2: 30 per minute, fixed-window')
+    expect(run.stdout).toContain('domain storefront:')
+    expect(run.stdout).toContain('client=mobile-app: 90 per minute, fixed-window')
   })
 
   it('exits 1 naming the file, line and problem', () => {
-    const file = join(FIXTURES, 'invalid', 'bad_limit_unit.yaml')
+    const file = join(FIXTURES, 'invalid', 'bad-unit.yaml')
     const run = check('--envoy-config', file)
     expect(run.status).toBe(1)
-    expect(run.stderr).toContain(`${file}:6: invalid rate limit unit 'foo'`)
+    expect(run.stderr).toContain(`${file}:7: invalid rate limit unit 'week'`)
   })
 })

@@ -1,16 +1,13 @@
-// Shared pieces of the Envoy tests: the envoyproxy/ratelimit fixtures beside the clone, and a gRPC
-// client built from Sluice's rls.proto (what Envoy sends, field numbers included).
-import { existsSync } from 'node:fs'
-import { resolve } from 'node:path'
+// Shared pieces of the Envoy tests: the configuration fixtures in envoyproxy/ratelimit's format, and
+// a gRPC client built from Sluice's rls.proto (what Envoy sends, field numbers included).
+import { join } from 'node:path'
 import type { ServiceError } from '@grpc/grpc-js'
 import { credentials, loadPackageDefinition } from '@grpc/grpc-js'
 import { loadSync } from '@grpc/proto-loader'
 import { PROTO_OPTIONS, rlsProtoPath } from '../../src/envoy/grpc.js'
 
-/** `<repo>/../shared/envoy-ratelimit`: CI puts shared/ beside the clone. */
-export const FIXTURES = resolve(import.meta.dirname, '..', '..', '..', 'shared', 'envoy-ratelimit')
-if (!existsSync(FIXTURES))
-  throw new Error(`the envoyproxy/ratelimit fixtures are not at ${FIXTURES}: put shared/ beside the clone`)
+/** `test/fixtures/envoy-ratelimit`: `valid/` and `invalid/` configuration files (its README.md). */
+export const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'envoy-ratelimit')
 
 export interface Entry {
   key: string

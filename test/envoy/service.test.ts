@@ -52,43 +52,58 @@ for (const storeKind of ['memory', 'redis'] as const) {
       return client
     }
 
-    it('answers the most specific entry of basic_config.yaml with the fields Envoy reads', async () => {
-      const client = await start(await loadEnvoyConfig(join(FIXTURES, 'valid', 'basic_config.yaml')))
+    it('answers the most specific entry of storefront.yaml with the fields Envoy reads', async () => {
+      const client = await start(await loadEnvoyConfig(join(FIXTURES, 'valid', 'storefront.yaml')))
       const first = await client.shouldRateLimit({
-        domain: 'test-domain',
-        descriptors: [d(['key2', 'value2'])],
+        domain: 'storefront',
+        descriptors: [d(['client', 'mobile-app'])],
       })
       expect(first.overall_code).toBe('OK')
       const status = first.statuses[0]!
       expect(status.code).toBe('OK')
       expect(status.current_limit).toEqual({
-        name: 'test-domain.key2_value2',
-        requests_per_unit: 30,
+        name: 'storefront.client_mobile-app',
+        requests_per_unit: 90,
         unit: 'MINUTE',
       })
-      expect(status.limit_remaining).toBe(29)
+      expect(status.limit_remaining).toBe(89)
       const resetS = status.duration_until_reset!.seconds + status.duration_until_reset!.nanos / 1e9
       expect(resetS).toBeGreaterThan(0)
       expect(resetS).toBeLessThanOrEqual(60)
-      // key2 with another value: the key-only default (20/min), counted per value.
-      const other = await client.shouldRateLimit({ domain: 'test-domain', descriptors: [d(['key2', 'zzz'])] })
-      expect(other.statuses[0]!.current_limit!.requests_per_unit).toBe(20)
-      expect(other.statuses[0]!.limit_remaining).toBe(19)
-      // key2=value3 has no limit (a whitelist), key6 is unlimited, key1 alone has none, nor an unknown key.
+      // client with another value: the key-only default (40/min), counted per value.
+      const other = await client.shouldRateLimit({
+        domain: 'storefront',
+        descriptors: [d(['client', 'web-7'])],
+      })
+      expect(other.statuses[0]!.current_limit!.requests_per_unit).toBe(40)
+      expect(other.statuses[0]!.limit_remaining).toBe(39)
+      // client=healthcheck has no limit (a whitelist), internal is unlimited, tenant=acme alone has
+      // none, nor an unknown key.
       const free = await client.shouldRateLimit({
-        domain: 'test-domain',
-        descriptors: [d(['key2', 'value3']), d(['key6', 'x']), d(['key1', 'value1']), d(['nope', 'x'])],
+        domain: 'storefront',
+        descriptors: [
+          d(['client', 'healthcheck']),
+          d(['internal', 'x']),
+          d(['tenant', 'acme']),
+          d(['nope', 'x']),
+        ],
       })
       expect(free.overall_code).toBe('OK')
       for (const s of free.statuses) expect(s).toMatchObject({ code: 'OK', current_limit: null })
-      // Nested: key5=value5 then subkey5=subvalue5 -> 25/day (named in rate_limit: key4 has a name).
+      // Nested: plan=trial then feature=export -> 4/day; three levels down to method=POST -> 3/s;
+      // account's limit has a name of its own.
       const nested = await client.shouldRateLimit({
-        domain: 'test-domain',
-        descriptors: [d(['key5', 'value5'], ['subkey5', 'subvalue5']), d(['key4', 'a'])],
+        domain: 'storefront',
+        descriptors: [
+          d(['plan', 'trial'], ['feature', 'export']),
+          d(['tenant', 'acme'], ['route', 'checkout'], ['method', 'POST']),
+          d(['account', 'a']),
+        ],
       })
       expect(nested.statuses.map((s) => s.current_limit)).toEqual([
-        { name: 'test-domain.key5_value5.subkey5_subvalue5', requests_per_unit: 25, unit: 'DAY' },
-        { name: 'key4_rate_limit', requests_per_unit: 1, unit: 'DAY' },
+        { name: 'storefront.plan_trial.feature_export', requests_per_unit: 4, unit: 'DAY' },
+        { name: 'storefront.tenant_acme.route_checkout.method_POST', requests_per_unit: 3, unit: 'SECOND' },
+        { name: 'account_daily', requests_per_unit: 3, unit: 'DAY' },
       ])
     })
 
@@ -147,26 +162,90 @@ for (const storeKind of ['memory', 'redis'] as const) {
       expect(second.statuses[1]!.limit_remaining).toBe(8)
     })
 
-    it('drops a limit another applicable limit replaces (example.yaml)', async () => {
-      const client = await start(await loadEnvoyConfig(join(FIXTURES, 'valid', 'example.yaml')))
-      // foo/bar=bkthomps is the limit named bkthomps (1/min); category=account replaces it.
+    it('drops a limit another applicable limit replaces (gateway.yaml)', async () => {
+      const client = await start(await loadEnvoyConfig(join(FIXTURES, 'valid', 'gateway.yaml')))
+      // user/action=upload is the limit named upload_per_user (1/hour); plan=enterprise replaces it.
       const req = {
-        domain: 'rl',
-        descriptors: [d(['foo', 'x'], ['bar', 'bkthomps']), d(['category', 'account'])],
+        domain: 'gateway',
+        descriptors: [d(['user', 'u7'], ['action', 'upload']), d(['plan', 'enterprise'])],
       }
       const first = await client.shouldRateLimit(req)
       expect(first.statuses[0]).toMatchObject({ code: 'OK', current_limit: null })
-      expect(first.statuses[1]!.current_limit!.requests_per_unit).toBe(4)
-      // Alone, bkthomps applies: one a minute.
-      const alone = { domain: 'rl', descriptors: [d(['foo', 'x'], ['bar', 'bkthomps'])] }
+      expect(first.statuses[1]!.current_limit!.requests_per_unit).toBe(6)
+      // Alone, upload_per_user applies: one an hour.
+      const alone = { domain: 'gateway', descriptors: [d(['user', 'u7'], ['action', 'upload'])] }
       expect((await client.shouldRateLimit(alone)).overall_code).toBe('OK')
       expect((await client.shouldRateLimit(alone)).overall_code).toBe('OVER_LIMIT')
-      // requests_per_unit: 0 (banned_limit) is always over the limit.
-      const banned = await client.shouldRateLimit({
-        domain: 'rl',
-        descriptors: [d(['foo', 'x'], ['bar', 'banned'])],
-      })
+      // requests_per_unit: 0 (scraping_banned) is always over the limit.
+      const scrape = d(['user', 'u7'], ['action', 'scrape'])
+      const banned = await client.shouldRateLimit({ domain: 'gateway', descriptors: [scrape] })
       expect(banned.statuses[0]).toMatchObject({ code: 'OVER_LIMIT', limit_remaining: 0 })
+      // A second-level limit replaces it: the support crawler's request is not banned.
+      const crawler = d(['session', 'support'], ['tool', 'crawler'])
+      const lifted = await client.shouldRateLimit({ domain: 'gateway', descriptors: [scrape, crawler] })
+      expect(lifted.overall_code).toBe('OK')
+      expect(lifted.statuses[0]).toMatchObject({ code: 'OK', current_limit: null })
+      expect(lifted.statuses[1]!.current_limit!.requests_per_unit).toBe(2)
+    })
+
+    it('serves the valid/ folder: wildcards, share_threshold, shadow mode, every unit, a merged domain', async () => {
+      const client = await start(await loadEnvoyConfig(join(FIXTURES, 'valid')))
+      const one = async (domain: string, ...pairs: [string, string][]) =>
+        (await client.shouldRateLimit({ domain, descriptors: [d(...pairs)] })).statuses[0]!
+      const rate = async (domain: string, ...pairs: [string, string][]) =>
+        (await one(domain, ...pairs)).current_limit?.requests_per_unit
+      // media.yaml: an exact value, then wildcards in file order, then the key alone.
+      expect(await rate('media', ['asset', 'thumb-hero'])).toBe(300)
+      expect((await one('media', ['asset', 'thumb-1'])).limit_remaining).toBe(29)
+      expect((await one('media', ['asset', 'thumb-2'])).limit_remaining).toBe(29) // per value
+      expect(await rate('media', ['asset', 'poster'])).toBe(5)
+      expect(await rate('media', ['codec', 'h265'])).toBe(2)
+      expect(await rate('media', ['codec', 'hevc'])).toBe(20)
+      expect(await rate('media', ['image', 'scan-7.tiff'])).toBe(9)
+      expect(await rate('media', ['image', 'scan-7xtiff'])).toBeUndefined()
+      expect(await rate('media', ['stream', 'live-news-720p-b'])).toBe(16)
+      expect(await rate('media', ['album', 'public'], ['photo', 'IMG_0042'])).toBe(25)
+      // uploads.yaml: share_threshold gives every value a wildcard matches one counter, per level.
+      expect((await one('uploads', ['path', '/bucket/a'])).limit_remaining).toBe(49)
+      expect((await one('uploads', ['path', '/bucket/b'])).limit_remaining).toBe(48)
+      expect((await one('uploads', ['path', '/team/x'], ['path', 'drafts/1'])).limit_remaining).toBe(19)
+      expect((await one('uploads', ['path', '/team/y'], ['path', 'drafts/2'])).limit_remaining).toBe(18)
+      const log = (bucket: string, object: string) =>
+        one('uploads', ['bucket', bucket], ['object', object], ['op', 'put'])
+      expect((await log('logs-a', '2024-01')).limit_remaining).toBe(99)
+      expect((await log('logs-b', '2024-01')).limit_remaining).toBe(98) // shared bucket level
+      expect((await log('logs-b', '2024-02')).limit_remaining).toBe(99) // share_threshold: false
+      // search.yml: shadow mode counts and reports but never denies; false is enforced.
+      const facets = {
+        domain: 'search',
+        descriptors: [
+          d(['index', 'products'], ['facet', 'price']),
+          d(['index', 'products'], ['facet', 'brand']),
+        ],
+      }
+      expect((await client.shouldRateLimit(facets)).overall_code).toBe('OK')
+      const second = await client.shouldRateLimit(facets)
+      expect(second.overall_code).toBe('OVER_LIMIT')
+      expect(second.statuses.map((s) => [s.code, s.limit_remaining])).toEqual([
+        ['OK', 0],
+        ['OVER_LIMIT', 0],
+      ])
+      // notify.yaml: every unit, as the reply names it.
+      const units = {
+        push: 'SECOND',
+        email: 'MINUTE',
+        sms: 'HOUR',
+        voice: 'DAY',
+        letter: 'MONTH',
+        audit_export: 'YEAR',
+      }
+      for (const [key, unit] of Object.entries(units))
+        expect((await one('notify', [key, 'x'])).current_limit!.unit, key).toBe(unit)
+      // inventory-east.yaml and inventory-west.yaml: one domain.
+      expect(await rate('inventory', ['warehouse', 'east'])).toBe(25)
+      expect(await rate('inventory', ['warehouse', 'west'])).toBe(40)
+      // catalog.yaml: metadata and quota_mode change nothing.
+      expect(await rate('catalog', ['supplier', 'northwind'])).toBe(100)
     })
 
     it('matches wildcards; share_threshold gives every matching value one counter', async () => {
