@@ -1,5 +1,5 @@
 // The budgets of `npm run bench -- --check`: what the code may cost per decision or request on this
-// machine (heap bytes, promises). `npm test` asserts behaviour only;
+// machine (heap bytes, promises, latency under a store failure). `npm test` asserts behaviour only;
 // these numbers are measured here (bench/budgets/measure.ts) and judged against their limits. Why
 // each number is what it is: docs/benchmarks.md, "Budgets".
 
@@ -18,6 +18,8 @@ export interface Judged extends Budget {
   met: boolean
   note?: string
 }
+
+const STORE_TIMEOUT = 'storeTimeout 100 ms, 64 in flight'
 
 export const BUDGETS: readonly Budget[] = [
   {
@@ -73,6 +75,44 @@ export const BUDGETS: readonly Budget[] = [
     what: 'limiter.decide on Redis (ioredis): promises per decision',
     limit: 8.5,
     unit: 'promises',
+  },
+  {
+    id: 'redis/sliding-log-cost-1e6-usec',
+    what: 'Redis time of a sliding-window-log call of cost 1,000,000 (INFO commandstats)',
+    limit: 2_000,
+    unit: 'µs',
+  },
+  ...(['open', 'closed', 'memory'] as const).flatMap((mode) => [
+    {
+      id: `failover/sigkill-${mode}-p99`,
+      what: `Redis killed under load, onStoreError ${mode} (${STORE_TIMEOUT}): p99 decision latency`,
+      limit: 110,
+      unit: 'ms',
+    },
+    {
+      id: `failover/sigkill-${mode}-recovery`,
+      what: `Redis killed, onStoreError ${mode}: restart to the first decision Redis answers`,
+      limit: 2_000,
+      unit: 'ms',
+    },
+  ]),
+  {
+    id: 'failover/sigstop-p99',
+    what: `Redis paused (SIGSTOP) 2 s under load (${STORE_TIMEOUT}): p99 decision latency`,
+    limit: 110,
+    unit: 'ms',
+  },
+  {
+    id: 'failover/sigstop-recovery',
+    what: 'Redis paused: SIGCONT to the first decision Redis answers',
+    limit: 2_000,
+    unit: 'ms',
+  },
+  {
+    id: 'failover/late-past-own-timeout',
+    what: 'paused Redis, storeTimeout 150 ms, 3 waves 60 ms apart: latest answer past its own timeout',
+    limit: 120,
+    unit: 'ms',
   },
 ]
 

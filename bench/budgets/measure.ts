@@ -1,13 +1,17 @@
 // `npm run bench -- --check`: measures every budget of bench/budgets/check.ts over the build (dist/),
 // prints each next to its limit, and sets a failing exit code when one is missed. Heap bytes and
 // promise counts come from child processes (the scripts beside this file), so that nothing else in
-// this process allocates or makes promises while they count; Redis is a redis-server started here on
-// a free port.
+// this process allocates or makes promises while they count; the Redis and failover figures from
+// redis-server processes started here on free ports.
 import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { Redis } from 'ioredis'
+import { resolvePolicy, type Step } from '../../dist/index.js'
+import { redisStore } from '../../dist/redis.js'
 import { type RedisServer, startRedis } from '../../test/helpers/redis-harness.js'
 import { BUDGETS, budgetTable, exitCodeOf, judge } from './check.js'
+import { measureFailover } from './failover.js'
 
 const run = promisify(execFile)
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url))
@@ -79,6 +83,41 @@ async function promises(out: Out, redis: RedisServer): Promise<void> {
   out.set('redis/decide-promises', decide)
 }
 
+/**
+ * Redis's own time per sliding-window-log call of cost 1,000,000 (INFO commandstats), flat script
+ * and module script alike: the log holds one entry per request, so a big cost costs no more.
+ */
+async function slidingLogCost(out: Out, redis: RedisServer): Promise<void> {
+  const client = new Redis(redis.port, '127.0.0.1')
+  try {
+    let now = 1_700_000_000_000
+    const store = redisStore(client, { prefix: 'budget-log', clock: 'client', now: () => now })
+    const log = resolvePolicy('log', { algorithm: 'sliding-window-log', limit: 1_000_000, window: '1h' })
+    const other = resolvePolicy('other', { algorithm: 'fixed-window', limit: 10, window: '1h' })
+    const pair = (key: string, cost: number): Step[] => [
+      { policy: log, key, cost },
+      { policy: other, key, cost: 1 },
+    ]
+    // Scripts loaded first: the first call's NOSCRIPT would count.
+    await store.apply([{ policy: log, key: 'warm', cost: 1 }], 'consume')
+    await store.apply(pair('warm', 1), 'consume')
+    await client.config('RESETSTAT')
+    for (let i = 0; i < 10; i++) {
+      now += 1
+      const [flat] = await store.apply([{ policy: log, key: `f${i}`, cost: 1_000_000 }], 'consume')
+      const [layered] = await store.apply(pair(`m${i}`, 1_000_000), 'consume')
+      if (!flat!.allowed || !layered!.allowed) throw new Error('a call of cost 1,000,000 was denied')
+    }
+    const line = (await client.info('commandstats')).split('\n').find((l) => l.startsWith('cmdstat_evalsha:'))
+    const calls = Number(/calls=(\d+)/.exec(line ?? '')?.[1])
+    const usec = Number(/usec=(\d+)/.exec(line ?? '')?.[1])
+    if (calls !== 20) throw new Error(`expected 20 EVALSHA calls, Redis counted ${calls}`)
+    out.set('redis/sliding-log-cost-1e6-usec', usec / calls)
+  } finally {
+    client.disconnect()
+  }
+}
+
 /** Measure every budget, print the table, and return the exit code (1 when one is missed). */
 export async function checkBudgets(): Promise<number> {
   const began = performance.now()
@@ -102,13 +141,20 @@ export async function checkBudgets(): Promise<number> {
   )
   await step('HTTP core', ['http/core-bytes'], () => httpCore(out))
   await step('Fastify hook', ['http/fastify-hook-bytes'], () => fastifyHook(out))
-  const redisIds = ['http/fastify-redis-promises', 'http/express-redis-promises', 'redis/decide-promises']
+  const redisIds = [
+    'http/fastify-redis-promises',
+    'http/express-redis-promises',
+    'redis/decide-promises',
+    'redis/sliding-log-cost-1e6-usec',
+  ]
   let redis: RedisServer | undefined
-  await step('Redis: promises', redisIds, async () => {
+  await step('Redis: promises, sliding-window-log cost', redisIds, async () => {
     redis = await startRedis()
     await promises(out, redis)
+    await slidingLogCost(out, redis)
   })
   await redis?.stop()
+  await step('failover against killed and paused redis-server', [], () => measureFailover(out, notes))
 
   const judged = judge(BUDGETS, out, notes)
   for (const line of budgetTable(judged)) console.log(line)
