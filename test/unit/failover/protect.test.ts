@@ -186,7 +186,7 @@ describe('protectStore through the limiter', () => {
     const policy = resolvePolicy('p', { algorithm: 'fixed-window', limit: 5, window: '1s' })
     const pending = protectedStore.apply([{ policy, key: 'k', cost: 1 }], 'consume')
     const settled = watch([Promise.resolve(pending)])
-    // The timers run, but the store's clock has not moved: not a timeout yet.
+    // The timers run, but the clock passed as `now` has not moved: not a timeout yet.
     await pass(100)
     expect(settled).toEqual([false])
     t += 30
