@@ -45,7 +45,7 @@ async function memoryDecisions(out: Out): Promise<void> {
 async function memoryKeys(out: Out): Promise<void> {
   const r = await child<{ maxSizeSeen: number; bytesPerHeldKey: number; secondHalfGrowthMB: number }>(
     ['--expose-gc', '--import', 'tsx'],
-    here('../memory-bytes.ts'),
+    fileURLToPath(new URL('../memory-bytes.ts', import.meta.url)),
     ['--keys', '1000000', '--max-keys', '100000', '--json'],
   )
   if (r.maxSizeSeen > 100_000) throw new Error(`the store held ${r.maxSizeSeen} keys, above maxKeys`)
