@@ -4,7 +4,7 @@
 // limiters of the same build running too (as bench/cases/memory.ts has them, so the shared decision
 // code sees every algorithm). CPU ns are medians of interleaved rounds; `x ERL` is express-rate-limit's
 // CPU time over the subject's, within a round, then the median. Heap bytes per decision: used heap
-// growth over a round too short for a scavenge (as test/unit/memory-allocations.test.ts).
+// growth over a round too short for a scavenge (as bench/budgets/memory-decision.mjs).
 //   node --expose-gc bench/memory-cost.mjs dist /tmp/main/dist
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'

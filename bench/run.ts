@@ -2,8 +2,10 @@
 // prints every row as one table, then the summary table (bench/summary.ts).
 //   npm run bench -- [--quick] [--only <case name, or a substring of names>] [--all] [--profile DIR]
 //                    [--variants <HTTP server variants, comma-separated>]
+//   npm run bench -- --check
 // The default run is the cases the summary reads; `--all` adds the extra cases (`extra: true`), and
-// `--only` picks any case: its exact name, else every case whose name contains it.
+// `--only` picks any case: its exact name, else every case whose name contains it. `--check` runs no
+// case: it measures the budgets (bench/budgets/) and exits non-zero when one is missed.
 import { mkdirSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
 import { loadavg } from 'node:os'
@@ -20,8 +22,14 @@ const { values } = parseArgs({
     all: { type: 'boolean', default: false },
     profile: { type: 'string' },
     variants: { type: 'string' },
+    check: { type: 'boolean', default: false },
   },
 })
+
+if (values.check) {
+  const { checkBudgets } = await import('./budgets/measure.js')
+  process.exit(await checkBudgets())
+}
 
 const casesDir = join(fileURLToPath(new URL('.', import.meta.url)), 'cases')
 const files = (await readdir(casesDir)).filter((f) => f.endsWith('.ts')).sort()

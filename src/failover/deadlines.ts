@@ -1,10 +1,12 @@
 // Timeouts for calls that all have the same timeout: deadlines then come in the order the calls
 // were made, so the calls in flight form a FIFO list and one timer, armed for the oldest unsettled
 // deadline, replaces a setTimeout per call (src/failover/protect.ts, every remote decision).
+// Deadlines are read on the clock the caller passes (protectStore's `now`), so that one clock
+// decides timeouts, the breaker and the log interval, and tests can drive it with fake timers.
 
 /** A call in flight. The list links it to the next younger call. */
 export interface Deadline {
-  /** performance.now() after which the call has timed out. */
+  /** The time on the deadlines' clock (ms) after which the call has timed out. */
   readonly deadline: number
   /** Answered, failed or timed out: nothing more to do. */
   settled: boolean
@@ -18,14 +20,20 @@ export interface Deadlines<T extends Deadline> {
   settle(entry: T): void
 }
 
-/** `timedOut` is called once for each call whose deadline passes before it is settled. */
-export function createDeadlines<T extends Deadline>(timedOut: (entry: T) => void): Deadlines<T> {
+/**
+ * `timedOut` is called once for each call whose deadline passes on `now` (a monotonic clock in ms)
+ * before it is settled.
+ */
+export function createDeadlines<T extends Deadline>(
+  timedOut: (entry: T) => void,
+  now: () => number,
+): Deadlines<T> {
   let oldest: Deadline | undefined
   let newest: Deadline | undefined
   let timer: NodeJS.Timeout | undefined
 
   function arm(deadline: number): void {
-    timer = setTimeout(onTimer, Math.max(0, deadline - performance.now()))
+    timer = setTimeout(onTimer, Math.max(0, deadline - now()))
     timer.unref?.()
   }
   function onTimer(): void {
@@ -37,7 +45,7 @@ export function createDeadlines<T extends Deadline>(timedOut: (entry: T) => void
   function expire(): void {
     timer = undefined
     // Timers have whole-ms resolution: a deadline within the next ms is due.
-    const due = performance.now() + 1
+    const due = now() + 1
     while (oldest !== undefined && (oldest.settled || oldest.deadline <= due)) {
       const entry = oldest
       oldest = entry.next

@@ -50,7 +50,7 @@ export interface ProtectedStore extends Store {
 export interface ProtectOptions extends Partial<FailoverSettings> {
   /** The limiter's policies: health() reports `down` when one of them fails closed. */
   policies?: Iterable<ResolvedPolicy>
-  /** Monotonic clock (ms) for the breaker and log interval. Default `performance.now`. */
+  /** Monotonic clock (ms) for the timeouts, the breaker and the log interval. Default `performance.now`. */
   now?: () => number
 }
 
@@ -165,7 +165,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
   }
 
   // Every call of this store has the same timeout: one timer serves every call in flight.
-  const deadlines = createDeadlines<InFlight>(timedOut)
+  const deadlines = createDeadlines<InFlight>(timedOut, now)
 
   function timedOut(entry: InFlight): void {
     counts.timeouts++
@@ -227,7 +227,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     const pending = answer
     return new Promise<R>((resolve, reject) => {
       const entry: InFlight = {
-        deadline: performance.now() + settings.timeoutMs,
+        deadline: now() + settings.timeoutMs,
         what,
         probe,
         settled: false,

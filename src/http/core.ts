@@ -420,7 +420,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     return respond(500, 'rate_limiter_error', 'The rate limiter failed; the error is in the server log.')
   }
 
-  /** `[checkInto]`: a named function, so profiles (test/http/adapter-allocations.mjs) can tell it apart. */
+  /** `[checkInto]`: a named function, so profiles (bench/budgets/adapter-allocations.mjs) can tell it apart. */
   function checkIntoSink<A, B>(
     request: HttpRequestInfo,
     routeOptions: RouteOptions | undefined,

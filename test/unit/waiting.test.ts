@@ -1,6 +1,7 @@
-// wait / reserve-settle / throttle on the memory store, in real time (short windows): FIFO, bounds,
+// wait / reserve-settle / throttle on the memory store, on vitest's fake timers (the store's clock,
+// the waiters' deadlines and their sleeps all move only when the test advances them): FIFO, bounds,
 // the up-front timeout, abort, the forced charge of settle and its overshoot.
-import { describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { createLimiter } from '../../src/limiter.js'
 import type { Policy } from '../../src/policy.js'
 import type { Step, Store } from '../../src/store.js'
@@ -8,6 +9,27 @@ import { memoryStore } from '../../src/stores/memory.js'
 import { fakeClock, fakeStore } from './helpers.js'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+/** Let `ms` pass on the fake clock, running the timers due and the promise jobs they start. */
+const pass = (ms: number) => vi.advanceTimersByTimeAsync(ms)
+
+/** Settles to whether `promise` settled before any time passed. */
+async function settledAtOnce(promise: Promise<unknown>): Promise<boolean> {
+  let settled = false
+  const done = () => {
+    settled = true
+  }
+  promise.then(done, done)
+  const before = performance.now()
+  await pass(0)
+  return settled && performance.now() === before
+}
+
+beforeEach(() => {
+  vi.useFakeTimers()
+})
+afterEach(() => {
+  vi.useRealTimers()
+})
 
 /** A remote-looking store over the memory store that counts calls (what wait costs the store). */
 function countingStore(): Store & { calls: number } {
@@ -36,7 +58,7 @@ describe('wait', () => {
     const started = performance.now()
     const order: number[] = []
     const times: number[] = []
-    await Promise.all(
+    const all = Promise.all(
       Array.from({ length: 9 }, (_, i) =>
         limiter.wait('api', 'k', { maxWaitMs: 2_000 }).then((d) => {
           expect(d.allowed).toBe(true)
@@ -45,11 +67,12 @@ describe('wait', () => {
         }),
       ),
     )
+    await pass(1_000)
+    await all
     expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8])
-    // Three windows of three: the 4th waits ~200 ms, the 7th ~400 ms.
-    expect(times[2]!).toBeLessThan(100)
-    expect(times[3]!).toBeGreaterThanOrEqual(190)
-    expect(times[6]!).toBeGreaterThanOrEqual(390)
+    // Three windows of three: the first three at once, the next three when the second window
+    // opens at 200 ms, the last three at 400 ms (each sleep is a ms longer than the retry time).
+    expect(times).toEqual([0, 0, 0, 201, 201, 201, 402, 402, 402])
   })
 
   for (const algorithm of ['token-bucket', 'fixed-window', 'sliding-window-log'] as const) {
@@ -65,7 +88,11 @@ describe('wait', () => {
               : { algorithm, limit: 2, window: 40 },
         },
       })
-      await Promise.all(Array.from({ length: 20 }, () => limiter.wait('api', 'k', { maxWaitMs: 5_000 })))
+      const all = Promise.all(
+        Array.from({ length: 20 }, () => limiter.wait('api', 'k', { maxWaitMs: 5_000 })),
+      )
+      await pass(5_000)
+      expect((await all).every((d) => d.allowed)).toBe(true)
       expect(store.calls / 20).toBeLessThanOrEqual(algorithm === 'sliding-window-log' ? 2 : 1.25)
     })
   }
@@ -78,9 +105,9 @@ describe('wait', () => {
     })
     expect((await limiter.consume('api', 'k')).allowed).toBe(true)
     const before = store.calls
-    const started = performance.now()
-    const d = await limiter.wait('api', 'k', { maxWaitMs: 1_000 })
-    expect(performance.now() - started).toBeLessThan(100)
+    const waiting = limiter.wait('api', 'k', { maxWaitMs: 1_000 })
+    expect(await settledAtOnce(waiting)).toBe(true)
+    const d = await waiting
     expect(d).toMatchObject({ allowed: false, reason: 'timeout' })
     expect(d.retryAfterMs).toBeGreaterThan(9_000)
     expect(store.calls - before).toBe(1)
@@ -95,13 +122,13 @@ describe('wait', () => {
     })
     await limiter.consume('api', 'k')
     const head = limiter.wait('api', 'k', { maxWaitMs: 1_000 })
-    await sleep(20)
+    await pass(20)
     const calls = store.calls
-    const started = performance.now()
-    const late = await limiter.wait('api', 'k', { maxWaitMs: 50 })
-    expect(late).toMatchObject({ allowed: false, reason: 'timeout' })
-    expect(performance.now() - started).toBeLessThan(40)
+    const waiting = limiter.wait('api', 'k', { maxWaitMs: 50 })
+    expect(await settledAtOnce(waiting)).toBe(true)
+    expect(await waiting).toMatchObject({ allowed: false, reason: 'timeout' })
     expect(store.calls).toBe(calls)
+    await pass(300)
     expect((await head).allowed).toBe(true)
   })
 
@@ -113,9 +140,12 @@ describe('wait', () => {
     const controller = new AbortController()
     const waiting = limiter.wait('api', 'k', { maxWaitMs: 1_000, signal: controller.signal })
     const second = limiter.wait('api', 'k', { maxWaitMs: 1_000 })
-    setTimeout(() => controller.abort(new Error('user left')), 50)
-    await expect(waiting).rejects.toMatchObject({ code: 'SLUICE_WAIT_ABORTED' })
+    const rejected = expect(waiting).rejects.toMatchObject({ code: 'SLUICE_WAIT_ABORTED' })
+    await pass(50)
+    controller.abort(new Error('user left'))
+    await rejected
     // The aborted head leaves; the next waiter takes its place and gets the unit.
+    await pass(300)
     const d = await second
     expect(d.allowed).toBe(true)
     expect((await limiter.peek('api', 'k')).remaining).toBe(0)
@@ -140,6 +170,7 @@ describe('wait', () => {
     await expect(limiter.wait('api', 'b', { maxWaitMs: 1_000 })).rejects.toMatchObject({
       code: 'SLUICE_TOO_MANY_WAITERS',
     })
+    await pass(1_000)
     const results = await Promise.all([a1, a2, b1])
     expect(results.map((d) => d.allowed)).toEqual([true, true, true])
     expect(() =>
@@ -163,16 +194,33 @@ describe('wait', () => {
     const first = await limiter.acquire('jobs', 'k')
     expect(first.allowed).toBe(true)
     const started = performance.now()
-    const waiting = limiter.wait('jobs', 'k', { maxWaitMs: 2_000 })
-    setTimeout(() => void first.lease!.release(), 100)
+    let waited: number | undefined
+    const waiting = limiter.wait('jobs', 'k', { maxWaitMs: 2_000 }).then((d) => {
+      waited = performance.now() - started
+      return d
+    })
+    await pass(50)
+    expect(waited).toBeUndefined()
+    await first.lease!.release()
+    await pass(0)
+    // Admitted at the release, not at the next recheck (100 ms) nor at the lease's timeout.
+    expect(waited).toBe(50)
     const d = await waiting
-    const waited = performance.now() - started
     expect(d.allowed).toBe(true)
     expect(d.lease).toBeDefined()
-    expect(waited).toBeGreaterThanOrEqual(95)
-    expect(waited).toBeLessThan(400)
-    // No release within maxWaitMs: refused at the deadline.
-    const late = await limiter.wait('jobs', 'k', { maxWaitMs: 150 })
+    // No release within maxWaitMs: refused at the deadline (the head's last sleep ends a ms after
+    // it), not before.
+    const lateStarted = performance.now()
+    let lateAfter: number | undefined
+    const lateWaiting = limiter.wait('jobs', 'k', { maxWaitMs: 150 }).then((x) => {
+      lateAfter = performance.now() - lateStarted
+      return x
+    })
+    await pass(149)
+    expect(lateAfter).toBeUndefined()
+    await pass(2)
+    expect(lateAfter).toBeGreaterThanOrEqual(150)
+    const late = await lateWaiting
     expect(late).toMatchObject({ allowed: false, reason: 'timeout' })
     expect(late.lease).toBeUndefined()
     await d.lease!.release()
@@ -222,7 +270,7 @@ describe('reserve / settle', () => {
     await r.settle(100)
     await expect(r.settle(100)).rejects.toMatchObject({ code: 'SLUICE_RESERVATION_SETTLED' })
     const late = await limiter.reserve('org', 'u', { cost: 100, settleWithin: 30 })
-    await sleep(60)
+    await pass(31)
     await expect(late.settle(10)).rejects.toMatchObject({ code: 'SLUICE_RESERVATION_EXPIRED' })
     expect((await limiter.peek('org', 'u')).remaining).toBe(49_900)
     await expect(r.settle(-1)).rejects.toMatchObject({ code: 'SLUICE_INVALID_COST' })
@@ -333,12 +381,15 @@ describe('throttle', () => {
       },
       { key: 'github', maxWaitMs: 2_000, concurrency: 2 },
     )
-    const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => call(i)))
+    const settled = Promise.allSettled(Array.from({ length: 8 }, (_, i) => call(i)))
+    await pass(2_000)
+    const results = await settled
     expect(results[3]).toMatchObject({ status: 'rejected', reason: { message: 'upstream 500' } })
     expect(results[5]).toMatchObject({ status: 'fulfilled', value: 10 })
     expect(most).toBe(2)
     // 4 per 200 ms window: the 5th call starts in the second window.
-    expect(starts.filter((t) => t < 190).length).toBeLessThanOrEqual(4)
+    expect(starts.filter((t) => t < 200)).toHaveLength(4)
+    expect(starts[4]).toBeGreaterThanOrEqual(200)
   })
 
   it('stop() rejects queued calls with SLUICE_THROTTLE_STOPPED; running calls finish', async () => {
@@ -356,11 +407,12 @@ describe('throttle', () => {
     const first = call()
     const second = call()
     const third = call()
-    await sleep(10)
+    await pass(10)
     expect(call.queued).toBe(2)
     call.stop()
     await expect(second).rejects.toMatchObject({ code: 'SLUICE_THROTTLE_STOPPED' })
     await expect(third).rejects.toMatchObject({ code: 'SLUICE_THROTTLE_STOPPED' })
+    await pass(40)
     await expect(first).resolves.toBe('done')
     await expect(call()).rejects.toMatchObject({ code: 'SLUICE_THROTTLE_STOPPED' })
   })

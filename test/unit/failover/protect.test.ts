@@ -1,6 +1,7 @@
-// The protection layer over a store that answers, fails or hangs on command.
+// The protection layer over a store that answers, fails or hangs on command, on vitest's fake timers:
+// timeouts, breaker cool-downs and the log interval pass when the test advances the clock.
 import { pino } from 'pino'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { InvalidOptionsError, InvalidPolicyError, type SluiceError } from '../../../src/errors.js'
 import type { FailoverLogger } from '../../../src/failover/index.js'
 import { protectStore } from '../../../src/failover/index.js'
@@ -9,17 +10,32 @@ import { resolvePolicy } from '../../../src/policy.js'
 import { memoryStore } from '../../../src/stores/memory.js'
 import { type SwitchableStore, switchableStore } from './switchable-store.js'
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+/** Let `ms` pass on the fake clock, running the timers due and the promise jobs they start. */
+const pass = (ms: number) => vi.advanceTimersByTimeAsync(ms)
+
+/** Which of `promises` have settled so far. */
+function watch(promises: readonly Promise<unknown>[]): boolean[] {
+  const settled = promises.map(() => false)
+  for (const [i, p] of promises.entries()) {
+    const done = () => {
+      settled[i] = true
+    }
+    p.then(done, done)
+  }
+  return settled
+}
 
 let unhandled: unknown[] = []
 const onUnhandled = (reason: unknown) => unhandled.push(reason)
 beforeEach(() => {
+  vi.useFakeTimers()
   unhandled = []
   process.on('unhandledRejection', onUnhandled)
 })
 afterEach(async () => {
-  // Give late rejections a chance to surface before checking.
-  await sleep(5)
+  vi.useRealTimers()
+  // One turn of the real event loop: a late rejection nobody handled is reported by then.
+  await new Promise((r) => setImmediate(r))
   process.off('unhandledRejection', onUnhandled)
   expect(unhandled).toEqual([])
 })
@@ -75,7 +91,7 @@ describe('protectStore through the limiter', () => {
     for (let i = 0; i < 5; i++) {
       const d = await limiter.consume('open', 'k')
       expect(d).toMatchObject({ allowed: true, degraded: true, remaining: 1 })
-      await sleep(10)
+      await pass(10)
     }
     expect(limiter.health()).toMatchObject({ status: 'down', circuit: 'open' })
     expect(limiter.health().counts.degraded).toBe(5)
@@ -101,7 +117,7 @@ describe('protectStore through the limiter', () => {
     expect(seen.every((d) => d.degraded === true)).toBe(true)
     expect(seen[4]).toMatchObject({ reason: 'limit', limit: 10 })
     store.behaviour = 'answer'
-    await sleep(50) // past the 40 ms cool-down: the next call is the probe
+    await pass(50) // past the 40 ms cool-down: the next call is the probe
     const back = await limiter.consume('memory', 'k')
     expect(back).toMatchObject({ allowed: true, remaining: 9 })
     expect(back.degraded).toBeUndefined()
@@ -116,41 +132,70 @@ describe('protectStore through the limiter', () => {
     await Promise.all([0, 1, 2].map((i) => limiter.consume('open', `b${i}`)))
     expect(limiter.health().circuit).toBe('closed')
     // Failures that go on past the timeout (30 ms) open it.
-    await sleep(35)
+    await pass(29)
+    await limiter.consume('open', 'early')
+    expect(limiter.health().circuit).toBe('closed')
+    await pass(6)
     await limiter.consume('open', 'late')
     expect(limiter.health().circuit).toBe('open')
-    expect(store.calls.apply).toBe(4)
+    expect(store.calls.apply).toBe(5)
     for (let i = 0; i < 20; i++) await limiter.consume('open', `k${i}`)
-    expect(store.calls.apply).toBe(4)
-    await sleep(50)
+    // Not before the 40 ms cool-down has passed.
+    await pass(39)
+    await limiter.consume('open', 'cooling')
+    expect(store.calls.apply).toBe(5)
+    await pass(1)
     // 10 at once after the cool-down: exactly one reaches the store (the probe), it fails.
     await Promise.all(Array.from({ length: 10 }, (_, i) => limiter.consume('open', `p${i}`)))
-    expect(store.calls.apply).toBe(5)
+    expect(store.calls.apply).toBe(6)
     expect(limiter.health().circuit).toBe('open')
     store.behaviour = 'answer'
-    await sleep(50)
+    await pass(40)
     const d = await limiter.consume('open', 'x')
     expect(d.degraded).toBeUndefined()
-    expect(store.calls.apply).toBe(6)
+    expect(store.calls.apply).toBe(7)
     expect(limiter.health().circuit).toBe('closed')
     await limiter.close()
   })
 
-  it('a hanging store costs at most the timeout, and its late failure is caught', async () => {
+  it('a hanging store costs the timeout, and its late failure is caught', async () => {
     const store = switchableStore('hang')
     const limiter = limiterOver(store)
-    const started = performance.now()
-    const decisions = await Promise.all(Array.from({ length: 8 }, (_, i) => limiter.consume('open', `k${i}`)))
-    const took = performance.now() - started
+    const pending = Array.from({ length: 8 }, (_, i) => limiter.consume('open', `k${i}`))
+    const settled = watch(pending)
+    await pass(29)
+    expect(settled.some(Boolean)).toBe(false)
+    // The 30 ms timeout, then the check phase of that turn (the fake timers run it 1 ms later).
+    await pass(2)
+    expect(settled.every(Boolean)).toBe(true)
+    const decisions = await Promise.all(pending)
     expect(decisions.every((d) => d.allowed && d.degraded)).toBe(true)
-    expect(took).toBeLessThan(30 + 40)
     expect(limiter.health().counts.timeouts).toBe(8)
     expect(store.hanging).toBe(8)
     // The socket dies later: every one of those calls rejects, none unhandled (checked in afterEach).
     store.release('fail')
-    await sleep(1)
+    await pass(0)
     expect((limiter.store as SwitchableStore).hanging).toBe(0)
     await limiter.close()
+  })
+
+  it('timeouts, like the breaker and the log interval, run on the clock passed as `now`', async () => {
+    let t = 5_000_000
+    const store = switchableStore('hang')
+    const protectedStore = protectStore(store, { timeoutMs: 30, onStoreError: 'open', now: () => t })
+    const policy = resolvePolicy('p', { algorithm: 'fixed-window', limit: 5, window: '1s' })
+    const pending = protectedStore.apply([{ policy, key: 'k', cost: 1 }], 'consume')
+    const settled = watch([Promise.resolve(pending)])
+    // The timers run, but the clock passed as `now` has not moved: not a timeout yet.
+    await pass(100)
+    expect(settled).toEqual([false])
+    t += 30
+    await pass(31)
+    expect(settled).toEqual([true])
+    expect(await pending).toMatchObject([{ allowed: true, degraded: true }])
+    expect(protectedStore.health().counts.timeouts).toBe(1)
+    store.release('answer')
+    await protectedStore.close()
   })
 
   it('bounds calls in flight: past maxInFlight, calls fail fast instead of queueing', async () => {
@@ -162,13 +207,14 @@ describe('protectStore through the limiter', () => {
       onStoreError: 'open',
     })
     const policy = resolvePolicy('p', { algorithm: 'fixed-window', limit: 5, window: '1s' })
-    const started = performance.now()
     const pending = Array.from({ length: 10 }, (_, i) =>
       protectedStore.apply([{ policy, key: `k${i}`, cost: 1 }], 'consume'),
     )
-    // The six past the bound answer at once, degraded, without reaching the store.
+    // The six past the bound answer at once (no time passes), degraded, without reaching the store.
+    const settled = watch(pending.map((answer) => Promise.resolve(answer)))
+    await pass(0)
+    expect(settled).toEqual([false, false, false, false, true, true, true, true, true, true])
     const fast = await Promise.all(pending.slice(4))
-    expect(performance.now() - started).toBeLessThan(100)
     expect(fast.every(([r]) => r!.allowed && r!.degraded)).toBe(true)
     expect(store.calls.apply).toBe(4)
     expect(protectedStore.inFlight).toBe(4)
@@ -185,13 +231,14 @@ describe('protectStore through the limiter', () => {
     const protectedStore = protectStore(store, { timeoutMs: 30, onStoreError: 'closed' })
     const policy = resolvePolicy('p', { algorithm: 'fixed-window', limit: 5, window: '1s' })
     const pending = protectedStore.apply([{ policy, key: 'k', cost: 1 }], 'consume')
-    // The store answers at 40 ms, but the loop is blocked until 60 ms: when it runs again, the
-    // timeout (30 ms) and the reply (40 ms) are both due. The reply must win.
-    setTimeout(() => store.release('answer'), 40)
-    const until = performance.now() + 60
-    while (performance.now() < until) {
-      // busy: a stalled event loop
-    }
+    // The store answered at 40 ms, but the loop was blocked until 60 ms: when it runs again, the
+    // timeout (30 ms) and the reply are both due. The loop runs the timer first ...
+    vi.advanceTimersToNextTimer()
+    // ... then reads the socket: the reply ...
+    store.release('answer')
+    await Promise.resolve()
+    // ... and the turn's check phase last. The reply must win.
+    await pass(1)
     const [result] = await pending
     expect(result).toMatchObject({ allowed: true, remaining: 4 })
     expect(result!.degraded).toBeUndefined()
@@ -235,9 +282,9 @@ describe('protectStore through the limiter', () => {
     const store = switchableStore('fail')
     const limiter = limiterOver(store)
     await expect(limiter.refund('open', 'k')).resolves.toBeUndefined()
-    await sleep(20)
+    await pass(20)
     await expect(limiter.block('open', 'k', '1s')).rejects.toMatchObject({ code: 'SLUICE_STORE_ERROR' })
-    await sleep(20)
+    await pass(20)
     await expect(limiter.reset('open', 'k')).rejects.toMatchObject({ code: 'SLUICE_STORE_ERROR' })
     // Circuit now open (3 failures over 40 ms): calls are not even made.
     await expect(limiter.reset('open', 'k')).rejects.toMatchObject({ code: 'SLUICE_STORE_UNAVAILABLE' })
@@ -275,11 +322,14 @@ describe('protectStore through the limiter', () => {
     const limiter = limiterOver(store, { logger, logInterval: 60 })
     for (let i = 0; i < 50; i++) await limiter.consume('open', `k${i}`)
     expect(logger.warnings).toHaveLength(1)
-    await sleep(70)
+    await pass(59)
+    await limiter.consume('open', 'early')
+    expect(logger.warnings).toHaveLength(1)
+    await pass(1)
     await limiter.consume('open', 'again')
     expect(logger.warnings).toHaveLength(2)
     store.behaviour = 'answer'
-    await sleep(50)
+    await pass(50)
     await limiter.consume('open', 'back')
     expect(logger.infos).toHaveLength(1)
     await limiter.close()

@@ -2,8 +2,8 @@
 // (the built package, memory store, one `ip` layer, headers both): V8's sampling heap profiler,
 // counting what is allocated inside the adapter's hook or middleware and what it calls (the
 // framework's getters and header setters included), but not inside the core's `check()` (that is
-// test/http/hot-path.test.ts) nor the framework's continuation (`next`) after the limiter.
-//   node test/http/adapter-allocations.mjs <fastify|express> [dist dir]
+// bench/budgets/http-core.mjs) nor the framework's continuation (`next`) after the limiter.
+//   node --no-turbo-inlining bench/budgets/adapter-allocations.mjs <fastify|express> [dist dir]
 // Run it with --no-turbo-inlining, so every frame shows (inlined hooks would hide their allocations).
 // Prints one JSON line: { bytes, requests, headers, byFunction }.
 import { Agent, request as httpRequest } from 'node:http'

@@ -3,7 +3,7 @@
 // counted with an async_hooks promise hook. The same server without the limiter and a bare
 // `limiter.decide` on the same store are counted too, so what the framework and the store make cancels:
 //   http side = (server with Sluice) - (server without a limiter) - (one limiter.decide)
-//   node test/http/adapter-promises.mjs <fastify|express> <dist dir> <redis port>
+//   node bench/budgets/adapter-promises.mjs <fastify|express> <dist dir> <redis port>
 // Prints one JSON line: { httpSide, withSluice, withoutLimiter, decide }.
 import { createHook } from 'node:async_hooks'
 import { Agent, request as httpRequest } from 'node:http'
