@@ -23,6 +23,12 @@ const STORE_TIMEOUT = 'storeTimeout 100 ms, 64 in flight'
 
 export const BUDGETS: readonly Budget[] = [
   {
+    id: 'start/healthz-seconds',
+    what: '`npm start` with no earlier build: the command run to the first /healthz answer',
+    limit: 10,
+    unit: 's',
+  },
+  {
     id: 'memory/consumeSync-bytes',
     what: 'memory store, token bucket: heap bytes per consumeSync',
     limit: 300,

@@ -3,7 +3,8 @@
 // promise counts come from child processes (the scripts beside this file), so that nothing else in
 // this process allocates or makes promises while they count; the Redis and failover figures from
 // redis-server processes started here on free ports.
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
+import { rmSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
@@ -118,6 +119,40 @@ async function slidingLogCost(out: Out, redis: RedisServer): Promise<void> {
   }
 }
 
+/** `npm start` from nothing built (no .start/): seconds until the service answers /healthz. */
+async function startToHealthz(out: Out): Promise<void> {
+  rmSync(`${root}.start`, { recursive: true, force: true })
+  const started = performance.now()
+  const child = spawn(process.execPath, [`${root}scripts/start.mjs`, '--port', '0'], {
+    cwd: root,
+    env: { ...process.env, SLUICE_STORE: '', REDIS_URL: '', SLUICE_CONFIG: '', SLUICE_PORT: '' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  try {
+    let printed = ''
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        printed += chunk.toString()
+        const found = /sluice serving on (http:\/\/[^ ]+) /.exec(printed)
+        if (found?.[1] !== undefined) resolve(found[1])
+      })
+      child.once('exit', (code) => reject(new Error(`npm start exited with ${code}`)))
+      setTimeout(() => reject(new Error('npm start printed no address in 60 s')), 60_000).unref()
+    })
+    for (;;) {
+      const answered = await fetch(`${url}/healthz`).then(
+        (response) => response.status === 200,
+        () => false,
+      )
+      if (answered) break
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    out.set('start/healthz-seconds', (performance.now() - started) / 1000)
+  } finally {
+    child.kill('SIGTERM')
+  }
+}
+
 /** Measure every budget, print the table, and return the exit code (1 when one is missed). */
 export async function checkBudgets(): Promise<number> {
   const began = performance.now()
@@ -133,6 +168,7 @@ export async function checkBudgets(): Promise<number> {
     }
     process.stderr.write(`${((performance.now() - started) / 1000).toFixed(1)} s\n`)
   }
+  await step('npm start', ['start/healthz-seconds'], () => startToHealthz(out))
   await step('memory store decisions', ['memory/consumeSync-bytes', 'memory/consume-bytes'], () =>
     memoryDecisions(out),
   )
