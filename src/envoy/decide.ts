@@ -131,6 +131,31 @@ interface Matched {
   key: string
 }
 
+/**
+ * Whether `value` matches a glob given as its literal parts between stars (`foo*bar*` ->
+ * ['foo', 'bar', '']). The first part must be a prefix and the last a suffix; each middle part is
+ * taken at its leftmost place after the one before. The leftmost place leaves the most room for
+ * the parts after it, so when it fails every later place fails too: nothing is ever tried again,
+ * and the cost is one left-to-right search of the value whatever the number of stars (a regular
+ * expression with one `.*` per star backtracks: seconds for a 1 KB value and four stars).
+ * @example matchesGlob(['svc', 'ep', 'rpc'], 'svc-a.ep-b.rpc') // true
+ */
+export function matchesGlob(parts: readonly string[], value: string): boolean {
+  const first = parts[0] ?? ''
+  if (parts.length === 1) return first === value
+  const last = parts[parts.length - 1]!
+  const end = value.length - last.length
+  if (end < first.length || !value.startsWith(first) || !value.endsWith(last)) return false
+  let from = first.length
+  for (let i = 1; i < parts.length - 1; i++) {
+    const part = parts[i]!
+    const at = value.indexOf(part, from)
+    if (at < 0 || at + part.length > end) return false
+    from = at + part.length
+  }
+  return true
+}
+
 /** The most specific entry for the descriptor: exact value, then wildcard, then key-only, per level. */
 export function match(level: EnvoyLevel, entries: readonly WireEntry[]): Matched | undefined {
   let current = level
@@ -139,7 +164,7 @@ export function match(level: EnvoyLevel, entries: readonly WireEntry[]): Matched
   for (const { key, value } of entries) {
     node =
       current.exact.get(`${key}\u0000${value}`) ??
-      current.wildcards.get(key)?.find((n) => n.wildcard!.test(value)) ??
+      current.wildcards.get(key)?.find((n) => matchesGlob(n.wildcard!, value)) ??
       current.keyOnly.get(key)
     if (node === undefined) return undefined
     parts.push(`${key}=${node.shareThreshold && node.wildcard !== undefined ? node.value : value}`)
