@@ -188,11 +188,17 @@ const UNIT_OF_WIRE: Record<string, Unit> = {
   YEAR: 'year',
 }
 
-/** What one descriptor is checked against, before the store is asked. */
+/**
+ * What one descriptor is checked against, before the store is asked. `over`: always over the limit
+ * without asking the store (`requests_per_unit: 0`, or more than the limit can ever admit).
+ */
 type Plan =
   | { kind: 'none' }
-  | { kind: 'ban'; limit: EnvoyLimit; shadow: boolean }
+  | { kind: 'over'; limit: EnvoyLimit; shadow: boolean }
   | { kind: 'check'; limit: EnvoyLimit; check: Check; shadow: boolean }
+
+/** One counter: a policy and a key (a policy name holds no NUL). */
+const counterOf = (check: Check) => `${check.policy}\u0000${check.key}`
 
 function durationOf(ms: number): { seconds: number; nanos: number } {
   const whole = Math.max(0, Math.ceil(ms))
@@ -274,7 +280,7 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
   const replaced = new Set(matched.flatMap((m) => m.limit?.replaces ?? []))
   const plans = matched.map(({ limit, key, shadow }, i): Plan => {
     if (limit === undefined || limit.unlimited || replaced.has(limit.name)) return { kind: 'none' }
-    if (limit.policyName === undefined) return { kind: 'ban', limit, shadow }
+    if (limit.policyName === undefined) return { kind: 'over', limit, shadow }
     if (hits > limit.capacity)
       throw new EnvoyRequestError(
         GRPC.INVALID_ARGUMENT,
@@ -287,12 +293,63 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
       check: { policy: limit.policyName, key: storeKey(request.domain, key), cost: hits },
     }
   })
-  return { plans, extra }
+  return { plans: ctx.settings.charge === 'all-or-nothing' ? overIfSummedTooHigh(plans, hits) : plans, extra }
 }
 
-/** Decide checks one by one (shadowed ones, or `charge: every`). */
+/**
+ * All-or-nothing decides one layered check in which a counter named by several descriptors (the same
+ * descriptor twice, or values sharing one share_threshold counter) is one step of their summed cost:
+ * each occurrence counts, as in envoyproxy/ratelimit. A sum the limit can never admit is over the
+ * limit whatever the counter holds: those descriptors answer OVER_LIMIT and are not charged.
+ */
+function overIfSummedTooHigh(plans: Plan[], hits: number): Plan[] {
+  const sums = new Map<string, number>()
+  let repeated = false
+  for (const p of plans) {
+    if (p.kind !== 'check' || p.shadow) continue
+    const id = counterOf(p.check)
+    const sum = sums.get(id)
+    if (sum !== undefined) repeated = true
+    sums.set(id, (sum ?? 0) + hits)
+  }
+  if (!repeated) return plans
+  return plans.map((p) =>
+    p.kind === 'check' && !p.shadow && sums.get(counterOf(p.check))! > p.limit.capacity
+      ? { kind: 'over', limit: p.limit, shadow: false }
+      : p,
+  )
+}
+
+/** Decide checks one by one (shadowed ones, or `charge: every`): a repeated counter is charged per occurrence. */
 function each(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
   return Promise.all(checks.map((c) => limiter.consume(c.policy, c.key, { cost: c.cost ?? 1 })))
+}
+
+/**
+ * Decide checks all-or-nothing: one layered check, a counter named more than once being one step of
+ * the summed cost (the limiter takes each counter once); every occurrence gets that step's decision.
+ */
+async function allOrNothing(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
+  const steps = new Map<string, { check: Check; occurrences: number[] }>()
+  checks.forEach((c, i) => {
+    const id = counterOf(c)
+    const step = steps.get(id)
+    if (step === undefined) steps.set(id, { check: { ...c }, occurrences: [i] })
+    else {
+      step.check.cost = (step.check.cost ?? 1) + (c.cost ?? 1)
+      step.occurrences.push(i)
+    }
+  })
+  const merged = [...steps.values()]
+  const results =
+    merged.length === 1
+      ? await each(limiter, [merged[0]!.check])
+      : (await limiter.consume(merged.map((m) => m.check))).results
+  const out = new Array<Decision>(checks.length)
+  merged.forEach((m, n) => {
+    for (const i of m.occurrences) out[i] = results[n]!
+  })
+  return out
 }
 
 /** Answer a validated ShouldRateLimit request. Throws EnvoyRequestError for what it refuses. */
@@ -313,7 +370,7 @@ export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): 
       ? []
       : enforcedChecks.length === 1 || ctx.settings.charge === 'every'
         ? each(limiter, enforcedChecks)
-        : limiter.consume(enforcedChecks).then((d) => d.results),
+        : allOrNothing(limiter, enforcedChecks),
     each(limiter, shadowed.map(checkAt)),
   ])
   for (const [n, i] of enforced.entries()) decisions.set(i, main[n]!)
@@ -329,7 +386,7 @@ export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): 
   let tightest: { status: WireStatus; resetMs: number } | undefined
   const statuses = plans.map((p, i): WireStatus => {
     if (p.kind === 'none') return { code: 'OK', limit_remaining: 0 }
-    if (p.kind === 'ban') {
+    if (p.kind === 'over') {
       if (!p.shadow) over = true
       return {
         code: p.shadow ? 'OK' : 'OVER_LIMIT',
