@@ -1,6 +1,7 @@
 // One ShouldRateLimit call: validate the request (bounded, typed errors), match each descriptor to
 // the most specific configured entry, charge the limiter, and build Envoy's answer.
 import { createHash } from 'node:crypto'
+import { hashedApiKey } from '../http/keys.js'
 import type { Check, Decision, Limiter } from '../limiter.js'
 import type { Policy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
@@ -156,8 +157,34 @@ export function matchesGlob(parts: readonly string[], value: string): boolean {
   return true
 }
 
+/** Whether a descriptor key carries a secret (EnvoySettings.secretKeys, lower case). */
+type IsSecret = (key: string) => boolean
+
+let secretKeysSeen: readonly string[] | undefined
+let isSecretOfSeen: IsSecret = () => false
+/** The test for the settings in force (made once per settings object: a reload makes a new one). */
+function secretTest(secretKeys: readonly string[]): IsSecret {
+  if (secretKeys !== secretKeysSeen) {
+    const names = new Set(secretKeys)
+    secretKeysSeen = secretKeys
+    isSecretOfSeen = (key) => names.has(key.toLowerCase())
+  }
+  return isSecretOfSeen
+}
+
+/**
+ * `key=value` as a counter's key names it. A secret's value is matched as sent but named by its hash
+ * (the HTTP path's `apikey:<hash>`), so it never reaches a store key, a metric, a log or the dashboard.
+ */
+const entryKey = (key: string, value: string, isSecret: IsSecret) =>
+  `${key}=${isSecret(key) ? hashedApiKey(value) : value}`
+
 /** The most specific entry for the descriptor: exact value, then wildcard, then key-only, per level. */
-export function match(level: EnvoyLevel, entries: readonly WireEntry[]): Matched | undefined {
+export function match(
+  level: EnvoyLevel,
+  entries: readonly WireEntry[],
+  isSecret: IsSecret = () => false,
+): Matched | undefined {
   let current = level
   let node: EnvoyNode | undefined
   const parts: string[] = []
@@ -167,7 +194,9 @@ export function match(level: EnvoyLevel, entries: readonly WireEntry[]): Matched
       current.wildcards.get(key)?.find((n) => matchesGlob(n.wildcard!, value)) ??
       current.keyOnly.get(key)
     if (node === undefined) return undefined
-    parts.push(`${key}=${node.shareThreshold && node.wildcard !== undefined ? node.value : value}`)
+    parts.push(
+      node.shareThreshold && node.wildcard !== undefined ? `${key}=${node.value}` : entryKey(key, value, isSecret),
+    )
     current = node.children
   }
   return node === undefined ? undefined : { node, key: parts.join('|') }
@@ -263,10 +292,11 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
       `unknown domain ${JSON.stringify(request.domain.slice(0, 64))}; configured: ${[...ctx.rules.domains.keys()].join(', ')}`,
     )
   const extra: Record<string, Policy> = {}
+  const isSecret = secretTest(ctx.settings.secretKeys)
   const matched = request.descriptors.map((d, i) => {
-    const m = match(level, d.entries)
+    const m = match(level, d.entries, isSecret)
     const node = m?.node
-    const key = m?.key ?? d.entries.map((e) => `${e.key}=${e.value}`).join('|')
+    const key = m?.key ?? d.entries.map((e) => entryKey(e.key, e.value, isSecret)).join('|')
     let limit = node?.limit
     if (d.limit != null) {
       const o = overrideLimit(d.limit, limit, i)

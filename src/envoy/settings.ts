@@ -1,5 +1,5 @@
 // The sluice.yaml settings of the Envoy front: `grpc: { port, host }` and
-// `envoy: { config, charge, responseHeaders }` (docs/envoy.md).
+// `envoy: { config, charge, responseHeaders, secretKeys }` (docs/envoy.md).
 import { dirname, resolve } from 'node:path'
 import { z } from 'zod'
 
@@ -24,8 +24,28 @@ export const envoySchema = z
     config: z.string({ error: 'must be the path of a file or folder in envoyproxy/ratelimit format' }).min(1),
     charge: z.enum(CHARGE_MODES, { error: 'must be all-or-nothing or every' }).optional(),
     responseHeaders: z.boolean({ error: 'must be true or false' }).optional(),
+    secretKeys: z
+      .array(z.string().min(1), { error: 'must be a list of descriptor keys, like [user, session]' })
+      .optional(),
   })
   .optional()
+
+/**
+ * Descriptor keys whose values are secrets whatever the config says: the names Envoy's
+ * `request_headers` action is given for API-key and credential headers. Compared ignoring case.
+ */
+export const DEFAULT_SECRET_KEYS: readonly string[] = [
+  'api_key',
+  'apikey',
+  'api-key',
+  'x-api-key',
+  'x_api_key',
+  'authorization',
+  'proxy-authorization',
+  'token',
+  'access_token',
+  'cookie',
+]
 
 export interface GrpcSettings {
   /** Undefined: no gRPC listener (unless `sluice serve --grpc-port` gives one). */
@@ -42,6 +62,11 @@ export interface EnvoySettings {
   readonly charge: ChargeMode
   /** Add RateLimit-Limit / -Remaining / -Reset to `response_headers_to_add`. Default false. */
   readonly responseHeaders: boolean
+  /**
+   * Descriptor keys (lower case) whose values are hashed before they reach a store key, a metric,
+   * a log or the dashboard: DEFAULT_SECRET_KEYS and the config's `secretKeys`.
+   */
+  readonly secretKeys: readonly string[]
 }
 
 export function resolveGrpc(written: z.infer<typeof grpcSchema>): GrpcSettings {
@@ -57,5 +82,6 @@ export function resolveEnvoy(written: z.infer<typeof envoySchema>, file: string)
     config: written?.config === undefined ? undefined : resolve(dirname(file), written.config),
     charge: written?.charge ?? 'all-or-nothing',
     responseHeaders: written?.responseHeaders ?? false,
+    secretKeys: [...new Set([...DEFAULT_SECRET_KEYS, ...(written?.secretKeys ?? [])].map((k) => k.toLowerCase()))],
   }
 }
