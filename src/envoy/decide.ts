@@ -195,7 +195,9 @@ export function match(
       current.keyOnly.get(key)
     if (node === undefined) return undefined
     parts.push(
-      node.shareThreshold && node.wildcard !== undefined ? `${key}=${node.value}` : entryKey(key, value, isSecret),
+      node.shareThreshold && node.wildcard !== undefined
+        ? `${key}=${node.value}`
+        : entryKey(key, value, isSecret),
     )
     current = node.children
   }

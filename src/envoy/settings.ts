@@ -82,6 +82,8 @@ export function resolveEnvoy(written: z.infer<typeof envoySchema>, file: string)
     config: written?.config === undefined ? undefined : resolve(dirname(file), written.config),
     charge: written?.charge ?? 'all-or-nothing',
     responseHeaders: written?.responseHeaders ?? false,
-    secretKeys: [...new Set([...DEFAULT_SECRET_KEYS, ...(written?.secretKeys ?? [])].map((k) => k.toLowerCase()))],
+    secretKeys: [
+      ...new Set([...DEFAULT_SECRET_KEYS, ...(written?.secretKeys ?? [])].map((k) => k.toLowerCase())),
+    ],
   }
 }

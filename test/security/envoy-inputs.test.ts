@@ -73,7 +73,8 @@ function globMatches(pattern: string, value: string): boolean {
 describe('wildcard values match in linear time', () => {
   const PATTERNS = ['a*b*c*d', 'a*b*c*d*e', 'x*', '*y', 'p*q*p', 'ab*ab*ab']
   const rules = `domain: w\ndescriptors:\n${PATTERNS.map(
-    (p, i) => `  - key: k\n    value: '${p}'\n    rate_limit: { unit: hour, requests_per_unit: 1000, name: p${i} }\n`,
+    (p, i) =>
+      `  - key: k\n    value: '${p}'\n    rate_limit: { unit: hour, requests_per_unit: 1000, name: p${i} }\n`,
   ).join('')}`
 
   /** The name of the limit Sluice matched, or undefined for none. */
@@ -124,7 +125,10 @@ describe('wildcard values match in linear time', () => {
       expect(answer.statuses[0]!.current_limit).toBeNull()
     }
     // And the value that does end in e matches.
-    const matching = await client.shouldRateLimit({ domain: 'w', descriptors: [d(['k', `${value.slice(0, -1)}e`])] })
+    const matching = await client.shouldRateLimit({
+      domain: 'w',
+      descriptors: [d(['k', `${value.slice(0, -1)}e`])],
+    })
     expect(matching.statuses[0]!.current_limit?.requests_per_unit).toBe(9)
   }, 20_000)
 
@@ -137,9 +141,13 @@ describe('wildcard values match in linear time', () => {
 })
 
 describe('the same descriptor more than once in a request', () => {
-  const rules = 'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n'
+  const rules =
+    'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n'
   const once = (user: string): RlsRequest => ({ domain: 'd', descriptors: [d(['user', user])] })
-  const twice = (user: string): RlsRequest => ({ domain: 'd', descriptors: [d(['user', user]), d(['user', user])] })
+  const twice = (user: string): RlsRequest => ({
+    domain: 'd',
+    descriptors: [d(['user', user]), d(['user', user])],
+  })
 
   for (const charge of ['all-or-nothing', 'every'] as const) {
     it(`stays OVER_LIMIT when a key over its limit is sent twice (charge: ${charge})`, async () => {
@@ -165,7 +173,10 @@ describe('the same descriptor more than once in a request', () => {
     // Two more do not fit in the one left: the request is refused and nothing is charged.
     const over = await client.shouldRateLimit(twice('u2'))
     expect(over.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OVER_LIMIT'])
-    expect((await client.shouldRateLimit(once('u2'))).statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 0 })
+    expect((await client.shouldRateLimit(once('u2'))).statuses[0]).toMatchObject({
+      code: 'OK',
+      limit_remaining: 0,
+    })
   })
 
   it('counts each occurrence on its own with charge: every, as envoyproxy/ratelimit does', async () => {
@@ -287,7 +298,16 @@ describe('no request shape answers INTERNAL (seeded fuzz through the real listen
       if (random() < 0.15)
         out.limit = {
           requests_per_unit: pick([0, 1, 2, 7, 1000, 4_294_967_295]),
-          unit: pick(['SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR', 'UNKNOWN', 99 as unknown as string]),
+          unit: pick([
+            'SECOND',
+            'MINUTE',
+            'HOUR',
+            'DAY',
+            'MONTH',
+            'YEAR',
+            'UNKNOWN',
+            99 as unknown as string,
+          ]),
         }
       return out
     }
@@ -297,9 +317,17 @@ describe('no request shape answers INTERNAL (seeded fuzz through the real listen
       // Duplicates: the same descriptor object again, and an identical copy.
       if (count > 0 && random() < 0.3) descriptors.push(descriptors[0]!, structuredClone(descriptors[0]!))
       return {
-        domain: usually(0.9, ['d'], [() => '', () => 'other', () => 'd'.repeat(300), () => 'dömäin', () => 'd\u0000']),
+        domain: usually(
+          0.9,
+          ['d'],
+          [() => '', () => 'other', () => 'd'.repeat(300), () => 'dömäin', () => 'd\u0000'],
+        ),
         descriptors,
-        hits_addend: usually(0.85, [0, 1, 2], [() => 5, () => 9, () => 1_000_000, () => 1_000_001, () => 4_294_967_295]),
+        hits_addend: usually(
+          0.85,
+          [0, 1, 2],
+          [() => 5, () => 9, () => 1_000_000, () => 1_000_001, () => 4_294_967_295],
+        ),
       }
     }
   }
@@ -315,7 +343,9 @@ describe('no request shape answers INTERNAL (seeded fuzz through the real listen
           (r) => r.overall_code,
           (e: { code: number; details: string }) => {
             if (!ALLOWED.has(e.code))
-              throw new Error(`request ${i} answered ${e.code} (${e.details}): ${JSON.stringify(request).slice(0, 400)}`)
+              throw new Error(
+                `request ${i} answered ${e.code} (${e.details}): ${JSON.stringify(request).slice(0, 400)}`,
+              )
             return `status ${e.code}`
           },
         )

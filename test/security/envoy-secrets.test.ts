@@ -28,7 +28,8 @@ function docsExample(): { descriptorKey: string; rules: string } {
   const doc = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'envoy.md'), 'utf8')
   const action = /request_headers: \{ header_name: x-api-key, descriptor_key: ([\w-]+) \}/.exec(doc)
   const rules = /\(`ratelimit\/edge\.yaml`\):\n\n```yaml\n([\s\S]*?)```/.exec(doc)
-  if (action === null || rules === null) throw new Error('docs/envoy.md: the x-api-key example is not where expected')
+  if (action === null || rules === null)
+    throw new Error('docs/envoy.md: the x-api-key example is not where expected')
   return { descriptorKey: action[1]!, rules: rules[1]! }
 }
 
@@ -81,7 +82,9 @@ describe('secrets in descriptor entries are hashed on the Envoy path (real Redis
     const send = async (descriptors: ReturnType<typeof d>[], limit?: boolean) => {
       const r = await client.shouldRateLimit({
         domain: 'edge',
-        descriptors: limit ? descriptors.map((x) => ({ ...x, limit: { requests_per_unit: 50, unit: 'MINUTE' } })) : descriptors,
+        descriptors: limit
+          ? descriptors.map((x) => ({ ...x, limit: { requests_per_unit: 50, unit: 'MINUTE' } }))
+          : descriptors,
       })
       answers.push({ code: r.overall_code, remaining: r.statuses[0]!.limit_remaining })
     }
@@ -105,7 +108,10 @@ describe('secrets in descriptor entries are hashed on the Envoy path (real Redis
   const secrets = [SECRET, OTHER, TOKEN, 'SECRET', 'PRIVATE']
 
   it('the docs example keys its API-key descriptor on a name hashed by default', () => {
-    const config = parseConfig('policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n', 't.yaml')
+    const config = parseConfig(
+      'policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n',
+      't.yaml',
+    )
     expect(config.envoy.secretKeys).toContain(example.descriptorKey)
   })
 

@@ -40,7 +40,9 @@ describe('matchesGlob', () => {
       const parts = pattern.split('*')
       for (const value of values) {
         if (matchesGlob(parts, value) !== reference(pattern, value))
-          throw new Error(`${JSON.stringify(pattern)} on ${JSON.stringify(value)}: want ${reference(pattern, value)}`)
+          throw new Error(
+            `${JSON.stringify(pattern)} on ${JSON.stringify(value)}: want ${reference(pattern, value)}`,
+          )
         checked++
       }
     }
