@@ -223,13 +223,12 @@ const UNIT_OF_WIRE: Record<string, Unit> = {
  * What one descriptor is checked against, before the store is asked. `over`: always over the limit
  * without asking the store (`requests_per_unit: 0`, or more than the limit can ever admit).
  */
-type Plan =
-  | { kind: 'none' }
-  | { kind: 'over'; limit: EnvoyLimit; shadow: boolean }
-  | { kind: 'check'; limit: EnvoyLimit; check: Check; shadow: boolean }
-
-/** One counter: a policy and a key (a policy name holds no NUL). */
-const counterOf = (check: Check) => `${check.policy}\u0000${check.key}`
+type Plan = { kind: 'none' } | { kind: 'over'; limit: EnvoyLimit; shadow: boolean } | CheckPlan
+/**
+ * A descriptor the limiter decides. `counter`: the stored state it spends (storage id and key): two
+ * limits of one id, such as two per-request limits of one unit, spend one counter.
+ */
+type CheckPlan = { kind: 'check'; limit: EnvoyLimit; check: Check; counter: string; shadow: boolean }
 
 function durationOf(ms: number): { seconds: number; nanos: number } {
   const whole = Math.max(0, Math.ceil(ms))
@@ -244,7 +243,15 @@ function currentLimit(limit: EnvoyLimit) {
   }
 }
 
-/** The limit a per-request override asks for, as a policy of its own (`envoy.o.<shape>`). */
+const sha1Hex = (text: string, length: number) =>
+  createHash('sha1').update(text).digest('hex').slice(0, length)
+
+/**
+ * The limit a per-request override asks for, as a policy of its own named `envoy.o.<shape>`. Its
+ * storage id leaves `requests_per_unit` out (`envoy.o.<algorithm and window>`): one counter per
+ * descriptor and unit whatever limit Envoy sends, as envoyproxy/ratelimit counts them, so the
+ * counters are few and survive the policy being dropped (overrides.ts).
+ */
 function overrideLimit(
   override: NonNullable<WireDescriptor['limit']>,
   base: EnvoyLimit | undefined,
@@ -258,8 +265,13 @@ function overrideLimit(
     )
   const algorithm = base?.algorithm ?? 'fixed-window'
   const windowMs = UNITS[unit]
-  const policy = { algorithm, limit: override.requests_per_unit, window: windowMs } as Policy
-  const policyName = `envoy.o.${createHash('sha1').update(`${algorithm}|${policy.limit}|${windowMs}`).digest('hex').slice(0, 10)}`
+  const policy = {
+    id: `envoy.o.${sha1Hex(`${algorithm}|${windowMs}`, 6)}`,
+    algorithm,
+    limit: override.requests_per_unit,
+    window: windowMs,
+  } as Policy
+  const policyName = `envoy.o.${sha1Hex(`${algorithm}|${policy.limit}|${windowMs}`, 10)}`
   let capacity: number
   try {
     capacity = resolvePolicy(policyName, policy).capacity
@@ -318,38 +330,40 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
         GRPC.INVALID_ARGUMENT,
         `hits_addend ${hits} can never be admitted by descriptors[${i}] (limit ${limit.name}: ${limit.capacity})`,
       )
-    return {
-      kind: 'check',
-      limit,
-      shadow,
-      check: { policy: limit.policyName, key: storeKey(request.domain, key), cost: hits },
-    }
+    const check = { policy: limit.policyName, key: storeKey(request.domain, key), cost: hits }
+    // A policy id holds no NUL, so the pair is unambiguous.
+    const counter = `${limit.policy?.id ?? limit.policyName}\u0000${check.key}`
+    return { kind: 'check', limit, shadow, check, counter }
   })
   return { plans: ctx.settings.charge === 'all-or-nothing' ? overIfSummedTooHigh(plans, hits) : plans, extra }
 }
 
 /**
  * All-or-nothing decides one layered check in which a counter named by several descriptors (the same
- * descriptor twice, or values sharing one share_threshold counter) is one step of their summed cost:
- * each occurrence counts, as in envoyproxy/ratelimit. A sum the limit can never admit is over the
- * limit whatever the counter holds: those descriptors answer OVER_LIMIT and are not charged.
+ * descriptor twice, or values sharing one share_threshold counter) is one step of their summed cost
+ * against the strictest of their limits: each occurrence counts, as in envoyproxy/ratelimit. A sum
+ * that limit can never admit is over whatever the counter holds: those descriptors answer
+ * OVER_LIMIT and are not charged.
  */
 function overIfSummedTooHigh(plans: Plan[], hits: number): Plan[] {
-  const sums = new Map<string, number>()
+  const groups = new Map<string, { sum: number; capacity: number }>()
   let repeated = false
   for (const p of plans) {
     if (p.kind !== 'check' || p.shadow) continue
-    const id = counterOf(p.check)
-    const sum = sums.get(id)
-    if (sum !== undefined) repeated = true
-    sums.set(id, (sum ?? 0) + hits)
+    const group = groups.get(p.counter)
+    if (group === undefined) groups.set(p.counter, { sum: hits, capacity: p.limit.capacity })
+    else {
+      repeated = true
+      group.sum += hits
+      group.capacity = Math.min(group.capacity, p.limit.capacity)
+    }
   }
   if (!repeated) return plans
-  return plans.map((p) =>
-    p.kind === 'check' && !p.shadow && sums.get(counterOf(p.check))! > p.limit.capacity
-      ? { kind: 'over', limit: p.limit, shadow: false }
-      : p,
-  )
+  return plans.map((p) => {
+    if (p.kind !== 'check' || p.shadow) return p
+    const { sum, capacity } = groups.get(p.counter)!
+    return sum > capacity ? { kind: 'over', limit: p.limit, shadow: false } : p
+  })
 }
 
 /** Decide checks one by one (shadowed ones, or `charge: every`): a repeated counter is charged per occurrence. */
@@ -359,16 +373,22 @@ function each(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
 
 /**
  * Decide checks all-or-nothing: one layered check, a counter named more than once being one step of
- * the summed cost (the limiter takes each counter once); every occurrence gets that step's decision.
+ * the summed cost under the strictest of its limits (a layered check takes each counter once);
+ * every occurrence gets that step's decision.
  */
-async function allOrNothing(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
-  const steps = new Map<string, { check: Check; occurrences: number[] }>()
-  checks.forEach((c, i) => {
-    const id = counterOf(c)
-    const step = steps.get(id)
-    if (step === undefined) steps.set(id, { check: { ...c }, occurrences: [i] })
+async function allOrNothing(limiter: Limiter, plans: readonly CheckPlan[]): Promise<Decision[]> {
+  const steps = new Map<string, { check: Check; capacity: number; occurrences: number[] }>()
+  plans.forEach((p, i) => {
+    const step = steps.get(p.counter)
+    if (step === undefined)
+      steps.set(p.counter, { check: { ...p.check }, capacity: p.limit.capacity, occurrences: [i] })
     else {
-      step.check.cost = (step.check.cost ?? 1) + (c.cost ?? 1)
+      const cost = (step.check.cost ?? 1) + (p.check.cost ?? 1)
+      if (p.limit.capacity < step.capacity) {
+        step.check = { ...p.check }
+        step.capacity = p.limit.capacity
+      }
+      step.check.cost = cost
       step.occurrences.push(i)
     }
   })
@@ -377,7 +397,7 @@ async function allOrNothing(limiter: Limiter, checks: readonly Check[]): Promise
     merged.length === 1
       ? await each(limiter, [merged[0]!.check])
       : (await limiter.consume(merged.map((m) => m.check))).results
-  const out = new Array<Decision>(checks.length)
+  const out = new Array<Decision>(plans.length)
   merged.forEach((m, n) => {
     for (const i of m.occurrences) out[i] = results[n]!
   })
@@ -394,16 +414,22 @@ export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): 
   plans.forEach((p, i) => {
     if (p.kind === 'check') (p.shadow ? shadowed : enforced).push(i)
   })
-  const checkAt = (i: number) => (plans[i] as Extract<Plan, { kind: 'check' }>).check
+  const planAt = (i: number) => plans[i] as CheckPlan
   const decisions = new Map<number, Decision>()
-  const enforcedChecks = enforced.map(checkAt)
+  const enforcedPlans = enforced.map(planAt)
   const [main, shadow] = await Promise.all([
-    enforcedChecks.length === 0
+    enforcedPlans.length === 0
       ? []
-      : enforcedChecks.length === 1 || ctx.settings.charge === 'every'
-        ? each(limiter, enforcedChecks)
-        : allOrNothing(limiter, enforcedChecks),
-    each(limiter, shadowed.map(checkAt)),
+      : enforcedPlans.length === 1 || ctx.settings.charge === 'every'
+        ? each(
+            limiter,
+            enforcedPlans.map((p) => p.check),
+          )
+        : allOrNothing(limiter, enforcedPlans),
+    each(
+      limiter,
+      shadowed.map((i) => planAt(i).check),
+    ),
   ])
   for (const [n, i] of enforced.entries()) decisions.set(i, main[n]!)
   for (const [n, i] of shadowed.entries()) decisions.set(i, shadow[n]!)

@@ -209,6 +209,25 @@ describe('the same descriptor more than once in a request', () => {
     ])
   })
 
+  it('charges one counter once per occurrence when two per-request limits of one unit name it', async () => {
+    const { client } = await start(rules)
+    const limited = (n: number) => ({ ...d(['user', 'u5']), limit: { requests_per_unit: n, unit: 'HOUR' } })
+    const both = await client.shouldRateLimit({ domain: 'd', descriptors: [limited(4), limited(3)] })
+    // One step of cost 2 under the stricter limit (3): 1 left, for both.
+    expect(both.statuses.map((s) => [s.code, s.limit_remaining])).toEqual([
+      ['OK', 1],
+      ['OK', 1],
+    ])
+    const again = await client.shouldRateLimit({ domain: 'd', descriptors: [limited(4), limited(3)] })
+    expect(again.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OVER_LIMIT'])
+    expect(
+      (await client.shouldRateLimit({ domain: 'd', descriptors: [limited(4)] })).statuses[0],
+    ).toMatchObject({
+      code: 'OK',
+      limit_remaining: 1,
+    })
+  })
+
   it('answers OVER_LIMIT, charging nothing, when the occurrences together exceed what the limit can ever admit', async () => {
     const { client } = await start(rules)
     const six = { domain: 'd', descriptors: Array.from({ length: 6 }, () => d(['user', 'u4'])) }
