@@ -417,15 +417,14 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     return out
   }
 
-  /** The policies a snapshot lists: all of them, or the busiest of the last minute, in first-seen order. */
+  /**
+   * The policies a snapshot lists: all of them, or the busiest of the last minute (the current
+   * second included, so a burst shows at once), in first-seen order.
+   */
   function listedPolicies(names: readonly string[], at: number): Set<string> {
     if (names.length <= dashboardPolicies) return new Set(names)
     const busiest = names
-      .map((policy, order) => ({
-        policy,
-        order,
-        n: OUTCOMES.reduce((n, o) => n + series.sum(policy, o, at), 0),
-      }))
+      .map((policy, order) => ({ policy, order, n: series.activity(policy, at) }))
       .sort((a, b) => b.n - a.n || a.order - b.order)
       .slice(0, dashboardPolicies)
     return new Set(busiest.map((b) => b.policy))

@@ -48,6 +48,19 @@ describe('observability bounded in policies', () => {
     obs.close()
   })
 
+  it('lists the busiest policies, counting the second still filling', () => {
+    const limiter = limiterOf(3)
+    // The clock stands still: every decision is in the current second.
+    const obs = createObservability({ limiter, now: () => 1_700_000_000_500, dashboardPolicies: 1 })
+    limiter.consumeSync('p0', 'k')
+    for (let i = 0; i < 3; i++) limiter.consumeSync('p2', 'k')
+    for (let i = 0; i < 2; i++) limiter.consumeSync('p1', 'k')
+    const snap = obs.snapshot()
+    expect(snap.policies.map((p) => p.policy)).toEqual(['p2'])
+    expect(snap.otherPolicies).toMatchObject({ count: 2, dropped: 0, totals: { allowed: 3, denied: 0 } })
+    obs.close()
+  })
+
   it('gives a snapshot of the same bounded size for 30 policies or 3000 (defaults)', async () => {
     const sizes: number[] = []
     for (const count of [30, POLICIES]) {
