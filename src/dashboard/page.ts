@@ -78,7 +78,7 @@ function chart(p) {
 }
 function render(s) {
   let allowed = 0, denied = 0, allowedRate = 0, deniedRate = 0;
-  for (const p of s.policies) { allowed += p.totals.allowed; denied += p.totals.denied; allowedRate += p.perSecond.allowed; deniedRate += p.perSecond.denied; }
+  for (const p of [...s.policies, s.otherPolicies]) { allowed += p.totals.allowed; denied += p.totals.denied; allowedRate += p.perSecond.allowed; deniedRate += p.perSecond.denied; }
   $('share').textContent = pct(s.deniedShare10s);
   $('total-allowed').textContent = allowed;
   $('total-denied').textContent = denied;
@@ -91,6 +91,11 @@ function render(s) {
     el('td', { class: 'allowed-total' }, p.totals.allowed),
     el('td', { class: 'denied-total' }, p.totals.denied),
     el('td', { class: 'degraded-total' }, p.totals.degraded))), 'no decisions yet', 7);
+  const o = s.otherPolicies;
+  if (o.count > 0 || o.dropped > 0) $('policies').append(el('tr', { class: 'others' },
+    el('td', {}, o.count + ' more' + (o.dropped > 0 ? ', ' + o.dropped + ' dropped' : '')),
+    el('td', { class: 'allowed' }, o.perSecond.allowed), el('td', { class: 'denied' }, o.perSecond.denied), el('td', {}, ''),
+    el('td', {}, o.totals.allowed), el('td', {}, o.totals.denied), el('td', {}, o.totals.degraded)));
   $('charts').replaceChildren(...s.policies.map(chart));
   fill($('stores'), s.stores.map((st) => el('tr', { 'data-store': st.store },
     el('td', {}, st.store),

@@ -63,8 +63,8 @@ export interface EnvoyNode {
   readonly key: string
   /** Undefined: any value (a key-only entry); counters are per value. */
   readonly value: string | undefined
-  /** `value` holds a `*`: matched as a glob. */
-  readonly wildcard: RegExp | undefined
+  /** `value` holds a `*`: its literal parts between the stars, matched as a glob (decide.ts). */
+  readonly wildcard: readonly string[] | undefined
   readonly shadowMode: boolean
   /** Every value matching the wildcard shares one counter (the pattern is the key). */
   readonly shareThreshold: boolean
@@ -126,15 +126,6 @@ const emptyLevel = (): MutableLevel => ({ exact: new Map(), wildcards: new Map()
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
-/** `foo*bar` -> /^foo.*bar$/ (every other character literal). */
-function globOf(pattern: string): RegExp {
-  const body = pattern
-    .split('*')
-    .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-    .join('.*')
-  return new RegExp(`^${body}$`, 's')
 }
 
 const hash6 = (text: string) => createHash('sha1').update(text).digest('hex').slice(0, 6)
@@ -364,7 +355,7 @@ function addDescriptors(
     const node: EnvoyNode = {
       key,
       value: valueText,
-      wildcard: valueText?.includes('*') ? globOf(valueText) : undefined,
+      wildcard: valueText?.includes('*') ? valueText.split('*') : undefined,
       shadowMode: bool(loc, [...at, 'shadow_mode'], raw.shadow_mode),
       shareThreshold: bool(loc, [...at, 'share_threshold'], raw.share_threshold),
       detailedMetric: bool(loc, [...at, 'detailed_metric'], raw.detailed_metric),

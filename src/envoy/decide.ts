@@ -1,6 +1,7 @@
 // One ShouldRateLimit call: validate the request (bounded, typed errors), match each descriptor to
 // the most specific configured entry, charge the limiter, and build Envoy's answer.
 import { createHash } from 'node:crypto'
+import { hashedApiKey } from '../http/keys.js'
 import type { Check, Decision, Limiter } from '../limiter.js'
 import type { Policy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
@@ -131,18 +132,73 @@ interface Matched {
   key: string
 }
 
+/**
+ * Whether `value` matches a glob given as its literal parts between stars (`foo*bar*` ->
+ * ['foo', 'bar', '']). The first part must be a prefix and the last a suffix; each middle part is
+ * taken at its leftmost place after the one before. The leftmost place leaves the most room for
+ * the parts after it, so when it fails every later place fails too: nothing is ever tried again,
+ * and the cost is one left-to-right search of the value whatever the number of stars (a regular
+ * expression with one `.*` per star backtracks: seconds for a 1 KB value and four stars).
+ * @example matchesGlob(['svc', 'ep', 'rpc'], 'svc-a.ep-b.rpc') // true
+ */
+export function matchesGlob(parts: readonly string[], value: string): boolean {
+  const first = parts[0] ?? ''
+  if (parts.length === 1) return first === value
+  const last = parts[parts.length - 1]!
+  const end = value.length - last.length
+  if (end < first.length || !value.startsWith(first) || !value.endsWith(last)) return false
+  let from = first.length
+  for (let i = 1; i < parts.length - 1; i++) {
+    const part = parts[i]!
+    const at = value.indexOf(part, from)
+    if (at < 0 || at + part.length > end) return false
+    from = at + part.length
+  }
+  return true
+}
+
+/** Whether a descriptor key carries a secret (EnvoySettings.secretKeys, lower case). */
+type IsSecret = (key: string) => boolean
+
+let secretKeysSeen: readonly string[] | undefined
+let isSecretOfSeen: IsSecret = () => false
+/** The test for the settings in force (made once per settings object: a reload makes a new one). */
+function secretTest(secretKeys: readonly string[]): IsSecret {
+  if (secretKeys !== secretKeysSeen) {
+    const names = new Set(secretKeys)
+    secretKeysSeen = secretKeys
+    isSecretOfSeen = (key) => names.has(key.toLowerCase())
+  }
+  return isSecretOfSeen
+}
+
+/**
+ * `key=value` as a counter's key names it. A secret's value is matched as sent but named by its hash
+ * (the HTTP path's `apikey:<hash>`), so it never reaches a store key, a metric, a log or the dashboard.
+ */
+const entryKey = (key: string, value: string, isSecret: IsSecret) =>
+  `${key}=${isSecret(key) ? hashedApiKey(value) : value}`
+
 /** The most specific entry for the descriptor: exact value, then wildcard, then key-only, per level. */
-export function match(level: EnvoyLevel, entries: readonly WireEntry[]): Matched | undefined {
+export function match(
+  level: EnvoyLevel,
+  entries: readonly WireEntry[],
+  isSecret: IsSecret = () => false,
+): Matched | undefined {
   let current = level
   let node: EnvoyNode | undefined
   const parts: string[] = []
   for (const { key, value } of entries) {
     node =
       current.exact.get(`${key}\u0000${value}`) ??
-      current.wildcards.get(key)?.find((n) => n.wildcard!.test(value)) ??
+      current.wildcards.get(key)?.find((n) => matchesGlob(n.wildcard!, value)) ??
       current.keyOnly.get(key)
     if (node === undefined) return undefined
-    parts.push(`${key}=${node.shareThreshold && node.wildcard !== undefined ? node.value : value}`)
+    parts.push(
+      node.shareThreshold && node.wildcard !== undefined
+        ? `${key}=${node.value}`
+        : entryKey(key, value, isSecret),
+    )
     current = node.children
   }
   return node === undefined ? undefined : { node, key: parts.join('|') }
@@ -163,11 +219,16 @@ const UNIT_OF_WIRE: Record<string, Unit> = {
   YEAR: 'year',
 }
 
-/** What one descriptor is checked against, before the store is asked. */
-type Plan =
-  | { kind: 'none' }
-  | { kind: 'ban'; limit: EnvoyLimit; shadow: boolean }
-  | { kind: 'check'; limit: EnvoyLimit; check: Check; shadow: boolean }
+/**
+ * What one descriptor is checked against, before the store is asked. `over`: always over the limit
+ * without asking the store (`requests_per_unit: 0`, or more than the limit can ever admit).
+ */
+type Plan = { kind: 'none' } | { kind: 'over'; limit: EnvoyLimit; shadow: boolean } | CheckPlan
+/**
+ * A descriptor the limiter decides. `counter`: the stored state it spends (storage id and key): two
+ * limits of one id, such as two per-request limits of one unit, spend one counter.
+ */
+type CheckPlan = { kind: 'check'; limit: EnvoyLimit; check: Check; counter: string; shadow: boolean }
 
 function durationOf(ms: number): { seconds: number; nanos: number } {
   const whole = Math.max(0, Math.ceil(ms))
@@ -182,7 +243,15 @@ function currentLimit(limit: EnvoyLimit) {
   }
 }
 
-/** The limit a per-request override asks for, as a policy of its own (`envoy.o.<shape>`). */
+const sha1Hex = (text: string, length: number) =>
+  createHash('sha1').update(text).digest('hex').slice(0, length)
+
+/**
+ * The limit a per-request override asks for, as a policy of its own named `envoy.o.<shape>`. Its
+ * storage id leaves `requests_per_unit` out (`envoy.o.<algorithm and window>`): one counter per
+ * descriptor and unit whatever limit Envoy sends, as envoyproxy/ratelimit counts them, so the
+ * counters are few and survive the policy being dropped (overrides.ts).
+ */
 function overrideLimit(
   override: NonNullable<WireDescriptor['limit']>,
   base: EnvoyLimit | undefined,
@@ -196,8 +265,13 @@ function overrideLimit(
     )
   const algorithm = base?.algorithm ?? 'fixed-window'
   const windowMs = UNITS[unit]
-  const policy = { algorithm, limit: override.requests_per_unit, window: windowMs } as Policy
-  const policyName = `envoy.o.${createHash('sha1').update(`${algorithm}|${policy.limit}|${windowMs}`).digest('hex').slice(0, 10)}`
+  const policy = {
+    id: `envoy.o.${sha1Hex(`${algorithm}|${windowMs}`, 6)}`,
+    algorithm,
+    limit: override.requests_per_unit,
+    window: windowMs,
+  } as Policy
+  const policyName = `envoy.o.${sha1Hex(`${algorithm}|${policy.limit}|${windowMs}`, 10)}`
   let capacity: number
   try {
     capacity = resolvePolicy(policyName, policy).capacity
@@ -232,10 +306,11 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
       `unknown domain ${JSON.stringify(request.domain.slice(0, 64))}; configured: ${[...ctx.rules.domains.keys()].join(', ')}`,
     )
   const extra: Record<string, Policy> = {}
+  const isSecret = secretTest(ctx.settings.secretKeys)
   const matched = request.descriptors.map((d, i) => {
-    const m = match(level, d.entries)
+    const m = match(level, d.entries, isSecret)
     const node = m?.node
-    const key = m?.key ?? d.entries.map((e) => `${e.key}=${e.value}`).join('|')
+    const key = m?.key ?? d.entries.map((e) => entryKey(e.key, e.value, isSecret)).join('|')
     let limit = node?.limit
     if (d.limit != null) {
       const o = overrideLimit(d.limit, limit, i)
@@ -249,25 +324,84 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
   const replaced = new Set(matched.flatMap((m) => m.limit?.replaces ?? []))
   const plans = matched.map(({ limit, key, shadow }, i): Plan => {
     if (limit === undefined || limit.unlimited || replaced.has(limit.name)) return { kind: 'none' }
-    if (limit.policyName === undefined) return { kind: 'ban', limit, shadow }
+    if (limit.policyName === undefined) return { kind: 'over', limit, shadow }
     if (hits > limit.capacity)
       throw new EnvoyRequestError(
         GRPC.INVALID_ARGUMENT,
         `hits_addend ${hits} can never be admitted by descriptors[${i}] (limit ${limit.name}: ${limit.capacity})`,
       )
-    return {
-      kind: 'check',
-      limit,
-      shadow,
-      check: { policy: limit.policyName, key: storeKey(request.domain, key), cost: hits },
-    }
+    const check = { policy: limit.policyName, key: storeKey(request.domain, key), cost: hits }
+    // A policy id holds no NUL, so the pair is unambiguous.
+    const counter = `${limit.policy?.id ?? limit.policyName}\u0000${check.key}`
+    return { kind: 'check', limit, shadow, check, counter }
   })
-  return { plans, extra }
+  return { plans: ctx.settings.charge === 'all-or-nothing' ? overIfSummedTooHigh(plans, hits) : plans, extra }
 }
 
-/** Decide checks one by one (shadowed ones, or `charge: every`). */
+/**
+ * All-or-nothing decides one layered check in which a counter named by several descriptors (the same
+ * descriptor twice, or values sharing one share_threshold counter) is one step of their summed cost
+ * against the strictest of their limits: each occurrence counts, as in envoyproxy/ratelimit. A sum
+ * that limit can never admit is over whatever the counter holds: those descriptors answer
+ * OVER_LIMIT and are not charged.
+ */
+function overIfSummedTooHigh(plans: Plan[], hits: number): Plan[] {
+  const groups = new Map<string, { sum: number; capacity: number }>()
+  let repeated = false
+  for (const p of plans) {
+    if (p.kind !== 'check' || p.shadow) continue
+    const group = groups.get(p.counter)
+    if (group === undefined) groups.set(p.counter, { sum: hits, capacity: p.limit.capacity })
+    else {
+      repeated = true
+      group.sum += hits
+      group.capacity = Math.min(group.capacity, p.limit.capacity)
+    }
+  }
+  if (!repeated) return plans
+  return plans.map((p) => {
+    if (p.kind !== 'check' || p.shadow) return p
+    const { sum, capacity } = groups.get(p.counter)!
+    return sum > capacity ? { kind: 'over', limit: p.limit, shadow: false } : p
+  })
+}
+
+/** Decide checks one by one (shadowed ones, or `charge: every`): a repeated counter is charged per occurrence. */
 function each(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
   return Promise.all(checks.map((c) => limiter.consume(c.policy, c.key, { cost: c.cost ?? 1 })))
+}
+
+/**
+ * Decide checks all-or-nothing: one layered check, a counter named more than once being one step of
+ * the summed cost under the strictest of its limits (a layered check takes each counter once);
+ * every occurrence gets that step's decision.
+ */
+async function allOrNothing(limiter: Limiter, plans: readonly CheckPlan[]): Promise<Decision[]> {
+  const steps = new Map<string, { check: Check; capacity: number; occurrences: number[] }>()
+  plans.forEach((p, i) => {
+    const step = steps.get(p.counter)
+    if (step === undefined)
+      steps.set(p.counter, { check: { ...p.check }, capacity: p.limit.capacity, occurrences: [i] })
+    else {
+      const cost = (step.check.cost ?? 1) + (p.check.cost ?? 1)
+      if (p.limit.capacity < step.capacity) {
+        step.check = { ...p.check }
+        step.capacity = p.limit.capacity
+      }
+      step.check.cost = cost
+      step.occurrences.push(i)
+    }
+  })
+  const merged = [...steps.values()]
+  const results =
+    merged.length === 1
+      ? await each(limiter, [merged[0]!.check])
+      : (await limiter.consume(merged.map((m) => m.check))).results
+  const out = new Array<Decision>(plans.length)
+  merged.forEach((m, n) => {
+    for (const i of m.occurrences) out[i] = results[n]!
+  })
+  return out
 }
 
 /** Answer a validated ShouldRateLimit request. Throws EnvoyRequestError for what it refuses. */
@@ -280,16 +414,22 @@ export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): 
   plans.forEach((p, i) => {
     if (p.kind === 'check') (p.shadow ? shadowed : enforced).push(i)
   })
-  const checkAt = (i: number) => (plans[i] as Extract<Plan, { kind: 'check' }>).check
+  const planAt = (i: number) => plans[i] as CheckPlan
   const decisions = new Map<number, Decision>()
-  const enforcedChecks = enforced.map(checkAt)
+  const enforcedPlans = enforced.map(planAt)
   const [main, shadow] = await Promise.all([
-    enforcedChecks.length === 0
+    enforcedPlans.length === 0
       ? []
-      : enforcedChecks.length === 1 || ctx.settings.charge === 'every'
-        ? each(limiter, enforcedChecks)
-        : limiter.consume(enforcedChecks).then((d) => d.results),
-    each(limiter, shadowed.map(checkAt)),
+      : enforcedPlans.length === 1 || ctx.settings.charge === 'every'
+        ? each(
+            limiter,
+            enforcedPlans.map((p) => p.check),
+          )
+        : allOrNothing(limiter, enforcedPlans),
+    each(
+      limiter,
+      shadowed.map((i) => planAt(i).check),
+    ),
   ])
   for (const [n, i] of enforced.entries()) decisions.set(i, main[n]!)
   for (const [n, i] of shadowed.entries()) decisions.set(i, shadow[n]!)
@@ -304,7 +444,7 @@ export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): 
   let tightest: { status: WireStatus; resetMs: number } | undefined
   const statuses = plans.map((p, i): WireStatus => {
     if (p.kind === 'none') return { code: 'OK', limit_remaining: 0 }
-    if (p.kind === 'ban') {
+    if (p.kind === 'over') {
       if (!p.shadow) over = true
       return {
         code: p.shadow ? 'OK' : 'OVER_LIMIT',

@@ -18,6 +18,7 @@ export type {
   DashboardSnapshot,
   Observability,
   ObservabilityOptions,
+  OtherPolicies,
   PolicySnapshot,
   StoreSnapshot,
   TopKeysReport,

@@ -49,6 +49,17 @@ export interface ObservabilityOptions {
   maxStreamBufferBytes?: number
   /** Decisions are counted in batches applied this often, ms (also when a batch holds 4096 keys). Default 100. */
   flushMs?: number
+  /**
+   * Policies whose per-second series, totals, top keys and spike baselines are kept. One more drops
+   * the policy decided least recently (counted in the snapshot's `otherPolicies.dropped`); its
+   * Prometheus counters stay. Default 1000.
+   */
+  maxPolicies?: number
+  /**
+   * Policies a snapshot lists, with their series and top keys: the busiest of the last minute. The
+   * others are summed in `otherPolicies`, so a snapshot's size does not grow with the policies. Default 50.
+   */
+  dashboardPolicies?: number
   /** Clock in ms. Default `Date.now`. */
   now?: () => number
 }
@@ -85,15 +96,30 @@ export interface StoreSnapshot extends ReportedStoreHealth {
   samples: number
 }
 
+/** The policies a snapshot does not list, summed. */
+export interface OtherPolicies {
+  /** Policies kept but not listed (beyond `dashboardPolicies`). */
+  count: number
+  /** Their totals since start. */
+  totals: Record<DecisionOutcome, number>
+  /** Their decisions in the last complete second. */
+  perSecond: Record<DecisionOutcome, number>
+  /** Policies dropped since start to stay within `maxPolicies` (least recently decided first). */
+  dropped: number
+}
+
 /** What the dashboard shows; pushed over Server-Sent Events and served at `<path>/snapshot.json`. */
 export interface DashboardSnapshot {
   at: number
+  /** At most `dashboardPolicies`: the busiest of the last minute, in the order they first decided. */
   policies: PolicySnapshot[]
+  otherPolicies: OtherPolicies
   /** Denied / all decisions over the last 10 seconds, all policies. */
   deniedShare10s: number
   stores: StoreSnapshot[]
   /** multiRegionStore's regions and their freshness; empty for other stores. */
   regions: RegionStatus[]
+  /** Top keys of the listed policies. */
   topDenied: TopKeysReport[]
   topAdmitted: TopKeysReport[]
   spikes: Spike[]
@@ -142,6 +168,8 @@ const OPTION_KEYS = keysOf<ObservabilityOptions>({
   maxStreams: true,
   maxStreamBufferBytes: true,
   flushMs: true,
+  maxPolicies: true,
+  dashboardPolicies: true,
   now: true,
 })
 
@@ -156,6 +184,22 @@ interface Batch {
 }
 
 const EMPTY_TOTALS = (): Record<DecisionOutcome, number> => ({ allowed: 0, denied: 0, degraded: 0 })
+
+/** What is kept per policy besides its series: totals since start and top keys by side. */
+interface PolicyState {
+  totals: Record<DecisionOutcome, number>
+  denied: SlidingTopK
+  admitted: SlidingTopK
+}
+
+function countOption(value: number | undefined, fallback: number, what: string): number {
+  if (value === undefined) return fallback
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new InvalidOptionsError(
+      `createObservability: ${what} must be a whole number, at least 1 (got ${String(value)})`,
+    )
+  return value
+}
 
 /**
  * Watch a limiter: metrics, top keys, spikes, dashboard.
@@ -189,10 +233,37 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   const topOptions = options.topKeys ?? {}
   const detector = new SpikeDetector(options.spikes)
   const abuse = options.abuse === false ? undefined : new AbuseDetector(options.abuse, metrics.registry)
+  const maxPolicies = countOption(options.maxPolicies, 1000, 'maxPolicies')
+  const dashboardPolicies = countOption(options.dashboardPolicies, 50, 'dashboardPolicies')
   const series = new RateSeries(60)
   const latency = new Map<string, RecentSamples>()
-  const totals = new Map<string, Record<DecisionOutcome, number>>()
-  const tops = new Map<string, { denied: SlidingTopK; admitted: SlidingTopK }>()
+  // By policy, least recently decided first (a policy is moved to the end at each flush it decided in).
+  const kept = new Map<string, PolicyState>()
+  let droppedPolicies = 0
+
+  /** The state of a policy that decided now, made (and the oldest dropped beyond maxPolicies) if new. */
+  function stateOf(policy: string): PolicyState {
+    let state = kept.get(policy)
+    if (state !== undefined) {
+      kept.delete(policy)
+      kept.set(policy, state)
+      return state
+    }
+    state = {
+      totals: EMPTY_TOTALS(),
+      denied: new SlidingTopK(topOptions),
+      admitted: new SlidingTopK(topOptions),
+    }
+    kept.set(policy, state)
+    if (kept.size > maxPolicies) {
+      const oldest = kept.keys().next().value!
+      kept.delete(oldest)
+      series.delete(oldest)
+      detector.forget(oldest)
+      droppedPolicies++
+    }
+    return state
+  }
 
   // The hot path only counts into a small batch (per policy: outcomes, and keys by side); every
   // `flushMs`, or sooner when the batch holds many keys, the batch goes into the series, top-K and
@@ -239,16 +310,8 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     batch = new Map()
     batchKeys = 0
     for (const [policy, b] of pending) {
-      let t = totals.get(policy)
-      if (t === undefined) {
-        t = EMPTY_TOTALS()
-        totals.set(policy, t)
-      }
-      let top = tops.get(policy)
-      if (top === undefined) {
-        top = { denied: new SlidingTopK(topOptions), admitted: new SlidingTopK(topOptions) }
-        tops.set(policy, top)
-      }
+      const top = stateOf(policy)
+      const t = top.totals
       for (const outcome of OUTCOMES) {
         const n = b.outcomes[outcome]
         if (n === 0) continue
@@ -328,28 +391,43 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   }, flushMs)
   flushTimer.unref()
 
+  function report(policy: string, side: 'denied' | 'admitted', at: number, k: number): TopKeysReport {
+    const r = kept.get(policy)![side].report(at, k)
+    return {
+      policy,
+      side,
+      total: r.total,
+      distinctKeys: r.distinctKeys,
+      topOnePercentShare: r.topOnePercentShare,
+      keys: r.top,
+    }
+  }
+
   function topKeys(
     opts: { policy?: string; side?: 'denied' | 'admitted'; k?: number } = {},
   ): TopKeysReport[] {
     flush()
     const at = now()
     const out: TopKeysReport[] = []
-    for (const [policy, pair] of tops) {
+    for (const policy of series.policies()) {
       if (opts.policy !== undefined && opts.policy !== policy) continue
-      for (const side of ['denied', 'admitted'] as const) {
-        if (opts.side !== undefined && opts.side !== side) continue
-        const r = pair[side].report(at, opts.k ?? 10)
-        out.push({
-          policy,
-          side,
-          total: r.total,
-          distinctKeys: r.distinctKeys,
-          topOnePercentShare: r.topOnePercentShare,
-          keys: r.top,
-        })
-      }
+      for (const side of ['denied', 'admitted'] as const)
+        if (opts.side === undefined || opts.side === side) out.push(report(policy, side, at, opts.k ?? 10))
     }
     return out
+  }
+
+  /**
+   * The policies a snapshot lists: all of them, or the busiest of the last minute (the current
+   * second included, so a burst shows at once), in first-seen order.
+   */
+  function listedPolicies(names: readonly string[], at: number): Set<string> {
+    if (names.length <= dashboardPolicies) return new Set(names)
+    const busiest = names
+      .map((policy, order) => ({ policy, order, n: series.activity(policy, at) }))
+      .sort((a, b) => b.n - a.n || a.order - b.order)
+      .slice(0, dashboardPolicies)
+    return new Set(busiest.map((b) => b.policy))
   }
 
   function snapshot(): DashboardSnapshot {
@@ -357,7 +435,26 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     const at = now()
     let denied10 = 0
     let all10 = 0
-    const policies: PolicySnapshot[] = series.policies().map((policy) => {
+    const names = series.policies()
+    const listed = listedPolicies(names, at)
+    const others: OtherPolicies = {
+      count: names.length - listed.size,
+      totals: EMPTY_TOTALS(),
+      perSecond: EMPTY_TOTALS(),
+      dropped: droppedPolicies,
+    }
+    const policies: PolicySnapshot[] = []
+    for (const policy of names) {
+      const totals = kept.get(policy)!.totals
+      if (!listed.has(policy)) {
+        for (const o of OUTCOMES) {
+          others.totals[o] += totals[o]
+          others.perSecond[o] += series.sum(policy, o, at, 1)
+          all10 += series.sum(policy, o, at, 10)
+        }
+        denied10 += series.sum(policy, 'denied', at, 10)
+        continue
+      }
       const s = {
         allowed: series.read(policy, 'allowed', at),
         denied: series.read(policy, 'denied', at),
@@ -372,14 +469,14 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       }
       denied10 += d
       all10 += a
-      return {
+      policies.push({
         policy,
-        totals: { ...(totals.get(policy) ?? EMPTY_TOTALS()) },
+        totals: { ...totals },
         perSecond: { allowed: s.allowed[last]!, denied: s.denied[last]!, degraded: s.degraded[last]! },
         deniedShare10s: a === 0 ? 0 : d / a,
         series: s,
-      }
-    })
+      })
+    }
     const health = new Map(metrics.storeHealth().map((h) => [h.store, h]))
     const storeNames = new Set([...latency.keys(), ...health.keys()])
     const stores: StoreSnapshot[] = [...storeNames].map((store) => {
@@ -395,11 +492,12 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     return {
       at,
       policies,
+      otherPolicies: others,
       deniedShare10s: all10 === 0 ? 0 : denied10 / all10,
       stores,
       regions: metrics.regions(),
-      topDenied: topKeys({ side: 'denied', k: 10 }),
-      topAdmitted: topKeys({ side: 'admitted', k: 10 }),
+      topDenied: policies.map((p) => report(p.policy, 'denied', at, 10)),
+      topAdmitted: policies.map((p) => report(p.policy, 'admitted', at, 10)),
       spikes: detector.recent().slice(0, 20),
       abuse: abuse === undefined ? null : abuse.report(at, 10),
     }

@@ -149,6 +149,10 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
   // more than everything else here together); several names may share one folded label.
   const decisionCounts = new Map<string, { label: string; counts: Record<DecisionOutcome, number> }>()
   const publishedDecisions = new Map<string, Record<DecisionOutcome, number>>()
+  // Past this many names (a flood of new policy names, such as Envoy's per-request limits), a name
+  // that folds into _other is counted in one shared entry instead of one of its own.
+  const maxNamedCounts = maxLabelValues * 4
+  const OTHER_NAMES = '\u0000other'
   const cacheHitCounts = new Map<string, { count: number; published: number }>()
   new prom.Counter<'policy' | 'outcome'>({
     name: 'sluice_decisions_total',
@@ -246,8 +250,13 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
   function countDecision(policy: string, outcome: DecisionOutcome): void {
     let c = decisionCounts.get(policy)
     if (c === undefined) {
-      c = { label: policyLabel(policy), counts: { allowed: 0, denied: 0, degraded: 0 } }
-      decisionCounts.set(policy, c)
+      const label = policyLabel(policy)
+      const name = label === OTHER_LABEL && decisionCounts.size >= maxNamedCounts ? OTHER_NAMES : policy
+      c = decisionCounts.get(name)
+      if (c === undefined) {
+        c = { label, counts: { allowed: 0, denied: 0, degraded: 0 } }
+        decisionCounts.set(name, c)
+      }
     }
     c.counts[outcome]++
   }

@@ -41,8 +41,38 @@ export class RateSeries {
     ring.counts[outcome][slot]! += count
   }
 
+  /** The policies with a series, in the order they first appeared. */
   policies(): string[] {
     return [...this.rings.keys()]
+  }
+
+  /** Forget a policy's series. */
+  delete(policy: string): void {
+    this.rings.delete(policy)
+  }
+
+  /** Every decision of the policy in the last `length` seconds, the current one included. */
+  activity(policy: string, now: number): number {
+    const ring = this.rings.get(policy)
+    if (ring === undefined) return 0
+    const oldest = Math.floor(now / 1000) - this.length
+    let total = 0
+    for (let slot = 0; slot < this.length; slot++)
+      if (ring.seconds[slot]! > oldest) for (const o of OUTCOMES) total += ring.counts[o][slot]!
+    return total
+  }
+
+  /** The sum of `read(policy, outcome, now)`'s last `seconds` values, without building the array. */
+  sum(policy: string, outcome: DecisionOutcome, now: number, seconds = this.length): number {
+    const ring = this.rings.get(policy)
+    if (ring === undefined) return 0
+    const current = Math.floor(now / 1000)
+    let total = 0
+    for (let second = current - Math.min(seconds, this.length); second < current; second++) {
+      const slot = ((second % this.length) + this.length) % this.length
+      if (ring.seconds[slot] === second) total += ring.counts[outcome][slot]!
+    }
+    return total
   }
 
   /**

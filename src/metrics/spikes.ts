@@ -109,6 +109,15 @@ export class SpikeDetector {
     summary.add(key, weight)
   }
 
+  /** Forget a policy's baseline and its keys' (the caller no longer tracks the policy). */
+  forget(policy: string): void {
+    this.policyBaselines.delete(policy)
+    this.policyCounts.delete(policy)
+    this.keyCounts.delete(policy)
+    const prefix = `${policy}\u0000`
+    for (const id of this.keyBaselines.keys()) if (id.startsWith(prefix)) this.keyBaselines.delete(id)
+  }
+
   /** Close every interval that ended by `now`; returns the spikes found. */
   tick(now: number): Spike[] {
     return this.advance(now)

@@ -7,6 +7,7 @@ import { pino } from 'pino'
 import { Registry } from 'prom-client'
 import type { EnvoyContext } from '../envoy/decide.js'
 import { grpcFront } from '../envoy/grpc.js'
+import { overridePolicies } from '../envoy/overrides.js'
 import { InvalidConfigError } from '../errors.js'
 import type { StoreHealthEvent } from '../failover/options.js'
 import { ipMatcher } from '../http/ip.js'
@@ -37,8 +38,6 @@ const OPTION_KEYS = keysOf<ServiceOptions>({
   grpc: true,
 })
 
-/** Distinct per-request override shapes whose limiters are kept (the oldest is dropped beyond). */
-const MAX_OVERRIDE_LIMITERS = 64
 /** The abuse settings as one comparable string (a change needs a restart: the windows hold state). */
 function abuseKey(config: ServiceConfig): string {
   return JSON.stringify(abuseOptions(config.abuse, config.tierNames))
@@ -146,25 +145,19 @@ export function createService(options: ServiceOptions): Service {
   let dashboardAddress: ListeningAddress | undefined
 
   // Per-request limit overrides (Envoy's descriptor `limit`) need policies of their own: a limiter
-  // with them added, kept per shape until the next reload.
-  let overrideLimiters = new Map<string, Limiter>()
+  // with them added, at most envoy.maxOverridePolicies of them, until the next reload.
+  const overrides = overridePolicies({
+    registry,
+    max: () => ctx.config.envoy.maxOverridePolicies,
+    build: (extra) => buildLimiter(ctx.config, extra),
+  })
   let peerTrusted = ipMatcher(options.config.grpc.trustedPeers, 'grpc.trustedPeers')
   const envoyContext = (): EnvoyContext => ({
     rules: envoyRules!,
     peerTrusted: (address) => peerTrusted(address),
     settings: ctx.config.envoy,
     limiter: ctx.limiter,
-    limiterWith(extra) {
-      const id = Object.keys(extra).sort().join(',')
-      let limiter = overrideLimiters.get(id)
-      if (limiter === undefined) {
-        limiter = buildLimiter(ctx.config, extra)
-        if (overrideLimiters.size >= MAX_OVERRIDE_LIMITERS)
-          overrideLimiters.delete(overrideLimiters.keys().next().value!)
-        overrideLimiters.set(id, limiter)
-      }
-      return limiter
-    },
+    limiterWith: (extra) => overrides.limiterWith(extra),
   })
   const grpc = grpcListener === undefined ? undefined : grpcFront(envoyContext, logger)
   let grpcAddress: ListeningAddress | undefined
@@ -236,7 +229,7 @@ export function createService(options: ServiceOptions): Service {
         )
       if (nextEnvoy !== undefined) envoyRules = nextEnvoy
       const nextLimiter = buildLimiter(next)
-      overrideLimiters = new Map()
+      overrides.clear()
       peerTrusted = ipMatcher(next.grpc.trustedPeers, 'grpc.trustedPeers')
       const ids = new Set([...config.entries.values()].map((entry) => entry.id))
       const kept = [...next.entries.values()].filter((entry) => ids.has(entry.id)).length
