@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest'
 import { parse, stringify } from 'yaml'
 import type { EnvoyLevel, EnvoyRules } from '../../src/envoy/config.js'
 import { describeEnvoyConfig, loadEnvoyConfig, parseEnvoyConfig } from '../../src/envoy/config.js'
+import { matchesGlob } from '../../src/envoy/decide.js'
 import { parseConfig } from '../../src/server/config.js'
 import { FIXTURES } from './helpers.js'
 
@@ -206,7 +207,10 @@ describe('what each key of the format becomes', () => {
   it('wildcard values match as globs, with share_threshold true or false', async () => {
     const rules = await loadEnvoyConfig(valid('media.yaml'), valid('uploads.yaml'))
     const media = domainOf(rules, 'media')
-    const glob = (key: string) => media.get(key)!.wildcard!
+    const glob = (key: string) => {
+      const parts = media.get(key)!.wildcard!
+      return { test: (value: string) => matchesGlob(parts, value) }
+    }
     expect(glob('asset=thumb-*').test('thumb-42')).toBe(true)
     expect(glob('asset=thumb-*').test('thumbnail')).toBe(false)
     expect(glob('image=scan*.tiff').test('scan-7.tiff')).toBe(true)
