@@ -178,7 +178,7 @@ export function createService(options: ServiceOptions): Service {
       return limiter
     },
   })
-  const grpc = grpcListener === undefined ? undefined : grpcFront(envoyContext, logger)
+  const grpc = grpcListener === undefined ? undefined : grpcFront(envoyContext, logger, started.grpc)
   let grpcAddress: ListeningAddress | undefined
 
   return {
