@@ -20,14 +20,15 @@ export const GRPC_DEFAULTS = {
   maxSessionMemoryMb: 10,
 } as const
 
+/** The largest count or millisecond timeout taken: a Node timer longer than this fires at once. */
+const MAX_COUNT = 2 ** 31 - 1
 const duration = z.union([z.string(), z.number()], { error: 'must be a duration like 10s or 500ms' })
 const atLeastOne = (what: string) =>
   z
     .number()
     .int({ error: `must be a whole number of ${what}, at least 1` })
     .min(1, { error: `must be a whole number of ${what}, at least 1` })
-    // HTTP/2 settings are 31-bit on the wire for streams; no bound here needs more.
-    .max(2 ** 31 - 1, { error: `must be a whole number of ${what}, at most 2147483647` })
+    .max(MAX_COUNT, { error: `must be a whole number of ${what}, at most ${MAX_COUNT}` })
     .optional()
 
 export const grpcSchema = z
@@ -95,12 +96,15 @@ function timeoutAt(
 ): number {
   const value = input?.[field]
   if (value === undefined) return fallback
+  let ms: number
   try {
-    return parseDuration(value, `grpc.${field}`)
+    ms = parseDuration(value, `grpc.${field}`)
   } catch (error) {
     const message = error instanceof SluiceError ? error.message : String(error)
     throw loc.error(['grpc', field], message, error)
   }
+  if (ms > MAX_COUNT) throw loc.error(['grpc', field], `grpc.${field}: at most 24d (${MAX_COUNT} ms)`)
+  return ms
 }
 
 /** `grpc:` with its defaults; a bad duration is an InvalidConfigError naming file:line. */

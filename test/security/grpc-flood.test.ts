@@ -134,6 +134,10 @@ describe('grpc: bounds in the config', () => {
     await expect(startService(`${POLICIES}grpc:\n  port: 0\n  handshakeTimeout: 0\n`)).rejects.toThrow(
       /^test\.yaml:5: grpc\.handshakeTimeout: /,
     )
+    // Longer than a Node timer holds (it would fire at once).
+    await expect(startService(`${POLICIES}grpc:\n  port: 0\n  idleTimeout: 30d\n`)).rejects.toThrow(
+      /^test\.yaml:5: grpc\.idleTimeout: at most 24d/,
+    )
     await expect(startService(`${POLICIES}grpc:\n  port: 0\n  maxConcurrentStreams: 1.5\n`)).rejects.toThrow(
       /^test\.yaml:5: grpc\.maxConcurrentStreams: /,
     )
