@@ -1,11 +1,36 @@
-// The sluice.yaml settings of the Envoy front: `grpc: { port, host }` and
-// `envoy: { config, charge, responseHeaders, secretKeys, maxOverridePolicies }` (docs/envoy.md).
+// The sluice.yaml settings of the Envoy front: `grpc:` (where the listener binds, whom it answers,
+// and its bounds) and `envoy: { config, charge, responseHeaders, secretKeys, maxOverridePolicies }`
+// (docs/envoy.md).
 import { dirname, resolve } from 'node:path'
 import { z } from 'zod'
+import { parseDuration } from '../duration.js'
+import { SluiceError } from '../errors.js'
+import type { Locator } from '../server/config-errors.js'
 
 export const CHARGE_MODES = ['all-or-nothing', 'every'] as const
 /** `all-or-nothing`: no descriptor is charged when one is over; `every`: envoyproxy/ratelimit's way. */
 export type ChargeMode = (typeof CHARGE_MODES)[number]
+
+/** The gRPC listener's bounds by default: the HTTP listener's where one applies (docs/security.md). */
+export const GRPC_DEFAULTS = {
+  maxConnections: 1024,
+  handshakeTimeoutMs: 10_000,
+  idleTimeoutMs: 300_000,
+  callTimeoutMs: 10_000,
+  maxConcurrentStreams: 100,
+  maxSessionMemoryMb: 10,
+} as const
+
+/** The largest count or millisecond timeout taken: a Node timer longer than this fires at once. */
+const MAX_COUNT = 2 ** 31 - 1
+const duration = z.union([z.string(), z.number()], { error: 'must be a duration like 10s or 500ms' })
+const atLeastOne = (what: string) =>
+  z
+    .number()
+    .int({ error: `must be a whole number of ${what}, at least 1` })
+    .min(1, { error: `must be a whole number of ${what}, at least 1` })
+    .max(MAX_COUNT, { error: `must be a whole number of ${what}, at most ${MAX_COUNT}` })
+    .optional()
 
 export const grpcSchema = z
   .strictObject({
@@ -16,6 +41,12 @@ export const grpcSchema = z
       .max(65535, { error: 'must be a port number from 0 to 65535' }),
     host: z.string({ error: 'must be an address to bind, like 127.0.0.1' }).min(1).optional(),
     trustedPeers: z.array(z.string(), { error: 'must be a list like [loopback, 10.0.0.0/8]' }).optional(),
+    maxConnections: atLeastOne('connections'),
+    handshakeTimeout: duration.optional(),
+    idleTimeout: duration.optional(),
+    callTimeout: duration.optional(),
+    maxConcurrentStreams: atLeastOne('streams'),
+    maxSessionMemoryMb: atLeastOne('megabytes'),
   })
   .optional()
 
@@ -65,6 +96,18 @@ export interface GrpcSettings {
   readonly host: string
   /** Peers whose calls are answered (addresses, CIDRs, loopback, private, linklocal). Default [loopback]. */
   readonly trustedPeers: readonly string[]
+  /** Connections held at once; more are closed on accept. Default 1024. Needs a restart, as all below. */
+  readonly maxConnections: number
+  /** Time a new connection has to send the HTTP/2 preface and its SETTINGS. Default 10 s. */
+  readonly handshakeTimeoutMs: number
+  /** A connection with no call open this long gets GOAWAY and is closed. Default 5 min. */
+  readonly idleTimeoutMs: number
+  /** Time a call has from its headers to its last byte out; then it is ended. Default 10 s. */
+  readonly callTimeoutMs: number
+  /** Calls open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused. Default 100. */
+  readonly maxConcurrentStreams: number
+  /** Memory one connection may hold (node:http2's maxSessionMemory, in MB); past it new calls are refused. Default 10. */
+  readonly maxSessionMemoryMb: number
 }
 
 export interface EnvoySettings {
@@ -85,11 +128,40 @@ export interface EnvoySettings {
   readonly maxOverridePolicies: number
 }
 
-export function resolveGrpc(written: z.infer<typeof grpcSchema>): GrpcSettings {
+type GrpcInput = z.infer<typeof grpcSchema>
+
+function timeoutAt(
+  loc: Locator,
+  input: GrpcInput,
+  field: 'handshakeTimeout' | 'idleTimeout' | 'callTimeout',
+  fallback: number,
+): number {
+  const value = input?.[field]
+  if (value === undefined) return fallback
+  let ms: number
+  try {
+    ms = parseDuration(value, `grpc.${field}`)
+  } catch (error) {
+    const message = error instanceof SluiceError ? error.message : String(error)
+    throw loc.error(['grpc', field], message, error)
+  }
+  if (ms > MAX_COUNT) throw loc.error(['grpc', field], `grpc.${field}: at most 24d (${MAX_COUNT} ms)`)
+  return ms
+}
+
+/** `grpc:` with its defaults; a bad duration is an InvalidConfigError naming file:line. */
+export function resolveGrpc(loc: Locator, input: GrpcInput): GrpcSettings {
+  const defaults = GRPC_DEFAULTS
   return {
-    port: written?.port,
-    host: written?.host ?? '127.0.0.1',
-    trustedPeers: written?.trustedPeers ?? ['loopback'],
+    port: input?.port,
+    host: input?.host ?? '127.0.0.1',
+    trustedPeers: input?.trustedPeers ?? ['loopback'],
+    maxConnections: input?.maxConnections ?? defaults.maxConnections,
+    handshakeTimeoutMs: timeoutAt(loc, input, 'handshakeTimeout', defaults.handshakeTimeoutMs),
+    idleTimeoutMs: timeoutAt(loc, input, 'idleTimeout', defaults.idleTimeoutMs),
+    callTimeoutMs: timeoutAt(loc, input, 'callTimeout', defaults.callTimeoutMs),
+    maxConcurrentStreams: input?.maxConcurrentStreams ?? defaults.maxConcurrentStreams,
+    maxSessionMemoryMb: input?.maxSessionMemoryMb ?? defaults.maxSessionMemoryMb,
   }
 }
 

@@ -404,7 +404,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     const message = error instanceof SluiceError ? error.message : String(error)
     throw loc.error(['authz', 'trustedPeers'], message, error)
   }
-  const grpc = resolveGrpc(top.grpc)
+  const grpc = resolveGrpc(loc, top.grpc)
   try {
     ipMatcher(grpc.trustedPeers, 'grpc.trustedPeers')
   } catch (error) {
@@ -490,6 +490,10 @@ function describeHttp(config: ServiceConfig): string {
   return `  http: browser origins ${origins}; headers ${http.headersTimeoutMs}ms, request ${http.requestTimeoutMs}ms, max ${http.maxConnections} connections; dashboard on ${where}, ${dashboard.token === undefined ? 'no token' : 'token required'}`
 }
 
+function describeGrpcBounds({ grpc }: ServiceConfig): string {
+  return `  grpc: max ${grpc.maxConnections} connections; handshake ${grpc.handshakeTimeoutMs}ms, idle ${grpc.idleTimeoutMs}ms, call ${grpc.callTimeoutMs}ms; per connection ${grpc.maxConcurrentStreams} streams, ${grpc.maxSessionMemoryMb} MB`
+}
+
 /** A human summary of what the config says, for `sluice check`. */
 export function describeConfig(config: ServiceConfig): string {
   const lines = [
@@ -508,6 +512,7 @@ export function describeConfig(config: ServiceConfig): string {
       ? []
       : [
           `  envoy: rules ${config.envoy.config ?? '(from --envoy-config)'}, charge ${config.envoy.charge}, gRPC on ${config.grpc.host}:${config.grpc.port ?? 8081} (peers ${config.grpc.trustedPeers.join(', ')})`,
+          describeGrpcBounds(config),
         ]),
     '  policies:',
   ]

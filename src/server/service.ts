@@ -38,6 +38,17 @@ const OPTION_KEYS = keysOf<ServiceOptions>({
   grpc: true,
 })
 
+/** The gRPC listener's settings read at start (its peers follow every reload). */
+const GRPC_AT_START = [
+  'port',
+  'host',
+  'maxConnections',
+  'handshakeTimeoutMs',
+  'idleTimeoutMs',
+  'callTimeoutMs',
+  'maxConcurrentStreams',
+  'maxSessionMemoryMb',
+] as const
 /** The abuse settings as one comparable string (a change needs a restart: the windows hold state). */
 function abuseKey(config: ServiceConfig): string {
   return JSON.stringify(abuseOptions(config.abuse, config.tierNames))
@@ -159,7 +170,7 @@ export function createService(options: ServiceOptions): Service {
     limiter: ctx.limiter,
     limiterWith: (extra) => overrides.limiterWith(extra),
   })
-  const grpc = grpcListener === undefined ? undefined : grpcFront(envoyContext, logger)
+  const grpc = grpcListener === undefined ? undefined : grpcFront(envoyContext, logger, started.grpc)
   let grpcAddress: ListeningAddress | undefined
 
   return {
@@ -219,8 +230,8 @@ export function createService(options: ServiceOptions): Service {
         .map((name) => `http.${name}`)
       if (next.dashboard.host !== started.dashboard.host || next.dashboard.port !== started.dashboard.port)
         restartOnly.push('dashboard.host', 'dashboard.port')
-      if (next.grpc.port !== started.grpc.port || next.grpc.host !== started.grpc.host)
-        restartOnly.push('grpc.port', 'grpc.host')
+      for (const name of GRPC_AT_START)
+        if (next.grpc[name] !== started.grpc[name]) restartOnly.push(`grpc.${name.replace(/Ms$/, '')}`)
       if (abuseKey(next) !== abuseKey(started)) restartOnly.push('abuse')
       if (restartOnly.length > 0)
         logger.warn(

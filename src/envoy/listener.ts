@@ -1,0 +1,132 @@
+// The bounded HTTP/2 listener under the gRPC front: node:net accepts (connection cap), node:http2
+// makes the sessions (stream and memory bounds), and each connection is watched for its handshake
+// and idle time. Knows nothing of gRPC: grpc.ts answers the streams.
+import type { IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2'
+import { createServer as createHttp2Server } from 'node:http2'
+import type { AddressInfo, Socket } from 'node:net'
+import { createServer } from 'node:net'
+import { settlesWithin } from '../server/plumbing.js'
+import type { ListeningAddress } from '../server/types.js'
+import type { GrpcSettings } from './settings.js'
+
+export type ListenerBounds = Pick<
+  GrpcSettings,
+  'maxConnections' | 'handshakeTimeoutMs' | 'idleTimeoutMs' | 'maxConcurrentStreams' | 'maxSessionMemoryMb'
+>
+
+/** Answers one stream; `peer` is the connection's remote address. */
+export type StreamHandler = (
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  peer: string | undefined,
+) => void
+
+export interface Http2Listener {
+  listen(port: number, host: string): Promise<ListeningAddress>
+  /** Stop accepting, send GOAWAY, let open streams finish (up to `graceMs`), then drop every connection. */
+  shutdown(graceMs: number): Promise<void>
+}
+
+/**
+ * Once node:http2 has ended a session it waits for the socket to flush its last bytes, forever if
+ * the peer stopped reading; the socket is dropped when the session is still ended this long later.
+ */
+const FLUSH_GRACE_MS = 1000
+
+/**
+ * An HTTP/2 listener (cleartext, prior knowledge, as Envoy's gRPC client speaks it) whose every
+ * connection is bounded: at most `maxConnections` at once (more are closed on accept), the preface
+ * and SETTINGS within `handshakeTimeoutMs`, GOAWAY after `idleTimeoutMs` with no stream open, at
+ * most `maxConcurrentStreams` streams (more are refused) and `maxSessionMemoryMb` of memory (past
+ * it new streams are refused, and node:http2 ends a session that keeps trying).
+ */
+export function http2Listener(bounds: ListenerBounds, onStream: StreamHandler): Http2Listener {
+  // node:http2's own server makes the sessions but never listens: the accepting net.Server keeps
+  // the cap and the raw socket, the one handle that can drop a peer whose writes never drain.
+  const sessions = createHttp2Server({
+    maxSessionMemory: bounds.maxSessionMemoryMb,
+    settings: { maxConcurrentStreams: bounds.maxConcurrentStreams },
+  })
+  let accepted: ServerHttp2Session | undefined
+  sessions.on('session', (session) => {
+    accepted = session
+  })
+  /** Every connection: its socket, and a graceful close (GOAWAY, then dropped once it has ended). */
+  const open = new Set<{ socket: Socket; close(): void }>()
+
+  const server = createServer((socket) => {
+    socket.on('error', () => {})
+    const peer = socket.remoteAddress
+    // Emitting 'connection' is how node:http2 takes a socket; it makes the session synchronously.
+    sessions.emit('connection', socket)
+    const session = accepted
+    accepted = undefined
+    if (session === undefined) {
+      socket.destroy()
+      return
+    }
+    watch(session, socket, peer)
+  })
+  server.maxConnections = bounds.maxConnections
+
+  function watch(session: ServerHttp2Session, socket: Socket, peer: string | undefined): void {
+    let streams = 0
+    const handshake = setTimeout(() => socket.destroy(), bounds.handshakeTimeoutMs)
+    session.once('remoteSettings', () => clearTimeout(handshake))
+    // Fires once the connection has had no stream for idleTimeoutMs (refreshed as the last one closes).
+    const idle = setTimeout(() => {
+      if (streams === 0) entry.close()
+    }, bounds.idleTimeoutMs)
+    let flushed: NodeJS.Timeout | undefined
+    function closing(): void {
+      flushed ??= setTimeout(() => {
+        if (session.destroyed) socket.destroy()
+        else flushed!.refresh()
+      }, FLUSH_GRACE_MS)
+    }
+    const entry = {
+      socket,
+      close() {
+        session.close()
+        closing()
+      },
+    }
+    open.add(entry)
+    session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+      streams++
+      stream.once('close', () => {
+        if (--streams === 0) idle.refresh()
+      })
+      onStream(stream, headers, peer)
+    })
+    // A protocol error, too many refused streams, or the peer's GOAWAY: node:http2 ends the session.
+    session.once('error', closing)
+    session.once('goaway', closing)
+    socket.once('close', () => {
+      open.delete(entry)
+      clearTimeout(handshake)
+      clearTimeout(idle)
+      clearTimeout(flushed)
+    })
+  }
+
+  return {
+    listen(port, host) {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject)
+        server.listen(port, host, () => {
+          server.off('error', reject)
+          const address = server.address() as AddressInfo
+          const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
+          resolve({ host: address.address, port: address.port, url: `${shown}:${address.port}` })
+        })
+      })
+    },
+    async shutdown(graceMs) {
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
+      for (const entry of open) entry.close()
+      if (!(await settlesWithin(stopped, graceMs))) for (const { socket } of open) socket.destroy()
+      await stopped
+    },
+  }
+}

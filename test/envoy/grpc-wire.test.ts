@@ -1,0 +1,176 @@
+// ShouldRateLimit on the wire, as a raw HTTP/2 client sees it: the answer's headers and trailers,
+// deadlines (grpc-timeout) and cancellation, and a gRPC status for every request gRPC itself
+// refuses (unknown method, wrong content type, compressed, missing, doubled, oversized or
+// undecodable message, a bad timeout), never INTERNAL. The real service on a memory store.
+import { constants } from 'node:http2'
+import { afterEach, describe, expect, it } from 'vitest'
+import { parseEnvoyConfig } from '../../src/envoy/config.js'
+import { MAX_REQUEST_BYTES, RLS_PATH } from '../../src/envoy/grpc.js'
+import { parseConfig } from '../../src/server/config.js'
+import type { Service } from '../../src/server/service.js'
+import { createService } from '../../src/server/service.js'
+import type { StoreHandle } from '../../src/server/types.js'
+import type { Store } from '../../src/store.js'
+import { memoryStore } from '../../src/stores/memory.js'
+import { frame, h2, handshaken, rawCall, userRequest } from '../security/raw-grpc.js'
+import { quietLogger } from '../service/helpers.js'
+import { rlsClient } from './helpers.js'
+
+const RULES = 'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n'
+const running: { service: Service; close(): void }[] = []
+afterEach(async () => {
+  for (const r of running.splice(0)) {
+    r.close()
+    await r.service.close(500)
+  }
+})
+
+/** A real memory store whose decisions answer `delayMs` late, so a call is in flight meanwhile. */
+function slowStore(delayMs: number): StoreHandle {
+  const inner = memoryStore()
+  const store: Store = {
+    name: 'slow-memory',
+    apply: async (steps, mode) => {
+      await new Promise((resolve) => setTimeout(resolve, delayMs))
+      return inner.applySync(steps, mode)
+    },
+    refund: (steps) => inner.refund(steps),
+    block: (steps, ms) => inner.block(steps, ms),
+    reset: (steps) => inner.reset(steps),
+    close: () => inner.close(),
+  }
+  return { store, description: 'slow memory', ping: async () => {} }
+}
+
+/** A service with the rules above and a raw HTTP/2 session to its gRPC listener. */
+async function start(store?: StoreHandle) {
+  const service = createService({
+    config: parseConfig('policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n', 't.yaml'),
+    logger: quietLogger,
+    envoy: parseEnvoyConfig([{ file: 'rules.yaml', text: RULES }]),
+    grpc: { port: 0 },
+    ...(store === undefined ? {} : { store }),
+  })
+  await service.listen(0)
+  const session = h2(service.grpcAddress!.port)
+  running.push({ service, close: () => session.destroy() })
+  await handshaken(session)
+  return { service, session }
+}
+
+describe('ShouldRateLimit on the wire', () => {
+  it('answers with gRPC headers, one message and trailers', async () => {
+    const { session } = await start()
+    const stream = rawCall(session)
+    const headers = await new Promise<Record<string, unknown>>((resolve) =>
+      stream.stream.once('response', resolve),
+    )
+    expect(headers[':status']).toBe(200)
+    expect(headers['content-type']).toBe('application/grpc+proto')
+    const chunks: Buffer[] = []
+    stream.stream.on('data', (chunk: Buffer) => chunks.push(chunk))
+    expect(await stream.ended).toMatchObject({ grpcStatus: 0, grpcMessage: 'OK', rstCode: 0 })
+    const body = Buffer.concat(chunks)
+    expect(body[0]).toBe(0) // not compressed
+    expect(body.readUInt32BE(1)).toBe(body.length - 5)
+  })
+
+  it('answers DEADLINE_EXCEEDED when the decision outlasts grpc-timeout, and nothing after it', async () => {
+    const { session } = await start(slowStore(300))
+    const late = await rawCall(session, { headers: { 'grpc-timeout': '50m' } }).ended
+    expect(late).toMatchObject({ grpcStatus: 4, grpcMessage: 'Deadline exceeded' })
+    // A deadline the decision meets is answered.
+    const inTime = await rawCall(session, { headers: { 'grpc-timeout': '5S' } }).ended
+    expect(inTime).toMatchObject({ grpcStatus: 0, rstCode: 0 })
+  })
+
+  it('drops a call the client cancels, and keeps serving the connection', async () => {
+    const { session } = await start(slowStore(100))
+    const cancelled = rawCall(session)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    cancelled.stream.close(constants.NGHTTP2_CANCEL)
+    expect(await cancelled.ended).toMatchObject({ httpStatus: undefined, rstCode: constants.NGHTTP2_CANCEL })
+    expect(await rawCall(session, { body: frame(userRequest('other')) }).ended).toMatchObject({
+      grpcStatus: 0,
+    })
+  })
+
+  const REFUSED: [
+    string,
+    Parameters<typeof rawCall>[1],
+    Partial<Awaited<ReturnType<typeof rawCall>['ended']>>,
+  ][] = [
+    [
+      'an unknown method',
+      { headers: { ':path': '/envoy.service.ratelimit.v3.RateLimitService/Other' } },
+      {
+        httpStatus: 200,
+        grpcStatus: 12,
+        grpcMessage:
+          'The server does not implement the method /envoy.service.ratelimit.v3.RateLimitService/Other',
+      },
+    ],
+    [
+      'a content type that is not gRPC',
+      { headers: { 'content-type': 'application/json' } },
+      { httpStatus: 415 },
+    ],
+    [
+      'a compressed message',
+      { headers: { 'grpc-encoding': 'gzip' }, body: frame(userRequest(), { compressed: true }) },
+      { grpcStatus: 12, grpcMessage: 'Received a compressed message; this server takes identity only' },
+    ],
+    [
+      'no message',
+      { body: Buffer.alloc(0) },
+      { grpcStatus: 12, grpcMessage: `Received no request message for unary method ${RLS_PATH}` },
+    ],
+    [
+      'half a message',
+      { body: frame().subarray(0, 8) },
+      { grpcStatus: 12, grpcMessage: `Received no request message for unary method ${RLS_PATH}` },
+    ],
+    [
+      'two messages',
+      { body: Buffer.concat([frame(), frame()]) },
+      { grpcStatus: 12, grpcMessage: `Received a second request message for unary method ${RLS_PATH}` },
+    ],
+    [
+      'bytes that are no RateLimitRequest',
+      { body: frame(Buffer.from([0xff, 0xff, 0xff, 0xff])) },
+      { grpcStatus: 3 },
+    ],
+    [
+      'a grpc-timeout that is no timeout',
+      { headers: { 'grpc-timeout': 'soon' } },
+      { grpcStatus: 3, grpcMessage: 'grpc-timeout "soon" is not a timeout' },
+    ],
+  ]
+
+  for (const [what, request, answer] of REFUSED) {
+    it(`refuses ${what} with ${JSON.stringify(answer)}, charging nothing`, async () => {
+      const { service, session } = await start()
+      expect(await rawCall(session, request).ended).toMatchObject(answer)
+      // The next valid call is the first one charged.
+      const client = rlsClient(service.grpcAddress!.url)
+      try {
+        expect((await client.shouldRateLimit(userRequest())).statuses[0]!.limit_remaining).toBe(4)
+      } finally {
+        client.close()
+      }
+    })
+  }
+
+  it('refuses a message over the bound by its length prefix, before its bytes arrive', async () => {
+    const { session } = await start()
+    const prefix = Buffer.alloc(5)
+    prefix.writeUInt32BE(MAX_REQUEST_BYTES + 1, 1)
+    // Only the prefix is sent, and the request is left open: the answer cannot wait for the rest.
+    const end = await rawCall(session, { body: prefix, end: false }).ended
+    expect(end).toMatchObject({
+      grpcStatus: 8,
+      grpcMessage: `Received message larger than max (${MAX_REQUEST_BYTES + 1} vs ${MAX_REQUEST_BYTES})`,
+      rstCode: constants.NGHTTP2_NO_ERROR,
+    })
+  })
+})
