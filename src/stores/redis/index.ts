@@ -10,7 +10,7 @@ import { adaptClient, type ClientAdapter, clientProblem, NOT_A_CLIENT, type Redi
 import { type Pending, tickCoalescer } from './coalescer.js'
 import { stepKeys } from './keys.js'
 import { luaAlgorithms } from './lua.generated.js'
-import { type Script, script, scriptRunner } from './script.js'
+import { SCRIPT_RETRY_MS, type Script, script, scriptRunner } from './script.js'
 
 export type { MultiRegionStore, MultiRegionStoreOptions, RegionHealth } from '../multi-region/index.js'
 export { multiRegionStore } from '../multi-region/index.js'
@@ -44,6 +44,13 @@ export interface RedisStoreOptions {
    * in order.
    */
   coalesceWrites?: boolean
+  /**
+   * How long (ms) a script call keeps reloading its script and retrying while Redis answers NOSCRIPT
+   * (its script cache lost to a restart, failover or SCRIPT FLUSH), from its first NOSCRIPT. Default
+   * 100, the limiter's default `storeTimeout`; set it to your `storeTimeout`. The first retry is
+   * always made, and at most 32.
+   */
+  scriptRetryMs?: number
 }
 
 export interface RedisStore extends Store {
@@ -59,7 +66,10 @@ const OPTION_KEYS = keysOf<RedisStoreOptions>({
   now: true,
   coalesce: true,
   coalesceWrites: true,
+  scriptRetryMs: true,
 })
+
+const RETRY_MS_ERROR = 'scriptRetryMs must be a whole number of ms from 0 to 60000'
 
 const optionsSchema = z.strictObject({
   prefix: z
@@ -72,6 +82,12 @@ const optionsSchema = z.strictObject({
     .optional(),
   coalesce: z.boolean({ error: 'coalesce must be true or false' }).optional(),
   coalesceWrites: z.boolean({ error: 'coalesceWrites must be true or false' }).optional(),
+  scriptRetryMs: z
+    .number({ error: RETRY_MS_ERROR })
+    .int({ error: RETRY_MS_ERROR })
+    .min(0, { error: RETRY_MS_ERROR })
+    .max(60_000, { error: RETRY_MS_ERROR })
+    .optional(),
 })
 
 /** What a step of each algorithm sends after limit and windowMs (lua.generated.ts: luaAlgorithms). */
@@ -229,7 +245,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   const now = parsed.data.now ?? Date.now
   const coalesce = parsed.data.coalesce ?? true
   const shareWrites = parsed.data.coalesceWrites ?? true
-  const runner = scriptRunner(adapter, wrap)
+  const runner = scriptRunner(adapter, wrap, { retryMs: parsed.data.scriptRetryMs ?? SCRIPT_RETRY_MS })
   const layered = script('layered')
   const refundScript = script('refund')
   const blockScript = script('block')
