@@ -2,12 +2,15 @@
 // bounded load decides on two keys (single and layered decisions), so some flushes land between a
 // call's SCRIPT LOAD and its retry. Every decision still comes from Redis (none degraded: the limiter's
 // timeout is long, so a degraded one could only be a script call that gave up) and each key admits
-// exactly its limit.
+// exactly its limit. And `ready()` loads every script before the first decision.
+import { createHash } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { describe, expect, inject, it } from 'vitest'
 import { createLimiter } from '../../src/index.js'
 import { redisStore } from '../../src/stores/redis/index.js'
+import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startRedis } from '../helpers/redis-harness.js'
+import { ioredisCluster, nodeRedisCluster } from './clients.js'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -100,5 +103,84 @@ describe('scriptRetryMs', () => {
     for (const scriptRetryMs of [0, 100, 60_000])
       expect(redisStore(client, { scriptRetryMs }).name).toBe('redis')
     client.disconnect()
+  })
+})
+
+describe('ready()', () => {
+  const storeScripts = Object.entries(luaSources)
+    .filter(([name]) => !name.startsWith('hybrid/'))
+    .map(([name, source]) => ({ name, sha: createHash('sha1').update(source).digest('hex') }))
+
+  it('standalone: loads every script, so the first decision is one EVALSHA that meets no NOSCRIPT', async () => {
+    const server = await startRedis()
+    const client = new Redis(server.port, '127.0.0.1', { lazyConnect: true })
+    const admin = new Redis(server.port, '127.0.0.1')
+    try {
+      const store = redisStore(client)
+      expect(await admin.script('EXISTS', ...storeScripts.map((s) => s.sha))).toEqual(
+        storeScripts.map(() => 0),
+      )
+      await store.ready()
+      expect(await admin.script('EXISTS', ...storeScripts.map((s) => s.sha))).toEqual(
+        storeScripts.map(() => 1),
+      )
+      const limiter = createLimiter({
+        store,
+        policies: { api: { algorithm: 'gcra', limit: 10, window: '1m' } },
+      })
+      expect(await limiter.consume('api', 'first')).toMatchObject({ allowed: true, remaining: 9 })
+      const seen = await stats(admin)
+      expect(seen.calls('evalsha')).toBe(1)
+      expect(seen.errors('NOSCRIPT')).toBe(0)
+      // Again (a readiness probe): nothing is missing, nothing is loaded.
+      const loads = seen.calls('script|load')
+      await store.ready()
+      expect((await stats(admin)).calls('script|load')).toBe(loads)
+    } finally {
+      client.disconnect()
+      admin.disconnect()
+      await server.stop()
+    }
+  })
+
+  it('Cluster, ioredis (not connected yet) and node-redis: every master holds every script afterwards', async () => {
+    const admin = ioredisCluster()
+    await admin.ping() // connected: its list of masters is known
+    const shas = storeScripts.map((s) => s.sha)
+    try {
+      const ioredisStore = async () => {
+        const client = ioredisCluster()
+        return { store: redisStore(client), close: async () => client.disconnect() }
+      }
+      const nodeRedisStore = async () => {
+        const client = await nodeRedisCluster()
+        return { store: redisStore(client), close: () => client.close() }
+      }
+      for (const make of [ioredisStore, nodeRedisStore]) {
+        for (const node of admin.nodes('master')) await node.script('FLUSH')
+        const { store, close } = await make()
+        try {
+          await store.ready()
+        } finally {
+          await close()
+        }
+        for (const node of admin.nodes('master'))
+          expect(await node.script('EXISTS', ...shas)).toEqual(shas.map(() => 1))
+      }
+    } finally {
+      admin.disconnect()
+    }
+  })
+
+  it('rejects with StoreError when Redis does not answer', async () => {
+    const server = await startRedis()
+    const client = new Redis(server.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 })
+    client.on('error', () => {})
+    await server.stop()
+    try {
+      await expect(redisStore(client).ready()).rejects.toMatchObject({ code: 'SLUICE_STORE_ERROR' })
+    } finally {
+      client.disconnect()
+    }
   })
 })

@@ -27,6 +27,7 @@ function losingAdapter(losses: number, clock: { now: number }, stepMs: number) {
     async loadScript() {
       counts.loads++
     },
+    async loadMissing() {},
     async del() {},
   }
   return { adapter, counts }

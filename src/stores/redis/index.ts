@@ -58,6 +58,15 @@ export interface RedisStore extends Store {
   apply(steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]>
   /** Which client library and topology the store detected. */
   readonly client: { library: 'ioredis' | 'node-redis'; cluster: boolean }
+  /**
+   * Make the first decision cost one round trip: connect (a lazy client connects on this) and load
+   * every script on every master that lacks it. Rejects with `StoreError` when Redis does not
+   * answer. Cheap to call again (a readiness probe): it loads only what is missing.
+   * @example
+   * const store = redisStore(new Cluster(nodes))
+   * await store.ready() // before the process reports ready
+   */
+  ready(): Promise<void>
 }
 
 const OPTION_KEYS = keysOf<RedisStoreOptions>({
@@ -217,6 +226,12 @@ const SINGLE = new Map<AlgorithmName, { script: Script; readOne(reply: unknown):
     return [a, { script: s, readOne }]
   }),
 )
+
+/** Every script a store may call: what `ready()` loads. */
+const STORE_SCRIPTS: readonly Script[] = [
+  ...[...SINGLE.values()].map((s) => s.script),
+  ...(['layered', 'refund', 'block', 'charge'] as const).map((name) => script(name)),
+]
 
 /**
  * A store backed by Redis or Redis Cluster. The store does not own the client: `close()` stops the
@@ -485,6 +500,14 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       coalescer.flush() // decisions issued before this command leave before it
       try {
         await Promise.all(group(steps).map((g) => adapter.del(g.keys)))
+      } catch (error) {
+        throw wrap(error)
+      }
+    },
+    async ready() {
+      check()
+      try {
+        await adapter.loadMissing(STORE_SCRIPTS)
       } catch (error) {
         throw wrap(error)
       }
