@@ -295,7 +295,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
   const store = redisStore(client, { prefix: options.prefix })
   try {
     await client.connect()
-    // The scripts loaded before the service can answer /readyz:
+    // The scripts loaded (and a Cluster's slot secret read) before the service can answer /readyz:
     // the first decision is then one round trip, well within the store timeout.
     await store.ready()
   } catch (error) {
@@ -319,7 +319,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
   return {
     store: owned,
     description: spec.redacted,
-    // Also loads a script Redis lost, so a probe repairs it.
+    // Also loads a script Redis lost and writes back a lost slot secret, so a probe repairs both.
     ping: () => store.ready(),
   }
 }

@@ -1,13 +1,16 @@
 // Cold start on Redis: `sluice serve` (the built CLI) on a fresh redis-server answers /readyz only
 // once its scripts are loaded, so its very first decision is one EVALSHA that comes from Redis, not a
-// degraded admit after a script load and a connect that missed the store timeout.
+// degraded admit after a script load and a connect that missed the store timeout. On Redis Cluster,
+// the slot secret is in Redis before the service is ready, and /readyz writes it back when lost.
 import { createHash } from 'node:crypto'
-import { Redis } from 'ioredis'
-import { describe, expect, it } from 'vitest'
+import { Cluster, Redis } from 'ioredis'
+import { afterAll, describe, expect, inject, it } from 'vitest'
+import { openStore } from '../../src/server/store-url.js'
+import { slotSecretKey } from '../../src/stores/redis/keys.js'
 import { luaSources } from '../../src/stores/redis/lua.generated.js'
 import { startCli } from '../helpers/cli-process.js'
 import { startRedis } from '../helpers/redis-harness.js'
-import { get, post } from './helpers.js'
+import { get, post, type Running, startService } from './helpers.js'
 
 const storeShas = Object.entries(luaSources)
   .filter(([name]) => !name.startsWith('hybrid/'))
@@ -54,6 +57,39 @@ describe('sluice serve on a fresh Redis', () => {
       await cli.exited
       admin.disconnect()
       await server.stop()
+    }
+  })
+})
+
+describe('the service on Redis Cluster', () => {
+  const running: Running[] = []
+  afterAll(async () => {
+    for (const r of running) await r.service.close()
+  })
+
+  it('opening the store reads the slot secret; /readyz writes it back when it is lost', async () => {
+    const { nodes } = inject('redisCluster')
+    const url = `redis+cluster://${nodes.map((n) => `${n.host}:${n.port}`).join(',')}`
+    const prefix = `svc-slots-${process.pid}-${Date.now()}`
+    const store = await openStore(url, { prefix })
+    const admin = new Cluster(nodes)
+    try {
+      const secret = await admin.get(slotSecretKey(prefix))
+      expect(secret).toMatch(/^[A-Za-z0-9_-]{43}$/)
+      const r = await startService('policies:\n  api: { algorithm: gcra, limit: 5, window: 1m }\n', { store })
+      running.push(r)
+      expect((await post(`${r.url}/v1/check`, { policy: 'api', key: 'u' })).body).toMatchObject({
+        allowed: true,
+      })
+
+      await admin.del(slotSecretKey(prefix))
+      expect(await get(`${r.url}/readyz`)).toMatchObject({
+        status: 200,
+        body: { ready: true, reachable: true },
+      })
+      expect(await admin.get(slotSecretKey(prefix))).toBe(secret)
+    } finally {
+      admin.disconnect()
     }
   })
 })

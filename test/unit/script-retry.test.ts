@@ -29,6 +29,10 @@ function losingAdapter(losses: number, clock: { now: number }, stepMs: number) {
     },
     async loadMissing() {},
     async del() {},
+    async get() {
+      return undefined
+    },
+    async setIfAbsent() {},
   }
   return { adapter, counts }
 }

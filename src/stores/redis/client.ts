@@ -8,6 +8,8 @@ export interface IORedisClientLike {
   script(subcommand: 'LOAD', script: string): Promise<unknown>
   script(subcommand: 'EXISTS', ...sha1s: string[]): Promise<unknown>
   del(...keys: string[]): Promise<unknown>
+  get(key: string): Promise<unknown>
+  setnx(key: string, value: string): Promise<unknown>
 }
 
 /** The subset of a node-redis v5 client (`createClient()`) that Sluice uses. */
@@ -18,6 +20,8 @@ export interface NodeRedisClientLike {
   scriptLoad(script: string): Promise<unknown>
   scriptExists(sha1s: string[]): Promise<unknown>
   del(keys: string[]): Promise<unknown>
+  get(key: string): Promise<unknown>
+  setNX(key: string, value: string): Promise<unknown>
 }
 
 /** The subset of a node-redis v5 cluster (`createCluster()`) that Sluice uses. */
@@ -43,6 +47,10 @@ export interface ClientAdapter {
   /** On every master, SCRIPT LOAD of those of `scripts` that SCRIPT EXISTS says it lacks. */
   loadMissing(scripts: readonly ScriptSource[]): Promise<void>
   del(keys: string[]): Promise<void>
+  /** GET: the value, or undefined when the key does not exist. */
+  get(key: string): Promise<string | undefined>
+  /** SETNX: write `value` unless the key exists. */
+  setIfAbsent(key: string, value: string): Promise<void>
 }
 
 /** A script as the adapter loads it. */
@@ -56,6 +64,9 @@ function missing(scripts: readonly ScriptSource[], exists: unknown): ScriptSourc
   const flags = Array.isArray(exists) ? exists : []
   return scripts.filter((_, i) => Number(flags[i]) !== 1)
 }
+
+const text = (value: unknown): string | undefined =>
+  value === null || value === undefined ? undefined : String(value)
 
 /** What the adapter reads of an ioredis client at run time, beyond the public subset. */
 interface IORedisLike extends IORedisClientLike {
@@ -189,6 +200,10 @@ export function adaptClient(client: unknown): ClientAdapter | undefined {
       async del(keys) {
         await client.del(...keys)
       },
+      get: async (key) => text(await client.get(key)),
+      async setIfAbsent(key, value) {
+        await client.setnx(key, value)
+      },
     }
   }
   if (isNodeRedis(client)) {
@@ -219,6 +234,10 @@ export function adaptClient(client: unknown): ClientAdapter | undefined {
       },
       async del(keys) {
         await client.del(keys)
+      },
+      get: async (key) => text(await client.get(key)),
+      async setIfAbsent(key, value) {
+        await client.setNX(key, value)
       },
     }
   }
