@@ -251,8 +251,9 @@ function parsePostgresUrl(
 }
 
 /**
- * Open the store a URL names. Redis stores connect (ioredis, loaded only then) before this resolves,
- * or it rejects with a `StoreError`. Closing the handle's store also closes the client.
+ * Open the store a URL names. Redis stores connect (ioredis, loaded only then) and load their
+ * scripts before this resolves, or it rejects with a `StoreError`. Closing the handle's store also
+ * closes the client.
  */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
@@ -291,16 +292,19 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
         )
   // ioredis reports connection trouble as 'error' events; the store and /readyz report it instead.
   client.on('error', () => {})
+  const store = redisStore(client, { prefix: options.prefix })
   try {
     await client.connect()
-    await client.ping()
+    // The scripts loaded (and a Cluster's slot secret read) before the service can answer /readyz:
+    // the first decision is then one round trip, well within the store timeout.
+    await store.ready()
   } catch (error) {
     client.disconnect()
-    throw new StoreError(`cannot connect to ${spec.redacted}: ${(error as Error).message}`, {
+    const cause = error instanceof StoreError && error.cause !== undefined ? error.cause : error
+    throw new StoreError(`cannot connect to ${spec.redacted}: ${(cause as Error).message}`, {
       cause: error,
     })
   }
-  const store = redisStore(client, { prefix: options.prefix })
   const owned: Store = {
     name: store.name,
     apply: (steps, mode) => store.apply(steps, mode),
@@ -315,9 +319,8 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
   return {
     store: owned,
     description: spec.redacted,
-    async ping() {
-      await client.ping()
-    },
+    // Also loads a script Redis lost and writes back a lost slot secret, so a probe repairs both.
+    ping: () => store.ready(),
   }
 }
 

@@ -6,7 +6,10 @@
 export interface IORedisClientLike {
   evalsha(sha1: string, numkeys: number, ...args: string[]): Promise<unknown>
   script(subcommand: 'LOAD', script: string): Promise<unknown>
+  script(subcommand: 'EXISTS', ...sha1s: string[]): Promise<unknown>
   del(...keys: string[]): Promise<unknown>
+  get(key: string): Promise<unknown>
+  setnx(key: string, value: string): Promise<unknown>
 }
 
 /** The subset of a node-redis v5 client (`createClient()`) that Sluice uses. */
@@ -15,7 +18,10 @@ export interface NodeRedisClientLike {
   readonly isOpen: boolean
   evalSha(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>
   scriptLoad(script: string): Promise<unknown>
+  scriptExists(sha1s: string[]): Promise<unknown>
   del(keys: string[]): Promise<unknown>
+  get(key: string): Promise<unknown>
+  setNX(key: string, value: string): Promise<unknown>
 }
 
 /** The subset of a node-redis v5 cluster (`createCluster()`) that Sluice uses. */
@@ -38,8 +44,29 @@ export interface ClientAdapter {
   evalsha(sha: string, keys: string[], args: string[], shareWrite?: boolean): Promise<unknown>
   /** SCRIPT LOAD on every master (one node when standalone). */
   loadScript(source: string): Promise<void>
+  /** On every master, SCRIPT LOAD of those of `scripts` that SCRIPT EXISTS says it lacks. */
+  loadMissing(scripts: readonly ScriptSource[]): Promise<void>
   del(keys: string[]): Promise<void>
+  /** GET: the value, or undefined when the key does not exist. */
+  get(key: string): Promise<string | undefined>
+  /** SETNX: write `value` unless the key exists. */
+  setIfAbsent(key: string, value: string): Promise<void>
 }
+
+/** A script as the adapter loads it. */
+export interface ScriptSource {
+  readonly sha: string
+  readonly source: string
+}
+
+/** Those of `scripts` whose entry in a SCRIPT EXISTS reply is not 1: the ones to load. */
+function missing(scripts: readonly ScriptSource[], exists: unknown): ScriptSource[] {
+  const flags = Array.isArray(exists) ? exists : []
+  return scripts.filter((_, i) => Number(flags[i]) !== 1)
+}
+
+const text = (value: unknown): string | undefined =>
+  value === null || value === undefined ? undefined : String(value)
 
 /** What the adapter reads of an ioredis client at run time, beyond the public subset. */
 interface IORedisLike extends IORedisClientLike {
@@ -141,6 +168,8 @@ export function adaptClient(client: unknown): ClientAdapter | undefined {
   if (isIORedis(client)) {
     const cluster = client.isCluster === true
     const writes = writeCoalescer(() => readyStreams(client, cluster))
+    const masters = (): IORedisLike[] =>
+      cluster && client.nodes !== undefined ? client.nodes('master') : [client]
     return {
       library: 'ioredis',
       cluster,
@@ -154,35 +183,61 @@ export function adaptClient(client: unknown): ClientAdapter | undefined {
         }
       },
       async loadScript(source) {
-        const nodes = cluster && client.nodes !== undefined ? client.nodes('master') : [client]
-        await Promise.all(nodes.map((node) => node.script('LOAD', source)))
+        await Promise.all(masters().map((node) => node.script('LOAD', source)))
+      },
+      async loadMissing(scripts) {
+        const shas = scripts.map((s) => s.sha)
+        // A Cluster knows its masters once connected: a command through it connects it first (or
+        // fails the way its options say a command fails while it cannot connect).
+        if (cluster && client.status !== 'ready') await client.script('EXISTS', ...shas)
+        await Promise.all(
+          masters().map(async (node) => {
+            const lacking = missing(scripts, await node.script('EXISTS', ...shas))
+            await Promise.all(lacking.map((s) => node.script('LOAD', s.source)))
+          }),
+        )
       },
       async del(keys) {
         await client.del(...keys)
+      },
+      get: async (key) => text(await client.get(key)),
+      async setIfAbsent(key, value) {
+        await client.setnx(key, value)
       },
     }
   }
   if (isNodeRedis(client)) {
     const cluster = Array.isArray((client as Partial<NodeRedisClusterLike>).masters)
+    /** The client of every master (the client itself when standalone). */
+    const masters = async (): Promise<NodeRedisClientLike[]> => {
+      if (!cluster) return [client]
+      const c = client as NodeRedisClusterLike
+      return Promise.all(
+        c.masters.map(async (master) => (await c.nodeClient(master as never)) as NodeRedisClientLike),
+      )
+    }
     return {
       library: 'node-redis',
       cluster,
       evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
       async loadScript(source) {
-        if (!cluster) {
-          await client.scriptLoad(source)
-          return
-        }
-        const c = client as NodeRedisClusterLike
+        await Promise.all((await masters()).map((node) => node.scriptLoad(source)))
+      },
+      async loadMissing(scripts) {
+        const shas = scripts.map((s) => s.sha)
         await Promise.all(
-          c.masters.map(async (master) => {
-            const node = (await c.nodeClient(master as never)) as NodeRedisClientLike
-            await node.scriptLoad(source)
+          (await masters()).map(async (node) => {
+            const lacking = missing(scripts, await node.scriptExists(shas))
+            await Promise.all(lacking.map((s) => node.scriptLoad(s.source)))
           }),
         )
       },
       async del(keys) {
         await client.del(keys)
+      },
+      get: async (key) => text(await client.get(key)),
+      async setIfAbsent(key, value) {
+        await client.setNX(key, value)
       },
     }
   }

@@ -8,9 +8,9 @@ import { ALGORITHMS, type AlgorithmName, type ResolvedPolicy } from '../../polic
 import type { Step, StepResult, Store } from '../../store.js'
 import { adaptClient, type ClientAdapter, clientProblem, NOT_A_CLIENT, type RedisClient } from './client.js'
 import { type Pending, tickCoalescer } from './coalescer.js'
-import { stepKeys } from './keys.js'
+import { type KeyLayout, keyedLayout, type SharedLayout, sharedLayout, subjectLayout } from './keys.js'
 import { luaAlgorithms } from './lua.generated.js'
-import { type Script, script, scriptRunner } from './script.js'
+import { SCRIPT_RETRY_MS, type Script, script, scriptRunner } from './script.js'
 
 export type { MultiRegionStore, MultiRegionStoreOptions, RegionHealth } from '../multi-region/index.js'
 export { multiRegionStore } from '../multi-region/index.js'
@@ -44,6 +44,24 @@ export interface RedisStoreOptions {
    * in order.
    */
   coalesceWrites?: boolean
+  /**
+   * Where a key's Redis Cluster hash tag (and so its slot and master) comes from.
+   * - default: on a Cluster, a tag derived from the subject with a secret kept in Redis
+   *   (`prefix:slot-secret`, created once with SETNX, shared by every process with this prefix);
+   *   standalone, the subject itself (one server holds every slot).
+   * - a string of at least 16 characters: a tag derived from the subject with this secret, on any
+   *   topology; every process sharing the keys must use the same one.
+   * - `false`: the subject itself, on any topology: a caller who picks its keys picks their slot.
+   * Changing it changes every key name: counts and blocks start over once (docs/stores.md).
+   */
+  slotSecret?: string | false
+  /**
+   * How long (ms) a script call keeps reloading its script and retrying while Redis answers NOSCRIPT
+   * (its script cache lost to a restart, failover or SCRIPT FLUSH), from its first NOSCRIPT. Default
+   * 100, the limiter's default `storeTimeout`; set it to your `storeTimeout`. The first retry is
+   * always made, and at most 32.
+   */
+  scriptRetryMs?: number
 }
 
 export interface RedisStore extends Store {
@@ -51,6 +69,16 @@ export interface RedisStore extends Store {
   apply(steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]>
   /** Which client library and topology the store detected. */
   readonly client: { library: 'ioredis' | 'node-redis'; cluster: boolean }
+  /**
+   * Make the first decision cost one round trip: connect (a lazy client connects on this), load every
+   * script on every master that lacks it, and read (or create) the slot secret when it is kept in
+   * Redis. Rejects with `StoreError` when Redis does not answer. Cheap to call again (a readiness
+   * probe): it loads only what is missing and writes the slot secret back if it was lost.
+   * @example
+   * const store = redisStore(new Cluster(nodes))
+   * await store.ready() // before the process reports ready
+   */
+  ready(): Promise<void>
 }
 
 const OPTION_KEYS = keysOf<RedisStoreOptions>({
@@ -59,7 +87,13 @@ const OPTION_KEYS = keysOf<RedisStoreOptions>({
   now: true,
   coalesce: true,
   coalesceWrites: true,
+  slotSecret: true,
+  scriptRetryMs: true,
 })
+
+const SLOT_SECRET_ERROR =
+  'slotSecret must be a string of at least 16 characters (the same random string in every process sharing the keys), or false'
+const RETRY_MS_ERROR = 'scriptRetryMs must be a whole number of ms from 0 to 60000'
 
 const optionsSchema = z.strictObject({
   prefix: z
@@ -72,6 +106,15 @@ const optionsSchema = z.strictObject({
     .optional(),
   coalesce: z.boolean({ error: 'coalesce must be true or false' }).optional(),
   coalesceWrites: z.boolean({ error: 'coalesceWrites must be true or false' }).optional(),
+  slotSecret: z
+    .union([z.string().min(16, { error: SLOT_SECRET_ERROR }), z.literal(false)], { error: SLOT_SECRET_ERROR })
+    .optional(),
+  scriptRetryMs: z
+    .number({ error: RETRY_MS_ERROR })
+    .int({ error: RETRY_MS_ERROR })
+    .min(0, { error: RETRY_MS_ERROR })
+    .max(60_000, { error: RETRY_MS_ERROR })
+    .optional(),
 })
 
 /** What a step of each algorithm sends after limit and windowMs (lua.generated.ts: luaAlgorithms). */
@@ -202,6 +245,12 @@ const SINGLE = new Map<AlgorithmName, { script: Script; readOne(reply: unknown):
   }),
 )
 
+/** Every script a store may call: what `ready()` loads. */
+const STORE_SCRIPTS: readonly Script[] = [
+  ...[...SINGLE.values()].map((s) => s.script),
+  ...(['layered', 'refund', 'block', 'charge'] as const).map((name) => script(name)),
+]
+
 /**
  * A store backed by Redis or Redis Cluster. The store does not own the client: `close()` stops the
  * store, and the caller closes the client.
@@ -229,12 +278,42 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   const now = parsed.data.now ?? Date.now
   const coalesce = parsed.data.coalesce ?? true
   const shareWrites = parsed.data.coalesceWrites ?? true
-  const runner = scriptRunner(adapter, wrap)
+  const slotSecret = parsed.data.slotSecret
+  // A Cluster with no secret given keeps one in Redis; else the layout is known now.
+  const shared: SharedLayout | undefined =
+    slotSecret === undefined && adapter.cluster ? sharedLayout(prefix, adapter) : undefined
+  const fixed: KeyLayout | undefined =
+    shared !== undefined
+      ? undefined
+      : typeof slotSecret === 'string'
+        ? keyedLayout(prefix, slotSecret)
+        : subjectLayout(prefix)
+  const runner = scriptRunner(adapter, wrap, {
+    retryMs: parsed.data.scriptRetryMs ?? SCRIPT_RETRY_MS,
+    // A lost script cache may be a restart that lost the slot secret too: write it back (or adopt
+    // the one another process wrote) before a process that starts now makes a different one.
+    ...(shared === undefined ? {} : { onNoScript: () => void shared.sync().catch(() => {}) }),
+  })
   const layered = script('layered')
   const refundScript = script('refund')
   const blockScript = script('block')
   const chargeScript = script('charge') // waiting: settle's forced charge
   let closed = false
+
+  /** The key layout in force, once known (always, but for a Cluster's first call). */
+  const layoutNow = (): KeyLayout | undefined => fixed ?? shared!.current
+
+  /** The key layout, reading the slot secret from Redis first when it is not known yet. */
+  async function layout(): Promise<KeyLayout> {
+    const known = layoutNow()
+    if (known !== undefined) return known
+    try {
+      await shared!.sync()
+    } catch (error) {
+      throw wrap(error)
+    }
+    return shared!.current!
+  }
 
   function clock(): string {
     return clientClock ? String(Math.floor(now())) : ''
@@ -245,10 +324,10 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   }
 
   /** Steps grouped so that each group is one script call: by hash tag in Cluster, all at once otherwise. */
-  function group(steps: readonly Step[]): Group[] {
+  function group(steps: readonly Step[], stepKeys: KeyLayout): Group[] {
     if (steps.length === 1) {
       const step = steps[0]!
-      const keys = stepKeys(prefix, step)
+      const keys = stepKeys(step)
       const id = adapter!.cluster ? keys.tag : ''
       return [
         { id, algorithm: step.policy.algorithm, indexes: [0], keys: [keys.state, keys.block], steps: [step] },
@@ -256,7 +335,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     }
     const groups = new Map<string, Group>()
     steps.forEach((step, index) => {
-      const keys = stepKeys(prefix, step)
+      const keys = stepKeys(step)
       const id = adapter!.cluster ? keys.tag : ''
       let g = groups.get(id)
       if (g === undefined) {
@@ -418,8 +497,10 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       try {
         check()
         if (steps.length === 0) return Promise.resolve([])
+        const stepKeys = layoutNow()
+        if (stepKeys === undefined) return layout().then(() => store.apply(steps, mode))
         const at = clock()
-        const groups = group(steps)
+        const groups = group(steps, stepKeys)
         if (groups.length === 1) {
           const g = groups[0]!
           return coalesce ? coalescer.add(g.id, g, g.algorithm, mode, at) : applyGroup(g, mode, at)
@@ -433,18 +514,22 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     async refund(steps) {
       check()
       if (steps.length === 0) return
+      const stepKeys = layoutNow() ?? (await layout())
       coalescer.flush() // decisions issued before this command leave before it
       const at = clock()
-      await Promise.all(group(steps).map((g) => refundGroup(g, at)))
+      await Promise.all(group(steps, stepKeys).map((g) => refundGroup(g, at)))
     },
     // waiting: commit without the admit check (settle's forced charge), one call per hash slot.
     async charge(steps) {
       check()
       if (steps.length === 0) return
+      const stepKeys = layoutNow() ?? (await layout())
       coalescer.flush() // decisions issued before this command leave before it
       const at = clock()
       await Promise.all(
-        group(steps).map((g) => runner.run(chargeScript, g.keys, pushSteps([at], g.steps), false, same)),
+        group(steps, stepKeys).map((g) =>
+          runner.run(chargeScript, g.keys, pushSteps([at], g.steps), false, same),
+        ),
       )
     },
     async block(steps, durationMs) {
@@ -455,10 +540,11 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
           `block: duration must be a positive whole number of ms, got ${durationMs}`,
         )
       }
+      const stepKeys = layoutNow() ?? (await layout())
       coalescer.flush()
       const at = clock()
       await Promise.all(
-        group(steps).map((g) =>
+        group(steps, stepKeys).map((g) =>
           runner.run(blockScript, g.keys, pushSteps([at, String(durationMs)], g.steps), false, same),
         ),
       )
@@ -466,9 +552,18 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     async reset(steps) {
       check()
       if (steps.length === 0) return
+      const stepKeys = layoutNow() ?? (await layout())
       coalescer.flush() // decisions issued before this command leave before it
       try {
-        await Promise.all(group(steps).map((g) => adapter.del(g.keys)))
+        await Promise.all(group(steps, stepKeys).map((g) => adapter.del(g.keys)))
+      } catch (error) {
+        throw wrap(error)
+      }
+    },
+    async ready() {
+      check()
+      try {
+        await Promise.all([adapter.loadMissing(STORE_SCRIPTS), shared?.sync()])
       } catch (error) {
         throw wrap(error)
       }

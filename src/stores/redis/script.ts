@@ -1,6 +1,7 @@
 // The script registry of the Redis store and of hybrid mode: each script's SHA-1 computed once from
 // its generated source (lua.generated.ts), EVALSHA first, and on a reply whose error code is NOSCRIPT
-// (after a restart, SCRIPT FLUSH or failover) one shared SCRIPT LOAD and one retry.
+// (after a restart, SCRIPT FLUSH or failover) a shared SCRIPT LOAD and a retry, again and again while
+// the retry budget lasts.
 import { createHash } from 'node:crypto'
 import { type ClientAdapter, replyErrorCode } from './client.js'
 import { luaSources } from './lua.generated.js'
@@ -30,9 +31,10 @@ export function script(name: ScriptName): Script {
 
 export interface ScriptRunner {
   /**
-   * EVALSHA, then `read` of the reply; on NOSCRIPT load the script and retry once. `shareWrite`: the
-   * call may share a socket write with the tick's other calls (see ClientAdapter.evalsha). `call`
-   * as a promise (refund, block, charge, hybrid; the decisions themselves use `call`).
+   * EVALSHA, then `read` of the reply; on NOSCRIPT load the script and retry (scriptRunner says how
+   * long). `shareWrite`: the call may share a socket write with the tick's other calls (see
+   * ClientAdapter.evalsha). `call` as a promise (refund, block, charge, hybrid; the decisions
+   * themselves use `call`).
    */
   run<R>(
     s: Script,
@@ -56,12 +58,42 @@ export interface ScriptRunner {
   ): void
 }
 
+export interface RetryOptions {
+  /**
+   * How long (ms, from a call's first NOSCRIPT) it keeps loading the script and retrying while
+   * Redis keeps answering NOSCRIPT. The first retry is always made.
+   */
+  retryMs: number
+  /** Called on every NOSCRIPT reply: the script cache was lost (restart, failover, SCRIPT FLUSH). */
+  onNoScript?: () => void
+  /** Monotonic clock in ms for the budget (`performance.now`). */
+  now?: () => number
+}
+
+/** Default retry budget: the limiter's default store timeout, after which nobody waits for the answer. */
+export const SCRIPT_RETRY_MS = 100
+/**
+ * Most retries of one call whatever the budget: each costs a SCRIPT LOAD and an EVALSHA, so a setup
+ * that answers NOSCRIPT to every EVALSHA (a proxy that sends the load and the call to different
+ * servers) costs at most this many round trips per call instead of as many as fit the budget.
+ */
+export const MAX_SCRIPT_RETRIES = 32
+
 /**
  * Runs scripts on one client. `wrap` turns a failure (a reply error, a closed connection) into what
- * the caller throws; concurrent calls that all meet NOSCRIPT share one SCRIPT LOAD.
+ * the caller throws; concurrent calls that all meet NOSCRIPT share one SCRIPT LOAD. A call retries
+ * after NOSCRIPT while it is within `retryMs` of its first NOSCRIPT and under MAX_SCRIPT_RETRIES:
+ * two script-cache losses in one round trip (a SCRIPT FLUSH that lands between the load and the
+ * retry) are not a store failure, and a decision that would fail open must not fail on them.
  */
-export function scriptRunner(adapter: ClientAdapter, wrap: (error: unknown) => unknown): ScriptRunner {
+export function scriptRunner(
+  adapter: ClientAdapter,
+  wrap: (error: unknown) => unknown,
+  options: RetryOptions = { retryMs: SCRIPT_RETRY_MS },
+): ScriptRunner {
   const loading = new Map<string, Promise<void>>()
+  const now = options.now ?? (() => performance.now())
+  const lost = options.onNoScript ?? (() => {})
 
   function load(s: Script): Promise<void> {
     let pending = loading.get(s.sha)
@@ -74,11 +106,17 @@ export function scriptRunner(adapter: ClientAdapter, wrap: (error: unknown) => u
 
   async function retry(s: Script, keys: string[], args: string[], error: unknown): Promise<unknown> {
     if (replyErrorCode(error) !== 'NOSCRIPT') throw wrap(error)
-    try {
-      await load(s)
-      return await adapter.evalsha(s.sha, keys, args)
-    } catch (error) {
-      throw wrap(error)
+    lost()
+    const deadline = now() + options.retryMs
+    for (let retries = 1; ; retries++) {
+      try {
+        await load(s)
+        return await adapter.evalsha(s.sha, keys, args)
+      } catch (error) {
+        if (replyErrorCode(error) !== 'NOSCRIPT') throw wrap(error)
+        lost()
+        if (retries >= MAX_SCRIPT_RETRIES || now() >= deadline) throw wrap(error)
+      }
     }
   }
 
