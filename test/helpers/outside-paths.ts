@@ -19,6 +19,7 @@ export const ALLOWED: readonly { prefix: string; reason: string }[] = [
     prefix: '/usr/bin',
     reason: 'system executables the harnesses run (chromium, python3), installed by .ci/run',
   },
+  { prefix: '/bin/sh', reason: 'the POSIX shell, to start a child under a lower file limit (ulimit -n)' },
   { prefix: '/usr/sbin', reason: 'nginx, installed by .ci/run (test/helpers/nginx-harness.ts)' },
   {
     prefix: '/usr/lib/postgresql',
