@@ -19,7 +19,7 @@ export const BOUNDS = {
   hitsAddend: 1_000_000,
 } as const
 
-/** gRPC status codes this service answers with (grpc-js `status`). */
+/** gRPC status codes this service answers with (the numbers of the gRPC status code list). */
 export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, UNAVAILABLE: 14 } as const
 
 /** A request refused with a gRPC status and a message saying what to send instead. */
@@ -366,6 +366,14 @@ function overIfSummedTooHigh(plans: Plan[], hits: number): Plan[] {
   })
 }
 
+/**
+ * Read checks without charging: all-or-nothing when another descriptor is over whatever the store
+ * holds (a ban, or a sum that can never be admitted), so the request is refused before anything is spent.
+ */
+function peekEach(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
+  return Promise.all(checks.map((c) => limiter.peek(c.policy, c.key, { cost: c.cost ?? 1 })))
+}
+
 /** Decide checks one by one (shadowed ones, or `charge: every`): a repeated counter is charged per occurrence. */
 function each(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
   return Promise.all(checks.map((c) => limiter.consume(c.policy, c.key, { cost: c.cost ?? 1 })))
@@ -417,15 +425,21 @@ export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): 
   const planAt = (i: number) => plans[i] as CheckPlan
   const decisions = new Map<number, Decision>()
   const enforcedPlans = enforced.map(planAt)
+  const refusedAlready = ctx.settings.charge !== 'every' && plans.some((p) => p.kind === 'over' && !p.shadow)
   const [main, shadow] = await Promise.all([
     enforcedPlans.length === 0
       ? []
-      : enforcedPlans.length === 1 || ctx.settings.charge === 'every'
-        ? each(
+      : refusedAlready
+        ? peekEach(
             limiter,
             enforcedPlans.map((p) => p.check),
           )
-        : allOrNothing(limiter, enforcedPlans),
+        : enforcedPlans.length === 1 || ctx.settings.charge === 'every'
+          ? each(
+              limiter,
+              enforcedPlans.map((p) => p.check),
+            )
+          : allOrNothing(limiter, enforcedPlans),
     each(
       limiter,
       shadowed.map((i) => planAt(i).check),

@@ -238,6 +238,35 @@ describe('the same descriptor more than once in a request', () => {
   })
 })
 
+describe('a descriptor that is always over (a ban)', () => {
+  const rules =
+    'domain: b\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n' +
+    '  - key: country\n    value: XX\n    rate_limit: { unit: hour, requests_per_unit: 0 }\n'
+  const banned = (user: string): RlsRequest => ({
+    domain: 'b',
+    descriptors: [d(['user', user]), d(['country', 'XX'])],
+  })
+  const alone = (user: string): RlsRequest => ({ domain: 'b', descriptors: [d(['user', user])] })
+
+  it("charges none of the request's other descriptors when all-or-nothing", async () => {
+    const { client } = await start(rules)
+    for (let i = 0; i < 3; i++) {
+      const answer = await client.shouldRateLimit(banned('b1'))
+      expect(answer.overall_code).toBe('OVER_LIMIT')
+      expect(answer.statuses.map((s) => s.code)).toEqual(['OK', 'OVER_LIMIT'])
+      expect(answer.statuses[0]!.limit_remaining).toBe(5)
+    }
+    expect((await client.shouldRateLimit(alone('b1'))).statuses[0]!.limit_remaining).toBe(4)
+  })
+
+  it('charges the others with charge: every, as envoyproxy/ratelimit does', async () => {
+    const { client } = await start(rules, 'envoy: { config: rules.yaml, charge: every }\n')
+    await client.shouldRateLimit(banned('b2'))
+    await client.shouldRateLimit(banned('b2'))
+    expect((await client.shouldRateLimit(alone('b2'))).statuses[0]!.limit_remaining).toBe(2)
+  })
+})
+
 /** mulberry32: a small seeded generator, so every run sends the same requests. */
 function seeded(seed: number): () => number {
   let a = seed >>> 0
