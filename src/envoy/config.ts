@@ -255,7 +255,7 @@ function parseLimit(loc: Locator, path: Path, raw: unknown, compositeKey: string
     }
     unit = (Object.keys(UNITS) as Unit[]).find((u) => UNITS[u] === windowMs)
   } else if (unit !== undefined) windowMs = UNITS[unit]
-  else throw loc.error(path, 'rate_limit needs a unit (second, minute, hour, day) or unlimited: true')
+  else throw loc.error(path, `rate_limit needs a unit (${Object.keys(UNITS).join(', ')}) or unlimited: true`)
   const algorithm = (raw.algorithm ?? 'fixed-window') as RateAlgorithmName
   if (!RATE_ALGORITHMS.includes(algorithm))
     throw loc.error(
@@ -292,9 +292,18 @@ function parseLimit(loc: Locator, path: Path, raw: unknown, compositeKey: string
   try {
     capacity = resolvePolicy(policyName, policy).capacity
   } catch (error) {
-    const message =
-      error instanceof SluiceError ? error.message.replace(/^policies\.[^:]*: /, '') : String(error)
-    throw loc.error(path, `rate_limit: ${message}`, error)
+    // The policy's own name and key path mean nothing in this file: name the key as written here.
+    const prefix = `policies.${policyName}`
+    let message = String(error)
+    let at = path
+    if (error instanceof SluiceError && error.message.startsWith(prefix)) {
+      const rest = error.message.slice(prefix.length)
+      const field = /^\.([A-Za-z]+): /.exec(rest)?.[1]
+      message = rest.replace(/^(\.[A-Za-z]+)?: /, '')
+      const written = field === 'limit' ? 'requests_per_unit' : field
+      if (written !== undefined && raw[written] !== undefined) at = [...path, written]
+    }
+    throw loc.error(at, `rate_limit: ${message}`, error)
   }
   return {
     name,

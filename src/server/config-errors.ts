@@ -15,7 +15,7 @@ export class Locator {
     private readonly lines: LineCounter,
   ) {}
 
-  /** The line of the deepest node on `path` that exists (a key's line when its value is empty). */
+  /** The line of the deepest key on `path` that exists (or of the list item, for an index). */
   line(path: Path): number {
     let node: unknown = this.doc.contents
     let offset = (node as { range?: [number, number, number] } | null)?.range?.[0] ?? 0
@@ -30,7 +30,7 @@ export class Locator {
         if (pair === undefined) break
         const keyRange = (pair.key as { range?: [number, number, number] }).range
         const valueRange = (pair.value as { range?: [number, number, number] } | null)?.range
-        offset = valueRange?.[0] ?? keyRange?.[0] ?? offset
+        offset = keyRange?.[0] ?? valueRange?.[0] ?? offset
         node = pair.value
         continue
       }

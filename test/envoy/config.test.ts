@@ -42,16 +42,15 @@ const REFUSED: Record<string, [line: number, message: RegExp]> = {
     /^algorithm must be one of fixed-window, .*gcra \(got "leaky-bucket"\)$/,
   ],
   // The line of rate_limit's first key: the error comes from the policy the rate_limit makes.
-  'extension-bad-burst.yaml': [5, /^rate_limit: .*burst must be a positive whole number$/],
+  'extension-bad-burst.yaml': [8, /^rate_limit: burst must be a positive whole number$/],
   'extension-bad-window.yaml': [6, /^window: "10 minutes" is not a duration/],
   'extension-burst-without-bucket.yaml': [7, /^burst is for algorithm token-bucket or gcra$/],
   'extension-unit-and-window.yaml': [6, /^give either unit or window \(a Sluice extension\), not both$/],
   'flag-not-a-boolean.yaml': [5, /^shadow_mode must be true or false$/],
   'missing-domain.yaml': [2, /^config file cannot have empty domain/],
-  'missing-unit.yaml': [6, /^rate_limit needs a unit .* or unlimited: true$/],
-  // A misspelled key whose value is a block map or list is named at the value's first line.
-  'misspelled-descriptors.yaml': [3, /^unknown key 'descriptor'; did you mean 'descriptors'\?$/],
-  'misspelled-rate-limit.yaml': [6, /^unknown key 'ratelimit'; did you mean 'rate_limit'\?$/],
+  'missing-unit.yaml': [5, /^rate_limit needs a unit .* or unlimited: true$/],
+  'misspelled-descriptors.yaml': [2, /^unknown key 'descriptor'; did you mean 'descriptors'\?$/],
+  'misspelled-rate-limit.yaml': [5, /^unknown key 'ratelimit'; did you mean 'rate_limit'\?$/],
   'misspelled-replaces-name.yaml': [6, /^unknown key 'nmae'; did you mean 'name'\?$/],
   'misspelled-requests-per-unit.yaml': [
     7,
