@@ -79,6 +79,9 @@ const scalarOptions = z.object({
   storeUnavailableStatus: z.union([z.literal(503), z.literal(429)]).default(503),
 })
 
+/** The plain-value options of one HTTP core, with their defaults applied. */
+export type HttpSettings = z.output<typeof scalarOptions>
+
 // Every key the options (and their nested objects) may hold: anything else is a misspelling.
 const OPTION_KEYS = keysOf<HttpLimiterOptions>({
   limiter: true,
@@ -133,6 +136,20 @@ function checkOptionKeys(options: HttpLimiterOptions): void {
     if (isOptionsObject(value)) checkKnownKeys(`createHttpLimiter: ${name}`, value, keys)
 }
 
+/**
+ * The options of `createHttpLimiter` that are plain values, validated (unknown keys anywhere in the
+ * options included) and with their defaults. Throws `InvalidOptionsError`.
+ */
+export function httpSettings(options: HttpLimiterOptions): HttpSettings {
+  checkOptionKeys(options)
+  const parsed = scalarOptions.safeParse(options)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    throw new InvalidOptionsError(`createHttpLimiter: ${issue.path.join('.')}: ${issue.message}`)
+  }
+  return parsed.data
+}
+
 /** The logger when none is given: one JSON line per message on stderr (adapters log through it too). */
 export const defaultLogger: HttpLogger = { warn: logTo('warn'), error: logTo('error') }
 
@@ -176,13 +193,7 @@ function describe(details: object): object {
 export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
   if (options === null || typeof options !== 'object' || typeof options.limiter?.consume !== 'function')
     throw new InvalidOptionsError('createHttpLimiter: pass { limiter: createLimiter(...), rules: [...] }')
-  checkOptionKeys(options)
-  const parsed = scalarOptions.safeParse(options)
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    throw new InvalidOptionsError(`createHttpLimiter: ${issue.path.join('.')}: ${issue.message}`)
-  }
-  const settings = parsed.data
+  const settings = httpSettings(options)
   const { limiter } = options
   const logger = options.logger ?? defaultLogger
   const now = options.now ?? Date.now

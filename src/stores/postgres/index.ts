@@ -2,11 +2,10 @@
 // one round trip and one transaction, per decision; layered steps are all or nothing inside it. Works
 // with node-postgres (`pg`) `Pool` or `Client`, or anything with the same `query(text, values)`.
 import { createHash } from 'node:crypto'
-import { z } from 'zod'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
-import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
 import type { Step, StepResult, Store } from '../../store.js'
-import { postgresSchemaSql, schemaNames, TABLE_NAME } from './schema.js'
+import { postgresStoreSettings } from './options.js'
+import { postgresSchemaSql, schemaNames } from './schema.js'
 
 export { postgresSchemaSql } from './schema.js'
 
@@ -51,43 +50,6 @@ export interface PostgresStore extends Store {
    */
   cleanup(): Promise<number>
 }
-
-const OPTION_KEYS = keysOf<PostgresStoreOptions>({
-  table: true,
-  clock: true,
-  now: true,
-  migrate: true,
-  cleanupIntervalMs: true,
-  cleanupBatch: true,
-  preparedStatements: true,
-})
-
-const optionsSchema = z.strictObject({
-  table: z
-    .string()
-    .regex(TABLE_NAME, {
-      error: 'table must be [schema.]name in lower case letters, digits and _ (at most 41 characters)',
-    })
-    .optional(),
-  clock: z.enum(['server', 'client'], { error: "clock must be 'server' or 'client'" }).optional(),
-  now: z
-    .custom<() => number>((v) => typeof v === 'function', { error: 'now must be a function returning ms' })
-    .optional(),
-  migrate: z.boolean({ error: 'migrate must be true or false' }).optional(),
-  preparedStatements: z.boolean({ error: 'preparedStatements must be true or false' }).optional(),
-  cleanupIntervalMs: z
-    .number({ error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
-    .int({ error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
-    .min(0, { error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
-    .max(2 ** 31 - 1, { error: 'cleanupIntervalMs must be a whole number of ms from 0 (off) to 2^31 - 1' })
-    .optional(),
-  cleanupBatch: z
-    .number({ error: 'cleanupBatch must be a whole number from 1 to 100,000' })
-    .int({ error: 'cleanupBatch must be a whole number from 1 to 100,000' })
-    .min(1, { error: 'cleanupBatch must be a whole number from 1 to 100,000' })
-    .max(100_000, { error: 'cleanupBatch must be a whole number from 1 to 100,000' })
-    .optional(),
-})
 
 /**
  * In client clock mode rows are deleted this long after they stop meaning anything, to absorb host
@@ -135,20 +97,15 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
       'postgresStore: pass a pg Pool or Client (new pg.Pool({ connectionString }))',
     )
   }
-  if (!isOptionsObject(options)) throw new InvalidOptionsError('postgresStore: options must be an object')
-  checkKnownKeys('postgresStore', options, OPTION_KEYS)
-  const parsed = optionsSchema.safeParse(options)
-  if (!parsed.success) throw new InvalidOptionsError(`postgresStore: ${parsed.error.issues[0]!.message}`)
-  const o = parsed.data
-  if (o.clock === 'server' && o.now !== undefined) {
-    throw new InvalidOptionsError("postgresStore: now is only used with clock: 'client'; remove one of them")
-  }
-  const table = o.table ?? 'sluice_limits'
-  const clientClock = o.clock === 'client' || o.now !== undefined
-  const now = o.now ?? Date.now
-  const migrate = o.migrate ?? true
-  const batch = o.cleanupBatch ?? 1000
-  const intervalMs = o.cleanupIntervalMs ?? 60_000
+  const {
+    table,
+    clientClock,
+    now,
+    migrate,
+    cleanupBatch: batch,
+    cleanupIntervalMs: intervalMs,
+    preparedStatements: prepared,
+  } = postgresStoreSettings(options)
   const names = schemaNames(table)
   const sql = {
     apply: `SELECT ${names.fn('apply')}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r`,
@@ -157,7 +114,6 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
     reset: `DELETE FROM ${names.table} WHERE (policy, key) IN (SELECT * FROM unnest($1::text[], $2::bytea[]))`,
     cleanup: `SELECT ${names.fn('cleanup')}(${names.fn('now')}($1) - $2, $3) AS r`,
   }
-  const prepared = o.preparedStatements ?? true
   /** Statement names: `sluice_` + a hash of the text, which names the table. */
   const statementNames = new Map(
     Object.values(sql).map((text) => [

@@ -1,16 +1,15 @@
 // The Redis store: every algorithm runs as its Lua twin inside Redis, one atomic script call per
 // decision (per hash slot in Cluster). Works with ioredis and node-redis v5, standalone or Cluster.
 // The scripts and their registry are in script.ts, the tick coalescer in coalescer.ts.
-import { z } from 'zod'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
-import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
 import { ALGORITHMS, type AlgorithmName, type ResolvedPolicy } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { adaptClient, type ClientAdapter, clientProblem, NOT_A_CLIENT, type RedisClient } from './client.js'
 import { type Pending, tickCoalescer } from './coalescer.js'
 import { type KeyLayout, keyedLayout, type SharedLayout, sharedLayout, subjectLayout } from './keys.js'
 import { luaAlgorithms } from './lua.generated.js'
-import { SCRIPT_RETRY_MS, type Script, script, scriptRunner } from './script.js'
+import { redisStoreSettings } from './options.js'
+import { type Script, script, scriptRunner } from './script.js'
 
 export type { MultiRegionStore, MultiRegionStoreOptions, RegionHealth } from '../multi-region/index.js'
 export { multiRegionStore } from '../multi-region/index.js'
@@ -80,42 +79,6 @@ export interface RedisStore extends Store {
    */
   ready(): Promise<void>
 }
-
-const OPTION_KEYS = keysOf<RedisStoreOptions>({
-  prefix: true,
-  clock: true,
-  now: true,
-  coalesce: true,
-  coalesceWrites: true,
-  slotSecret: true,
-  scriptRetryMs: true,
-})
-
-const SLOT_SECRET_ERROR =
-  'slotSecret must be a string of at least 16 characters (the same random string in every process sharing the keys), or false'
-const RETRY_MS_ERROR = 'scriptRetryMs must be a whole number of ms from 0 to 60000'
-
-const optionsSchema = z.strictObject({
-  prefix: z
-    .string()
-    .regex(/^[^{}]{1,64}$/, { error: 'prefix must be 1-64 characters without { or }' })
-    .optional(),
-  clock: z.enum(['server', 'client'], { error: "clock must be 'server' or 'client'" }).optional(),
-  now: z
-    .custom<() => number>((v) => typeof v === 'function', { error: 'now must be a function returning ms' })
-    .optional(),
-  coalesce: z.boolean({ error: 'coalesce must be true or false' }).optional(),
-  coalesceWrites: z.boolean({ error: 'coalesceWrites must be true or false' }).optional(),
-  slotSecret: z
-    .union([z.string().min(16, { error: SLOT_SECRET_ERROR }), z.literal(false)], { error: SLOT_SECRET_ERROR })
-    .optional(),
-  scriptRetryMs: z
-    .number({ error: RETRY_MS_ERROR })
-    .int({ error: RETRY_MS_ERROR })
-    .min(0, { error: RETRY_MS_ERROR })
-    .max(60_000, { error: RETRY_MS_ERROR })
-    .optional(),
-})
 
 /** What a step of each algorithm sends after limit and windowMs (lua.generated.ts: luaAlgorithms). */
 interface Layout {
@@ -264,21 +227,15 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   const problem = clientProblem(client)
   const adapter: ClientAdapter | undefined = problem === undefined ? adaptClient(client) : undefined
   if (adapter === undefined) throw new InvalidOptionsError(`redisStore: ${problem ?? NOT_A_CLIENT}`)
-  if (!isOptionsObject(options)) throw new InvalidOptionsError('redisStore: options must be an object')
-  checkKnownKeys('redisStore', options, OPTION_KEYS)
-  const parsed = optionsSchema.safeParse(options)
-  if (!parsed.success) {
-    throw new InvalidOptionsError(`redisStore: ${parsed.error.issues[0]!.message}`)
-  }
-  const prefix = parsed.data.prefix ?? 'sluice'
-  if (parsed.data.clock === 'server' && parsed.data.now !== undefined) {
-    throw new InvalidOptionsError("redisStore: now is only used with clock: 'client'; remove one of them")
-  }
-  const clientClock = parsed.data.clock === 'client' || parsed.data.now !== undefined
-  const now = parsed.data.now ?? Date.now
-  const coalesce = parsed.data.coalesce ?? true
-  const shareWrites = parsed.data.coalesceWrites ?? true
-  const slotSecret = parsed.data.slotSecret
+  const {
+    prefix,
+    clientClock,
+    now,
+    coalesce,
+    coalesceWrites: shareWrites,
+    slotSecret,
+    scriptRetryMs,
+  } = redisStoreSettings(options)
   // A Cluster with no secret given keeps one in Redis; else the layout is known now.
   const shared: SharedLayout | undefined =
     slotSecret === undefined && adapter.cluster ? sharedLayout(prefix, adapter) : undefined
@@ -289,7 +246,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
         ? keyedLayout(prefix, slotSecret)
         : subjectLayout(prefix)
   const runner = scriptRunner(adapter, wrap, {
-    retryMs: parsed.data.scriptRetryMs ?? SCRIPT_RETRY_MS,
+    retryMs: scriptRetryMs,
     // A lost script cache may be a restart that lost the slot secret too: write it back (or adopt
     // the one another process wrote) before a process that starts now makes a different one.
     ...(shared === undefined ? {} : { onNoScript: () => void shared.sync().catch(() => {}) }),
