@@ -1,8 +1,8 @@
 // Policies as users write them, and the resolved form (integers only) that algorithms and stores use.
-import { z } from 'zod'
 import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
 import { InvalidPolicyError } from './errors.js'
+import { type Check, count, duration, object, oneOf, optional, type Shape, text } from './option-checks.js'
 import { checkKnownKeys, isOptionsObject, unknownOptionMessage } from './options.js'
 import { HYBRID_ALGORITHMS } from './scale/hybrid-algorithms.js'
 
@@ -122,67 +122,40 @@ const POLICY_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 // without control characters, so the service can name a policy as written (`envoy:edge.path_/v1`).
 const DISPLAY_NAME = /^\P{Cc}{1,256}$/u
 
-const positiveInt = (what: string) =>
-  z.number({ error: `${what} must be a number` }).refine((n) => Number.isSafeInteger(n) && n > 0, {
-    error: `${what} must be a positive whole number`,
-  })
+const durationCheck = duration('must be a duration like 10s or 5m')
+const storeErrorCheck = optional(oneOf(STORE_ERROR_MODES, "must be 'open', 'closed' or 'memory'"))
+const idCheck = optional(
+  text(POLICY_NAME, { notText: 'must be a string', mismatch: "use 1-64 letters, digits, '_', '-' or '.'" }),
+)
+const maxKeysCheck = optional(count('maxKeys'))
 
-const durationSchema = z.union([z.number(), z.string()], { error: 'must be a duration like 10s or 5m' })
+const RATE_SHAPE = {
+  id: idCheck,
+  algorithm: oneOf(['fixed-window', 'sliding-window-log', 'sliding-window-counter', 'token-bucket', 'gcra']),
+  limit: count('limit'),
+  window: durationCheck,
+  burst: optional(count('burst')),
+  onStoreError: storeErrorCheck,
+  mode: optional(oneOf(['exact', 'hybrid'], "must be 'exact' or 'hybrid'")),
+  syncEvery: optional(durationCheck),
+  scope: optional(oneOf(['region', 'global'], "must be 'region' or 'global'")),
+  maxKeys: maxKeysCheck,
+} satisfies Record<keyof RatePolicy, Check>
 
-const storeErrorSchema = z.enum(STORE_ERROR_MODES, { error: "must be 'open', 'closed' or 'memory'" })
+const CONCURRENCY_SHAPE = {
+  id: idCheck,
+  algorithm: oneOf(['concurrency']),
+  limit: count('limit'),
+  timeout: durationCheck,
+  onStoreError: storeErrorCheck,
+  scope: optional(oneOf(['region'], "must be 'region': concurrency leases are held per region")),
+  maxKeys: maxKeysCheck,
+} satisfies Record<keyof ConcurrencyPolicy, Check>
 
-const idSchema = z.string({ error: 'must be a string' }).regex(POLICY_NAME, {
-  error: "use 1-64 letters, digits, '_', '-' or '.'",
-})
-
-const rateSchema = z.strictObject({
-  id: idSchema.optional(),
-  algorithm: z.enum(['fixed-window', 'sliding-window-log', 'sliding-window-counter', 'token-bucket', 'gcra']),
-  limit: positiveInt('limit'),
-  window: durationSchema,
-  burst: positiveInt('burst').optional(),
-  onStoreError: storeErrorSchema.optional(),
-  mode: z.enum(['exact', 'hybrid'], { error: "must be 'exact' or 'hybrid'" }).optional(),
-  syncEvery: durationSchema.optional(),
-  scope: z.enum(['region', 'global'], { error: "must be 'region' or 'global'" }).optional(),
-  maxKeys: positiveInt('maxKeys').optional(),
-})
-
-const concurrencySchema = z.strictObject({
-  id: idSchema.optional(),
-  algorithm: z.literal('concurrency'),
-  limit: positiveInt('limit'),
-  timeout: durationSchema,
-  onStoreError: storeErrorSchema.optional(),
-  scope: z
-    .literal('region', { error: "must be 'region': concurrency leases are held per region" })
-    .optional(),
-  maxKeys: positiveInt('maxKeys').optional(),
-})
-
-// The keys a policy may have, checked before its schema so a misspelling (`windw`) is named as such
-// rather than reported as the key it left missing. `maxKeys` is a policy option (see its schema).
-const RATE_KEYS = [
-  'id',
-  'algorithm',
-  'limit',
-  'window',
-  'burst',
-  'onStoreError',
-  'mode',
-  'syncEvery',
-  'scope',
-  'maxKeys',
-] satisfies readonly (keyof RatePolicy | 'maxKeys')[]
-const CONCURRENCY_KEYS = [
-  'id',
-  'algorithm',
-  'limit',
-  'timeout',
-  'onStoreError',
-  'scope',
-  'maxKeys',
-] satisfies readonly (keyof ConcurrencyPolicy | 'maxKeys')[]
+// The keys a policy may have, checked before its shape so a misspelling (`windw`) is named as such
+// rather than reported as the key it left missing.
+const RATE_KEYS = Object.keys(RATE_SHAPE)
+const CONCURRENCY_KEYS = Object.keys(CONCURRENCY_SHAPE)
 
 function hybridRefused(name: string, algorithm: string): InvalidPolicyError {
   const why =
@@ -221,53 +194,53 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
       concurrency ? CONCURRENCY_KEYS : RATE_KEYS,
       (message) => new InvalidPolicyError(message),
     )
-  const schema = concurrency ? concurrencySchema : rateSchema
-  const parsed = schema.safeParse(policy)
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    const path = issue.path.length > 0 ? `.${issue.path.join('.')}` : ''
+  const shape: Shape = concurrency ? CONCURRENCY_SHAPE : RATE_SHAPE
+  const problem = object(shape, true)(policy)
+  if (problem !== undefined) {
+    const path = problem.path.length > 0 ? `.${problem.path.join('.')}` : ''
     const detail =
-      issue.code === 'unrecognized_keys'
-        ? unknownOptionMessage(issue.keys[0]!, Object.keys(schema.shape))
-        : issue.message
+      problem.unknownKeys === undefined
+        ? problem.message
+        : unknownOptionMessage(problem.unknownKeys[0]!, Object.keys(shape))
     throw new InvalidPolicyError(`policies.${name}${path}: ${detail}`)
   }
-  const p = parsed.data
-  const limit = p.limit
-  const windowMs =
-    'timeout' in p
-      ? parseDuration(p.timeout, `policies.${name}.timeout`)
-      : parseDuration(p.window, `policies.${name}.window`)
-  const usesBurst = p.algorithm === 'token-bucket' || p.algorithm === 'gcra'
-  if (!usesBurst && 'burst' in p && p.burst !== undefined) {
+  // The values as given. A concurrency policy has no window, burst, mode or syncEvery: what it
+  // inherits under those names is not read.
+  const { id, limit, onStoreError, scope, maxKeys } = policy as Policy
+  const { window, burst, mode, syncEvery }: Partial<RatePolicy> = concurrency ? {} : (policy as RatePolicy)
+  const kind = algorithm as AlgorithmName
+  const windowMs = concurrency
+    ? parseDuration((policy as ConcurrencyPolicy).timeout, `policies.${name}.timeout`)
+    : parseDuration(window, `policies.${name}.window`)
+  const usesBurst = kind === 'token-bucket' || kind === 'gcra'
+  if (!usesBurst && burst !== undefined) {
     throw new InvalidPolicyError(
       `policies.${name}.burst: only token-bucket and gcra take a burst; remove it or change the algorithm`,
     )
   }
-  const capacity = usesBurst && 'burst' in p && p.burst !== undefined ? p.burst : limit
+  const capacity = usesBurst && burst !== undefined ? burst : limit
   if (limit * windowMs > MAX_PRODUCT || capacity * windowMs > MAX_PRODUCT) {
     throw new InvalidPolicyError(
       `policies.${name}: limit (or burst) x window is too large to count exactly; use a shorter window or a smaller limit`,
     )
   }
-  if (p.algorithm === 'sliding-window-log' && limit > MAX_LOG_LIMIT) {
+  if (kind === 'sliding-window-log' && limit > MAX_LOG_LIMIT) {
     throw new InvalidPolicyError(
       `policies.${name}.limit: sliding-window-log keeps one entry per request, so at most ${MAX_LOG_LIMIT}; use sliding-window-counter for larger limits`,
     )
   }
-  const hybrid = 'mode' in p && p.mode === 'hybrid'
-  if ('syncEvery' in p && p.syncEvery !== undefined && !hybrid) {
+  const hybrid = mode === 'hybrid'
+  if (syncEvery !== undefined && !hybrid) {
     throw new InvalidPolicyError(
       `policies.${name}.syncEvery: only hybrid policies sync; add mode: 'hybrid' or remove it`,
     )
   }
   const resolved: {
     -readonly [K in keyof ResolvedPolicy]: ResolvedPolicy[K]
-  } = { name, id: p.id ?? name, algorithm: p.algorithm, limit, windowMs, capacity }
+  } = { name, id: id ?? name, algorithm: kind, limit, windowMs, capacity }
   if (hybrid) {
-    if (!(HYBRID_ALGORITHMS as readonly string[]).includes(p.algorithm))
-      throw hybridRefused(name, p.algorithm)
-    const syncEveryMs = parseDuration(p.syncEvery ?? '100ms', `policies.${name}.syncEvery`)
+    if (!(HYBRID_ALGORITHMS as readonly string[]).includes(kind)) throw hybridRefused(name, kind)
+    const syncEveryMs = parseDuration(syncEvery ?? '100ms', `policies.${name}.syncEvery`)
     if (syncEveryMs < 1 || syncEveryMs > windowMs) {
       throw new InvalidPolicyError(
         `policies.${name}.syncEvery: must be between 1ms and the window (${windowMs}ms)`,
@@ -275,8 +248,8 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
     }
     resolved.syncEveryMs = syncEveryMs
   }
-  if ('scope' in p && p.scope === 'global') {
-    if (!(GLOBAL_ALGORITHMS as readonly string[]).includes(p.algorithm)) {
+  if (scope === 'global') {
+    if (!(GLOBAL_ALGORITHMS as readonly string[]).includes(kind)) {
       throw new InvalidPolicyError(
         `policies.${name}.scope: a global limit needs windows every region counts alike; use algorithm 'sliding-window-counter' (its windows are aligned to the clock), or scope 'region'`,
       )
@@ -289,7 +262,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
     resolved.scope = 'global'
   }
   // Optional fields only when given: a resolved policy holds exactly what was chosen.
-  if (p.onStoreError !== undefined) resolved.onStoreError = p.onStoreError
-  if (p.maxKeys !== undefined) resolved.maxKeys = p.maxKeys
+  if (onStoreError !== undefined) resolved.onStoreError = onStoreError
+  if (maxKeys !== undefined) resolved.maxKeys = maxKeys
   return Object.freeze(resolved)
 }
