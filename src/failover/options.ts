@@ -1,8 +1,8 @@
-// The limiter's options for a failing store, validated once at construction (zod), with defaults.
-import { z } from 'zod'
+// The limiter's options for a failing store, validated once at construction, with defaults.
 import type { Duration } from '../duration.js'
 import { parseDuration } from '../duration.js'
 import { InvalidOptionsError, SluiceError } from '../errors.js'
+import { count, duration, must, object, oneOf, optional } from '../option-checks.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { StoreErrorMode } from '../policy.js'
 import { STORE_ERROR_MODES } from '../policy.js'
@@ -97,33 +97,24 @@ const consoleLogger: FailoverLogger = {
   },
 }
 
-const count = (what: string) =>
-  z.number({ error: `${what} must be a number` }).refine((n) => Number.isSafeInteger(n) && n > 0, {
-    error: `${what} must be a positive whole number`,
-  })
-const duration = z.union([z.number(), z.string()], { error: 'must be a duration like 100ms or 2s' })
+const durationCheck = optional(duration('must be a duration like 100ms or 2s'))
 
-const schema = z.object({
-  onStoreError: z.enum(STORE_ERROR_MODES, { error: "must be 'open', 'closed' or 'memory'" }).optional(),
-  storeTimeout: duration.optional(),
-  breaker: z
-    .object({ failures: count('breaker.failures').optional(), cooldown: duration.optional() })
-    .optional(),
-  maxInFlight: count('maxInFlight').optional(),
-  instances: count('instances').optional(),
-  logger: z
-    .custom<FailoverLogger>(
+// Not strict: the other keys of createLimiter's options are the limiter's to check.
+const checkOptions = object({
+  onStoreError: optional(oneOf(STORE_ERROR_MODES, "must be 'open', 'closed' or 'memory'")),
+  storeTimeout: durationCheck,
+  breaker: optional(object({ failures: optional(count('breaker.failures')), cooldown: durationCheck })),
+  maxInFlight: optional(count('maxInFlight')),
+  instances: optional(count('instances')),
+  logger: optional(
+    must(
       (v) => typeof v === 'object' && v !== null && typeof (v as FailoverLogger).warn === 'function',
-      { error: 'must have a warn(details, message) method (a pino logger works)' },
-    )
-    .optional(),
-  logInterval: duration.optional(),
-  onStoreHealth: z
-    .custom<(event: StoreHealthEvent) => void>((v) => typeof v === 'function', {
-      error: 'must be a function',
-    })
-    .optional(),
-})
+      'must have a warn(details, message) method (a pino logger works)',
+    ),
+  ),
+  logInterval: durationCheck,
+  onStoreHealth: optional(must((v) => typeof v === 'function', 'must be a function')),
+} satisfies Record<keyof FailoverLimiterOptions, unknown>)
 
 /**
  * Validate the failover options of `createLimiter` (its other keys are the limiter's to check).
@@ -132,33 +123,30 @@ const schema = z.object({
 export function resolveFailover(options: FailoverLimiterOptions): FailoverSettings {
   if (isOptionsObject(options.breaker))
     checkKnownKeys('createLimiter: breaker', options.breaker, BREAKER_KEYS)
-  const parsed = schema.safeParse(options)
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    throw new InvalidOptionsError(`createLimiter: ${issue.path.join('.')}: ${issue.message}`)
-  }
-  const o = parsed.data
+  const problem = checkOptions(options)
+  if (problem !== undefined)
+    throw new InvalidOptionsError(`createLimiter: ${problem.path.join('.')}: ${problem.message}`)
   try {
     return {
-      onStoreError: o.onStoreError ?? DEFAULT_FAILOVER.onStoreError,
+      onStoreError: options.onStoreError ?? DEFAULT_FAILOVER.onStoreError,
       timeoutMs:
-        o.storeTimeout === undefined
+        options.storeTimeout === undefined
           ? DEFAULT_FAILOVER.timeoutMs
-          : parseDuration(o.storeTimeout, 'storeTimeout'),
-      failures: o.breaker?.failures ?? DEFAULT_FAILOVER.failures,
+          : parseDuration(options.storeTimeout, 'storeTimeout'),
+      failures: options.breaker?.failures ?? DEFAULT_FAILOVER.failures,
       cooldownMs:
-        o.breaker?.cooldown === undefined
+        options.breaker?.cooldown === undefined
           ? DEFAULT_FAILOVER.cooldownMs
-          : parseDuration(o.breaker.cooldown, 'breaker.cooldown'),
-      maxInFlight: o.maxInFlight ?? DEFAULT_FAILOVER.maxInFlight,
-      instances: o.instances ?? DEFAULT_FAILOVER.instances,
-      logger: o.logger ?? consoleLogger,
+          : parseDuration(options.breaker.cooldown, 'breaker.cooldown'),
+      maxInFlight: options.maxInFlight ?? DEFAULT_FAILOVER.maxInFlight,
+      instances: options.instances ?? DEFAULT_FAILOVER.instances,
+      logger: options.logger ?? consoleLogger,
       logIntervalMs:
-        o.logInterval === undefined
+        options.logInterval === undefined
           ? DEFAULT_FAILOVER.logIntervalMs
-          : parseDuration(o.logInterval, 'logInterval'),
+          : parseDuration(options.logInterval, 'logInterval'),
       fallbackMaxKeys: DEFAULT_FAILOVER.fallbackMaxKeys,
-      ...(o.onStoreHealth === undefined ? {} : { onStoreHealth: o.onStoreHealth }),
+      ...(options.onStoreHealth === undefined ? {} : { onStoreHealth: options.onStoreHealth }),
     }
   } catch (error) {
     if (error instanceof SluiceError) throw error
