@@ -1,9 +1,9 @@
 // The HTTP core every adapter shares: from a framework-neutral request to "continue with these
 // headers" or "answer with this response". Knows no framework and no store. Who is asking lives in
 // keys.ts, which rules apply in rules.ts; this file decides, charges and turns decisions into responses.
-import { z } from 'zod'
 import { InvalidOptionsError } from '../errors.js'
 import type { Check, Decision, LayeredDecision } from '../limiter.js'
+import { boolean, object, oneOf, optional, text, wholeNumber } from '../option-checks.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { MaybePromise } from '../store.js'
 import { headerWriter, rateLimitBody } from './headers.js'
@@ -63,24 +63,46 @@ export interface HttpLimiterInternals extends HttpLimiter {
 /** Returned by `answer` when it handed the outcome to a sink itself (the store's promise continues it). */
 const HANDED_OVER: HttpOutcome = Object.freeze({ action: 'continue', headers: {} }) as HttpOutcome
 
-const scalarOptions = z.object({
-  headers: z.enum(['legacy', 'draft', 'both', 'none']).default('both'),
-  body: z.enum(['json', 'problem']).default('json'),
-  ipv6Prefix: z.number().int().min(1).max(128).default(64),
-  missingIp: z.enum(['shared', 'reject']).default('shared'),
-  maxKeyLength: z.number().int().min(32).max(4096).default(256),
-  shadow: z.boolean().default(false),
-  onError: z.enum(['fail', 'open']).default('fail'),
-  apiKeyHeader: z
-    .string()
-    .regex(/^[A-Za-z0-9-]{1,64}$/)
-    .default('x-api-key'),
-  proxyHeader: z.enum(['x-forwarded-for', 'forwarded', 'x-real-ip']).default('x-forwarded-for'),
-  storeUnavailableStatus: z.union([z.literal(503), z.literal(429)]).default(503),
-})
-
 /** The plain-value options of one HTTP core, with their defaults applied. */
-export type HttpSettings = z.output<typeof scalarOptions>
+export interface HttpSettings {
+  headers: 'legacy' | 'draft' | 'both' | 'none'
+  body: 'json' | 'problem'
+  ipv6Prefix: number
+  missingIp: 'shared' | 'reject'
+  maxKeyLength: number
+  shadow: boolean
+  onError: 'fail' | 'open'
+  apiKeyHeader: string
+  proxyHeader: 'x-forwarded-for' | 'forwarded' | 'x-real-ip'
+  storeUnavailableStatus: 503 | 429
+}
+
+const DEFAULT_SETTINGS: HttpSettings = {
+  headers: 'both',
+  body: 'json',
+  ipv6Prefix: 64,
+  missingIp: 'shared',
+  maxKeyLength: 256,
+  shadow: false,
+  onError: 'fail',
+  apiKeyHeader: 'x-api-key',
+  proxyHeader: 'x-forwarded-for',
+  storeUnavailableStatus: 503,
+}
+
+// Not strict: the other keys are functions and objects, checked where they are compiled.
+const checkSettings = object({
+  headers: optional(oneOf(['legacy', 'draft', 'both', 'none'])),
+  body: optional(oneOf(['json', 'problem'])),
+  ipv6Prefix: optional(wholeNumber(1, 128)),
+  missingIp: optional(oneOf(['shared', 'reject'])),
+  maxKeyLength: optional(wholeNumber(32, 4096)),
+  shadow: optional(boolean()),
+  onError: optional(oneOf(['fail', 'open'])),
+  apiKeyHeader: optional(text(/^[A-Za-z0-9-]{1,64}$/)),
+  proxyHeader: optional(oneOf(['x-forwarded-for', 'forwarded', 'x-real-ip'])),
+  storeUnavailableStatus: optional(oneOf([503, 429], 'Invalid input')),
+} satisfies Record<keyof HttpSettings, unknown>)
 
 // Every key the options (and their nested objects) may hold: anything else is a misspelling.
 const OPTION_KEYS = keysOf<HttpLimiterOptions>({
@@ -142,12 +164,13 @@ function checkOptionKeys(options: HttpLimiterOptions): void {
  */
 export function httpSettings(options: HttpLimiterOptions): HttpSettings {
   checkOptionKeys(options)
-  const parsed = scalarOptions.safeParse(options)
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    throw new InvalidOptionsError(`createHttpLimiter: ${issue.path.join('.')}: ${issue.message}`)
-  }
-  return parsed.data
+  const problem = checkSettings(options)
+  if (problem !== undefined)
+    throw new InvalidOptionsError(`createHttpLimiter: ${problem.path.join('.')}: ${problem.message}`)
+  const given = options as unknown as Record<string, unknown>
+  const settings: Record<string, unknown> = {}
+  for (const [key, fallback] of Object.entries(DEFAULT_SETTINGS)) settings[key] = given[key] ?? fallback
+  return settings as unknown as HttpSettings
 }
 
 /** The logger when none is given: one JSON line per message on stderr (adapters log through it too). */
