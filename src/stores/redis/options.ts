@@ -1,6 +1,6 @@
 // The options of `redisStore`, checked once when the store is made and resolved with their defaults.
-import { z } from 'zod'
 import { InvalidOptionsError } from '../../errors.js'
+import { boolean, must, object, oneOf, optional, text, wholeNumber } from '../../option-checks.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
 import type { RedisStoreOptions } from './index.js'
 import { SCRIPT_RETRY_MS } from './script.js'
@@ -28,51 +28,43 @@ const OPTION_KEYS = keysOf<RedisStoreOptions>({
   scriptRetryMs: true,
 })
 
-const SLOT_SECRET_ERROR =
-  'slotSecret must be a string of at least 16 characters (the same random string in every process sharing the keys), or false'
-const RETRY_MS_ERROR = 'scriptRetryMs must be a whole number of ms from 0 to 60000'
-
-const optionsSchema = z.strictObject({
-  prefix: z
-    .string()
-    .regex(/^[^{}]{1,64}$/, { error: 'prefix must be 1-64 characters without { or }' })
-    .optional(),
-  clock: z.enum(['server', 'client'], { error: "clock must be 'server' or 'client'" }).optional(),
-  now: z
-    .custom<() => number>((v) => typeof v === 'function', { error: 'now must be a function returning ms' })
-    .optional(),
-  coalesce: z.boolean({ error: 'coalesce must be true or false' }).optional(),
-  coalesceWrites: z.boolean({ error: 'coalesceWrites must be true or false' }).optional(),
-  slotSecret: z
-    .union([z.string().min(16, { error: SLOT_SECRET_ERROR }), z.literal(false)], { error: SLOT_SECRET_ERROR })
-    .optional(),
-  scriptRetryMs: z
-    .number({ error: RETRY_MS_ERROR })
-    .int({ error: RETRY_MS_ERROR })
-    .min(0, { error: RETRY_MS_ERROR })
-    .max(60_000, { error: RETRY_MS_ERROR })
-    .optional(),
-})
+const checkOptions = object(
+  {
+    prefix: optional(text(/^[^{}]{1,64}$/, { mismatch: 'prefix must be 1-64 characters without { or }' })),
+    clock: optional(oneOf(['server', 'client'], "clock must be 'server' or 'client'")),
+    now: optional(must((v) => typeof v === 'function', 'now must be a function returning ms')),
+    coalesce: optional(boolean('coalesce must be true or false')),
+    coalesceWrites: optional(boolean('coalesceWrites must be true or false')),
+    slotSecret: optional(
+      must(
+        // Characters counted as code points: an emoji is one, not two UTF-16 units.
+        (v) => v === false || (typeof v === 'string' && [...v].length >= 16),
+        'slotSecret must be a string of at least 16 characters (the same random string in every process sharing the keys), or false',
+      ),
+    ),
+    scriptRetryMs: optional(
+      wholeNumber(0, 60_000, 'scriptRetryMs must be a whole number of ms from 0 to 60000'),
+    ),
+  } satisfies Record<keyof RedisStoreOptions, unknown>,
+  true,
+)
 
 /** Validate the options of `redisStore` (throws `InvalidOptionsError`) and apply the defaults. */
 export function redisStoreSettings(options: RedisStoreOptions): RedisStoreSettings {
   if (!isOptionsObject(options)) throw new InvalidOptionsError('redisStore: options must be an object')
   checkKnownKeys('redisStore', options, OPTION_KEYS)
-  const parsed = optionsSchema.safeParse(options)
-  if (!parsed.success) {
-    throw new InvalidOptionsError(`redisStore: ${parsed.error.issues[0]!.message}`)
-  }
-  const o = parsed.data
-  if (o.clock === 'server' && o.now !== undefined) {
+  const problem = checkOptions(options)
+  if (problem !== undefined) throw new InvalidOptionsError(`redisStore: ${problem.message}`)
+  if (options.clock === 'server' && options.now !== undefined) {
     throw new InvalidOptionsError("redisStore: now is only used with clock: 'client'; remove one of them")
   }
   return {
-    prefix: o.prefix ?? 'sluice',
-    clientClock: o.clock === 'client' || o.now !== undefined,
-    now: o.now ?? Date.now,
-    coalesce: o.coalesce ?? true,
-    coalesceWrites: o.coalesceWrites ?? true,
-    slotSecret: o.slotSecret,
-    scriptRetryMs: o.scriptRetryMs ?? SCRIPT_RETRY_MS,
+    prefix: options.prefix ?? 'sluice',
+    clientClock: options.clock === 'client' || options.now !== undefined,
+    now: options.now ?? Date.now,
+    coalesce: options.coalesce ?? true,
+    coalesceWrites: options.coalesceWrites ?? true,
+    slotSecret: options.slotSecret,
+    scriptRetryMs: options.scriptRetryMs ?? SCRIPT_RETRY_MS,
   }
 }
