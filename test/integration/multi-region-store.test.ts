@@ -50,8 +50,9 @@ describe('multiRegionStore', () => {
     const options = { regions: { eu, us }, syncEvery: '20ms', staleAfter: '5s', prefix }
     const storeEu = multiRegionStore({ region: 'eu', ...options })
     const storeUs = multiRegionStore({ region: 'us', ...options })
-    const a = createLimiter({ store: storeEu, policies, localDenyCache: false })
-    const b = createLimiter({ store: storeUs, policies, localDenyCache: false })
+    // A decision that timed out would be answered open (allowed): 5 s so a loaded machine cannot.
+    const a = createLimiter({ store: storeEu, policies, localDenyCache: false, storeTimeout: '5s' })
+    const b = createLimiter({ store: storeUs, policies, localDenyCache: false, storeTimeout: '5s' })
     try {
       for (let i = 0; i < 4; i++) {
         expect((await a.consume('api', 'k')).allowed).toBe(true)
