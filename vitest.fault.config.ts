@@ -1,9 +1,11 @@
 import { defineConfig } from 'vitest/config'
+import { aliases } from './vitest.config.js'
 
 // The fault tests (test/fault/): real redis-server processes killed, paused and flushed under load.
 // One file at a time, after the rest of the suite, so their latency numbers measure Sluice rather
 // than the other tests running beside them.
 export default defineConfig({
+  resolve: { alias: aliases() },
   test: {
     include: ['test/fault/**/*.test.ts'],
     globalSetup: [

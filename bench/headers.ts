@@ -7,7 +7,7 @@
 // Run: npm run build && node --import tsx bench/headers.ts [.tmp/dist-baseline]
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { createLimiter, memoryStore, rateLimitHeaders } from '../dist/index.js'
+import { createLimiter, memoryStore, rateLimitHeaders } from '../packages/sluice/dist/index.js'
 
 type Headers = typeof rateLimitHeaders
 const builds: [string, Headers][] = [['dist/', rateLimitHeaders]]

@@ -4,9 +4,9 @@
 // compiled by tsx, whose esbuild keepNames wraps every closure created per decision in a
 // defineProperty call. 3 interleaved rounds of 400,000 decisions, 64 at a time; µs per decision.
 // Run: npm run build && node --import tsx bench/limiter-overhead.ts
-import { createLimiter as fromDist } from '../dist/index.js'
-import { createLimiter as fromSrc } from '../src/limiter.js'
-import type { StepResult, Store } from '../src/store.js'
+import { createLimiter as fromDist } from '../packages/sluice/dist/index.js'
+import { createLimiter as fromSrc } from '../packages/sluice/src/limiter.js'
+import type { StepResult, Store } from '../packages/sluice/src/store.js'
 
 const answer: StepResult[] = [{ allowed: true, remaining: 5, resetMs: 10, retryAfterMs: 0, blocked: false }]
 const store: Omit<Store, 'apply'> & { apply(...args: unknown[]): Promise<StepResult[]> } = {

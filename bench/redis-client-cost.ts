@@ -8,11 +8,11 @@
 import { Redis } from 'ioredis'
 // The store and limiter come from the build (dist/), as users run them: tsx's keepNames would add a
 // defineProperty per closure created per decision. adaptClient creates none per call.
-import { createLimiter, resolvePolicy } from '../dist/index.js'
-import { redisStore } from '../dist/redis.js'
-import { adaptClient } from '../src/stores/redis/client.js'
+import { createLimiter, resolvePolicy } from '../packages/sluice/dist/index.js'
+import { redisStore } from '../packages/sluice/dist/redis.js'
+import { adaptClient } from '../packages/sluice/src/stores/redis/client.js'
 // The scripts of main 0a55701 (their wire format): bench/lua-cost.ts measures today's next to them.
-import { luaSources } from '../src/stores/redis/lua.generated.js'
+import { luaSources } from '../packages/sluice/src/stores/redis/lua.generated.js'
 import { startRedis } from '../test/helpers/redis-harness.js'
 import { MINIMAL_TOKEN_BUCKET } from './reference-scripts.js'
 

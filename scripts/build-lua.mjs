@@ -18,8 +18,14 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const { values } = parseArgs({
   options: { check: { type: 'boolean' }, scripts: { type: 'string' }, out: { type: 'string' } },
 })
-const dir = values.scripts === undefined ? join(root, 'src/stores/redis/scripts') : resolve(values.scripts)
-const out = values.out === undefined ? join(root, 'src/stores/redis/lua.generated.ts') : resolve(values.out)
+const dir =
+  values.scripts === undefined
+    ? join(root, 'packages/sluice/src/stores/redis/scripts')
+    : resolve(values.scripts)
+const out =
+  values.out === undefined
+    ? join(root, 'packages/sluice/src/stores/redis/lua.generated.ts')
+    : resolve(values.out)
 
 /** Arguments an algorithm may take per step, in wire order; `cost` is signed by mode in apply calls. */
 const ARG_NAMES = ['limit', 'window', 'capacity', 'cost', 'lease']

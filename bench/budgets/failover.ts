@@ -5,8 +5,8 @@
 // must be answered at its own timeout (src/failover/deadlines.ts).
 import type { Redis } from 'ioredis'
 // The build (dist/), as users run it.
-import { createLimiter, type Decision } from '../../dist/index.js'
-import { redisStore } from '../../dist/redis.js'
+import { createLimiter, type Decision } from '../../packages/sluice/dist/index.js'
+import { redisStore } from '../../packages/sluice/dist/redis.js'
 import { limiterClient } from '../../test/fault/clients.js'
 import { type Load, sleep, startLoad } from '../../test/fault/load.js'
 import { type RedisProcess, startRedisProcess } from '../../test/fault/redis-process.js'

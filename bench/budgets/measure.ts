@@ -8,8 +8,8 @@ import { rmSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
-import { resolvePolicy, type Step } from '../../dist/index.js'
-import { redisStore } from '../../dist/redis.js'
+import { resolvePolicy, type Step } from '../../packages/sluice/dist/index.js'
+import { redisStore } from '../../packages/sluice/dist/redis.js'
 import { type RedisServer, startRedis } from '../../test/helpers/redis-harness.js'
 import { BUDGETS, budgetTable, exitCodeOf, judge } from './check.js'
 import { measureFailover } from './failover.js'
@@ -121,7 +121,7 @@ async function slidingLogCost(out: Out, redis: RedisServer): Promise<void> {
 
 /** `npm start` from nothing built (no .start/): seconds until the service answers /healthz. */
 async function startToHealthz(out: Out): Promise<void> {
-  rmSync(`${root}.start`, { recursive: true, force: true })
+  rmSync(`${root}packages/sluice-server/.start`, { recursive: true, force: true })
   const started = performance.now()
   const child = spawn(process.execPath, [`${root}scripts/start.mjs`, '--port', '0'], {
     cwd: root,

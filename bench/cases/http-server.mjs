@@ -12,7 +12,7 @@ const baseline = requested.endsWith('-baseline')
 const variant = baseline ? requested.slice(0, -'-baseline'.length) : requested
 const dist = baseline
   ? new URL(`file://${process.env.SLUICE_BENCH_BASELINE_DIST.replace(/\/?$/, '/')}`)
-  : new URL('../../dist/', import.meta.url)
+  : new URL('../../packages/sluice/dist/', import.meta.url)
 const LIMIT = 1_000_000_000
 const WINDOW_MS = 60_000
 

@@ -236,8 +236,8 @@ async function runFramework(framework: Framework, opts: BenchOptions): Promise<B
  * keepNames makes Sluice look about 1 µs slower than the build; see docs/benchmarks.md).
  */
 async function coreCost(quick: boolean): Promise<BenchRow[]> {
-  const { createLimiter } = await import('../../src/limiter.js')
-  const { createHttpLimiter } = await import('../../src/http/index.js')
+  const { createLimiter } = await import('../../packages/sluice/src/limiter.js')
+  const { createHttpLimiter } = await import('../../packages/sluice/src/http/index.js')
   const limiter = createLimiter({
     policies: { perIp: { algorithm: 'fixed-window', limit: 2 ** 40, window: '1s' } },
   })

@@ -9,7 +9,7 @@ import { RateLimiterMemory } from 'rate-limiter-flexible'
 // What is measured comes from the build (dist/), as users run it: tsx compiles src/ with esbuild's
 // keepNames, which adds a defineProperty to every closure created per decision (about 1 µs per
 // decision here) that the published build does not have.
-import * as built from '../../dist/index.js'
+import * as built from '../../packages/sluice/dist/index.js'
 import { median } from '../load.js'
 import type { BenchCase, BenchRow } from '../types.js'
 

@@ -7,8 +7,8 @@ import { pathToFileURL } from 'node:url'
 // What is measured comes from the build (dist/), as users run it: tsx compiles src/ with esbuild's
 // keepNames, which adds a defineProperty to every closure created per decision (about 1 µs per
 // decision here) that the published build does not have.
-import { createLimiter, type Limiter } from '../../dist/index.js'
-import { createMetrics, createObservability } from '../../dist/metrics.js'
+import { createLimiter, type Limiter } from '../../packages/sluice/dist/index.js'
+import { createMetrics, createObservability } from '../../packages/sluice/dist/metrics.js'
 import type { BenchRow } from '../types.js'
 
 type Setup = 'none' | 'empty' | 'metrics' | 'observability' | 'observability-no-abuse'

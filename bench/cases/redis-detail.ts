@@ -15,11 +15,11 @@ import { RateLimiterRedis } from 'rate-limiter-flexible'
 // What is measured comes from the build (dist/), as users run it: tsx compiles src/ with esbuild's
 // keepNames, which wraps every closure Sluice creates per decision in a defineProperty call (about
 // 1 µs per decision on this machine) that the published build does not have.
-import { createLimiter, resolvePolicy } from '../../dist/index.js'
-import { redisStore } from '../../dist/redis.js'
-import type { AlgorithmName, Policy } from '../../src/policy.js'
-import { adaptClient } from '../../src/stores/redis/client.js'
-import { luaSources } from '../../src/stores/redis/lua.generated.js'
+import { createLimiter, resolvePolicy } from '../../packages/sluice/dist/index.js'
+import { redisStore } from '../../packages/sluice/dist/redis.js'
+import type { AlgorithmName, Policy } from '../../packages/sluice/src/policy.js'
+import { adaptClient } from '../../packages/sluice/src/stores/redis/client.js'
+import { luaSources } from '../../packages/sluice/src/stores/redis/lua.generated.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
 // The module scripts of main 0a55701 (gone since): the (module) and batch rows measure them.
 import { luaSources0a55701 as old } from '../data/lua-0a55701.js'

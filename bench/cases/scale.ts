@@ -15,10 +15,10 @@ import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible'
 // keepNames, which adds a defineProperty to every closure created per decision (about 1 µs per
 // decision here) that the published build does not have.
 // (The heap-bytes rows use the internal classes from src/: they measure memory, not time.)
-import { createLimiter, resolvePolicy } from '../../dist/index.js'
-import { hybridRedis, redisStore } from '../../dist/redis.js'
-import { LocalDenyCache } from '../../src/scale/deny-cache.js'
-import { HybridPolicy } from '../../src/scale/hybrid.js'
+import { createLimiter, resolvePolicy } from '../../packages/sluice/dist/index.js'
+import { hybridRedis, redisStore } from '../../packages/sluice/dist/redis.js'
+import { LocalDenyCache } from '../../packages/sluice/src/scale/deny-cache.js'
+import { HybridPolicy } from '../../packages/sluice/src/scale/hybrid.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
 // The scripts of main 0a55701 (their wire format): bench/lua-cost.ts measures today's next to them.
 import { luaSources0a55701 as luaSources } from '../data/lua-0a55701.js'

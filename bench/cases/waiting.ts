@@ -4,8 +4,8 @@
 // commandstats: EVALSHA + EVAL), with coalescing off so one decision is one script call. Beside it,
 // the naive loop every waiter runs on its own (consume, sleep retryAfterMs, again).
 import { Redis } from 'ioredis'
-import { createLimiter } from '../../dist/index.js'
-import { redisStore } from '../../dist/redis.js'
+import { createLimiter } from '../../packages/sluice/dist/index.js'
+import { redisStore } from '../../packages/sluice/dist/redis.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
 import type { BenchCase, BenchRow } from '../types.js'
 

@@ -5,9 +5,9 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { createObservability } from '../../src/metrics/observability.js'
-import type { Policy } from '../../src/policy.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { createObservability } from '../../packages/sluice/src/metrics/observability.js'
+import type { Policy } from '../../packages/sluice/src/policy.js'
 import { launchChromium } from '../helpers/chromium.js'
 
 const policies: Record<string, Policy> = {}

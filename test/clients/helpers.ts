@@ -7,11 +7,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { rateLimitBody } from '../../src/http/headers.js'
+import { rateLimitBody } from '../../packages/sluice/src/http/headers.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
 import { freePort } from '../service/helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
 export const EXAMPLES = fileURLToPath(new URL('../../examples/', import.meta.url))
 
 /**

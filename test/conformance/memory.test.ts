@@ -1,4 +1,4 @@
-import { memoryStore } from '../../src/stores/memory.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { runConformance } from './suite.js'
 
 runConformance('memory', (now) => memoryStore({ now }))

@@ -2,8 +2,8 @@
 // The memory store drops a state at exactly `resetMs`, which would hide an algorithm that gets its
 // own window edge wrong; Redis keeps a key until just after its TTL, so the Lua twins rely on the
 // algorithm's edge too. This harness makes every edge the algorithm's job.
-import { algorithms } from '../../src/algorithms/index.js'
-import type { Step, StepResult, Store } from '../../src/store.js'
+import { algorithms } from '../../packages/sluice/src/algorithms/index.js'
+import type { Step, StepResult, Store } from '../../packages/sluice/src/store.js'
 import { runConformance } from './suite.js'
 
 function pureStore(now: () => number): Store {

@@ -1,9 +1,9 @@
 // The conformance suite: every vector runs against any store handed to it. Memory and Redis stores
 // (standalone and Cluster) all call runConformance with their own factory.
 import { describe, expect, it } from 'vitest'
-import { createLimiter, type Limiter } from '../../src/limiter.js'
-import { resolvePolicy } from '../../src/policy.js'
-import type { Step, StepResult, Store } from '../../src/store.js'
+import { createLimiter, type Limiter } from '../../packages/sluice/src/limiter.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Step, StepResult, Store } from '../../packages/sluice/src/store.js'
 import { type Vector, type VectorStep, vectors } from './vectors.js'
 
 /** Builds a fresh, empty store whose clock is `now()` (ms). Called once per vector. */

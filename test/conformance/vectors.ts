@@ -1,7 +1,7 @@
 // Conformance vectors: (policy, steps, expected decisions). One table for every store.
 // Every expected number below is derived by hand from the semantics in docs/policies.md; the
 // comment beside a step shows the arithmetic. Times in comments are ms after the vector's start.
-import type { Policy } from '../../src/policy.js'
+import type { Policy } from '../../packages/sluice/src/policy.js'
 
 export interface ExpectedResult {
   allowed?: boolean

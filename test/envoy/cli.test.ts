@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { freePort, post } from '../service/helpers.js'
 import { d, FIXTURES, rlsClient } from './helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
 const POLICIES = 'policies:\n  api: { algorithm: fixed-window, limit: 5, window: 1m }\n'
 const rules = (limit: number) =>
   `domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: ${limit} }\n`

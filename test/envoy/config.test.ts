@@ -5,10 +5,14 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { parse, stringify } from 'yaml'
-import type { EnvoyLevel, EnvoyRules } from '../../src/envoy/config.js'
-import { describeEnvoyConfig, loadEnvoyConfig, parseEnvoyConfig } from '../../src/envoy/config.js'
-import { matchesGlob } from '../../src/envoy/decide.js'
-import { parseConfig } from '../../src/server/config.js'
+import type { EnvoyLevel, EnvoyRules } from '../../packages/sluice-server/src/envoy/config.js'
+import {
+  describeEnvoyConfig,
+  loadEnvoyConfig,
+  parseEnvoyConfig,
+} from '../../packages/sluice-server/src/envoy/config.js'
+import { matchesGlob } from '../../packages/sluice-server/src/envoy/decide.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { FIXTURES } from './helpers.js'
 
 const valid = (name: string) => join(FIXTURES, 'valid', name)

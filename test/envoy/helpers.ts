@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import type { ServiceError } from '@grpc/grpc-js'
 import { credentials, loadPackageDefinition } from '@grpc/grpc-js'
 import { loadSync } from '@grpc/proto-loader'
-import { PROTO_OPTIONS, rlsProtoPath } from '../../src/envoy/grpc.js'
+import { PROTO_OPTIONS, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
 
 /** `test/fixtures/envoy-ratelimit`: `valid/` and `invalid/` configuration files (its README.md). */
 export const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'envoy-ratelimit')

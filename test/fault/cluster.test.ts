@@ -3,8 +3,8 @@
 // own (the shared one of the test harness must not lose a master under other suites).
 import type { Cluster } from 'ioredis'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import {
   clusterNodes,
   type RedisClusterServers,

@@ -2,7 +2,7 @@
 // another with a short think time, every decision timed and kept. The think time also yields to
 // the event loop, so timers (the fault schedule, timeouts) run when decisions need no I/O.
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import type { Decision, Limiter } from '../../src/limiter.js'
+import type { Decision, Limiter } from '../../packages/sluice/src/limiter.js'
 
 export interface Sample {
   /** When the call started, ms since the load started. */

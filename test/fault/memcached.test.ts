@@ -4,9 +4,9 @@
 // Each test starts its own memcached (the shared one must not be killed under other suites).
 import memjs from 'memjs'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createLimiter, type Limiter } from '../../src/limiter.js'
-import type { StoreErrorMode } from '../../src/policy.js'
-import { memcachedStore } from '../../src/stores/memcached/index.js'
+import { createLimiter, type Limiter } from '../../packages/sluice/src/limiter.js'
+import type { StoreErrorMode } from '../../packages/sluice/src/policy.js'
+import { memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
 import { type MemcachedServer, startMemcached } from '../helpers/memcached-harness.js'
 import { sleep, startLoad } from './load.js'
 import { expectModeHeld, latencyStats, outageSummary } from './outage.js'

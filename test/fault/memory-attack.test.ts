@@ -3,8 +3,8 @@
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import { expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { percentile, record, round } from './results.js'
 
 v8.setFlagsFromString('--expose-gc')

@@ -1,7 +1,7 @@
 // What every store's kill-under-load fault test reads from its samples, and the rule each
 // onStoreError mode must hold during the outage: shared by the Redis, memcached and PostgreSQL tests.
 import { expect } from 'vitest'
-import type { StoreErrorMode } from '../../src/policy.js'
+import type { StoreErrorMode } from '../../packages/sluice/src/policy.js'
 import type { Sample } from './load.js'
 import { percentile } from './results.js'
 

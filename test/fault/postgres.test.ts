@@ -4,9 +4,9 @@
 // Every request is answered within the timeout, the mode holds, recovery is measured.
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import type { StoreErrorMode } from '../../src/policy.js'
-import { postgresStore } from '../../src/stores/postgres/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import type { StoreErrorMode } from '../../packages/sluice/src/policy.js'
+import { postgresStore } from '../../packages/sluice/src/stores/postgres/index.js'
 import { type PostgresServer, startPostgres } from '../helpers/postgres-harness.js'
 import { sleep, startLoad } from './load.js'
 import { expectModeHeld, latencyStats, outageSummary } from './outage.js'

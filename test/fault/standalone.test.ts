@@ -3,9 +3,9 @@
 // must not be killed under other suites) and stops it whatever happens.
 import type { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createLimiter, type Limiter } from '../../src/limiter.js'
-import type { StoreErrorMode } from '../../src/policy.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { createLimiter, type Limiter } from '../../packages/sluice/src/limiter.js'
+import type { StoreErrorMode } from '../../packages/sluice/src/policy.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { heldCommands, limiterClient, offlineQueueLength } from './clients.js'
 import { sleep, startLoad } from './load.js'
 import { expectModeHeld, latencyStats, outageSummary } from './outage.js'

@@ -4,7 +4,7 @@ import type { ChildProcess } from 'node:child_process'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 
-export const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
+export const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
 
 export interface CliProcess {
   child: ChildProcess

@@ -2,9 +2,9 @@
 // a policy of each algorithm, and one random sequence of consume, peek, refund, block and reset
 // (layered steps included) run on the memory store and on the store under test.
 import { expect } from 'vitest'
-import { type Policy, type ResolvedPolicy, resolvePolicy } from '../../src/policy.js'
-import type { Step, Store } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import { type Policy, type ResolvedPolicy, resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Step, Store } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 
 /** Small deterministic PRNG (mulberry32) so a failure can be replayed from its seed. */
 export function random(seed: number): () => number {

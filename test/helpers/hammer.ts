@@ -1,7 +1,7 @@
 // The loop of every exactness worker (Redis, PostgreSQL, memcached): `lanes` requests in flight per
 // algorithm against one key, `attempts` in all, counting what the store admitted.
-import { type RateAlgorithmName, resolvePolicy } from '../../src/policy.js'
-import type { Store } from '../../src/store.js'
+import { type RateAlgorithmName, resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Store } from '../../packages/sluice/src/store.js'
 
 export interface HammerPlan {
   algorithms: readonly RateAlgorithmName[]

@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import type { DecisionInfo, HttpLimiterOptions, HttpLogger } from '../../src/http/index.js'
-import { createHttpLimiter } from '../../src/http/index.js'
-import { createLimiter } from '../../src/limiter.js'
+import type { DecisionInfo, HttpLimiterOptions, HttpLogger } from '../../packages/sluice/src/http/index.js'
+import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { adapters, call, type Listen, type Reply, type Running } from './servers.js'
 
 const policies = {

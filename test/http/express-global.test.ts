@@ -3,9 +3,9 @@
 import { createServer } from 'node:http'
 import express from 'express'
 import { afterEach, expect, it } from 'vitest'
-import { sluice } from '../../src/adapters/express.js'
-import { createHttpLimiter } from '../../src/http/index.js'
-import { createLimiter } from '../../src/limiter.js'
+import { sluice } from '../../packages/sluice/src/adapters/express.js'
+import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { call } from './servers.js'
 
 let close: (() => void) | undefined

@@ -2,8 +2,8 @@
 // Sluice's own core (which also has the internal `[checkInto]` the adapters prefer): such a core
 // answering directly or with a promise gives the same responses, through every adapter.
 import { describe, expect, it } from 'vitest'
-import { createHttpLimiter, type HttpLimiter } from '../../src/http/index.js'
-import { createLimiter } from '../../src/limiter.js'
+import { createHttpLimiter, type HttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { adapters, call } from './servers.js'
 
 function core(limit: number): HttpLimiter {

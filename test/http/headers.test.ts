@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { rateLimitBody, rateLimitHeaders } from '../../src/http/headers.js'
-import type { Decision, LayeredDecision } from '../../src/limiter.js'
-import { createLimiter } from '../../src/limiter.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import { rateLimitBody, rateLimitHeaders } from '../../packages/sluice/src/http/headers.js'
+import type { Decision, LayeredDecision } from '../../packages/sluice/src/limiter.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 
 const NOW = 1_700_000_000_000
 

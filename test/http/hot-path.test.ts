@@ -4,9 +4,9 @@
 // heap bytes and promises per request, is a budget of `npm run bench -- --check` (bench/budgets/).
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createHttpLimiter } from '../../src/http/index.js'
-import { createLimiter } from '../../src/limiter.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
 import { adapters, call } from './servers.js'
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { createHttpLimiter } from '../../src/http/index.js'
-import { clientIpResolver, groupIp, ipMatcher, parseIp } from '../../src/http/ip.js'
-import { createLimiter } from '../../src/limiter.js'
+import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { clientIpResolver, groupIp, ipMatcher, parseIp } from '../../packages/sluice/src/http/ip.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
 
 describe('parseIp', () => {
   it.each([

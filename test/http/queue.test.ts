@@ -2,8 +2,8 @@
 // a request over the limit is delayed until it fits instead of answered 429, within maxWaitMs and
 // the cap on queued requests.
 import { describe, expect, it } from 'vitest'
-import { createHttpLimiter } from '../../src/http/index.js'
-import { createLimiter } from '../../src/limiter.js'
+import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { adapters, call } from './servers.js'
 
 function limiterOf(window: number) {

@@ -13,11 +13,11 @@ import express5 from 'express'
 import express4 from 'express4'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
-import { sluice as sluiceExpress } from '../../src/adapters/express.js'
-import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
-import { sluice as sluiceHono } from '../../src/adapters/hono.js'
-import { withSluice } from '../../src/adapters/node.js'
-import type { HttpLimiter, RouteOptions } from '../../src/http/index.js'
+import { sluice as sluiceExpress } from '../../packages/sluice/src/adapters/express.js'
+import { sluice as sluiceFastify } from '../../packages/sluice/src/adapters/fastify.js'
+import { sluice as sluiceHono } from '../../packages/sluice/src/adapters/hono.js'
+import { withSluice } from '../../packages/sluice/src/adapters/node.js'
+import type { HttpLimiter, RouteOptions } from '../../packages/sluice/src/http/index.js'
 
 export type Listen = { port: 0 } | { path: string }
 

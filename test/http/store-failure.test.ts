@@ -2,9 +2,9 @@
 // a fail-closed policy answers 503 with Retry-After (or 429 when configured), a fail-open one passes.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createHttpLimiter } from '../../src/http/index.js'
-import { createLimiter } from '../../src/limiter.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import type { RedisServer } from '../helpers/redis-harness.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import { adapters, call } from './servers.js'

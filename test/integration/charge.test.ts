@@ -2,11 +2,11 @@
 // the limit and consume on the memory store (TypeScript) and the Redis store (Lua), same fake
 // clock, every decision equal; layered settles across Cluster slots; a concurrency wait on Redis.
 import { afterAll, describe, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import type { Policy } from '../../src/policy.js'
-import type { Store } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import type { Policy } from '../../packages/sluice/src/policy.js'
+import type { Store } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { freshPrefix, ioredis, ioredisCluster } from './clients.js'
 
 const standalone = ioredis()

@@ -4,10 +4,10 @@
 import { Cluster, Redis } from 'ioredis'
 import { createClient, createCluster } from 'redis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
-import { SluiceError } from '../../src/errors.js'
-import { createLimiter } from '../../src/limiter.js'
-import { hybridRedis } from '../../src/stores/redis/hybrid.js'
-import { type RedisClient, redisStore } from '../../src/stores/redis/index.js'
+import { SluiceError } from '../../packages/sluice/src/errors.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { hybridRedis } from '../../packages/sluice/src/stores/redis/hybrid.js'
+import { type RedisClient, redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { freshPrefix, ioredis, nodeRedis } from './clients.js'
 
 const policies = { api: { algorithm: 'gcra', limit: 5, window: '1m' } } as const

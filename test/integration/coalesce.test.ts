@@ -2,9 +2,9 @@
 // and give exactly the results the same decisions give one call at a time.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ALGORITHMS, type AlgorithmName, resolvePolicy } from '../../src/policy.js'
-import type { Step } from '../../src/store.js'
-import { type RedisClient, redisStore } from '../../src/stores/redis/index.js'
+import { ALGORITHMS, type AlgorithmName, resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Step } from '../../packages/sluice/src/store.js'
+import { type RedisClient, redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
 import { freshPrefix, ioredisCluster } from './clients.js'
 

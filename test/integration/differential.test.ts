@@ -2,8 +2,8 @@
 // transitions) and on the Redis store (the Lua twins), same fake clock, including blocks, refunds,
 // resets and layered all-or-nothing steps. Every StepResult must match.
 import { afterAll, describe, it } from 'vitest'
-import { postgresStore } from '../../src/stores/postgres/index.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { postgresStore } from '../../packages/sluice/src/stores/postgres/index.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { compareWithMemory as compare, policies } from '../helpers/differential.js'
 import { freshPrefix, ioredis, ioredisCluster } from './clients.js'
 import { freshTable, postgresPool } from './postgres-clients.js'

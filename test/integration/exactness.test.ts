@@ -3,8 +3,8 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { describe, expect, inject, it } from 'vitest'
-import { resolvePolicy } from '../../src/policy.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { freshPrefix, ioredis, ioredisCluster } from './clients.js'
 
 const run = promisify(execFile)

@@ -4,8 +4,8 @@
 // `npm run bench -- --check`; test/unit/failover/deadlines.test.ts pins the exact times on fake timers.
 import type { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createLimiter, type Decision } from '../../src/limiter.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { createLimiter, type Decision } from '../../packages/sluice/src/limiter.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { limiterClient } from '../fault/clients.js'
 import { type RedisProcess, startRedisProcess } from '../fault/redis-process.js'
 

@@ -4,11 +4,16 @@
 // and the '%d' / PSETEX forms they write with, which must store what the module scripts store.
 import { createHash } from 'node:crypto'
 import { afterAll, describe, expect, it } from 'vitest'
-import { ALGORITHMS, type AlgorithmName, type Policy, resolvePolicy } from '../../src/policy.js'
-import type { Step } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
-import { redisStore } from '../../src/stores/redis/index.js'
-import { luaSources } from '../../src/stores/redis/lua.generated.js'
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  type Policy,
+  resolvePolicy,
+} from '../../packages/sluice/src/policy.js'
+import type { Step } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
+import { luaSources } from '../../packages/sluice/src/stores/redis/lua.generated.js'
 import { freshPrefix, ioredis, storedKeys } from './clients.js'
 
 const client = ioredis()

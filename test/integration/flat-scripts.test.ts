@@ -2,10 +2,15 @@
 // generated from one source per algorithm, read and write the same stored values: one key's state
 // passes between the paths, and every answer is the memory store's.
 import { afterAll, describe, expect, it } from 'vitest'
-import { ALGORITHMS, type AlgorithmName, type Policy, resolvePolicy } from '../../src/policy.js'
-import type { Step, StepResult } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  type Policy,
+  resolvePolicy,
+} from '../../packages/sluice/src/policy.js'
+import type { Step, StepResult } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { freshPrefix, ioredis, storedKeys } from './clients.js'
 
 const client = ioredis()

@@ -1,7 +1,7 @@
 // One OS process of the exactness test: keeps 64 requests in flight against one key per algorithm
 // and prints how many were admitted. Run: node --import tsx hammer-worker.ts <json config>
 import { Cluster, Redis } from 'ioredis'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { hammerOneKey } from '../helpers/hammer.js'
 
 interface Config {

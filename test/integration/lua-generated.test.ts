@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, it } from 'vitest'
-import { ALGORITHMS, resolvePolicy } from '../../src/policy.js'
-import { hybridRedis } from '../../src/stores/redis/hybrid.js'
-import { luaAlgorithms, luaSources } from '../../src/stores/redis/lua.generated.js'
+import { ALGORITHMS, resolvePolicy } from '../../packages/sluice/src/policy.js'
+import { hybridRedis } from '../../packages/sluice/src/stores/redis/hybrid.js'
+import { luaAlgorithms, luaSources } from '../../packages/sluice/src/stores/redis/lua.generated.js'
 import { freshPrefix, ioredis } from './clients.js'
 
 const run = promisify(execFile)

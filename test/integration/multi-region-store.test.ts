@@ -3,8 +3,8 @@
 // in one region denies in the other after a sync, charging nothing there.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { multiRegionStore } from '../../src/stores/multi-region/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { multiRegionStore } from '../../packages/sluice/src/stores/multi-region/index.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
 
 const invalidOptions = expect.objectContaining({ code: 'SLUICE_INVALID_OPTIONS' })

@@ -1,11 +1,11 @@
 // Token bucket state packed into one integer (Redis int encoding: no separate string allocation),
 // exact across the wrap of the packed time field and with the text fallback when it does not fit.
 import { afterAll, describe, expect, it } from 'vitest'
-import { ALGORITHMS, type Policy, resolvePolicy } from '../../src/policy.js'
-import type { Step } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
-import { redisStore } from '../../src/stores/redis/index.js'
-import { stepKeys } from '../../src/stores/redis/keys.js'
+import { ALGORITHMS, type Policy, resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Step } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
+import { stepKeys } from '../../packages/sluice/src/stores/redis/keys.js'
 import { freshPrefix, ioredis } from './clients.js'
 
 const client = ioredis()

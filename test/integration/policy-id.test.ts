@@ -1,12 +1,12 @@
 // A policy's storage id: stores and caches key its counters on `id` (default: the name), decisions
 // and events show the name. Memory and Redis alike, deny cache on and off.
 import { afterAll, describe, expect, it } from 'vitest'
-import { InvalidPolicyError } from '../../src/errors.js'
-import { createLimiter, type DecisionEvent } from '../../src/limiter.js'
-import { resolvePolicy } from '../../src/policy.js'
-import type { Store } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { InvalidPolicyError } from '../../packages/sluice/src/errors.js'
+import { createLimiter, type DecisionEvent } from '../../packages/sluice/src/limiter.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Store } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { freshPrefix, ioredis } from './clients.js'
 
 const client = ioredis()

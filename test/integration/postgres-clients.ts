@@ -6,7 +6,7 @@ import {
   type PostgresStore,
   type PostgresStoreOptions,
   postgresStore,
-} from '../../src/stores/postgres/index.js'
+} from '../../packages/sluice/src/stores/postgres/index.js'
 
 export function postgresPool(max = 8): pg.Pool {
   return new pg.Pool({ connectionString: inject('postgres').url, max })

@@ -1,7 +1,7 @@
 // The shared conformance vectors against PostgreSQL (the plpgsql twins), client clock mode. The
 // vectors call the store directly (no deny cache); the limiter cases of the suite run with it on.
 import { afterAll } from 'vitest'
-import { postgresStore } from '../../src/stores/postgres/index.js'
+import { postgresStore } from '../../packages/sluice/src/stores/postgres/index.js'
 import { runConformance } from '../conformance/suite.js'
 import { freshTable, postgresPool } from './postgres-clients.js'
 

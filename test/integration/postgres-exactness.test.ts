@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import pg from 'pg'
 import { expect, inject, it } from 'vitest'
-import { postgresSchemaSql } from '../../src/stores/postgres/index.js'
+import { postgresSchemaSql } from '../../packages/sluice/src/stores/postgres/index.js'
 import { freshTable } from './postgres-clients.js'
 
 const run = promisify(execFile)

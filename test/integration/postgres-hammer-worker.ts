@@ -2,7 +2,7 @@
 // own connection) against one key per algorithm and prints how many were admitted.
 // Run: node --import tsx postgres-hammer-worker.ts <json config>
 import pg from 'pg'
-import { postgresStore } from '../../src/stores/postgres/index.js'
+import { postgresStore } from '../../packages/sluice/src/stores/postgres/index.js'
 import { hammerOneKey } from '../helpers/hammer.js'
 
 interface Config {

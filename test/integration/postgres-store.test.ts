@@ -4,10 +4,14 @@
 import { readFileSync } from 'node:fs'
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { resolvePolicy } from '../../src/policy.js'
-import type { Step } from '../../src/store.js'
-import { type PostgresClientLike, postgresSchemaSql, postgresStore } from '../../src/stores/postgres/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Step } from '../../packages/sluice/src/store.js'
+import {
+  type PostgresClientLike,
+  postgresSchemaSql,
+  postgresStore,
+} from '../../packages/sluice/src/stores/postgres/index.js'
 import { freshTable, postgresPool, rowCount } from './postgres-clients.js'
 
 const pool = postgresPool()

@@ -4,10 +4,10 @@
 // decision is one script call); the secret kept in Redis is shared, written back and adopted; keys
 // of the subject layout start over once, as docs/stores.md says.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type Policy, resolvePolicy } from '../../src/policy.js'
-import type { Step } from '../../src/store.js'
-import { type RedisStore, redisStore } from '../../src/stores/redis/index.js'
-import { keyedLayout, slotSecretKey, stepKeys } from '../../src/stores/redis/keys.js'
+import { type Policy, resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Step } from '../../packages/sluice/src/store.js'
+import { type RedisStore, redisStore } from '../../packages/sluice/src/stores/redis/index.js'
+import { keyedLayout, slotSecretKey, stepKeys } from '../../packages/sluice/src/stores/redis/keys.js'
 import { freshPrefix, ioredis, ioredisCluster, nodeRedisCluster } from './clients.js'
 
 const cluster = ioredisCluster()

@@ -6,9 +6,9 @@
 import { createHash } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { describe, expect, inject, it } from 'vitest'
-import { createLimiter } from '../../src/index.js'
-import { redisStore } from '../../src/stores/redis/index.js'
-import { luaSources } from '../../src/stores/redis/lua.generated.js'
+import { createLimiter } from '../../packages/sluice/src/index.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
+import { luaSources } from '../../packages/sluice/src/stores/redis/lua.generated.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import { ioredisCluster, nodeRedisCluster } from './clients.js'
 

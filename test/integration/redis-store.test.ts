@@ -2,10 +2,10 @@
 // decisions across Cluster slots, the server clock, both client libraries, and option errors.
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
-import { type Policy, resolvePolicy } from '../../src/policy.js'
-import type { Step } from '../../src/store.js'
-import { redisStore } from '../../src/stores/redis/index.js'
-import { stepKeys } from '../../src/stores/redis/keys.js'
+import { type Policy, resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Step } from '../../packages/sluice/src/store.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
+import { stepKeys } from '../../packages/sluice/src/stores/redis/keys.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import { freshPrefix, ioredis, ioredisCluster, nodeRedis, nodeRedisCluster } from './clients.js'
 

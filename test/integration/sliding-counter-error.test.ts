@@ -3,8 +3,8 @@
 // what that costs: admissions compared with the log, and the most it lets through in any real
 // sliding window (the log never exceeds the limit). Numbers are printed and in docs/stores.md.
 import { afterAll, describe, expect, it } from 'vitest'
-import { resolvePolicy } from '../../src/policy.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { freshPrefix, ioredis } from './clients.js'
 
 const client = ioredis()

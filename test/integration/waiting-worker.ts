@@ -2,8 +2,8 @@
 // of a shared Redis and prints, per call in the order it was made, whether and when (Date.now) it
 // was admitted. Run: node --import tsx waiting-worker.ts <json config>
 import { Cluster, Redis } from 'ioredis'
-import { createLimiter } from '../../src/limiter.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 
 interface Config {
   mode: 'wait' | 'throttle'

@@ -1,8 +1,8 @@
 // wait across OS processes on one key of a real Redis and a real Redis Cluster: FIFO per process,
 // never above the shared rate; the up-front timeout and abort on the real stores.
 import { describe, expect, inject, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { freshPrefix, ioredis, ioredisCluster } from './clients.js'
 import { expectWithinRate, workers } from './waiting-workers.js'
 

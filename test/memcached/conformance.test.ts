@@ -1,6 +1,6 @@
 // The shared conformance vectors against a real memcached (client clock: the only one it has).
 import { afterAll } from 'vitest'
-import { memcachedStore } from '../../src/stores/memcached/index.js'
+import { memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
 import { runConformance } from '../conformance/suite.js'
 import { freshPrefix, memcachedClient } from './clients.js'
 

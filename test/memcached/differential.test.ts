@@ -2,10 +2,10 @@
 // same fake clock, including blocks, refunds, resets and layered all-or-nothing steps: every
 // StepResult must match. Then the same through two limiters, deny cache on and off.
 import { afterAll, describe, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import type { Policy } from '../../src/policy.js'
-import { memcachedStore } from '../../src/stores/memcached/index.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import type { Policy } from '../../packages/sluice/src/policy.js'
+import { memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { compareWithMemory, random, policies as shared } from '../helpers/differential.js'
 import { freshPrefix, memcachedClient } from './clients.js'
 

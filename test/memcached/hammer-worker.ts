@@ -2,8 +2,8 @@
 // algorithm and prints how many were admitted (and how many failed). Run:
 // node --import tsx test/memcached/hammer-worker.ts <json config>
 import memjs from 'memjs'
-import { resolvePolicy } from '../../src/policy.js'
-import { memcachedStore } from '../../src/stores/memcached/index.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import { memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
 import { hammerOneKey } from '../helpers/hammer.js'
 
 interface Config {

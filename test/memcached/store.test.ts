@@ -1,11 +1,11 @@
 // The memcached store itself: options checked at construction, keys of any bytes, every item with
 // an expiry, layered checks that give back what they took, and store failures as StoreError.
 import { afterAll, describe, expect, inject, it } from 'vitest'
-import { InvalidOptionsError, StoreClosedError, StoreError } from '../../src/errors.js'
-import { createLimiter } from '../../src/limiter.js'
-import { resolvePolicy } from '../../src/policy.js'
-import type { Step } from '../../src/store.js'
-import { itemKey, memcachedStore } from '../../src/stores/memcached/index.js'
+import { InvalidOptionsError, StoreClosedError, StoreError } from '../../packages/sluice/src/errors.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Step } from '../../packages/sluice/src/store.js'
+import { itemKey, memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
 import { freshPrefix, memcachedClient } from './clients.js'
 import { dumpKeys, itemTtl } from './text-protocol.js'
 

@@ -3,9 +3,9 @@
 // recently decided dropped and counted; a snapshot lists at most `dashboardPolicies` and sums the
 // rest, so its size does not grow with the number of policies; the Prometheus label stays bounded.
 import { describe, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { createObservability } from '../../src/metrics/observability.js'
-import type { Policy } from '../../src/policy.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { createObservability } from '../../packages/sluice/src/metrics/observability.js'
+import type { Policy } from '../../packages/sluice/src/policy.js'
 import { sample } from './exposition.js'
 
 const POLICIES = 3000

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import type { Decision } from '../../src/limiter.js'
-import { createLimiter } from '../../src/limiter.js'
-import { countedLayers, createMetrics, outcomeOf } from '../../src/metrics/prometheus.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import type { Decision } from '../../packages/sluice/src/limiter.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { countedLayers, createMetrics, outcomeOf } from '../../packages/sluice/src/metrics/prometheus.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { sample } from './exposition.js'
 
 function setup(maxLabelValues?: number) {

@@ -4,9 +4,12 @@
 // page show the regions.
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { createObservability, type DashboardSnapshot } from '../../src/metrics/observability.js'
-import { multiRegionStore } from '../../src/stores/multi-region/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import {
+  createObservability,
+  type DashboardSnapshot,
+} from '../../packages/sluice/src/metrics/observability.js'
+import { multiRegionStore } from '../../packages/sluice/src/stores/multi-region/index.js'
 import { freePort } from '../helpers/redis-harness.js'
 import { sample } from './exposition.js'
 import { mount } from './server.js'

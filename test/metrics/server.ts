@@ -2,7 +2,7 @@
 import type { Server } from 'node:http'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { Observability } from '../../src/metrics/observability.js'
+import type { Observability } from '../../packages/sluice/src/metrics/observability.js'
 
 export interface Mounted {
   server: Server

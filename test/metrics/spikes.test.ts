@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { hashedApiKey } from '../../src/http/keys.js'
-import type { Spike } from '../../src/metrics/spikes.js'
-import { SpikeDetector } from '../../src/metrics/spikes.js'
+import { hashedApiKey } from '../../packages/sluice/src/http/keys.js'
+import type { Spike } from '../../packages/sluice/src/metrics/spikes.js'
+import { SpikeDetector } from '../../packages/sluice/src/metrics/spikes.js'
 
 /**
  * Feed `perSecond` requests for each of `keys` in each of `seconds` seconds starting at `from` (ms),

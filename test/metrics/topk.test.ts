@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import { hashedApiKey } from '../../src/http/keys.js'
-import { DistinctCounter, keyFingerprint, SlidingTopK, SpaceSaving } from '../../src/metrics/topk.js'
+import { hashedApiKey } from '../../packages/sluice/src/http/keys.js'
+import {
+  DistinctCounter,
+  keyFingerprint,
+  SlidingTopK,
+  SpaceSaving,
+} from '../../packages/sluice/src/metrics/topk.js'
 
 /** Deterministic pseudo-random numbers (mulberry32), so failures reproduce. */
 function random(seed: number): () => number {

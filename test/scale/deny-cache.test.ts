@@ -3,11 +3,11 @@
 // layered checks and concurrency policies behave.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { createMetrics } from '../../src/metrics/index.js'
-import { resolvePolicy } from '../../src/policy.js'
-import { LocalDenyCache } from '../../src/scale/deny-cache.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { createMetrics } from '../../packages/sluice/src/metrics/index.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import { LocalDenyCache } from '../../packages/sluice/src/scale/deny-cache.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
 
 let server: RedisServer

@@ -3,10 +3,10 @@
 // admissions into it, and what stays refused (sliding-window-log, concurrency, layers, block).
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import { type RatePolicy, resolvePolicy } from '../../src/policy.js'
-import { HybridPolicy } from '../../src/scale/hybrid.js'
-import { hybridRedis } from '../../src/stores/redis/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { type RatePolicy, resolvePolicy } from '../../packages/sluice/src/policy.js'
+import { HybridPolicy } from '../../packages/sluice/src/scale/hybrid.js'
+import { hybridRedis } from '../../packages/sluice/src/stores/redis/index.js'
 
 const { port } = inject('redis')
 const client = new Redis(port, '127.0.0.1')

@@ -2,10 +2,10 @@
 // offers `rate` requests/s on one key of every policy until `stop`, then flushes and reports what
 // each policy admitted, tick by tick (the parent sums the instances and measures over-admission).
 import { Redis } from 'ioredis'
-import { createLimiter } from '../../src/limiter.js'
-import type { RatePolicy } from '../../src/policy.js'
-import type { HybridBackend } from '../../src/scale/hybrid.js'
-import { hybridRedis } from '../../src/stores/redis/hybrid.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import type { RatePolicy } from '../../packages/sluice/src/policy.js'
+import type { HybridBackend } from '../../packages/sluice/src/scale/hybrid.js'
+import { hybridRedis } from '../../packages/sluice/src/stores/redis/hybrid.js'
 
 export interface WorkerPlan {
   port: number

@@ -2,7 +2,7 @@
 // thousands of one-off (address, user) pairs to wash its own accounts out of the bounded tables;
 // memory stays at its bound, and the address with many accounts and the rotating account still show.
 import { describe, expect, it } from 'vitest'
-import type { AbuseReport } from '../../src/metrics/abuse.js'
+import type { AbuseReport } from '../../packages/sluice/src/metrics/abuse.js'
 import { get, post, servicesClosedAfterEach } from '../service/helpers.js'
 
 const service = servicesClosedAfterEach()

@@ -10,12 +10,12 @@ import { Writable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
-import { InvalidConfigError } from '../../src/errors.js'
-import { parseConfig } from '../../src/server/config.js'
-import { createService } from '../../src/server/service.js'
+import { InvalidConfigError } from '../../packages/sluice/src/errors.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
+import { createService } from '../../packages/sluice-server/src/server/service.js'
 import { post, quietLogger, servicesClosedAfterEach } from '../service/helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
 const POLICIES = 'policies:\n  api: { algorithm: fixed-window, limit: 5, window: 1m }\n'
 const GOOD = 'a-good-admin-token-42'
 

@@ -7,7 +7,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { parseConfig } from '../../src/server/config.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { launchChromium } from '../helpers/chromium.js'
 import { get, post, servicesClosedAfterEach } from '../service/helpers.js'
 

@@ -3,11 +3,11 @@
 // envoy.maxOverridePolicies of them (the least recently used dropped, counted in /metrics), the
 // dashboard snapshot stays bounded, and dropping a policy loses no counts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { parseEnvoyConfig } from '../../src/envoy/config.js'
-import type { DashboardSnapshot } from '../../src/metrics/observability.js'
-import { parseConfig } from '../../src/server/config.js'
-import type { Service } from '../../src/server/service.js'
-import { createService } from '../../src/server/service.js'
+import type { DashboardSnapshot } from '../../packages/sluice/src/metrics/observability.js'
+import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
+import type { Service } from '../../packages/sluice-server/src/server/service.js'
+import { createService } from '../../packages/sluice-server/src/server/service.js'
 import type { RlsClient, RlsRequest } from '../envoy/helpers.js'
 import { d, rlsClient } from '../envoy/helpers.js'
 import { sample } from '../metrics/exposition.js'

@@ -7,10 +7,14 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
-import { InvalidConfigError, InvalidCostError, InvalidOptionsError } from '../../src/errors.js'
-import { createHttpLimiter } from '../../src/http/index.js'
-import { createLimiter } from '../../src/limiter.js'
-import { parseConfig } from '../../src/server/config.js'
+import {
+  InvalidConfigError,
+  InvalidCostError,
+  InvalidOptionsError,
+} from '../../packages/sluice/src/errors.js'
+import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { get, post, servicesClosedAfterEach } from '../service/helpers.js'
 import { rawPost } from './raw.js'
 

@@ -5,7 +5,7 @@
 // attack key gets its own counter, nobody else's counter moves, nothing is flushed, and every item
 // key stays printable with an expiry.
 import { describe, expect, inject, it } from 'vitest'
-import { openStore } from '../../src/server/store-url.js'
+import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
 import { dumpKeys } from '../memcached/text-protocol.js'
 import { post, servicesClosedAfterEach } from '../service/helpers.js'
 

@@ -16,7 +16,7 @@ import type { Running } from '../service/helpers.js'
 import { freePort, get, post, servicesClosedAfterEach, startService } from '../service/helpers.js'
 
 const EXAMPLE_YAML = readFileSync(
-  fileURLToPath(new URL('../../examples/sluice.yaml', import.meta.url)),
+  fileURLToPath(new URL('../../packages/sluice-server/examples/sluice.yaml', import.meta.url)),
   'utf8',
 )
 // The shipped api policy: a burst of 20 by default, 2000 for enterprise.
@@ -165,7 +165,7 @@ describe('/v1/authz without nginx: tier and identity headers', () => {
   })
 
   it('refuses a bad authz.trustedPeers with file, line and path', async () => {
-    const { parseConfig } = await import('../../src/server/config.js')
+    const { parseConfig } = await import('../../packages/sluice-server/src/server/config.js')
     expect(() => parseConfig(`${TIERS}authz:\n  trustedPeers: [nowhere]\n`, 'bad.yaml')).toThrow(
       /bad\.yaml:6: authz\.trustedPeers: "nowhere" is not an address/,
     )

@@ -4,7 +4,7 @@
 import type { ClientHttp2Session, ClientHttp2Stream, OutgoingHttpHeaders } from 'node:http2'
 import { connect } from 'node:http2'
 import { loadSync } from '@grpc/proto-loader'
-import { PROTO_OPTIONS, RLS_PATH, rlsProtoPath } from '../../src/envoy/grpc.js'
+import { PROTO_OPTIONS, RLS_PATH, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
 import type { RlsRequest } from '../envoy/helpers.js'
 
 const serializeRequest = (

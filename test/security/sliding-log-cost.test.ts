@@ -18,11 +18,11 @@ import {
   LOG_TOTAL_MODULUS,
   type SlidingWindowLogState,
   slidingWindowLog,
-} from '../../src/algorithms/sliding-window-log.js'
-import { resolvePolicy } from '../../src/policy.js'
-import type { Step, StepResult } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
-import { redisStore } from '../../src/stores/redis/index.js'
+} from '../../packages/sluice/src/algorithms/sliding-window-log.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Step, StepResult } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
 import { freePort, post } from '../service/helpers.js'
 
@@ -326,7 +326,7 @@ describe('sliding-window-log on a real Redis: bytes and script time do not grow 
 })
 
 describe('sliding-window-log in a real `sluice serve`', () => {
-  const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
+  const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
   let dir: string
   let child: ChildProcess | undefined
   afterAll(async () => {

@@ -1,10 +1,10 @@
 // Abuse patterns in `sluice serve`, over real sockets: layered /v1/check requests and /v1/authz
 // calls feed (address, identity) pairs; the snapshot JSON, /metrics and the config keys carry them.
 import { describe, expect, it } from 'vitest'
-import { InvalidConfigError } from '../../src/errors.js'
-import { hashedApiKey } from '../../src/http/keys.js'
-import type { AbuseReport } from '../../src/metrics/abuse.js'
-import { parseConfig } from '../../src/server/config.js'
+import { InvalidConfigError } from '../../packages/sluice/src/errors.js'
+import { hashedApiKey } from '../../packages/sluice/src/http/keys.js'
+import type { AbuseReport } from '../../packages/sluice/src/metrics/abuse.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { sample } from '../metrics/exposition.js'
 import type { Running } from './helpers.js'
 import { get, post, servicesClosedAfterEach } from './helpers.js'

@@ -2,7 +2,7 @@
 import { request } from 'node:http'
 import { Counter } from 'prom-client'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { parseConfig } from '../../src/server/config.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import type { Running } from './helpers.js'
 import { get, post, startService } from './helpers.js'
 
@@ -368,7 +368,7 @@ describe('health, readiness, metrics, request ids', () => {
 
   it('/readyz says which failure mode serves when the store does not answer', async () => {
     await running.service.close()
-    const { memoryStore } = await import('../../src/stores/memory.js')
+    const { memoryStore } = await import('../../packages/sluice/src/stores/memory.js')
     running = await startService(CONFIG, {
       store: {
         store: memoryStore(),

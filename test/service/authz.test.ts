@@ -1,10 +1,10 @@
 // GET /v1/authz: the client address under the HTTP core's rules (trusted proxies, forwarding header,
 // IPv6 grouping), and what it answers when the store fails (503 by default, 429 when configured).
 import { describe, expect, it } from 'vitest'
-import { parseConfig } from '../../src/server/config.js'
-import { openStore } from '../../src/server/store-url.js'
-import type { Store } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import type { Store } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
+import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import type { Running } from './helpers.js'
 import { get, post, servicesClosedAfterEach } from './helpers.js'

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 function sluice(args: string[], env: Record<string, string> = {}, cwd = ROOT) {

@@ -148,7 +148,9 @@ describe('sluice serve --store', () => {
 
 describe('sluice check and help', () => {
   it('prints what a valid config says', () => {
-    const example = fileURLToPath(new URL('../../examples/sluice.yaml', import.meta.url))
+    const example = fileURLToPath(
+      new URL('../../packages/sluice-server/examples/sluice.yaml', import.meta.url),
+    )
     const res = spawnSync(process.execPath, [CLI, 'check', '--config', example], { encoding: 'utf8' })
     expect(res.status).toBe(0)
     expect(res.stdout).toContain('api (tier enterprise): token-bucket, 10000 per 60000ms, capacity 2000')

@@ -1,12 +1,17 @@
 // Config loading: the example config, every error naming file, line and path, tiers, store URLs.
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { InvalidConfigError } from '../../src/errors.js'
-import { createLimiter } from '../../src/limiter.js'
-import { describeConfig, limiterPolicies, loadConfig, parseConfig } from '../../src/server/config.js'
-import { parseStoreUrl, redactStoreUrl } from '../../src/server/store-url.js'
+import { InvalidConfigError } from '../../packages/sluice/src/errors.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import {
+  describeConfig,
+  limiterPolicies,
+  loadConfig,
+  parseConfig,
+} from '../../packages/sluice-server/src/server/config.js'
+import { parseStoreUrl, redactStoreUrl } from '../../packages/sluice-server/src/server/store-url.js'
 
-const EXAMPLE = fileURLToPath(new URL('../../examples/sluice.yaml', import.meta.url))
+const EXAMPLE = fileURLToPath(new URL('../../packages/sluice-server/examples/sluice.yaml', import.meta.url))
 const API = '  api: { algorithm: token-bucket, limit: 100, window: 1m }\n'
 
 function errorOf(text: string): InvalidConfigError {

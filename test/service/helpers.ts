@@ -2,9 +2,9 @@
 import { createServer } from 'node:net'
 import { pino } from 'pino'
 import { afterEach } from 'vitest'
-import { parseConfig } from '../../src/server/config.js'
-import type { Service, ServiceOptions } from '../../src/server/service.js'
-import { createService } from '../../src/server/service.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
+import type { Service, ServiceOptions } from '../../packages/sluice-server/src/server/service.js'
+import { createService } from '../../packages/sluice-server/src/server/service.js'
 
 export const quietLogger = pino({ level: 'silent' })
 

@@ -2,7 +2,7 @@
 // sluice_decisions_total and the dashboard snapshot, and a reload (a new limiter) keeps them.
 import { request } from 'node:http'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { parseConfig } from '../../src/server/config.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { sample } from '../metrics/exposition.js'
 import type { Running } from './helpers.js'
 import { get, post, startService } from './helpers.js'

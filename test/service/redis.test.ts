@@ -2,7 +2,7 @@
 // shared by two service instances, readiness when Redis goes away, and Redis Cluster.
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
-import { openStore } from '../../src/server/store-url.js'
+import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import type { Running } from './helpers.js'
 import { get, post, startService } from './helpers.js'

@@ -42,7 +42,7 @@ describe('npm start', () => {
       })
       expect(check.status).toBe(200)
       expect(out).not.toMatch(/warn|circular/i)
-      const built = readdirSync(join(ROOT, '.start'))
+      const built = readdirSync(join(ROOT, 'packages', 'sluice-server', '.start'))
       expect(built).toContain('cli.js')
       expect(built).toContain('rls.proto')
       expect(built.filter((name) => name.endsWith('.d.ts') || name.endsWith('.d.cts'))).toEqual([])

@@ -3,8 +3,8 @@
 // IPC: `run` offers `rate` requests/s on one key between two instants and reports what it admitted,
 // `peek` reports the key's global remaining, `regions` the store's view of every region.
 import { Redis } from 'ioredis'
-import { createLimiter } from '../../src/limiter.js'
-import { multiRegionStore } from '../../src/stores/multi-region/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { multiRegionStore } from '../../packages/sluice/src/stores/multi-region/index.js'
 
 export interface WorkerPlan {
   region: string

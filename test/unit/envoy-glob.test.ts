@@ -1,7 +1,7 @@
 // Envoy wildcard values (`foo*`, `svc*ep*rpc`): matchesGlob against a reference matcher over every
 // pattern and value of a small alphabet, where overlapping and repeated parts are common.
 import { describe, expect, it } from 'vitest'
-import { matchesGlob } from '../../src/envoy/decide.js'
+import { matchesGlob } from '../../packages/sluice-server/src/envoy/decide.js'
 
 /** Reference: dynamic programming over (pattern prefix, value prefix). */
 function reference(pattern: string, value: string): boolean {

@@ -1,6 +1,6 @@
 // Every error code with the input that triggers it, and proof that nothing stored changed after it.
 import { describe, expect, it } from 'vitest'
-import { parseDuration } from '../../src/duration.js'
+import { parseDuration } from '../../packages/sluice/src/duration.js'
 import {
   InvalidCostError,
   InvalidDurationError,
@@ -9,11 +9,11 @@ import {
   InvalidPolicyError,
   SluiceError,
   UnknownPolicyError,
-} from '../../src/errors.js'
-import { createLimiter } from '../../src/limiter.js'
-import type { Policy } from '../../src/policy.js'
-import type { Store } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
+} from '../../packages/sluice/src/errors.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import type { Policy } from '../../packages/sluice/src/policy.js'
+import type { Store } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { fakeClock, fakeStore, snapshot } from './helpers.js'
 
 /** Run `fn`, expect a SluiceError of `code`, and return it for more checks. */

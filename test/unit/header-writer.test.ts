@@ -1,10 +1,14 @@
 // The HTTP core's header writer (per-policy parts computed once, numbers reused) writes exactly what
 // rateLimitHeaders writes: every algorithm, admits and denials, single and layered, every family.
 import { describe, expect, it } from 'vitest'
-import { type HeaderFamilies, headerWriter, rateLimitHeaders } from '../../src/http/headers.js'
-import type { Decision, LayeredDecision } from '../../src/limiter.js'
-import { createLimiter } from '../../src/limiter.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import {
+  type HeaderFamilies,
+  headerWriter,
+  rateLimitHeaders,
+} from '../../packages/sluice/src/http/headers.js'
+import type { Decision, LayeredDecision } from '../../packages/sluice/src/limiter.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 
 const FAMILIES: HeaderFamilies[] = ['both', 'legacy', 'draft', 'none']
 

@@ -1,6 +1,6 @@
 // Shared test helpers: a fake clock and a snapshot of what a store holds, to prove nothing changed.
-import type { Limiter } from '../../src/limiter.js'
-import { type MemoryStore, memoryStore } from '../../src/stores/memory.js'
+import type { Limiter } from '../../packages/sluice/src/limiter.js'
+import { type MemoryStore, memoryStore } from '../../packages/sluice/src/stores/memory.js'
 
 export interface FakeClock {
   now: () => number

@@ -2,9 +2,14 @@
 // route, how route options merge, and the configuration errors. The adapters' behaviour through real
 // servers is in test/http/behaviour.test.ts.
 import { describe, expect, it } from 'vitest'
-import type { HttpLimiterOptions, HttpOutcome, HttpRequestInfo, RouteOptions } from '../../src/http/index.js'
-import { createHttpLimiter } from '../../src/http/index.js'
-import { createLimiter } from '../../src/limiter.js'
+import type {
+  HttpLimiterOptions,
+  HttpOutcome,
+  HttpRequestInfo,
+  RouteOptions,
+} from '../../packages/sluice/src/http/index.js'
+import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
 
 const policies = {
   wide: { algorithm: 'fixed-window', limit: 1000, window: '1m' },

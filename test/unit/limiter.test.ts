@@ -1,6 +1,6 @@
 // The limiter's behaviour above the store: layered all-or-nothing, block, leases, consumeSync, events.
 import { describe, expect, it } from 'vitest'
-import { createLimiter, type DecisionEvent } from '../../src/limiter.js'
+import { createLimiter, type DecisionEvent } from '../../packages/sluice/src/limiter.js'
 import { fakeClock, fakeStore } from './helpers.js'
 
 function setup() {

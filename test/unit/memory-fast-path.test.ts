@@ -2,12 +2,12 @@
 // arrays) and the algorithms' `into` (the memory store rewrites a stored state in place): each must
 // decide exactly what the general path decides, and events must still see every decision.
 import { describe, expect, it } from 'vitest'
-import { algorithms } from '../../src/algorithms/index.js'
-import { InvalidOptionsError } from '../../src/errors.js'
-import { createLimiter, type DecisionEvent } from '../../src/limiter.js'
-import { resolvePolicy } from '../../src/policy.js'
-import type { Store } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import { algorithms } from '../../packages/sluice/src/algorithms/index.js'
+import { InvalidOptionsError } from '../../packages/sluice/src/errors.js'
+import { createLimiter, type DecisionEvent } from '../../packages/sluice/src/limiter.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import type { Store } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { fakeClock } from './helpers.js'
 
 const POLICIES = {

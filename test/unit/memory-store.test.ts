@@ -1,7 +1,7 @@
 // The memory store's own promises: bounded by maxKeys with LRU, expired idle keys swept without
 // timers. Its heap per key and under a million distinct keys are budgets of `npm run bench -- --check`.
 import { describe, expect, it } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { fakeClock, fakeStore } from './helpers.js'
 
 describe('bounded by maxKeys, least recently used first', () => {

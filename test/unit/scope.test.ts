@@ -1,7 +1,7 @@
 // Policy option `scope` (issue 17, multi-region): 'region' (default) or 'global'; global only for
 // the algorithms whose over-admission multiRegionStore can bound (sliding window counter).
 import { describe, expect, it } from 'vitest'
-import { resolvePolicy } from '../../src/policy.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
 
 const invalid = expect.objectContaining({ code: 'SLUICE_INVALID_POLICY' })
 

@@ -3,9 +3,9 @@
 // server answers NOSCRIPT to every retry, so this drives the runner with an adapter that does, and
 // a clock the test moves (test/integration/redis-noscript.test.ts has the real SCRIPT FLUSH).
 import { describe, expect, it } from 'vitest'
-import { StoreError } from '../../src/errors.js'
-import type { ClientAdapter } from '../../src/stores/redis/client.js'
-import { MAX_SCRIPT_RETRIES, script, scriptRunner } from '../../src/stores/redis/script.js'
+import { StoreError } from '../../packages/sluice/src/errors.js'
+import type { ClientAdapter } from '../../packages/sluice/src/stores/redis/client.js'
+import { MAX_SCRIPT_RETRIES, script, scriptRunner } from '../../packages/sluice/src/stores/redis/script.js'
 
 /** A reply error as ioredis makes it (replyErrorCode reads its name and first word). */
 class ReplyError extends Error {

@@ -2,7 +2,7 @@
 // 00..0f, and a plain BigInt transcription of the algorithm for every length up to 80 bytes (each
 // length takes another path through the last, partial word).
 import { describe, expect, it } from 'vitest'
-import { type SipKey, sipHash24, sipKey } from '../../src/stores/redis/siphash.js'
+import { type SipKey, sipHash24, sipKey } from '../../packages/sluice/src/stores/redis/siphash.js'
 
 const keyBytes = Uint8Array.from({ length: 16 }, (_, i) => i)
 const hex = ([high, low]: [number, number]): string =>

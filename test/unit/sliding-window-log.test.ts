@@ -7,9 +7,9 @@ import {
   LOG_TOTAL_MODULUS,
   type SlidingWindowLogState,
   slidingWindowLog,
-} from '../../src/algorithms/sliding-window-log.js'
-import type { Outcome } from '../../src/algorithms/types.js'
-import { type ResolvedPolicy, resolvePolicy } from '../../src/policy.js'
+} from '../../packages/sluice/src/algorithms/sliding-window-log.js'
+import type { Outcome } from '../../packages/sluice/src/algorithms/types.js'
+import { type ResolvedPolicy, resolvePolicy } from '../../packages/sluice/src/policy.js'
 
 /** One time per admitted unit, oldest first. */
 type UnitLog = number[]

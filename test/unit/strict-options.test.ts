@@ -3,24 +3,28 @@
 // are plain JavaScript (cast through unknown), the way an untyped caller passes them.
 import Fastify from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
-import { sluice as sluiceExpress } from '../../src/adapters/express.js'
-import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
-import { sluice as sluiceHono } from '../../src/adapters/hono.js'
-import { withSluice } from '../../src/adapters/node.js'
-import { SluiceError } from '../../src/errors.js'
-import { protectStore } from '../../src/failover/index.js'
-import { createHttpLimiter, type HttpLimiterOptions } from '../../src/http/index.js'
-import { createLimiter, type LimiterOptions } from '../../src/limiter.js'
-import { createMetrics, createObservability, type ObservabilityOptions } from '../../src/metrics/index.js'
-import { SpikeDetector } from '../../src/metrics/spikes.js'
-import { SlidingTopK } from '../../src/metrics/topk.js'
-import { closest } from '../../src/options.js'
-import type { Policy } from '../../src/policy.js'
-import { resolvePolicy } from '../../src/policy.js'
-import { LocalDenyCache } from '../../src/scale/deny-cache.js'
-import { parseConfig } from '../../src/server/config.js'
-import { createService } from '../../src/server/index.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import { sluice as sluiceExpress } from '../../packages/sluice/src/adapters/express.js'
+import { sluice as sluiceFastify } from '../../packages/sluice/src/adapters/fastify.js'
+import { sluice as sluiceHono } from '../../packages/sluice/src/adapters/hono.js'
+import { withSluice } from '../../packages/sluice/src/adapters/node.js'
+import { SluiceError } from '../../packages/sluice/src/errors.js'
+import { protectStore } from '../../packages/sluice/src/failover/index.js'
+import { createHttpLimiter, type HttpLimiterOptions } from '../../packages/sluice/src/http/index.js'
+import { createLimiter, type LimiterOptions } from '../../packages/sluice/src/limiter.js'
+import {
+  createMetrics,
+  createObservability,
+  type ObservabilityOptions,
+} from '../../packages/sluice/src/metrics/index.js'
+import { SpikeDetector } from '../../packages/sluice/src/metrics/spikes.js'
+import { SlidingTopK } from '../../packages/sluice/src/metrics/topk.js'
+import { closest } from '../../packages/sluice/src/options.js'
+import type { Policy } from '../../packages/sluice/src/policy.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import { LocalDenyCache } from '../../packages/sluice/src/scale/deny-cache.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { createService } from '../../packages/sluice-server/src/index.js'
+import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 
 const policies = {
   api: { algorithm: 'token-bucket', limit: 10, window: '1s' },

@@ -2,10 +2,10 @@
 // tsconfig's include); each @ts-expect-error fails the type check if the error it expects goes away.
 import Fastify from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { sluice as sluiceFastify } from '../../src/adapters/fastify.js'
-import { createHttpLimiter, type RouteOptions } from '../../src/http/index.js'
-import { createLimiter, type Decision, type LayeredDecision } from '../../src/limiter.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import { sluice as sluiceFastify } from '../../packages/sluice/src/adapters/fastify.js'
+import { createHttpLimiter, type RouteOptions } from '../../packages/sluice/src/http/index.js'
+import { createLimiter, type Decision, type LayeredDecision } from '../../packages/sluice/src/limiter.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 
 describe('typed policy names', () => {
   it('accepts configured names and rejects others at compile time', async () => {

@@ -2,10 +2,10 @@
 // the waiters' deadlines and their sleeps all move only when the test advances them): FIFO, bounds,
 // the up-front timeout, abort, the forced charge of settle and its overshoot.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { createLimiter } from '../../src/limiter.js'
-import type { Policy } from '../../src/policy.js'
-import type { Step, Store } from '../../src/store.js'
-import { memoryStore } from '../../src/stores/memory.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import type { Policy } from '../../packages/sluice/src/policy.js'
+import type { Step, Store } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { fakeClock, fakeStore } from './helpers.js'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

@@ -1,7 +1,7 @@
 // The protection layer is transparent while the store answers: every conformance vector passes
 // through protectStore exactly as it does on the bare store.
 
-import { protectStore } from '../../../src/failover/index.js'
+import { protectStore } from '../../../packages/sluice/src/failover/index.js'
 import { runConformance } from '../../conformance/suite.js'
 import { switchableStore } from './switchable-store.js'
 

@@ -2,12 +2,16 @@
 // timeouts, breaker cool-downs and the log interval pass when the test advances the clock.
 import { pino } from 'pino'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { InvalidOptionsError, InvalidPolicyError, type SluiceError } from '../../../src/errors.js'
-import type { FailoverLogger } from '../../../src/failover/index.js'
-import { protectStore } from '../../../src/failover/index.js'
-import { createLimiter } from '../../../src/limiter.js'
-import { resolvePolicy } from '../../../src/policy.js'
-import { memoryStore } from '../../../src/stores/memory.js'
+import {
+  InvalidOptionsError,
+  InvalidPolicyError,
+  type SluiceError,
+} from '../../../packages/sluice/src/errors.js'
+import type { FailoverLogger } from '../../../packages/sluice/src/failover/index.js'
+import { protectStore } from '../../../packages/sluice/src/failover/index.js'
+import { createLimiter } from '../../../packages/sluice/src/limiter.js'
+import { resolvePolicy } from '../../../packages/sluice/src/policy.js'
+import { memoryStore } from '../../../packages/sluice/src/stores/memory.js'
 import { type SwitchableStore, switchableStore } from './switchable-store.js'
 
 /** Let `ms` pass on the fake clock, running the timers due and the promise jobs they start. */

@@ -1,9 +1,9 @@
 // The decision endpoints: POST /v1/check and /v1/peek (JSON in, the decision as JSON out) and
 // GET /v1/authz (nginx auth_request, Traefik forwardAuth: the answer is the status and its headers).
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { rateLimitBody, rateLimitHeaders } from '../http/headers.js'
-import { hashedApiKey } from '../http/keys.js'
-import type { Decision } from '../limiter.js'
+import type { Decision } from 'sluice'
+import { rateLimitBody, rateLimitHeaders } from 'sluice'
+import { hashedApiKey } from 'sluice/internal'
 import { send } from './plumbing.js'
 import type { DecisionRequest } from './requests.js'
 import { ClientError, checkCost, checkKey, entryFor } from './requests.js'

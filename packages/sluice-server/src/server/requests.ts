@@ -1,7 +1,7 @@
 // Request bodies of the decision API: read (bounded), parsed and checked before the limiter sees them.
 // Every client mistake becomes a ClientError with a stable code and a 400; nothing stored changes.
 import type { IncomingMessage } from 'node:http'
-import type { Check } from '../limiter.js'
+import type { Check } from 'sluice'
 import type { PolicyEntry, ServiceConfig } from './config.js'
 import { isRecord } from './config.js'
 

@@ -1,6 +1,6 @@
 // How the service answers /v1/check and /v1/peek: the decision as JSON, the configured policy and
 // the tier as fields of their own. Pure functions of their arguments.
-import type { Decision, LayeredDecision } from '../limiter.js'
+import type { Decision, LayeredDecision } from 'sluice'
 import type { PolicyEntry } from './config.js'
 
 /** The decision in the service's words: the configured policy (`api`) and the tier when one applied. */

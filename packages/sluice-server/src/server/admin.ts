@@ -2,7 +2,7 @@
 // (does the store answer, and if not, does some policy's failure mode still serve decisions).
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { InvalidDurationError } from '../errors.js'
+import { InvalidDurationError } from 'sluice'
 import { send, settlesWithin } from './plumbing.js'
 import { ClientError, jsonBody, parseAdminRequest } from './requests.js'
 import type { ServiceContext } from './types.js'

@@ -1,8 +1,9 @@
 // How a config mistake is reported: the file and line of a path in the YAML document, the path as
 // messages name it, and what to write instead of a spelled-out duration.
+
+import { InvalidConfigError } from 'sluice'
 import type { Document } from 'yaml'
 import { isMap, isScalar, LineCounter, parseDocument, visit } from 'yaml'
-import { InvalidConfigError } from '../errors.js'
 
 /** A path into the config: `['tiers', 'pro', 'api', 'limit']`. */
 export type Path = readonly (string | number)[]

@@ -1,8 +1,8 @@
 // Pieces of the service around a request: the client address of /v1/authz under the HTTP core's
 // rules, whether its peer is trusted, and waiting for a streamed response to end.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { ClientIpResolver } from '../http/ip.js'
-import { clientIpResolver, groupIp, ipMatcher, parseIp } from '../http/ip.js'
+import type { ClientIpResolver } from 'sluice/internal'
+import { clientIpResolver, groupIp, ipMatcher, parseIp } from 'sluice/internal'
 import type { ServiceConfig } from './config.js'
 
 /**

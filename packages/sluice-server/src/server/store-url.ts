@@ -2,10 +2,9 @@
 // `redis+cluster://host1:port1,host2:port2`, `memcached://host:port`,
 // `postgres://user:pass@host:port/db`. Parsed here, and opened (Redis with ioredis, memcached with
 // memjs, PostgreSQL with pg) as the StoreHandle the service decides on.
-import { InvalidConfigError, StoreError } from '../errors.js'
-import type { Store } from '../store.js'
-import type { MemjsClientLike } from '../stores/memcached/client.js'
-import { memoryStore } from '../stores/memory.js'
+import { InvalidConfigError, memoryStore, StoreError } from 'sluice'
+import type { MemjsClientLike } from 'sluice/memcached'
+import type { Store } from 'sluice/store'
 import type { StoreHandle } from './types.js'
 
 export interface HostPort {
@@ -270,7 +269,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
       throw new StoreError('the redis store needs ioredis: npm install ioredis', { cause: error })
     throw error
   })
-  const { redisStore } = await import('../stores/redis/index.js')
+  const { redisStore } = await import('sluice/redis')
   const auth = {
     ...(spec.username === undefined ? {} : { username: spec.username }),
     ...(spec.password === undefined ? {} : { password: spec.password }),
@@ -344,7 +343,10 @@ async function openMemcached(
     throw error
   })) as MemjsModule & { default?: MemjsModule }
   const memjs = loaded.default ?? loaded
-  const { memcachedStore, pingMemcached } = await import('../stores/memcached/index.js')
+  const [{ memcachedStore }, { pingMemcached }] = await Promise.all([
+    import('sluice/memcached'),
+    import('sluice/internal'),
+  ])
   // Credentials go in the options, never in the server string (a password may hold `@` or `:`).
   const client = memjs.Client.create(`${spec.host}:${spec.port}`, {
     ...(spec.username === undefined ? {} : { username: spec.username }),
@@ -394,7 +396,7 @@ async function openPostgres(connectionString: string, redacted: string): Promise
       throw new StoreError('the postgres store needs pg: npm install pg', { cause: error })
     throw error
   })
-  const { postgresStore } = await import('../stores/postgres/index.js')
+  const { postgresStore } = await import('sluice/postgres')
   const Pool = (pg.default ?? pg).Pool
   // A decision must not wait on a dead database: connecting and each query fail fast instead.
   const pool = new Pool({

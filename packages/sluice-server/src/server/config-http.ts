@@ -2,9 +2,8 @@
 // take to send a request, how many connections one service holds, and where the dashboard listens
 // and with which token. Schemas for config.ts's top-level schema, and their resolution with defaults.
 import { isIP } from 'node:net'
+import { parseDuration, SluiceError } from 'sluice'
 import { z } from 'zod'
-import { parseDuration } from '../duration.js'
-import { SluiceError } from '../errors.js'
 import type { Locator } from './config-errors.js'
 
 /** Defaults, well under Node's (60 s for headers, 300 s for a request, no connection cap). */

@@ -1,10 +1,8 @@
 // One ShouldRateLimit call: validate the request (bounded, typed errors), match each descriptor to
 // the most specific configured entry, charge the limiter, and build Envoy's answer.
 import { createHash } from 'node:crypto'
-import { hashedApiKey } from '../http/keys.js'
-import type { Check, Decision, Limiter } from '../limiter.js'
-import type { Policy } from '../policy.js'
-import { resolvePolicy } from '../policy.js'
+import type { Check, Decision, Limiter, Policy } from 'sluice'
+import { hashedApiKey, resolvePolicy } from 'sluice/internal'
 import type { EnvoyLevel, EnvoyLimit, EnvoyNode, EnvoyRules, Unit } from './config.js'
 import { UNITS } from './config.js'
 import type { EnvoySettings } from './settings.js'

@@ -2,10 +2,8 @@
 // POST /v1/reserve and POST /v1/settle/{id}. Bodies are checked like /v1/check's (requests.ts); the
 // config's `waiting:` section is config-waiting.ts.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { parseDuration } from '../duration.js'
-import { SluiceError } from '../errors.js'
-import type { Decision, LayeredDecision } from '../limiter.js'
-import type { Settlement } from '../waiting/types.js'
+import type { Decision, LayeredDecision, Settlement } from 'sluice'
+import { parseDuration, SluiceError } from 'sluice'
 import { isRecord } from './config.js'
 import { send } from './plumbing.js'
 import { ClientError, type DecisionRequest, jsonBody, parseDecisionRequest } from './requests.js'

@@ -2,9 +2,8 @@
 // and its bounds) and `envoy: { config, charge, responseHeaders, secretKeys, maxOverridePolicies }`
 // (docs/envoy.md).
 import { dirname, resolve } from 'node:path'
+import { parseDuration, SluiceError } from 'sluice'
 import { z } from 'zod'
-import { parseDuration } from '../duration.js'
-import { SluiceError } from '../errors.js'
 import type { Locator } from '../server/config-errors.js'
 
 export const CHARGE_MODES = ['all-or-nothing', 'every'] as const

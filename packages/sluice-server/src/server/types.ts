@@ -3,10 +3,10 @@
 import type { IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
+import type { DecisionListener, Limiter } from 'sluice'
+import type { Observability, ObservabilityOptions } from 'sluice/metrics'
+import type { Store } from 'sluice/store'
 import type { EnvoyRules } from '../envoy/config.js'
-import type { DecisionListener, Limiter } from '../limiter.js'
-import type { Observability, ObservabilityOptions } from '../metrics/observability.js'
-import type { Store } from '../store.js'
 import type { ServiceConfig } from './config.js'
 
 /** The store the service decides on, with a way to ask whether it answers. */

@@ -5,8 +5,7 @@
 // override's storage id leaves its requests_per_unit out: decide.ts), so a dropped one loses none.
 import type { Registry } from 'prom-client'
 import { Counter, Gauge } from 'prom-client'
-import type { Limiter } from '../limiter.js'
-import type { Policy } from '../policy.js'
+import type { Limiter, Policy } from 'sluice'
 
 export interface OverridePolicies {
   /**

@@ -1,11 +1,11 @@
 // The config's `abuse:` section: the window and thresholds of the abuse patterns (many identities
 // behind one address, one identity over many addresses) and which policies' keys are addresses or
 // identities. Schema for config.ts's top-level schema, and its resolution with defaults.
+
+import { parseDuration, SluiceError } from 'sluice'
+import { closest } from 'sluice/internal'
+import type { AbuseKeyKind, AbuseOptions } from 'sluice/metrics'
 import { z } from 'zod'
-import { parseDuration } from '../duration.js'
-import { SluiceError } from '../errors.js'
-import type { AbuseKeyKind, AbuseOptions } from '../metrics/abuse.js'
-import { closest } from '../options.js'
 import type { Locator } from './config-errors.js'
 
 export interface AbuseSettings {

@@ -1,8 +1,8 @@
 // The config's `waiting:` section: how long /v1/wait may hold a request and how many reservations
 // may be open at once. Schema for config.ts's top-level schema, and its resolution with defaults.
+
+import { parseDuration, SluiceError } from 'sluice'
 import { z } from 'zod'
-import { parseDuration } from '../duration.js'
-import { SluiceError } from '../errors.js'
 import type { Locator } from './config-errors.js'
 
 export interface WaitingSettings {
