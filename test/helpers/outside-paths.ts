@@ -2,7 +2,7 @@
 // TypeScript every path expression that can be evaluated without running it is computed from the
 // file's own location (outside-paths-js.ts); in shell scripts, JSON configs and the examples' other
 // files, path-like words are. What may be reached outside is ALLOWED, with a reason.
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { extname, join, posix, relative } from 'node:path'
 import type { PathSink } from './outside-paths-js.js'
 import { scanJs, TMPDIR } from './outside-paths-js.js'
@@ -156,8 +156,19 @@ function walk(dir: string, out: string[]): void {
 function scannedFiles(root: string): string[] {
   const files: string[] = []
   for (const folder of SCANNED_FOLDERS) walk(join(root, folder), files)
-  for (const entry of readdirSync(root, { withFileTypes: true }))
-    if (entry.isFile() && ROOT_FILES.test(entry.name)) files.push(join(root, entry.name))
+  const rootFiles = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true }))
+      if (entry.isFile() && ROOT_FILES.test(entry.name)) files.push(join(dir, entry.name))
+  }
+  rootFiles(root)
+  // Each package's own configs (package.json, tsup.config.ts) and the examples it ships.
+  const packages = join(root, 'packages')
+  for (const entry of readdirSync(packages, { withFileTypes: true })) {
+    if (!entry.isDirectory()) continue
+    rootFiles(join(packages, entry.name))
+    const examples = join(packages, entry.name, 'examples')
+    if (existsSync(examples)) walk(examples, files)
+  }
   return files.sort()
 }
 

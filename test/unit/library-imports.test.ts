@@ -1,22 +1,27 @@
-// The library imports nothing of the service's stack: from src/index.ts and every public subpath
-// entry of tsup.config.ts except `server`, the import graph of the sources (type imports and
-// dynamic imports included) reaches no schema library, YAML parser, logger or gRPC package, and no
-// module of src/server, src/envoy or src/cli.ts.
+// The library (packages/sluice) carries no runtime dependency: from every entry of its entries.json,
+// the import graph of its sources (type imports and dynamic imports included) stays inside
+// packages/sluice/src and imports no package but Node's own and the optional peers its package.json
+// declares (Redis and PostgreSQL clients, memjs, the frameworks, prom-client). The service
+// (packages/sluice-server) reaches the library only through the entries `sluice` publishes.
 import { existsSync, readFileSync } from 'node:fs'
+import { builtinModules } from 'node:module'
 import { dirname, join, relative } from 'node:path'
 import ts from 'typescript'
 import { describe, expect, it } from 'vitest'
 
 const ROOT = join(import.meta.dirname, '..', '..')
-const SERVICE_ONLY = /^(zod|yaml|pino|@grpc\/.*)$/
-const SERVICE_MODULES = /^src\/(server\/|envoy\/|cli\.ts$)/
+const LIBRARY = 'packages/sluice'
+const SERVER = 'packages/sluice-server'
 
-/** The public entries tsup builds: `name: 'src/...'` lines of its `publicEntries`. */
-function publicEntries(): Record<string, string> {
-  const config = readFileSync(join(ROOT, 'tsup.config.ts'), 'utf8')
-  const block = /const publicEntries = \{([^}]*)\}/.exec(config)?.[1] ?? ''
-  return Object.fromEntries([...block.matchAll(/(\w+): '(src\/[^']+)'/g)].map((m) => [m[1]!, m[2]!]))
-}
+const readJson = (file: string) =>
+  JSON.parse(readFileSync(join(ROOT, file), 'utf8')) as Record<string, unknown>
+
+/** `ioredis`, `@grpc/grpc-js`, `hono/route` -> the package's name. */
+const packageName = (specifier: string) =>
+  specifier
+    .split('/')
+    .slice(0, specifier.startsWith('@') ? 2 : 1)
+    .join('/')
 
 /** Every module reached from `entries`, and every package each one imports (comments ignored). */
 function importGraph(entries: readonly string[]) {
@@ -30,7 +35,8 @@ function importGraph(entries: readonly string[]) {
     const { importedFiles } = ts.preProcessFile(readFileSync(join(ROOT, file), 'utf8'), true, true)
     for (const { fileName: specifier } of importedFiles) {
       if (!specifier.startsWith('.')) {
-        if (!specifier.startsWith('node:')) packages.push({ from: file, name: specifier })
+        if (!specifier.startsWith('node:') && !builtinModules.includes(specifier))
+          packages.push({ from: file, name: specifier })
         continue
       }
       const target = relative(ROOT, join(ROOT, dirname(file), specifier.replace(/\.js$/, '.ts')))
@@ -41,49 +47,70 @@ function importGraph(entries: readonly string[]) {
   return { modules, packages }
 }
 
-const serviceImports = (graph: ReturnType<typeof importGraph>) =>
-  graph.packages.filter(({ name }) => SERVICE_ONLY.test(name))
+const libraryEntries = () =>
+  Object.values(readJson(`${LIBRARY}/entries.json`) as Record<string, string>).map(
+    (file) => `${LIBRARY}/${file}`,
+  )
 
-describe("the library's import graph", () => {
-  const entries = publicEntries()
-  const library = Object.entries(entries)
-    .filter(([name]) => name !== 'server')
-    .map(([, file]) => file)
+describe("the library's dependencies", () => {
+  const manifest = readJson(`${LIBRARY}/package.json`) as {
+    dependencies?: object
+    peerDependencies: Record<string, string>
+    peerDependenciesMeta: Record<string, { optional?: boolean }>
+  }
 
-  it('starts at src/index.ts and every public subpath but the service', () => {
-    expect(entries.index).toBe('src/index.ts')
-    expect(entries.server).toBe('src/server/index.ts')
-    expect(library).toEqual(expect.arrayContaining(['src/index.ts', 'src/stores/redis/index.ts']))
-    expect(library.length).toBeGreaterThanOrEqual(8)
+  it('declares no dependency, and every peer is optional', () => {
+    expect(manifest.dependencies).toBeUndefined()
+    for (const peer of Object.keys(manifest.peerDependencies))
+      expect(manifest.peerDependenciesMeta[peer]?.optional, peer).toBe(true)
   })
 
-  it('imports no zod, yaml, pino or @grpc package', () => {
-    const graph = importGraph(library)
-    // The modules that validate options are in the graph: the check looks where the imports were.
+  it('imports only Node and its optional peers, from every entry', () => {
+    const graph = importGraph(libraryEntries())
+    // The modules that validate options and talk to stores are in the graph: the walk looks where imports are.
     for (const file of [
       'src/policy.ts',
-      'src/failover/options.ts',
       'src/http/core.ts',
       'src/stores/redis/index.ts',
-      'src/stores/postgres/index.ts',
+      'src/metrics/prometheus.ts',
     ])
-      expect(graph.modules).toContain(file)
-    expect(serviceImports(graph)).toEqual([])
+      expect(graph.modules).toContain(`${LIBRARY}/${file}`)
+    const undeclared = graph.packages.filter(({ name }) => !(packageName(name) in manifest.peerDependencies))
+    expect(undeclared).toEqual([])
   })
 
-  it('reaches no module of the service', () => {
-    const { modules } = importGraph(library)
-    expect([...modules].filter((file) => SERVICE_MODULES.test(file))).toEqual([])
+  it('stays inside packages/sluice/src', () => {
+    const { modules } = importGraph(libraryEntries())
+    expect([...modules].filter((file) => !file.startsWith(`${LIBRARY}/src/`))).toEqual([])
+  })
+})
+
+describe("the service's use of the library", () => {
+  const published = new Set(
+    Object.keys(readJson(`${LIBRARY}/entries.json`)).map((name) =>
+      name === 'index' ? 'sluice' : `sluice/${name}`,
+    ),
+  )
+  const graph = importGraph([`${SERVER}/src/index.ts`, `${SERVER}/src/cli.ts`])
+
+  it('goes through the entries sluice publishes, never into its files', () => {
+    expect([...graph.modules].filter((file) => !file.startsWith(`${SERVER}/src/`))).toEqual([])
+    const fromLibrary = graph.packages.filter(({ name }) => packageName(name) === 'sluice')
+    expect(fromLibrary.length).toBeGreaterThan(0)
+    expect(fromLibrary.filter(({ name }) => !published.has(name))).toEqual([])
   })
 
-  it("finds the service's own imports when walked from the service (the walk sees them)", () => {
-    const names = new Set(
-      serviceImports(importGraph([entries.server!, 'src/cli.ts'])).map(({ name }) => name),
+  it('depends on everything it imports, and on sluice by its exact version', () => {
+    const manifest = readJson(`${SERVER}/package.json`) as {
+      dependencies: Record<string, string>
+      peerDependencies: Record<string, string>
+    }
+    const library = readJson(`${LIBRARY}/package.json`) as { version: string }
+    expect(manifest.dependencies.sluice).toBe(library.version)
+    const undeclared = graph.packages.filter(
+      ({ name }) =>
+        !(packageName(name) in manifest.dependencies) && !(packageName(name) in manifest.peerDependencies),
     )
-    for (const wanted of [/^zod$/, /^yaml$/, /^pino$/, /^@grpc\//])
-      expect(
-        [...names].some((name) => wanted.test(name)),
-        String(wanted),
-      ).toBe(true)
+    expect(undeclared).toEqual([])
   })
 })
