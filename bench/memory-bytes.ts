@@ -2,13 +2,8 @@
 // keys pass through than maxKeys allows. Needs --expose-gc:
 //   node --expose-gc --import tsx bench/memory-bytes.ts [--keys N] [--max-keys M] [--algorithm A] [--json]
 import { parseArgs } from 'node:util'
-import {
-  ALGORITHMS,
-  type AlgorithmName,
-  createLimiter,
-  memoryStore,
-  type Policy,
-} from '../packages/sluice/src/index.js'
+import { type AlgorithmName, createLimiter, memoryStore, type Policy } from '../packages/sluice/src/index.js'
+import { ALGORITHMS } from '../packages/sluice/src/policy.js'
 
 const { values } = parseArgs({
   options: {

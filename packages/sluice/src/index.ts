@@ -1,7 +1,6 @@
-// Sluice: rate limiting for Node.js. The public entry point.
+// Sluice: rate limiting for Node.js. The public entry point: what an application writes code
+// against. What a store author needs is in `sluice/store`; each store and adapter has its subpath.
 
-export type { Algorithm, Outcome } from './algorithms/index.js'
-export { algorithms } from './algorithms/index.js'
 export type { Duration } from './duration.js'
 export { parseDuration } from './duration.js'
 export type { SluiceErrorCode } from './errors.js'
@@ -32,12 +31,9 @@ export type {
   FailoverCounts,
   FailoverLimiterOptions,
   FailoverLogger,
-  ProtectedStore,
-  ProtectOptions,
   StoreHealth,
   StoreHealthEvent,
 } from './failover/index.js'
-export { protectStore } from './failover/index.js'
 export type {
   DecisionInfo,
   HeaderFamilies,
@@ -80,13 +76,11 @@ export type {
   Policy,
   PolicyScope,
   RatePolicy,
-  ResolvedPolicy,
   StoreErrorMode,
 } from './policy.js'
-export { ALGORITHMS, resolvePolicy } from './policy.js'
 export type { LocalDenyCacheOptions } from './scale/deny-cache.js'
-export type { HybridBackend, HybridCounter } from './scale/hybrid.js'
-export type { Step, StepResult, Store, SyncStore } from './store.js'
+export type { HybridBackend } from './scale/hybrid.js'
+export type { Store } from './store.js'
 export type { MemoryStore, MemoryStoreOptions } from './stores/memory.js'
 export { memoryStore } from './stores/memory.js'
 export type {
