@@ -18,13 +18,15 @@ client.disconnect()
 `
 
 describe('dist/ (npm run build first)', () => {
-  it('ESM: import from dist/redis.js', async () => {
-    const code = program("import { redisStore } from './dist/redis.js'\nimport { Redis } from 'ioredis'")
+  it('ESM: import from packages/sluice/dist/redis.js', async () => {
+    const code = program(
+      "import { redisStore } from './packages/sluice/dist/redis.js'\nimport { Redis } from 'ioredis'",
+    )
     const { stdout } = await run('node', ['--input-type=module', '-e', code])
     expect(JSON.parse(stdout)).toEqual([true, true, false])
   })
-  it('CJS: require dist/redis.cjs', async () => {
-    const code = `(async () => {${program("const { redisStore } = require('./dist/redis.cjs')\nconst { Redis } = require('ioredis')")}})()`
+  it('CJS: require packages/sluice/dist/redis.cjs', async () => {
+    const code = `(async () => {${program("const { redisStore } = require('./packages/sluice/dist/redis.cjs')\nconst { Redis } = require('ioredis')")}})()`
     const { stdout } = await run('node', ['-e', code])
     expect(JSON.parse(stdout)).toEqual([true, true, false])
   })

@@ -1,4 +1,4 @@
-// The embedded scripts are built from src/stores/redis/scripts/: one Lua source per algorithm, every
+// The embedded scripts are built from packages/sluice/src/stores/redis/scripts/: one Lua source per algorithm, every
 // variant generated from its fragments, the algorithm list read from the files, one reply format.
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -13,7 +13,7 @@ import { luaAlgorithms, luaSources } from '../../packages/sluice/src/stores/redi
 import { freshPrefix, ioredis } from './clients.js'
 
 const run = promisify(execFile)
-const SCRIPTS = 'src/stores/redis/scripts'
+const SCRIPTS = 'packages/sluice/src/stores/redis/scripts'
 const client = ioredis()
 afterAll(() => client.disconnect())
 
@@ -35,7 +35,10 @@ describe('generated Lua module', () => {
 
   it('--check fails on a stale generated file', async () => {
     await withScripts(async (dir, out) => {
-      writeFileSync(out, `${readFileSync('src/stores/redis/lua.generated.ts', 'utf8')}// edited\n`)
+      writeFileSync(
+        out,
+        `${readFileSync('packages/sluice/src/stores/redis/lua.generated.ts', 'utf8')}// edited\n`,
+      )
       const check = run('node', ['scripts/build-lua.mjs', '--check', '--scripts', dir, '--out', out])
       await expect(check).rejects.toMatchObject({ code: 1 })
       await run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])

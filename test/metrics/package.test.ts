@@ -22,7 +22,7 @@ const script = `
 
 describe('the sluice/metrics subpath (built package)', () => {
   it('loads as ESM and CommonJS and works', () => {
-    expect(existsSync(new URL('dist/metrics.js', root)), 'run npm run build first').toBe(true)
+    expect(existsSync(new URL('packages/sluice/dist/metrics.js', root)), 'run npm run build first').toBe(true)
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
       cwd: root,
       encoding: 'utf8',
@@ -34,6 +34,6 @@ describe('the sluice/metrics subpath (built package)', () => {
     expect(result.cjs).toBe('function')
     expect(result.denied).toBe(true)
     for (const file of ['metrics.d.ts', 'metrics.d.cts'])
-      expect(existsSync(new URL(`dist/${file}`, root)), file).toBe(true)
+      expect(existsSync(new URL(`packages/sluice/dist/${file}`, root)), file).toBe(true)
   })
 })

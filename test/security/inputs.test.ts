@@ -257,7 +257,7 @@ describe('YAML: __proto__ keys and alias bombs are config errors with file:line'
 
   it('sluice check prints file:line and no stack for both (built CLI)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sluice-inputs-'))
-    const cli = resolve('dist/cli.js')
+    const cli = resolve('packages/sluice-server/dist/cli.js')
     for (const [name, text, line] of [
       ['proto.yaml', PROTO_KEY, 3],
       ['bomb.yaml', ALIAS_BOMB, undefined],

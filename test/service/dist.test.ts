@@ -1,4 +1,4 @@
-// `sluice/server` as a user gets it: the built package (npm run build first), ESM and CommonJS.
+// `sluice-server` as a user gets it: the built package (npm run build first), ESM and CommonJS.
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
@@ -19,21 +19,21 @@ await service.close()
 console.log(JSON.stringify(out))
 `
 
-describe('sluice/server from dist/', () => {
+describe('sluice-server from packages/sluice-server/dist/', () => {
   it('ESM: import from the package name', async () => {
     const code = program(
-      "import { createService, parseConfig } from 'sluice/server'\nimport { pino } from 'pino'",
+      "import { createService, parseConfig } from 'sluice-server'\nimport { pino } from 'pino'",
     )
     const { stdout } = await run('node', ['--input-type=module', '-e', code])
     expect(JSON.parse(stdout)).toEqual([true, false])
   })
   it('CJS: require the package name', async () => {
-    const code = `(async () => {${program("const { createService, parseConfig } = require('sluice/server')\nconst { pino } = require('pino')")}})()`
+    const code = `(async () => {${program("const { createService, parseConfig } = require('sluice-server')\nconst { pino } = require('pino')")}})()`
     const { stdout } = await run('node', ['-e', code])
     expect(JSON.parse(stdout)).toEqual([true, false])
   })
 
-  // The gRPC listener loads rls.proto from beside the built chunks (dist/rls.proto), in both formats.
+  // The gRPC listener loads rls.proto from beside the built chunks (packages/sluice-server/dist/rls.proto), in both formats.
   const grpcProgram = (load: string) => `
 ${load}
 const config = parseConfig('policies:\\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\\n', 'inline')
@@ -50,17 +50,17 @@ await service.close()
 console.log(JSON.stringify(out))
 `
   const protoPath =
-    "const require_resolve_proto = require('node:path').join(require('node:path').dirname(require.resolve('sluice/server')), 'rls.proto')"
+    "const require_resolve_proto = require('node:path').join(require('node:path').dirname(require.resolve('sluice-server')), 'rls.proto')"
   it('ESM and CJS: the gRPC listener answers from the built package', async () => {
     const esm = grpcProgram(
-      `import { createService, parseConfig, parseEnvoyConfig } from 'sluice/server'\nimport { pino } from 'pino'\nimport { createRequire } from 'node:module'\nimport { loadSync } from '@grpc/proto-loader'\nimport { credentials, loadPackageDefinition } from '@grpc/grpc-js'\nconst require = createRequire(import.meta.url)\n${protoPath}`,
+      `import { createService, parseConfig, parseEnvoyConfig } from 'sluice-server'\nimport { pino } from 'pino'\nimport { createRequire } from 'node:module'\nimport { loadSync } from '@grpc/proto-loader'\nimport { credentials, loadPackageDefinition } from '@grpc/grpc-js'\nconst require = createRequire(import.meta.url)\n${protoPath}`,
     )
     expect(JSON.parse((await run('node', ['--input-type=module', '-e', esm])).stdout)).toEqual([
       'OK',
       'OVER_LIMIT',
     ])
     const cjs = `(async () => {${grpcProgram(
-      `const { createService, parseConfig, parseEnvoyConfig } = require('sluice/server')\nconst { pino } = require('pino')\nconst { loadSync } = require('@grpc/proto-loader')\nconst { credentials, loadPackageDefinition } = require('@grpc/grpc-js')\n${protoPath}`,
+      `const { createService, parseConfig, parseEnvoyConfig } = require('sluice-server')\nconst { pino } = require('pino')\nconst { loadSync } = require('@grpc/proto-loader')\nconst { credentials, loadPackageDefinition } = require('@grpc/grpc-js')\n${protoPath}`,
     )}})()`
     expect(JSON.parse((await run('node', ['-e', cjs])).stdout)).toEqual(['OK', 'OVER_LIMIT'])
   })
