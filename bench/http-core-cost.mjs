@@ -3,15 +3,15 @@
 // V8's sampling heap profiler (every 16 bytes, young objects included), split by the function that
 // allocated them; time is the median of 7 interleaved rounds of 200,000 calls. Point it at a build
 // (or src/ under tsx) to compare two commits:
-//   node bench/http-core-cost.mjs dist/index.js
+//   node bench/http-core-cost.mjs packages/sluice/dist/index.js
 //   node --import tsx bench/http-core-cost.mjs src/index.ts
-//   git worktree add /tmp/old <commit> && (cd /tmp/old && npm ci && npm run build) && node bench/http-core-cost.mjs /tmp/old/dist/index.js
+//   git worktree add /tmp/old <commit> && (cd /tmp/old && npm ci && npm run build) && node bench/http-core-cost.mjs /tmp/old/packages/sluice/dist/index.js
 import { Session } from 'node:inspector/promises'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
 const { createLimiter, createHttpLimiter } = await import(
-  pathToFileURL(resolve(process.argv[2] ?? 'dist/index.js')).href
+  pathToFileURL(resolve(process.argv[2] ?? 'packages/sluice/dist/index.js')).href
 )
 const limiter = createLimiter({
   policies: { perIp: { algorithm: 'fixed-window', limit: 1_000_000_000, window: '1m' } },

@@ -12,7 +12,7 @@ import { getHeapStatistics } from 'node:v8'
 import { MemoryStore } from 'express-rate-limit'
 
 const builds = process.argv.slice(2)
-if (builds.length === 0) builds.push('dist')
+if (builds.length === 0) builds.push('packages/sluice/dist')
 const KEYS = 10_000
 const keys = Array.from({ length: KEYS }, (_, i) => `user-${i}`)
 const sink = new Array(1024)

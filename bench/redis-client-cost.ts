@@ -8,7 +8,8 @@
 import { Redis } from 'ioredis'
 // The store and limiter come from the build (dist/), as users run them: tsx's keepNames would add a
 // defineProperty per closure created per decision. adaptClient creates none per call.
-import { createLimiter, resolvePolicy } from '../packages/sluice/dist/index.js'
+import { createLimiter } from '../packages/sluice/dist/index.js'
+import { resolvePolicy } from '../packages/sluice/dist/internal.js'
 import { redisStore } from '../packages/sluice/dist/redis.js'
 import { adaptClient } from '../packages/sluice/src/stores/redis/client.js'
 // The scripts of main 0a55701 (their wire format): bench/lua-cost.ts measures today's next to them.

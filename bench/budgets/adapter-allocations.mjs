@@ -11,7 +11,7 @@ import { Session } from 'node:inspector/promises'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
-const [framework, distDir = 'dist'] = process.argv.slice(2)
+const [framework, distDir = 'packages/sluice/dist'] = process.argv.slice(2)
 const dist = pathToFileURL(`${resolve(distDir)}/`).href
 const { createLimiter, createHttpLimiter } = await import(new URL('index.js', dist).href)
 const limiter = createLimiter({

@@ -12,7 +12,7 @@ if (typeof globalThis.gc !== 'function') {
   console.error('run with node --expose-gc')
   process.exit(2)
 }
-const dist = pathToFileURL(`${resolve(process.argv[2] ?? 'dist')}/`).href
+const dist = pathToFileURL(`${resolve(process.argv[2] ?? 'packages/sluice/dist')}/`).href
 const { createLimiter, createHttpLimiter } = await import(new URL('index.js', dist).href)
 const limiter = createLimiter({
   policies: { perIp: { algorithm: 'fixed-window', limit: 1_000_000_000, window: '1m' } },

@@ -1,4 +1,4 @@
-// `npm run bench -- --check`: measures every budget of bench/budgets/check.ts over the build (dist/),
+// `npm run bench -- --check`: measures every budget of bench/budgets/check.ts over the build (packages/sluice/dist/),
 // prints each next to its limit, and sets a failing exit code when one is missed. Heap bytes and
 // promise counts come from child processes (the scripts beside this file), so that nothing else in
 // this process allocates or makes promises while they count; the Redis and failover figures from
@@ -8,8 +8,9 @@ import { rmSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
-import { resolvePolicy, type Step } from '../../packages/sluice/dist/index.js'
+import { resolvePolicy } from '../../packages/sluice/dist/internal.js'
 import { redisStore } from '../../packages/sluice/dist/redis.js'
+import type { Step } from '../../packages/sluice/dist/store.js'
 import { type RedisServer, startRedis } from '../../test/helpers/redis-harness.js'
 import { BUDGETS, budgetTable, exitCodeOf, judge } from './check.js'
 import { measureFailover } from './failover.js'
@@ -17,7 +18,7 @@ import { measureFailover } from './failover.js'
 const run = promisify(execFile)
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url))
 const root = fileURLToPath(new URL('../..', import.meta.url))
-const dist = `${root}dist`
+const dist = `${root}packages/sluice/dist`
 
 /** Run a node script, with node flags, that prints one JSON line. */
 async function child<T>(flags: string[], script: string, args: string[]): Promise<T> {

@@ -11,7 +11,7 @@ if (typeof globalThis.gc !== 'function') {
   console.error('run with node --expose-gc')
   process.exit(2)
 }
-const dist = pathToFileURL(`${resolve(process.argv[2] ?? 'dist')}/`).href
+const dist = pathToFileURL(`${resolve(process.argv[2] ?? 'packages/sluice/dist')}/`).href
 const { createLimiter, memoryStore } = await import(new URL('index.js', dist).href)
 const keys = Array.from({ length: 10_000 }, (_, i) => `user-${i}`)
 const limiter = createLimiter({

@@ -13,7 +13,7 @@ import { freePort, load, stopChild } from '../load.js'
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const CLI = join(ROOT, 'dist', 'cli.js')
+const CLI = join(ROOT, 'packages', 'sluice-server', 'dist', 'cli.js')
 const IN_FLIGHT = 64
 // Every call allowed, so each one does the full work of a decision.
 const CONFIG = 'policies:\n  api: { algorithm: token-bucket, limit: 1000000000, window: 1s }\n'

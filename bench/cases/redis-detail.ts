@@ -15,7 +15,8 @@ import { RateLimiterRedis } from 'rate-limiter-flexible'
 // What is measured comes from the build (dist/), as users run it: tsx compiles src/ with esbuild's
 // keepNames, which wraps every closure Sluice creates per decision in a defineProperty call (about
 // 1 µs per decision on this machine) that the published build does not have.
-import { createLimiter, resolvePolicy } from '../../packages/sluice/dist/index.js'
+import { createLimiter } from '../../packages/sluice/dist/index.js'
+import { resolvePolicy } from '../../packages/sluice/dist/internal.js'
 import { redisStore } from '../../packages/sluice/dist/redis.js'
 import type { AlgorithmName, Policy } from '../../packages/sluice/src/policy.js'
 import { adaptClient } from '../../packages/sluice/src/stores/redis/client.js'

@@ -15,7 +15,8 @@ import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible'
 // keepNames, which adds a defineProperty to every closure created per decision (about 1 µs per
 // decision here) that the published build does not have.
 // (The heap-bytes rows use the internal classes from src/: they measure memory, not time.)
-import { createLimiter, resolvePolicy } from '../../packages/sluice/dist/index.js'
+import { createLimiter } from '../../packages/sluice/dist/index.js'
+import { resolvePolicy } from '../../packages/sluice/dist/internal.js'
 import { hybridRedis, redisStore } from '../../packages/sluice/dist/redis.js'
 import { LocalDenyCache } from '../../packages/sluice/src/scale/deny-cache.js'
 import { HybridPolicy } from '../../packages/sluice/src/scale/hybrid.js'

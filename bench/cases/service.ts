@@ -11,7 +11,7 @@ import { freePort, type Load, type LoadOptions, load, spawnServer, stopChild } f
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const CLI = join(ROOT, 'dist', 'cli.js')
+const CLI = join(ROOT, 'packages', 'sluice-server', 'dist', 'cli.js')
 const CONNECTIONS = 50
 const BODY = JSON.stringify({ policy: 'api', key: 'user-42' })
 // Every request allowed, so each one does the full work of a decision.

@@ -1,11 +1,12 @@
 // Abuse patterns that per-key limits cannot see: many identities (users, API keys) behind one client
 // address, and one identity spread over many addresses (IP rotation). Distinct counts per key with a
 // small sketch (hll.ts), inside a bounded table per time bucket, over a sliding window.
-import * as prom from 'prom-client'
+import type * as prom from 'prom-client'
 import { InvalidOptionsError } from '../errors.js'
 import { groupIp, parseIp } from '../http/ip.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import { DistinctSketch, fnv1a, HLL_STANDARD_ERROR, SKETCH_BYTES } from './hll.js'
+import { promClient } from './prom.js'
 import { keyFingerprint } from './topk.js'
 
 /** `identitiesPerAddress`: one address, many users/API keys. `addressesPerIdentity`: one user/API key, many addresses. */
@@ -257,13 +258,14 @@ function positiveInteger(value: number | undefined, name: string, fallback: numb
 /** What the detector reports through Prometheus (pattern labels only: never a key). */
 function abuseMetrics(registry: prom.Registry | undefined, flagged: () => Record<AbusePattern, number>) {
   if (registry === undefined) return undefined
-  const alerts = new prom.Counter<'pattern'>({
+  const client = promClient()
+  const alerts = new client.Counter<'pattern'>({
     name: 'sluice_abuse_alerts_total',
     help: 'Abuse alerts: a key crossed its pattern threshold (identitiesPerAddress, addressesPerIdentity).',
     labelNames: ['pattern'],
     registers: [registry],
   })
-  new prom.Gauge<'pattern'>({
+  new client.Gauge<'pattern'>({
     name: 'sluice_abuse_flagged_keys',
     help: 'Keys at or above their abuse pattern threshold now.',
     labelNames: ['pattern'],

@@ -1,12 +1,14 @@
 // Prometheus metrics (prom-client) fed by limiter decision events, plus a small input API for the
 // parts of the limiter that report health rather than decisions (store errors, store up/down,
 // circuit breaker, local deny cache). Label values are policy and store names only: never a key.
+
+import type * as prom from 'prom-client'
 import type { Counter, Gauge } from 'prom-client'
-import * as prom from 'prom-client'
 import { InvalidOptionsError } from '../errors.js'
 import type { CircuitState } from '../failover/breaker.js'
 import type { Decision, DecisionEvent, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, keysOf } from '../options.js'
+import { promClient } from './prom.js'
 
 export type { CircuitState }
 
@@ -136,7 +138,8 @@ function boundedLabel(max: number): (value: string) => string {
  */
 export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
   checkKnownKeys('createMetrics', options, METRICS_OPTION_KEYS)
-  const registry = options.registry ?? new prom.Registry()
+  const client = promClient()
+  const registry = options.registry ?? new client.Registry()
   const maxLabelValues = options.maxLabelValues ?? 100
   const policyLabel = boundedLabel(maxLabelValues)
   const storeLabel = boundedLabel(maxLabelValues)
@@ -154,7 +157,7 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
   const maxNamedCounts = maxLabelValues * 4
   const OTHER_NAMES = '\u0000other'
   const cacheHitCounts = new Map<string, { count: number; published: number }>()
-  new prom.Counter<'policy' | 'outcome'>({
+  new client.Counter<'policy' | 'outcome'>({
     name: 'sluice_decisions_total',
     help: 'Rate limit decisions by policy and outcome (allowed, denied, degraded).',
     labelNames: ['policy', 'outcome'],
@@ -180,19 +183,19 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     [...(options.durationBuckets ?? DEFAULT_BUCKETS)],
   )
   registry.registerMetric(storeDuration as unknown as prom.Metric)
-  const storeErrors: Counter<'store'> = new prom.Counter({
+  const storeErrors: Counter<'store'> = new client.Counter({
     name: 'sluice_store_errors_total',
     help: 'Store operations that failed (connection lost, timeout, script error).',
     labelNames: ['store'],
     registers,
   })
-  const storeUp: Gauge<'store'> = new prom.Gauge({
+  const storeUp: Gauge<'store'> = new client.Gauge({
     name: 'sluice_store_up',
     help: '1 when the store is reachable, 0 when not.',
     labelNames: ['store'],
     registers,
   })
-  new prom.Counter({
+  new client.Counter({
     name: 'sluice_local_cache_hits_total',
     help: 'Requests denied from the local deny cache without a store round trip.',
     labelNames: ['policy'],
@@ -204,7 +207,7 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
       }
     },
   })
-  const circuitState: Gauge<'store'> = new prom.Gauge({
+  const circuitState: Gauge<'store'> = new client.Gauge({
     name: 'sluice_circuit_state',
     help: 'Circuit breaker state per store: 0 closed, 1 half-open, 2 open.',
     labelNames: ['store'],
@@ -214,7 +217,7 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
   let regionSource: (() => readonly RegionStatus[]) | undefined
   const regions = (): RegionStatus[] =>
     regionSource === undefined ? [] : regionSource().map((r) => ({ ...r }))
-  new prom.Gauge({
+  new client.Gauge({
     name: 'sluice_region_stale',
     help: 'multiRegionStore: 1 when the region has not been synced for longer than staleAfter, else 0.',
     labelNames: ['region'],
@@ -224,7 +227,7 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
       for (const r of regions()) this.labels(r.region).set(r.stale ? 1 : 0)
     },
   })
-  new prom.Gauge({
+  new client.Gauge({
     name: 'sluice_region_sync_age_seconds',
     help: 'multiRegionStore: seconds since the last exchange with the region answered (absent before the first).',
     labelNames: ['region'],
