@@ -1,13 +1,16 @@
-// The docs as a reader pastes them: every ts/js code block of README.md and docs/*.md, type-checked
-// (tsc 5.9.3, strict, skipLibCheck off, nodenext, a "type": "module" project) in a fresh project that
-// installed the packed tarball and what the docs use; blocks marked `<!-- check: run -->` also run.
-// Markers and extraction: doc-blocks.ts. The examples run from node_modules/sluice/examples as shipped.
-// Needs `npm run build` first and the npm registry (one shared npm cache; later runs are mostly offline).
+// The docs as a reader pastes them: every ts/js code block of README.md, docs/*.md and each package's
+// README, type-checked (tsc 5.9.3, strict, skipLibCheck off, nodenext, a "type": "module" project)
+// in a fresh project that installed both packed tarballs and what the docs use; blocks marked
+// `<!-- check: run -->` also run. Markers and extraction: doc-blocks.ts. The examples are not
+// shipped in any tarball: the repository's examples/ is copied into the project, type-checked and run
+// there. Needs `npm run build` first and the npm registry (one shared npm cache; later runs are
+// mostly offline).
 import { spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
-import { mkdir, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { copyFile, mkdir, writeFile } from 'node:fs/promises'
+import { dirname, join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { expectBasicOutput } from './basic-example.js'
 import {
   type Block,
   extractBlocks,
@@ -20,11 +23,12 @@ import {
   COMPILERS,
   dirOf,
   installProjects,
+  LIBRARY,
+  library,
   node,
-  pkg,
   removeProjects,
   root,
-  TARBALL,
+  SERVER,
   TYPES_NODE,
 } from './packed-helpers.js'
 
@@ -46,6 +50,8 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/stores.md': 4,
   'docs/topologies.md': 2, // the hybrid and multi-region examples; the rest is nginx, YAML and text
   'docs/waiting.md': 4,
+  'packages/sluice/README.md': 1,
+  'packages/sluice-server/README.md': 0, // sh: the sluice command (packed-server.test.ts runs it)
 }
 
 const markdownFiles = [
@@ -54,6 +60,9 @@ const markdownFiles = [
     .filter((f) => f.endsWith('.md'))
     .sort()
     .map((f) => `docs/${f}`),
+  ...readdirSync(join(root, 'packages'))
+    .sort()
+    .map((p) => `packages/${p}/README.md`),
 ]
 const blocks = new Map<string, Block[]>(
   markdownFiles.map((f) => [f, extractBlocks(f, readFileSync(join(root, f), 'utf8'))]),
@@ -78,18 +87,18 @@ const BROKEN_MD = [
 const broken = toPrograms(extractBlocks('broken.md', BROKEN_MD))
 
 const FOLDER = 'blocks'
-/** The examples as installed: `sluice/...` imports resolve through the package's own exports. */
+/** The examples with a server, under examples/ in the repository and in the project. */
 const EXAMPLES = ['express', 'fastify', 'hono', 'node']
+/** The files of examples/ that are copied into the project (the servers import shared.ts). */
+const EXAMPLE_FILES = ['shared.ts', 'basic.mjs', ...EXAMPLES.map((x) => `${x}/server.ts`)]
 
 let tsc: Promise<string[]> | undefined
-/** One tsc run over every program (docs and the broken one) and the installed examples. */
+/** One tsc run over every program (docs and the broken one) and the copied examples. */
 function typecheckAll(): Promise<string[]> {
   tsc ??= (async () => {
     const dir = dirOf('docs')
     await mkdir(join(dir, FOLDER))
     for (const p of [...programs, ...broken]) await writeFile(join(dir, FOLDER, p.name), p.source)
-    const pkgJson = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Record<string, unknown>
-    await writeFile(join(dir, 'package.json'), JSON.stringify({ ...pkgJson, type: 'module' }, null, 2))
     const config = {
       compilerOptions: {
         module: 'nodenext',
@@ -104,7 +113,7 @@ function typecheckAll(): Promise<string[]> {
       },
       files: [
         ...[...programs, ...broken].map((p) => `${FOLDER}/${p.name}`),
-        ...EXAMPLES.map((x) => `node_modules/sluice/examples/${x}/server.ts`),
+        ...EXAMPLES.map((x) => `examples/${x}/server.ts`),
       ],
     }
     await writeFile(join(dir, 'tsconfig.json'), JSON.stringify(config, null, 2))
@@ -123,48 +132,53 @@ async function runProgram(p: Program): Promise<{ code: number; output: string }>
   return { code: out.code, output: `${out.stdout}${out.stderr}` }
 }
 
-beforeAll(
-  () =>
-    installProjects({
-      docs: [
-        TARBALL,
-        TYPES_NODE,
-        'express@5.3.0',
-        '@types/express@5.0.6',
-        'fastify@5.12.8',
-        'hono@4.13.19',
-        '@hono/node-server@2.1.9',
-        'ioredis@5.10.1',
-        'pg@8.23.1',
-        '@types/pg@8.23.1',
-        'redis@5.12.1',
-        'memjs@1.3.2',
-        '@types/memjs@1.3.3',
-        'pino@10.4.0',
-        'prom-client@15.1.3',
-        'tsx@4.23.15',
-      ],
-    }),
-  240_000,
-)
+beforeAll(async () => {
+  await installProjects({
+    docs: [
+      LIBRARY,
+      SERVER,
+      TYPES_NODE,
+      'express@5.3.0',
+      '@types/express@5.0.6',
+      'fastify@5.12.8',
+      'hono@4.13.19',
+      '@hono/node-server@2.1.9',
+      'ioredis@5.10.1',
+      'pg@8.23.1',
+      '@types/pg@8.23.1',
+      'redis@5.12.1',
+      'memjs@1.3.2',
+      '@types/memjs@1.3.3',
+      'pino@10.4.0',
+      'prom-client@15.1.3',
+      'tsx@4.23.15',
+    ],
+  })
+  const dir = dirOf('docs')
+  const pkgJson = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Record<string, unknown>
+  await writeFile(join(dir, 'package.json'), JSON.stringify({ ...pkgJson, type: 'module' }, null, 2))
+  for (const file of EXAMPLE_FILES) {
+    await mkdir(dirname(join(dir, 'examples', file)), { recursive: true })
+    await copyFile(join(root, 'examples', file), join(dir, 'examples', file))
+  }
+}, 240_000)
 afterAll(removeProjects)
 
 describe('README', () => {
-  it('starts with the install lines, one per optional peer, at the minimums package.json declares', () => {
+  it('starts with the install lines: the library, one per optional peer at the minimums its package.json declares, and the service', () => {
     const text = readFileSync(join(root, 'README.md'), 'utf8')
     // The first section after the title is Install, before the repository quick start.
-    expect(/^## (.+)$/m.exec(text)?.[1]).toBe('Install')
-    const install = text.slice(
-      text.indexOf('## Install'),
-      text.indexOf('\n## ', text.indexOf('## Install') + 1),
-    )
+    expect(/^## (.+)$/m.exec(text)?.[1]).toMatch(/^Install\b/)
+    const start = text.indexOf('\n## Install')
+    const install = text.slice(start, text.indexOf('\n## ', start + 1))
     const lines = install.split('\n').filter((l) => l.startsWith('npm install '))
     expect(lines[0]).toMatch(/^npm install sluice\s/)
-    for (const [peer, range] of Object.entries(pkg.peerDependencies)) {
+    for (const [peer, range] of Object.entries(library.peerDependencies ?? {})) {
       const line = lines.find((l) => l.includes(`${peer} >= `))
       expect(line, `an install line names ${peer}`).toBeDefined()
       expect(line, `${peer}'s minimum`).toContain(`${peer} ${range.replace('>=', '>= ')}`)
     }
+    expect(lines).toContainEqual(expect.stringMatching(/^npm install sluice-server\s/))
   })
 })
 
@@ -264,6 +278,7 @@ describe('every code block of the docs, in a fresh project from the packed tarba
       'docs-waiting-1.ts',
       'docs-waiting-2.ts',
       'docs-waiting-3.ts',
+      'packages-sluice-README-1.ts',
     ])
     const failed: string[] = []
     for (const p of runnable) {
@@ -281,20 +296,22 @@ describe('every code block of the docs, in a fresh project from the packed tarba
   }, 60_000)
 })
 
-describe('the examples, run from node_modules/sluice/examples with tsx', () => {
+describe("the repository's examples, copied into the project", () => {
+  it('examples/basic.mjs runs against the installed library', async () => {
+    const out = await node(dirOf('docs'), ['examples/basic.mjs'])
+    expect(out.code, out.stderr).toBe(0)
+    expectBasicOutput(out.stdout)
+  })
+
   it.each(EXAMPLES)(
-    'examples/%s/server.ts serves a limited request on PORT=0',
+    'examples/%s/server.ts serves a limited request on PORT=0 (tsx)',
     async (example) => {
       const dir = dirOf('docs')
-      const child = spawn(
-        process.execPath,
-        ['--import', 'tsx', `node_modules/sluice/examples/${example}/server.ts`],
-        {
-          cwd: dir,
-          stdio: ['ignore', 'pipe', 'pipe'],
-          env: { ...process.env, PORT: '0' },
-        },
-      )
+      const child = spawn(process.execPath, ['--import', 'tsx', `examples/${example}/server.ts`], {
+        cwd: dir,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, PORT: '0' },
+      })
       try {
         let printed = ''
         child.stderr.on('data', (chunk: Buffer) => {

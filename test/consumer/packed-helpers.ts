@@ -1,9 +1,10 @@
-// The machinery of packed.test.ts: `npm pack` once, fresh `npm init -y` projects installed from the
-// tarball (one shared npm cache), node runs in them, and tsc over every project on each compiler and
-// module resolution. The tests, and what each project holds, are in packed.test.ts.
-import { execFile } from 'node:child_process'
+// The machinery of the packed tests (packed.test.ts, packed-server.test.ts, docs.test.ts): `npm pack`
+// of both packages once per test file, fresh `npm init -y` projects installed from the tarballs (one
+// shared npm cache), node and npx runs in them, what an install put in node_modules, and tsc over
+// every project on each compiler and module resolution. What each project holds is in the tests.
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -18,40 +19,86 @@ export const COMPILERS = { ts5: '5.9.3', ts7: '7.0.2' } as const
 type Compiler = keyof typeof COMPILERS
 /** What a TypeScript user of Node has besides the packages under test. */
 export const TYPES_NODE = '@types/node@20.19.43'
-interface Pkg {
-  exports: Record<string, unknown>
-  peerDependencies: Record<string, string>
-}
-export const pkg = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as Pkg
-/** Subpaths that import their peer when loaded (the others must load with no peer installed). */
-const LOADS_A_PEER = new Set(['./hono'])
-/** Every subpath of "exports" that loads without any peer installed (a new one is checked unasked). */
-export const NO_PEER_SUBPATHS = Object.keys(pkg.exports)
-  .filter((k) => k !== './package.json' && !LOADS_A_PEER.has(k))
-  .map((k) => (k === '.' ? 'sluice' : `sluice/${k.slice(2)}`))
 
-/** The lowest version a `>=X[.Y[.Z]]` peer range admits: the version the adapter is tested at. */
-export function lowest(peer: string): string {
-  const range = pkg.peerDependencies[peer] ?? ''
+export interface PackageJson {
+  name: string
+  version: string
+  exports: Record<string, unknown>
+  dependencies?: Record<string, string>
+  peerDependencies?: Record<string, string>
+  bin?: Record<string, string>
+  main?: string
+  module?: string
+  types?: string
+}
+/** The folder of each package in the repository, by package name. */
+export const PACKAGE_DIRS = { sluice: 'packages/sluice', 'sluice-server': 'packages/sluice-server' } as const
+type PackageName = keyof typeof PACKAGE_DIRS
+const readPackage = async (name: PackageName) =>
+  JSON.parse(await readFile(join(root, PACKAGE_DIRS[name], 'package.json'), 'utf8')) as PackageJson
+/** The library's package.json. */
+export const library = await readPackage('sluice')
+/** The service's package.json. */
+export const server = await readPackage('sluice-server')
+
+/** Stand for the packed tarballs in `installProjects`' dependency lists. */
+export const LIBRARY = '<sluice tarball>'
+export const SERVER = '<sluice-server tarball>'
+const TOKENS: Record<string, PackageName> = { [LIBRARY]: 'sluice', [SERVER]: 'sluice-server' }
+
+/** Subpaths of the library that import their peer when loaded (the others load with no peer installed). */
+export const PEER_LOADED_BY: Readonly<Record<string, string>> = { 'sluice/hono': 'hono' }
+/** Every entry of the library's "exports" as a specifier: `sluice`, `sluice/redis`, ... */
+export const LIBRARY_SPECIFIERS = Object.keys(library.exports)
+  .filter((k) => k !== './package.json')
+  .map((k) => (k === '.' ? 'sluice' : `sluice/${k.slice(2)}`))
+/** Every entry that loads without any peer installed (a new one is checked unasked). */
+export const NO_PEER_SPECIFIERS = LIBRARY_SPECIFIERS.filter((s) => PEER_LOADED_BY[s] === undefined)
+
+/** The lowest version a `>=X[.Y[.Z]]` peer range of `of` admits: the version the peer is tested at. */
+export function lowest(peer: string, of: PackageJson = library): string {
+  const range = of.peerDependencies?.[peer] ?? ''
   const m = /^>=(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(range)
-  if (m === null) throw new Error(`peer ${peer}: range ${JSON.stringify(range)} is not >=X.Y.Z`)
+  if (m === null) throw new Error(`${of.name}'s peer ${peer}: range ${JSON.stringify(range)} is not >=X.Y.Z`)
   return `${m[1]}.${m[2] ?? 0}.${m[3] ?? 0}`
 }
 
-/** The temporary folder that holds the tarball and every project. */
+/** The temporary folder that holds the tarballs and every project. */
 let work = ''
-let tarball = ''
 const projects = new Map<string, string>()
+
+/** What `npm pack --json` says of one tarball. */
+export interface Packed {
+  /** Absolute path of the .tgz. */
+  file: string
+  /** Bytes of the .tgz. */
+  size: number
+  /** Paths inside the package, as npm lists them. */
+  files: string[]
+}
+const tarballs = new Map<PackageName, Packed>()
+
+export function packed(name: PackageName): Packed {
+  const tarball = tarballs.get(name)
+  if (tarball === undefined) throw new Error(`${name} was not packed`)
+  return tarball
+}
+
+/**
+ * The environment of every npm and npx run: without the `npm_*` variables of an `npm test` that
+ * started the tests (its config would reach into the projects), and without the store and admin
+ * variables (a developer's REDIS_URL must not change what `sluice serve` uses).
+ */
+function userEnv(): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k)))
+  return { ...env, SLUICE_STORE: '', REDIS_URL: '', SLUICE_ADMIN_TOKEN: '' }
+}
 
 async function npm(cwd: string, args: string[]): Promise<string> {
   const { stdout } = await exec(
     'npm',
     [...args, '--cache', cache, '--no-audit', '--no-fund', '--loglevel=error'],
-    {
-      cwd,
-      timeout: 150_000,
-      maxBuffer: 16 << 20,
-    },
+    { cwd, env: userEnv(), timeout: 150_000, maxBuffer: 16 << 20 },
   )
   return stdout
 }
@@ -77,9 +124,9 @@ export interface Ran {
   stderr: string
 }
 
-export async function node(cwd: string, args: string[], timeout = 20_000): Promise<Ran> {
+async function ran(command: string, args: string[], cwd: string, timeout: number): Promise<Ran> {
   try {
-    const { stdout, stderr } = await exec(process.execPath, args, { cwd, timeout })
+    const { stdout, stderr } = await exec(command, args, { cwd, timeout, env: userEnv() })
     return { code: 0, stdout, stderr }
   } catch (error) {
     const e = error as { code?: unknown; stdout?: string; stderr?: string }
@@ -89,6 +136,95 @@ export async function node(cwd: string, args: string[], timeout = 20_000): Promi
       stderr: e.stderr ?? String(error),
     }
   }
+}
+
+export function node(cwd: string, args: string[], timeout = 20_000): Promise<Ran> {
+  return ran(process.execPath, args, cwd, timeout)
+}
+
+/** `npx --no <args>` in a project, as its user types it (--no: the command must be installed). */
+export function npx(cwd: string, args: string[], timeout = 30_000): Promise<Ran> {
+  return ran('npx', ['--no', '--loglevel=error', ...args], cwd, timeout)
+}
+
+/** A `sluice serve` started with npx, once it printed its URL. */
+export interface Serving {
+  url: string
+  /** What the command printed on stdout and stderr so far. */
+  output: () => string
+  stop: () => Promise<void>
+}
+
+/**
+ * `npx sluice serve <args>` in a project. npx runs the command in a child of its own, which a
+ * signal to npx does not reach: the command gets a process group of its own, and `stop` signals the
+ * whole group (npx, its shell and the server) and waits for npx to exit.
+ */
+export async function serve(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Serving> {
+  const child: ChildProcess = spawn('npx', ['--no', '--loglevel=error', 'sluice', 'serve', ...args], {
+    cwd,
+    env: { ...userEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  })
+  let printed = ''
+  const collect = (chunk: Buffer) => {
+    printed += chunk.toString()
+  }
+  child.stdout?.on('data', collect)
+  child.stderr?.on('data', collect)
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const stop = async () => {
+    // The group, even when npx has exited: the server may outlive it.
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGTERM')
+    } catch {
+      // The whole group is gone.
+    }
+    await exited
+  }
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no URL within 20 s: ${printed}`)), 20_000)
+      child.stdout?.on('data', () => {
+        const m = /sluice serving on (http:\/\/\S+) /.exec(printed)
+        if (m !== null) {
+          clearTimeout(timer)
+          resolve(m[1] as string)
+        }
+      })
+      child.once('exit', (code) => {
+        clearTimeout(timer)
+        reject(new Error(`exited ${code}: ${printed}`))
+      })
+    })
+    return { url, output: () => printed, stop }
+  } catch (error) {
+    await stop()
+    throw error
+  }
+}
+
+/** The packages an install put in a project: every entry of its package-lock.json, by name. */
+export async function installedPackages(dir: string): Promise<string[]> {
+  const lock = JSON.parse(await readFile(join(dir, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, unknown>
+  }
+  return Object.keys(lock.packages)
+    .filter((path) => path !== '')
+    .map((path) => path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length))
+    .sort()
+}
+
+/** Bytes of the regular files under `dir` (apparent sizes: the same on every file system). */
+export async function bytesUnder(dir: string): Promise<number> {
+  let total = 0
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name)
+    if (entry.isDirectory()) total += await bytesUnder(path)
+    else if (entry.isFile()) total += (await lstat(path)).size
+  }
+  return total
 }
 
 /** Each way a consumer resolves modules; every project's TypeScript is checked under all of them. */
@@ -127,11 +263,14 @@ function typecheckAll(sources: ReadonlyMap<string, string>): Promise<Map<string,
       await writeFile(join(dirOf(name), 'app.ts'), source)
       await writeFile(join(dirOf(name), 'app.mts'), source)
     }
+    // The configs live in the first project, whose @types/node the `types` option finds (every
+    // project that is type-checked installs the same one).
+    const [first] = sources.keys()
+    if (first === undefined) throw new Error('no sources to type-check')
     const jobs: Array<{ label: string; tsc: string; config: string }> = []
     for (const compiler of Object.keys(COMPILERS) as Compiler[]) {
       for (const r of resolutions(compiler)) {
-        // In the core project, whose @types/node the `types` option finds (every project has the same one).
-        const config = join(dirOf('core'), `tsconfig.${compiler}.${r.name}.json`)
+        const config = join(dirOf(first), `tsconfig.${compiler}.${r.name}.json`)
         const compilerOptions = {
           module: r.module,
           ...(r.moduleResolution === undefined ? {} : { moduleResolution: r.moduleResolution }),
@@ -189,27 +328,40 @@ export async function typecheck(sources: ReadonlyMap<string, string>, name: stri
   return out
 }
 
-/** Stands for the packed tarball in `installProjects`' dependency lists. */
-export const TARBALL = '<tarball>'
+/** `npm pack` of one package into `dest`. */
+async function pack(name: PackageName, dest: string): Promise<Packed> {
+  const [out] = JSON.parse(
+    await npm(join(root, PACKAGE_DIRS[name]), ['pack', '--json', '--pack-destination', dest]),
+  ) as Array<{ filename: string; size: number; files: Array<{ path: string }> }>
+  if (out === undefined) throw new Error(`npm pack of ${name} wrote no tarball`)
+  return { file: join(dest, out.filename), size: out.size, files: out.files.map((f) => f.path).sort() }
+}
 
-/** Pack the build and install `projects` (name -> dependencies; `TARBALL` stands for the package). */
-export async function installProjects(projects: Record<string, string[]>): Promise<void> {
-  if (!existsSync(join(root, 'dist/index.js')))
-    throw new Error('dist/ is missing: run `npm run build` (npm test builds first)')
+/**
+ * Pack both packages and install `projects` (name -> dependencies; `LIBRARY` and `SERVER` stand
+ * for the tarballs), plus a `tools` project with the compilers. A project that needs sluice-server
+ * lists both tarballs: installed together, npm takes `sluice` from its tarball (the registry has
+ * none at this version).
+ */
+export async function installProjects(wanted: Record<string, string[]>): Promise<void> {
+  for (const dir of Object.values(PACKAGE_DIRS))
+    if (!existsSync(join(root, dir, 'dist/index.js')))
+      throw new Error(`${dir}/dist is missing: run \`npm run build\` (npm test builds first)`)
   work = await mkdtemp(join(tmpdir(), 'sluice-packed-'))
   await mkdir(join(work, 'pack'))
-  await npm(root, ['pack', '--pack-destination', join(work, 'pack')])
-  const [file] = (await readdir(join(work, 'pack'))).filter((f) => f.endsWith('.tgz'))
-  if (file === undefined) throw new Error('npm pack wrote no tarball')
-  tarball = join(work, 'pack', file)
+  for (const name of Object.keys(PACKAGE_DIRS) as PackageName[])
+    tarballs.set(name, await pack(name, join(work, 'pack')))
   // Installs are network-bound: all projects at once. The compilers go into a project of their own.
   const tools = Object.entries(COMPILERS).map(([alias, version]) => `${alias}@npm:typescript@${version}`)
   await Promise.all([
     project('tools', tools),
-    ...Object.entries(projects).map(([name, deps]) =>
+    ...Object.entries(wanted).map(([name, deps]) =>
       project(
         name,
-        deps.map((d) => (d === TARBALL ? tarball : d)),
+        deps.map((d) => {
+          const token = TOKENS[d]
+          return token === undefined ? d : packed(token).file
+        }),
       ),
     ),
   ])

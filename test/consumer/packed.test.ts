@@ -1,24 +1,34 @@
-// The package as a new user meets it: `npm pack` of the build, installed from the tarball into fresh
-// `npm init -y` projects that hold only what that user has (the core alone; one framework at the
-// lowest version the peer range declares). No symlink to the repository: a symlink sees the repo's
-// devDependencies (ioredis, every framework) and hides what a user lacks.
+// The library as a new user meets it: `npm pack` of packages/sluice, installed from the tarball into
+// fresh `npm init -y` projects that hold only what that user has (the library alone; one framework,
+// store client or prom-client at the lowest version the peer range declares). No symlink to the
+// repository: a symlink sees the repo's devDependencies (ioredis, every framework) and hides what a
+// user lacks. The service's package: packed-server.test.ts.
 // Needs `npm run build` first and the npm registry (one shared npm cache; later runs are mostly offline).
-import { spawn } from 'node:child_process'
 import { readFile, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import {
+  bytesUnder,
   dirOf,
+  installedPackages,
   installProjects,
+  LIBRARY,
+  LIBRARY_SPECIFIERS,
   lowest,
-  NO_PEER_SUBPATHS,
+  NO_PEER_SPECIFIERS,
   node,
-  pkg,
+  PEER_LOADED_BY,
+  packed,
   removeProjects,
-  TARBALL,
   TYPES_NODE,
   typecheck,
 } from './packed-helpers.js'
+
+/** Issue 25's budgets for `npm install sluice` alone in a fresh project, and for the tarball. */
+const BUDGET = { packages: 3, nodeModulesBytes: 2_000_000, tarballBytes: 300_000 }
+/** What a library user is never handed: gRPC, protobuf, YAML, loggers, schema and metrics packages. */
+const SERVICE_ONLY =
+  /^(@grpc\/|protobufjs$|@protobufjs\/|yaml$|js-yaml$|pino|winston$|bunyan$|zod$|joi$|yup$|ajv$|valibot$|prom-client$|@opentelemetry\/)/
 
 /** The TypeScript each project's app.ts / app.mts holds (written before the first check). */
 const sources = new Map<string, string>()
@@ -27,10 +37,9 @@ const limiterSource = `const limiter = createLimiter({ policies: { one: { algori
 sources.set(
   'core',
   `import { createLimiter, memoryStore, SluiceError, type Decision, type HybridBackend, type LayeredDecision, type MemoryStore } from 'sluice'
-import { createObservability } from 'sluice/metrics'
 import { withSluice } from 'sluice/node'
 import { hybridRedis, redisStore, type RedisClient, type RedisStore } from 'sluice/redis'
-import { parseConfig } from 'sluice/server'
+import type { Step, StepResult, Store } from 'sluice/store'
 import { memcachedStore, type MemcachedStore, type MemjsClientLike } from 'sluice/memcached'
 import { postgresStore, type PostgresStore } from 'sluice/postgres'
 
@@ -60,12 +69,29 @@ export async function check(client: RedisClient): Promise<void> {
   redisStore('redis://127.0.0.1:6379')
   // The PostgreSQL store's declarations need no pg: its client type is structural.
   const pgStore: PostgresStore = postgresStore({ query: async () => ({ rows: [] }) }, { table: 'limits' })
-  void [n, by, s, store, wrong, remote, pgStore, SluiceError, createObservability, withSluice, parseConfig]
+  void [n, by, s, store, wrong, remote, pgStore, SluiceError, withSluice]
 }
 export function memcached(client: MemjsClientLike): MemcachedStore {
   // @ts-expect-error memcached has no server clock
   memcachedStore(client, { clock: 'server' })
   return memcachedStore(client, { prefix: 'app', clock: 'client' })
+}
+// A store author's side: the contract from sluice/store, handed to createLimiter from the root.
+export function named(inner: Store, name: string): Store {
+  return {
+    name,
+    apply: (steps: readonly Step[], mode: 'consume' | 'peek') => inner.apply(steps, mode),
+    block: (steps, durationMs) => inner.block(steps, durationMs),
+    refund: (steps) => inner.refund(steps),
+    reset: (steps) => inner.reset(steps),
+    close: () => inner.close(),
+  }
+}
+export async function authored(): Promise<StepResult[]> {
+  const store = named(memoryStore(), 'mine')
+  const own = createLimiter({ store, policies: { one: { algorithm: 'gcra', limit: 1, window: '1s' } } })
+  await own.consume('one', 'k')
+  return store.apply([], 'peek')
 }
 `,
 )
@@ -104,25 +130,55 @@ export { app }
 `,
 )
 
+sources.set(
+  'metrics',
+  `import { createLimiter } from 'sluice'
+import { createObservability, type Observability } from 'sluice/metrics'
+${limiterSource}
+export const obs: Observability = createObservability({ limiter })
+export const text: Promise<string> = obs.metrics.registry.metrics()
+`,
+)
+
 beforeAll(
   () =>
     installProjects({
-      core: [TARBALL, TYPES_NODE],
-      express: [TARBALL, `express@${lowest('express')}`, '@types/express@4.17.21', TYPES_NODE],
-      fastify: [TARBALL, `fastify@${lowest('fastify')}`, TYPES_NODE],
-      hono: [TARBALL, `hono@${lowest('hono')}`, TYPES_NODE],
-      redis: [TARBALL, `ioredis@${lowest('ioredis')}`, `redis@${lowest('redis')}`],
-      memcached: [TARBALL, `memjs@${lowest('memjs')}`],
-      postgres: [TARBALL, `pg@${lowest('pg')}`],
+      alone: [LIBRARY],
+      core: [LIBRARY, TYPES_NODE],
+      express: [LIBRARY, `express@${lowest('express')}`, '@types/express@4.17.21', TYPES_NODE],
+      fastify: [LIBRARY, `fastify@${lowest('fastify')}`, TYPES_NODE],
+      hono: [LIBRARY, `hono@${lowest('hono')}`, TYPES_NODE],
+      metrics: [LIBRARY, `prom-client@${lowest('prom-client')}`, TYPES_NODE],
+      redis: [LIBRARY, `ioredis@${lowest('ioredis')}`, `redis@${lowest('redis')}`],
+      memcached: [LIBRARY, `memjs@${lowest('memjs')}`],
+      postgres: [LIBRARY, `pg@${lowest('pg')}`],
     }),
   240_000,
 )
 afterAll(removeProjects)
 
-describe('the core, installed alone (no ioredis, no framework)', () => {
-  it('ESM import and CommonJS require of every subpath that needs no peer give the same names', async () => {
+describe('the size budget of `npm install sluice`', () => {
+  it(`alone in a fresh project: at most ${BUDGET.packages} packages and ${BUDGET.nodeModulesBytes} bytes of node_modules, none of the service's`, async () => {
+    const dir = dirOf('alone')
+    const installed = await installedPackages(dir)
+    expect(installed).toContain('sluice')
+    expect(installed.length, installed.join(' ')).toBeLessThanOrEqual(BUDGET.packages)
+    expect(installed.filter((name) => SERVICE_ONLY.test(name))).toEqual([])
+    expect(await bytesUnder(join(dir, 'node_modules'))).toBeLessThanOrEqual(BUDGET.nodeModulesBytes)
+  })
+
+  it(`the tarball: at most ${BUDGET.tarballBytes} bytes packed, no source maps, examples, bench, sources or docs`, () => {
+    const tarball = packed('sluice')
+    expect(tarball.size).toBeLessThanOrEqual(BUDGET.tarballBytes)
+    expect(tarball.files).toEqual(expect.arrayContaining(['README.md', 'dist/index.js', 'package.json']))
+    expect(tarball.files.filter((f) => /\.map$|^(examples|bench|src|test|docs)\//.test(f))).toEqual([])
+  })
+})
+
+describe('the library, installed alone (no store client, no framework, no prom-client)', () => {
+  it('ESM import and CommonJS require of every entry that needs no peer give the same names', async () => {
     const dir = dirOf('core')
-    const list = JSON.stringify(NO_PEER_SUBPATHS)
+    const list = JSON.stringify(NO_PEER_SPECIFIERS)
     await writeFile(
       join(dir, 'load.mjs'),
       `const out = {}\nfor (const s of ${list}) out[s] = Object.keys(await import(s)).filter((k) => k !== 'default').sort()\nconsole.log(JSON.stringify(out))\n`,
@@ -137,13 +193,65 @@ describe('the core, installed alone (no ioredis, no framework)', () => {
     expect(cjs.stderr, 'CommonJS require').toBe('')
     const names = JSON.parse(esm.stdout) as Record<string, string[]>
     expect(JSON.parse(cjs.stdout)).toEqual(names)
-    expect(NO_PEER_SUBPATHS).toEqual(
-      expect.arrayContaining(['sluice', 'sluice/redis', 'sluice/server', 'sluice/express']),
+    expect(NO_PEER_SPECIFIERS).toEqual(
+      expect.arrayContaining(['sluice', 'sluice/redis', 'sluice/metrics', 'sluice/store', 'sluice/express']),
     )
-    for (const s of NO_PEER_SUBPATHS) expect(names[s]?.length, s).toBeGreaterThan(0)
+    // Each entry loads and exports values, but sluice/store: the store contract is types only.
+    for (const s of NO_PEER_SPECIFIERS) expect(names[s], s).toBeDefined()
+    for (const s of NO_PEER_SPECIFIERS.filter((s) => s !== 'sluice/store'))
+      expect(names[s]?.length, s).toBeGreaterThan(0)
     // Redis-specific exports live under sluice/redis only.
     expect(names.sluice).not.toContain('hybridRedis')
     expect(names['sluice/redis']).toEqual(expect.arrayContaining(['redisStore', 'hybridRedis']))
+  })
+
+  it('the entries that load their peer fail without it, naming it (ESM and CommonJS)', async () => {
+    const dir = dirOf('core')
+    const loaders = Object.keys(PEER_LOADED_BY)
+    expect(LIBRARY_SPECIFIERS).toEqual(expect.arrayContaining(loaders))
+    for (const [specifier, peer] of Object.entries(PEER_LOADED_BY)) {
+      const esm = await node(dir, ['--input-type=module', '-e', `await import('${specifier}')`])
+      const cjs = await node(dir, ['-e', `require('${specifier}')`])
+      for (const [label, out] of [
+        ['ESM', esm],
+        ['CommonJS', cjs],
+      ] as const) {
+        expect(out.code, `${specifier} (${label}) loads without ${peer}`).not.toBe(0)
+        expect(out.stderr, `${specifier} (${label})`).toMatch(
+          new RegExp(`Cannot find (package|module) '${peer}(/[^']*)?'`),
+        )
+      }
+    }
+  })
+
+  it('sluice/metrics without prom-client: making metrics throws SLUICE_UNSUPPORTED with the install line (ESM and CommonJS)', async () => {
+    const dir = dirOf('core')
+    const body = `
+const limiter = createLimiter({ policies: { one: { algorithm: 'gcra', limit: 1, window: '1s' } } })
+try {
+  createObservability({ limiter })
+  console.log('made')
+} catch (e) {
+  console.log(JSON.stringify([e instanceof SluiceError, e.code, e.message]))
+}
+`
+    await writeFile(
+      join(dir, 'metrics.mjs'),
+      `import { createLimiter, SluiceError } from 'sluice'\nimport { createObservability } from 'sluice/metrics'\n${body}`,
+    )
+    await writeFile(
+      join(dir, 'metrics.cjs'),
+      `const { createLimiter, SluiceError } = require('sluice')\nconst { createObservability } = require('sluice/metrics')\n${body}`,
+    )
+    for (const file of ['metrics.mjs', 'metrics.cjs']) {
+      const out = await node(dir, [file])
+      expect(out.code, `${file}: ${out.stderr}`).toBe(0)
+      expect(JSON.parse(out.stdout), file).toEqual([
+        true,
+        'SLUICE_UNSUPPORTED',
+        'sluice/metrics needs prom-client (an optional peer): npm install prom-client',
+      ])
+    }
   })
 
   it('dist/index.js and dist/index.cjs neither import ioredis nor carry the Redis client code', async () => {
@@ -171,69 +279,10 @@ describe('the core, installed alone (no ioredis, no framework)', () => {
     }
   })
 
-  it('its declarations (sluice, /redis, /metrics, /node, /server) compile on TS 5 and 7 under every resolution', async () => {
+  it('its declarations (sluice, /redis, /store, /node, /memcached, /postgres) compile on TS 5 and 7 under every resolution', async () => {
     const failures = await typecheck(sources, 'core')
     expect(failures).toEqual([])
   }, 280_000)
-
-  it('`sluice serve --store redis://...` without ioredis prints one line saying what to install and exits 1', async () => {
-    const out = await node(dirOf('core'), [
-      'node_modules/.bin/sluice',
-      'serve',
-      '--store',
-      'redis://127.0.0.1:1',
-      '--port',
-      '0',
-    ])
-    expect(out.stderr).toBe('sluice: the redis store needs ioredis: npm install ioredis\n')
-    expect(out.code).toBe(1)
-  })
-
-  it('`sluice serve --store memcached://...` without memjs prints one line saying what to install and exits 1', async () => {
-    const out = await node(dirOf('core'), [
-      'node_modules/.bin/sluice',
-      'serve',
-      '--store',
-      'memcached://127.0.0.1:1',
-      '--port',
-      '0',
-    ])
-    expect(out.stderr).toBe('sluice: the memcached store needs memjs: npm install memjs\n')
-    expect(out.code).toBe(1)
-  })
-
-  it('openStore from sluice/server rejects with a StoreError naming what to install (ESM and CommonJS builds)', async () => {
-    const dir = dirOf('core')
-    const body = `.openStore('redis://127.0.0.1:1', { prefix: 'x' }).then(
-  () => console.log('opened'),
-  (e) => console.log(JSON.stringify([e.name, e.code, e.message])),
-)\n`
-    await writeFile(join(dir, 'open.mjs'), `import * as server from 'sluice/server'\nserver${body}`)
-    await writeFile(join(dir, 'open.cjs'), `require('sluice/server')${body}`)
-    for (const file of ['open.mjs', 'open.cjs']) {
-      const out = await node(dir, [file])
-      expect(JSON.parse(out.stdout), file).toEqual([
-        'StoreError',
-        'SLUICE_STORE_ERROR',
-        'the redis store needs ioredis: npm install ioredis',
-      ])
-    }
-  })
-  it('the sluice command: --version, a mistyped flag, init then check (as `npx sluice` runs it)', async () => {
-    const dir = dirOf('core')
-    const bin = join(dir, 'node_modules/sluice/dist/cli.js')
-    const version = await node(dir, [bin, '--version'])
-    expect(version.stdout).toBe(`${(pkg as unknown as { version: string }).version}\n`)
-    const typo = await node(dir, [bin, 'serve', '--prot', '1'])
-    expect(typo.code).toBe(2)
-    expect(typo.stderr).toMatch(/^sluice serve: .*'--prot'.*\nUsage: sluice serve /)
-    expect(typo.stderr).not.toMatch(/\n\s+at /)
-    const init = await node(dir, [bin, 'init', '--config', 'starter.yaml'])
-    expect(init.code, init.stderr).toBe(0)
-    const checked = await node(dir, [bin, 'check', '--config', 'starter.yaml'])
-    expect(checked.code, checked.stderr).toBe(0)
-    expect(checked.stdout).toMatch(/sluice serve would use: memory \(from starter\.yaml store:\)/)
-  })
 })
 
 describe('each adapter with only its framework, at the lowest version the peer range declares', () => {
@@ -372,6 +421,48 @@ app.get('/hello', (c) => c.text('ok'))
   }, 280_000)
 })
 
+describe(`sluice/metrics with prom-client ${lowest('prom-client')}, the lowest version the peer range declares`, () => {
+  it('counts decisions into Prometheus text (ESM and CommonJS)', async () => {
+    const dir = dirOf('metrics')
+    const body = `
+const version = JSON.parse(require('fs').readFileSync('node_modules/prom-client/package.json', 'utf8')).version
+;(async () => {
+  const limiter = createLimiter({ policies: { one: { algorithm: 'fixed-window', limit: 1, window: '1m' } } })
+  const obs = createObservability({ limiter })
+  await limiter.consume('one', 'k')
+  await limiter.consume('one', 'k')
+  const text = await obs.metrics.registry.metrics()
+  obs.close()
+  console.log(JSON.stringify([version, text.match(/^sluice_decisions_total\\{policy="one",outcome="\\w+"\\} \\d+$/gm)]))
+})()
+`
+    await writeFile(
+      join(dir, 'metrics.mjs'),
+      `import { createRequire } from 'node:module'\nimport { createLimiter } from 'sluice'\nimport { createObservability } from 'sluice/metrics'\nconst require = createRequire(import.meta.url)\n${body}`,
+    )
+    await writeFile(
+      join(dir, 'metrics.cjs'),
+      `const { createLimiter } = require('sluice')\nconst { createObservability } = require('sluice/metrics')\n${body}`,
+    )
+    for (const file of ['metrics.mjs', 'metrics.cjs']) {
+      const out = await node(dir, [file])
+      expect(out.code, `${file}: ${out.stderr}`).toBe(0)
+      expect(JSON.parse(out.stdout), file).toEqual([
+        lowest('prom-client'),
+        [
+          'sluice_decisions_total{policy="one",outcome="allowed"} 1',
+          'sluice_decisions_total{policy="one",outcome="denied"} 1',
+        ],
+      ])
+    }
+  })
+
+  it('its declarations compile with only prom-client, on TS 5 and 7 under every resolution', async () => {
+    const failures = await typecheck(sources, 'metrics')
+    expect(failures).toEqual([])
+  }, 280_000)
+})
+
 describe('the Redis clients, at the lowest versions the peer ranges declare, against a real redis-server', () => {
   const { port } = inject('redis')
 
@@ -413,47 +504,6 @@ const version = (name) => JSON.parse(require('fs').readFileSync('node_modules/' 
         ['ioredis', lowest('ioredis'), 'ioredis', true, false, 2],
         ['redis', lowest('redis'), 'node-redis', true, false, 2],
       ])
-    }
-  })
-
-  it(`sluice serve --store redis://... works once ioredis ${lowest('ioredis')} is installed`, async () => {
-    const child = spawn(
-      process.execPath,
-      ['node_modules/.bin/sluice', 'serve', '--store', `redis://127.0.0.1:${port}`, '--port', '0'],
-      {
-        cwd: dirOf('redis'),
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
-      },
-    )
-    try {
-      let printed = ''
-      let stderr = ''
-      child.stderr.on('data', (chunk: Buffer) => {
-        stderr += chunk.toString()
-      })
-      const url = await new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no URL within 15 s: ${printed}${stderr}`)), 15_000)
-        child.stdout.on('data', (chunk: Buffer) => {
-          printed += chunk.toString()
-          const m = /sluice serving on (http:\/\/\S+) \(store: redis:/.exec(printed)
-          if (m !== null) {
-            clearTimeout(timer)
-            resolve(m[1] as string)
-          }
-        })
-        child.once('exit', (code) => reject(new Error(`exited ${code}: ${printed}${stderr}`)))
-      })
-      const key = `consumer-${process.pid}-${Date.now()}`
-      const res = await fetch(`${url}/v1/check`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ policy: 'api', key }),
-      })
-      expect(res.status).toBe(200)
-      expect(((await res.json()) as { allowed?: unknown }).allowed).toBe(true)
-    } finally {
-      child.kill('SIGTERM')
     }
   })
 })
