@@ -1,8 +1,8 @@
 // The shared conformance vectors against Redis and Redis Cluster, client clock mode (deterministic).
 import { afterAll } from 'vitest'
+import { vectors } from '../../packages/sluice/src/conformance/vectors.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { runConformance } from '../conformance/suite.js'
-import { vectors } from '../conformance/vectors.js'
 import { freshPrefix, ioredis, ioredisCluster, nodeRedis, nodeRedisCluster } from './clients.js'
 
 const standalone = ioredis()

@@ -4,7 +4,7 @@
 import { createLimiter, type Limiter } from '../limiter.js'
 import { type ResolvedPolicy, resolvePolicy } from '../policy.js'
 import type { Step, StepResult, Store } from '../store.js'
-import { type ExpectedResult, type Vector, type VectorStep, vectors as allVectors } from './vectors.js'
+import { vectors as allVectors, type ExpectedResult, type Vector, type VectorStep } from './vectors.js'
 
 /** Builds a fresh, empty store whose clock is `now()` (ms since the epoch). Called once per case. */
 export type StoreFactory = (now: () => number) => Store | Promise<Store>
@@ -47,7 +47,11 @@ function checkInvariants(result: StepResult | undefined, capacity: number, where
   check(result !== undefined, where, 'no result')
   const r = result!
   for (const field of ['remaining', 'retryAfterMs', 'resetMs'] as const)
-    check(Number.isSafeInteger(r[field]) && r[field] >= 0, where, `${field} = ${r[field]}, not a whole number >= 0`)
+    check(
+      Number.isSafeInteger(r[field]) && r[field] >= 0,
+      where,
+      `${field} = ${r[field]}, not a whole number >= 0`,
+    )
   check(r.remaining <= capacity, where, `remaining ${r.remaining} is above the capacity ${capacity}`)
   if (r.allowed) check(r.retryAfterMs === 0, where, `allowed with retryAfterMs ${r.retryAfterMs}`)
   else check(r.retryAfterMs > 0, where, 'denied with retryAfterMs 0')
@@ -75,9 +79,15 @@ export function longestWaitMs(policy: ResolvedPolicy): number {
  * policy in force (a lease keeps the timeout it was taken with, so concurrency is held to the
  * longest timeout the vector used).
  */
-function checkBounded(result: StepResult, policy: ResolvedPolicy, used: ResolvedPolicy[], where: string): void {
+function checkBounded(
+  result: StepResult,
+  policy: ResolvedPolicy,
+  used: ResolvedPolicy[],
+  where: string,
+): void {
   if (result.blocked) return
-  const bound = policy.algorithm === 'concurrency' ? Math.max(...used.map(longestWaitMs)) : longestWaitMs(policy)
+  const bound =
+    policy.algorithm === 'concurrency' ? Math.max(...used.map(longestWaitMs)) : longestWaitMs(policy)
   check(result.retryAfterMs <= bound, where, `retryAfterMs ${result.retryAfterMs} is above ${bound}`)
   check(result.resetMs <= bound, where, `resetMs ${result.resetMs} is above ${bound}`)
 }
@@ -92,7 +102,8 @@ async function runVector(makeStore: StoreFactory, vector: Vector): Promise<void>
     // Every parameter set 'p' had, once one step changed it.
     const used: ResolvedPolicy[] = [policy]
     let changed = false
-    for (const [name, extra] of Object.entries(vector.policies ?? {})) named.set(name, resolvePolicy(name, extra))
+    for (const [name, extra] of Object.entries(vector.policies ?? {}))
+      named.set(name, resolvePolicy(name, extra))
     const key = vector.key ?? `k-${vector.name}`
     for (const [index, s] of vector.steps.entries()) {
       clock += s.after ?? 0
@@ -104,7 +115,9 @@ async function runVector(makeStore: StoreFactory, vector: Vector): Promise<void>
       }
       // One step, or several applied as one atomic unit (a layered check).
       const layers: NonNullable<VectorStep['layers']> = s.layers ?? [
-        s.lease === undefined ? { policy: 'p', cost: s.cost ?? 1 } : { policy: 'p', cost: s.cost ?? 1, lease: s.lease },
+        s.lease === undefined
+          ? { policy: 'p', cost: s.cost ?? 1 }
+          : { policy: 'p', cost: s.cost ?? 1, lease: s.lease },
       ]
       const steps: Step[] = layers.map((layer) => {
         const p = named.get(layer.policy)
@@ -171,8 +184,16 @@ function limiterCases(makeStore: StoreFactory): ConformanceCase[] {
         for (let i = 0; i < 3; i++) matches(await limiter.consume('slots', 'k'), { allowed: true }, where)
         matches(await limiter.consume('slots', 'k'), { allowed: false, remaining: 0 }, `${where}, 4th`)
         await limiter.refund('slots', 'k', 1)
-        matches(await limiter.peek('slots', 'k'), { allowed: true, remaining: 1 }, `${where}, peek after refund`)
-        matches(await limiter.consume('slots', 'k'), { allowed: true, remaining: 0 }, `${where}, after refund`)
+        matches(
+          await limiter.peek('slots', 'k'),
+          { allowed: true, remaining: 1 },
+          `${where}, peek after refund`,
+        )
+        matches(
+          await limiter.consume('slots', 'k'),
+          { allowed: true, remaining: 0 },
+          `${where}, after refund`,
+        )
         matches(await limiter.consume('slots', 'k'), { allowed: false, remaining: 0 }, `${where}, full again`)
       }),
     },
@@ -199,7 +220,10 @@ function limiterCases(makeStore: StoreFactory): ConformanceCase[] {
  * import { conformanceCases } from 'sluice/store'
  * for (const c of conformanceCases((now) => myStore({ now }))) test(c.name, c.run)
  */
-export function conformanceCases(makeStore: StoreFactory, options: ConformanceOptions = {}): ConformanceCase[] {
+export function conformanceCases(
+  makeStore: StoreFactory,
+  options: ConformanceOptions = {},
+): ConformanceCase[] {
   const cases = options.throughLimiter === false ? [] : limiterCases(makeStore)
   for (const vector of options.vectors ?? allVectors)
     cases.push({ name: vector.name, run: () => runVector(makeStore, vector) })

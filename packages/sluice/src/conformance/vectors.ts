@@ -1,7 +1,7 @@
 // Conformance vectors: (policy, steps, expected decisions). One table for every store.
 // Every expected number below is derived by hand from the semantics in docs/policies.md; the
 // comment beside a step shows the arithmetic. Times in comments are ms after the vector's start.
-import type { Policy } from '../../packages/sluice/src/policy.js'
+import type { Policy } from '../policy.js'
 
 export interface ExpectedResult {
   allowed?: boolean
@@ -29,6 +29,11 @@ export interface VectorStep {
   layers?: { policy: string; key?: string; cost?: number; lease?: string }[]
   /** One expectation per layer, in order. */
   expectLayers?: ExpectedResult[]
+  /**
+   * From this step on, the vector's policy `'p'` has these parameters: the same name (so the same
+   * id and the same stored key), other numbers. The store reads state written under the old ones.
+   */
+  policy?: Policy
 }
 
 export interface Vector {
