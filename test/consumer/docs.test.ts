@@ -47,7 +47,7 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/security.md': 0,
   'docs/scale.md': 2,
   'docs/service.md': 1,
-  'docs/stores.md': 4,
+  'docs/stores.md': 5,
   'docs/topologies.md': 2, // the hybrid and multi-region examples; the rest is nginx, YAML and text
   'docs/waiting.md': 4,
   'packages/sluice/README.md': 1,
@@ -275,6 +275,7 @@ describe('every code block of the docs, in a fresh project from the packed tarba
       'docs-policies-1.ts',
       'docs-service-1.ts',
       'docs-stores-1.ts',
+      'docs-stores-2.ts',
       'docs-waiting-1.ts',
       'docs-waiting-2.ts',
       'docs-waiting-3.ts',

@@ -43,6 +43,9 @@ process.once('message', (plan: WorkerPlan) => {
     region: plan.region,
     regions: clients,
     syncEvery: plan.syncEvery,
+    // Past 7 syncs: a busy two-core machine can delay one exchange past the default 5, while the cut
+    // region (cut for the whole 2 s run before it is looked at) is past it by far.
+    staleAfter: '1500ms',
     prefix: plan.prefix,
   })
   const limiter = createLimiter({
