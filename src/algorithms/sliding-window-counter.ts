@@ -18,8 +18,24 @@ interface View {
   elapsed: number
 }
 
-function view(state: SlidingWindowCounterState | undefined, windowMs: number, nowMs: number): View {
+/**
+ * When a state written under `windowMs` ends: two windows after its start while the current window
+ * counts, one while only the previous one does. A state written to end at another time (`untilMs`)
+ * was counted on another grid of windows.
+ */
+const endOf = (state: SlidingWindowCounterState, windowMs: number): number =>
+  state.current > 0 ? state.start + 2 * windowMs : state.previous > 0 ? state.start + windowMs : state.start
+
+function view(
+  stored: SlidingWindowCounterState | undefined,
+  windowMs: number,
+  nowMs: number,
+  untilMs: number | undefined,
+): View {
   const start = Math.floor(nowMs / windowMs) * windowMs
+  // Counts of another window length mean nothing on this grid: they start again.
+  const state =
+    untilMs !== undefined && stored !== undefined && untilMs !== endOf(stored, windowMs) ? undefined : stored
   if (state === undefined || start >= state.start + 2 * windowMs)
     return { start, previous: 0, current: 0, elapsed: nowMs - start }
   if (start < state.start) {
@@ -32,9 +48,9 @@ function view(state: SlidingWindowCounterState | undefined, windowMs: number, no
 }
 
 export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
-  consume(state, policy, nowMs, cost, peek, _leaseId, into) {
+  consume(state, policy, nowMs, cost, peek, _leaseId, into, untilMs) {
     const w = policy.windowMs
-    const v = view(state, w, nowMs)
+    const v = view(state, w, nowMs, untilMs)
     // used x w = previous x (w - elapsed) + current x w
     const used = v.previous * (w - v.elapsed) + v.current * w
     const allowed = used + cost * w <= policy.limit * w
@@ -70,9 +86,9 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
       resetMs,
     }
   },
-  charge(state, policy, nowMs, cost) {
+  charge(state, policy, nowMs, cost, untilMs) {
     const w = policy.windowMs
-    const v = view(state, w, nowMs)
+    const v = view(state, w, nowMs, untilMs)
     const current = v.current + cost
     const usedAfter = v.previous * (w - v.elapsed) + current * w
     return {
@@ -83,8 +99,8 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
       resetMs: v.start - nowMs + 2 * w,
     }
   },
-  refund(state, policy, nowMs, amount) {
-    const v = view(state, policy.windowMs, nowMs)
+  refund(state, policy, nowMs, amount, _leaseId, untilMs) {
+    const v = view(state, policy.windowMs, nowMs, untilMs)
     const current = Math.max(0, v.current - amount)
     const previous = Math.max(0, v.previous - Math.max(0, amount - v.current))
     return current === 0 && previous === 0 ? undefined : { start: v.start, previous, current }

@@ -25,6 +25,13 @@ export interface Algorithm<S> {
    * (the memory store's hot path: a state rewritten in place is not copied by the garbage collector
    * on every decision). Never written when the step does not commit; `state` itself is only written
    * when it is `into`.
+   *
+   * `untilMs`: when the state was written to end (the `nowMs + resetMs` of the step that wrote it),
+   * as its store keeps it. A store passes it with every state it read, because the policy's
+   * parameters may have changed since: the state is then read under the new ones, clamped to them,
+   * and never lasts past `untilMs` (a store forgets it then, so every store must read it the same
+   * way until then). With unchanged parameters it changes nothing; without it (a caller that holds
+   * no expiry) the state is read as written.
    */
   consume(
     state: S | undefined,
@@ -34,19 +41,30 @@ export interface Algorithm<S> {
     peek: boolean,
     leaseId?: string,
     into?: S,
+    untilMs?: number,
   ): Outcome<S>
   /**
    * Commit `cost` units without the admit check: a forced charge that may take the key past its
    * limit (reserve/settle charges the true cost of work already done). `allowed` is always true;
-   * later requests wait until the overshoot has drained.
+   * later requests wait until the overshoot has drained. `untilMs` as for consume.
    */
-  charge(state: S | undefined, policy: ResolvedPolicy, nowMs: number, cost: number): Outcome<S>
-  /** Give back `amount` units (or release lease `leaseId`); `undefined` means the key is empty again. */
+  charge(
+    state: S | undefined,
+    policy: ResolvedPolicy,
+    nowMs: number,
+    cost: number,
+    untilMs?: number,
+  ): Outcome<S>
+  /**
+   * Give back `amount` units (or release lease `leaseId`); `undefined` means the key is empty again.
+   * `untilMs` as for consume.
+   */
   refund(
     state: S | undefined,
     policy: ResolvedPolicy,
     nowMs: number,
     amount: number,
     leaseId?: string,
+    untilMs?: number,
   ): S | undefined
 }

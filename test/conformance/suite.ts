@@ -2,7 +2,7 @@
 // (standalone and Cluster) all call runConformance with their own factory.
 import { describe, expect, it } from 'vitest'
 import { createLimiter, type Limiter } from '../../src/limiter.js'
-import { resolvePolicy } from '../../src/policy.js'
+import { type ResolvedPolicy, resolvePolicy } from '../../src/policy.js'
 import type { Step, StepResult, Store } from '../../src/store.js'
 import { type Vector, type VectorStep, vectors } from './vectors.js'
 
@@ -19,6 +19,41 @@ function checkInvariants(result: StepResult | undefined, capacity: number, where
   expect(r.remaining, `${where}: remaining <= capacity`).toBeLessThanOrEqual(capacity)
   if (r.allowed) expect(r.retryAfterMs, `${where}: allowed means no wait`).toBe(0)
   else expect(r.retryAfterMs, `${where}: denied means a wait`).toBeGreaterThan(0)
+}
+
+/**
+ * The longest a key of `policy` can be made to wait by what it spent (blocks and forced charges
+ * aside): a window for the windows (two for the counter, whose previous window still weighs), a full
+ * refill from empty for the bucket algorithms, the lease timeout for concurrency.
+ */
+export function longestWaitMs(policy: ResolvedPolicy): number {
+  switch (policy.algorithm) {
+    case 'sliding-window-counter':
+      return 2 * policy.windowMs
+    case 'token-bucket':
+    case 'gcra':
+      return Math.ceil((policy.capacity * policy.windowMs) / policy.limit)
+    default:
+      return policy.windowMs
+  }
+}
+
+/**
+ * After a parameter change, what a decision reports never reaches past the longest wait of the
+ * policy in force (a lease keeps the timeout it was taken with, so concurrency is held to the
+ * longest timeout the vector used).
+ */
+function checkBounded(
+  result: StepResult,
+  policy: ResolvedPolicy,
+  used: ResolvedPolicy[],
+  where: string,
+): void {
+  if (result.blocked) return
+  const bound =
+    policy.algorithm === 'concurrency' ? Math.max(...used.map(longestWaitMs)) : longestWaitMs(policy)
+  expect(result.retryAfterMs, `${where}: retryAfterMs <= ${bound}`).toBeLessThanOrEqual(bound)
+  expect(result.resetMs, `${where}: resetMs <= ${bound}`).toBeLessThanOrEqual(bound)
 }
 
 /**
@@ -85,11 +120,20 @@ export function runConformance(
         try {
           const policy = resolvePolicy('p', vector.policy)
           const named = new Map([['p', policy]])
+          // Every parameter set 'p' had, once one step changed it.
+          const used: ResolvedPolicy[] = [policy]
+          let changed = false
           for (const [name, extra] of Object.entries(vector.policies ?? {}))
             named.set(name, resolvePolicy(name, extra))
           const key = vector.key ?? `k-${vector.name}`
           for (const [index, s] of vector.steps.entries()) {
             clock += s.after ?? 0
+            if (s.policy !== undefined) {
+              const next = resolvePolicy('p', s.policy)
+              named.set('p', next)
+              used.push(next)
+              changed = true
+            }
             // One step, or several applied as one atomic unit (a layered check).
             const layers: NonNullable<VectorStep['layers']> = s.layers ?? [
               s.lease === undefined
@@ -108,8 +152,10 @@ export function runConformance(
               case 'peek': {
                 const results = await store.apply(steps, s.op === 'peek' ? 'peek' : 'consume')
                 expect(results, where).toHaveLength(steps.length)
-                for (const [i, result] of results.entries())
+                for (const [i, result] of results.entries()) {
                   checkInvariants(result, steps[i]!.policy.capacity, `${where}, layer ${i}`)
+                  if (changed) checkBounded(result, steps[i]!.policy, used, `${where}, layer ${i}`)
+                }
                 if (s.expect !== undefined) expect(results[0], where).toMatchObject(s.expect)
                 if (s.expectLayers !== undefined) expect(results, where).toMatchObject(s.expectLayers)
                 break
