@@ -58,7 +58,7 @@ function earlier(algorithm: AlgorithmName, value: string, full: number): string 
       const kd = 18 - d
       return `1${level!.padStart(d, '0')}${String(BigInt(at!) % 10n ** BigInt(kd)).padStart(kd, '0')}`
     }
-    case 'gcra': // lead, then ms in 13 digits -> ms
+    case 'gcra': // -(lead, then ms in 13 digits) -> ms
       return value.includes(':') ? value : value.slice(-13)
     default:
       return value

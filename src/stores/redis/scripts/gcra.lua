@@ -2,9 +2,10 @@
 -- (see README.md beside this file).
 -- State: the theoretical arrival time (TAT) as whole ms plus a remainder in 1/limit ms, and its lead:
 -- how many whole ms it was ahead of the step that wrote it (0: not known). Live until ms (+1 with a
--- remainder). One integer (kept inside the key object by Redis) while it fits: the lead followed by
--- ms in 13 digits when the remainder is 0 and ms is below 10^13 (the lead then has at most 6 digits
--- and is not 0), just ms when the lead is 0 too; else "ms:rem:lead" (or "ms:rem").
+-- remainder). One integer (kept inside the key object by Redis) while it fits: minus the lead followed
+-- by ms in 13 digits, when the remainder is 0, 0 <= ms < 10^13 and 0 < lead < 922336; just ms when
+-- the lead is 0 too; else "ms:rem:lead" (or "ms:rem"). The sign makes a script that reads the value
+-- as a bare TAT see a time long past (no state), never one far ahead.
 -- Read under other parameters (the twin's arrival()): a remainder is cut below the new limit, and
 -- the TAT is at most a full refill of the new burst after the step that wrote it (ms - lead).
 --- @args limit window capacity cost
@@ -23,8 +24,8 @@ if raw then
     else
       tat_rem, lead = string.sub(raw, c1 + 1) + 0, 0
     end
-  elseif #raw > 13 then
-    tat_ms, tat_rem, lead = string.sub(raw, -13) + 0, 0, string.sub(raw, 1, -14) + 0
+  elseif #raw > 14 and string.byte(raw, 1) == 45 then
+    tat_ms, tat_rem, lead = string.sub(raw, -13) + 0, 0, string.sub(raw, 2, -14) + 0
   else
     tat_ms, tat_rem, lead = raw + 0, 0, 0
   end
@@ -72,7 +73,7 @@ if rem ~= 0 then
 elseif ms < 0 or ms >= 10000000000000 or lead_ms >= 922336 then
   value, live_until = string.format('%d:0:%d', ms, lead_ms), ms
 elseif lead_ms > 0 then
-  value, live_until = string.format('%d%013d', lead_ms, ms), ms
+  value, live_until = string.format('-%d%013d', lead_ms, ms), ms
 else
   value, live_until = string.format('%d', ms), ms
 end
