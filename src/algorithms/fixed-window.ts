@@ -11,17 +11,18 @@ export interface FixedWindowState {
 
 /**
  * The window in force at `nowMs`: the stored one until it ends, else a fresh one. The stored window
- * ends at `start + windowMs`, or sooner when its state was written to end sooner (`untilMs`: it was
- * opened under a shorter window; a longer window applies from the next one).
+ * ends at `start + windowMs`, or sooner when its state was written to end sooner (`endsInMs` from
+ * now: it was opened under a shorter window; a longer window applies from the next one).
  */
 function current(
   state: FixedWindowState | undefined,
   windowMs: number,
   nowMs: number,
-  untilMs: number | undefined,
+  endsInMs: number | undefined,
 ): { start: number; count: number; end: number } {
   if (state !== undefined) {
-    const end = untilMs !== undefined && untilMs < state.start + windowMs ? untilMs : state.start + windowMs
+    const stored = state.start + windowMs
+    const end = endsInMs !== undefined && endsInMs < stored - nowMs ? nowMs + endsInMs : stored
     // A clock that stepped backwards stays in the stored window: it never opens a fresh one.
     if (nowMs < end) return { start: state.start, count: state.count, end }
   }
@@ -29,7 +30,7 @@ function current(
 }
 
 export const fixedWindow: Algorithm<FixedWindowState> = {
-  consume(state, policy, nowMs, cost, peek, _leaseId, into, untilMs) {
+  consume(state, policy, nowMs, cost, peek, _leaseId, into, endsInMs) {
     let start = nowMs
     let count = 0
     let end = nowMs + policy.windowMs
@@ -37,7 +38,7 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
     // current(), inlined: this is the memory store's hot path.
     if (state !== undefined) {
       const stored = state.start + policy.windowMs
-      const stateEnd = untilMs !== undefined && untilMs < stored ? untilMs : stored
+      const stateEnd = endsInMs !== undefined && endsInMs < stored - nowMs ? nowMs + endsInMs : stored
       if (nowMs < stateEnd) {
         start = state.start
         count = state.count
@@ -63,8 +64,8 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
       resetMs: after > 0 ? end - nowMs : 0,
     }
   },
-  charge(state, policy, nowMs, cost, untilMs) {
-    const window = current(state, policy.windowMs, nowMs, untilMs)
+  charge(state, policy, nowMs, cost, endsInMs) {
+    const window = current(state, policy.windowMs, nowMs, endsInMs)
     const count = window.count + cost
     return {
       allowed: true,
@@ -74,8 +75,8 @@ export const fixedWindow: Algorithm<FixedWindowState> = {
       resetMs: window.end - nowMs,
     }
   },
-  refund(state, policy, nowMs, amount, _leaseId, untilMs) {
-    const window = current(state, policy.windowMs, nowMs, untilMs)
+  refund(state, policy, nowMs, amount, _leaseId, endsInMs) {
+    const window = current(state, policy.windowMs, nowMs, endsInMs)
     const count = Math.max(0, window.count - amount)
     return count === 0 ? undefined : { start: window.start, count }
   },

@@ -20,8 +20,8 @@ interface View {
 
 /**
  * When a state written under `windowMs` ends: two windows after its start while the current window
- * counts, one while only the previous one does. A state written to end at another time (`untilMs`)
- * was counted on another grid of windows.
+ * counts, one while only the previous one does. A state written to end at another time (`endsInMs`
+ * from now) was counted on another grid of windows.
  */
 const endOf = (state: SlidingWindowCounterState, windowMs: number): number =>
   state.current > 0 ? state.start + 2 * windowMs : state.previous > 0 ? state.start + windowMs : state.start
@@ -30,12 +30,14 @@ function view(
   stored: SlidingWindowCounterState | undefined,
   windowMs: number,
   nowMs: number,
-  untilMs: number | undefined,
+  endsInMs: number | undefined,
 ): View {
   const start = Math.floor(nowMs / windowMs) * windowMs
   // Counts of another window length mean nothing on this grid: they start again.
   const state =
-    untilMs !== undefined && stored !== undefined && untilMs !== endOf(stored, windowMs) ? undefined : stored
+    endsInMs !== undefined && stored !== undefined && nowMs + endsInMs !== endOf(stored, windowMs)
+      ? undefined
+      : stored
   if (state === undefined || start >= state.start + 2 * windowMs)
     return { start, previous: 0, current: 0, elapsed: nowMs - start }
   if (start < state.start) {
@@ -48,9 +50,9 @@ function view(
 }
 
 export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
-  consume(state, policy, nowMs, cost, peek, _leaseId, into, untilMs) {
+  consume(state, policy, nowMs, cost, peek, _leaseId, into, endsInMs) {
     const w = policy.windowMs
-    const v = view(state, w, nowMs, untilMs)
+    const v = view(state, w, nowMs, endsInMs)
     // used x w = previous x (w - elapsed) + current x w
     const used = v.previous * (w - v.elapsed) + v.current * w
     const allowed = used + cost * w <= policy.limit * w
@@ -86,9 +88,9 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
       resetMs,
     }
   },
-  charge(state, policy, nowMs, cost, untilMs) {
+  charge(state, policy, nowMs, cost, endsInMs) {
     const w = policy.windowMs
-    const v = view(state, w, nowMs, untilMs)
+    const v = view(state, w, nowMs, endsInMs)
     const current = v.current + cost
     const usedAfter = v.previous * (w - v.elapsed) + current * w
     return {
@@ -99,8 +101,8 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
       resetMs: v.start - nowMs + 2 * w,
     }
   },
-  refund(state, policy, nowMs, amount, _leaseId, untilMs) {
-    const v = view(state, policy.windowMs, nowMs, untilMs)
+  refund(state, policy, nowMs, amount, _leaseId, endsInMs) {
+    const v = view(state, policy.windowMs, nowMs, endsInMs)
     const current = Math.max(0, v.current - amount)
     const previous = Math.max(0, v.previous - Math.max(0, amount - v.current))
     return current === 0 && previous === 0 ? undefined : { start: v.start, previous, current }

@@ -129,8 +129,9 @@ function append(state: SlidingWindowLogState, live: View, at: number, cost: numb
 }
 
 export const slidingWindowLog: Algorithm<SlidingWindowLogState> = {
-  consume(state = EMPTY, policy, nowMs, cost, peek, _leaseId, _into, untilMs) {
+  consume(state = EMPTY, policy, nowMs, cost, peek, _leaseId, _into, endsInMs) {
     const windowMs = policy.windowMs
+    const untilMs = endsInMs === undefined ? undefined : nowMs + endsInMs
     const live = view(state, windowMs, nowMs, untilMs)
     const newest = live.count > 0 ? state.times[state.times.length - 1]! : undefined
     // A clock that stepped backwards records at the newest time seen, keeping the log ordered.
@@ -157,8 +158,8 @@ export const slidingWindowLog: Algorithm<SlidingWindowLogState> = {
       resetMs: endsAt - nowMs,
     }
   },
-  charge(state = EMPTY, policy, nowMs, cost, untilMs) {
-    const live = view(state, policy.windowMs, nowMs, untilMs)
+  charge(state = EMPTY, policy, nowMs, cost, endsInMs) {
+    const live = view(state, policy.windowMs, nowMs, endsInMs === undefined ? undefined : nowMs + endsInMs)
     const newest = live.count > 0 ? state.times[state.times.length - 1]! : undefined
     const at = newest === undefined ? nowMs : Math.max(nowMs, newest)
     // The log may hold more than `limit` units: later requests wait until enough of them leave.
@@ -170,8 +171,8 @@ export const slidingWindowLog: Algorithm<SlidingWindowLogState> = {
       resetMs: at + policy.windowMs - nowMs,
     }
   },
-  refund(state = EMPTY, policy, nowMs, amount, _leaseId, untilMs) {
-    const live = view(state, policy.windowMs, nowMs, untilMs)
+  refund(state = EMPTY, policy, nowMs, amount, _leaseId, endsInMs) {
+    const live = view(state, policy.windowMs, nowMs, endsInMs === undefined ? undefined : nowMs + endsInMs)
     // Give back the newest units: a refund usually follows the consume it undoes. The entry holding
     // the last unit kept becomes the newest, shrunk to what is kept of it.
     const keep = live.count - amount

@@ -14,18 +14,19 @@ export interface TokenBucketState {
 /**
  * The level a stored state holds at its own time, under the policy in force. A state written under
  * other parameters keeps its number (a level above the burst is cut by the refill's cap), but the
- * bucket is full no later than the state was written to end (`untilMs`): a slower refill, a larger
- * burst or a longer window never makes a key wait longer for what it spent before the change. With
- * unchanged parameters the floor is at or below the level, so nothing changes.
+ * bucket is full no later than the state was written to end (`endsInMs` after `nowMs`): a slower
+ * refill, a larger burst or a longer window never makes a key wait longer for what it spent before
+ * the change. With unchanged parameters the floor is at or below the level, so nothing changes.
  */
 function levelOf(
   state: TokenBucketState,
   policy: ResolvedPolicy,
   full: number,
-  untilMs: number | undefined,
+  nowMs: number,
+  endsInMs: number | undefined,
 ): number {
-  if (untilMs === undefined) return state.level
-  const floor = full - (untilMs - state.at) * policy.limit
+  if (endsInMs === undefined) return state.level
+  const floor = full - (nowMs + endsInMs - state.at) * policy.limit
   return Math.max(floor, state.level)
 }
 
@@ -34,16 +35,17 @@ function refill(
   policy: ResolvedPolicy,
   full: number,
   nowMs: number,
-  untilMs: number | undefined,
+  endsInMs: number | undefined,
 ): TokenBucketState {
   if (state === undefined) return { level: full, at: nowMs }
   // A clock that stepped backwards refills nothing and keeps the newest time seen.
   const at = Math.max(nowMs, state.at)
-  return { level: Math.min(full, levelOf(state, policy, full, untilMs) + (at - state.at) * policy.limit), at }
+  const level = levelOf(state, policy, full, nowMs, endsInMs)
+  return { level: Math.min(full, level + (at - state.at) * policy.limit), at }
 }
 
 export const tokenBucket: Algorithm<TokenBucketState> = {
-  consume(state, policy, nowMs, cost, peek, _leaseId, into, untilMs) {
+  consume(state, policy, nowMs, cost, peek, _leaseId, into, endsInMs) {
     const w = policy.windowMs
     const full = policy.capacity * w
     // refill(), inlined: this is the hottest path of the memory store.
@@ -52,8 +54,8 @@ export const tokenBucket: Algorithm<TokenBucketState> = {
     if (state !== undefined) {
       at = Math.max(nowMs, state.at)
       let level = state.level
-      if (untilMs !== undefined) {
-        const floor = full - (untilMs - state.at) * policy.limit
+      if (endsInMs !== undefined) {
+        const floor = full - (nowMs + endsInMs - state.at) * policy.limit
         if (floor > level) level = floor
       }
       before = Math.min(full, level + (at - state.at) * policy.limit)
@@ -77,10 +79,10 @@ export const tokenBucket: Algorithm<TokenBucketState> = {
       resetMs: level >= full ? 0 : lag + Math.ceil((full - level) / policy.limit),
     }
   },
-  charge(state, policy, nowMs, cost, untilMs) {
+  charge(state, policy, nowMs, cost, endsInMs) {
     const w = policy.windowMs
     const full = policy.capacity * w
-    const now = refill(state, policy, full, nowMs, untilMs)
+    const now = refill(state, policy, full, nowMs, endsInMs)
     // The level may go below zero: the debt refills like any other deficit.
     const level = now.level - cost * w
     const lag = now.at - nowMs
@@ -92,9 +94,9 @@ export const tokenBucket: Algorithm<TokenBucketState> = {
       resetMs: lag + Math.ceil((full - level) / policy.limit),
     }
   },
-  refund(state, policy, nowMs, amount, _leaseId, untilMs) {
+  refund(state, policy, nowMs, amount, _leaseId, endsInMs) {
     const full = policy.capacity * policy.windowMs
-    const now = refill(state, policy, full, nowMs, untilMs)
+    const now = refill(state, policy, full, nowMs, endsInMs)
     const level = Math.min(full, now.level + amount * policy.windowMs)
     return level >= full ? undefined : { level, at: now.at }
   },

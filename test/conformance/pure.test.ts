@@ -26,10 +26,10 @@ function pureStore(now: () => number, withExpiry: boolean): Store {
     const algorithm = algorithms[s.policy.algorithm]
     const stored = states.get(id(s))
     const state = stored?.state
-    const untilMs = stored?.untilMs
+    const endsInMs = stored?.untilMs === undefined ? undefined : stored.untilMs - at
     const blockedUntil = blocks.get(id(s)) ?? 0
     if (blockedUntil > at) {
-      const units = algorithm.consume(state, s.policy, at, s.cost, true, undefined, undefined, untilMs)
+      const units = algorithm.consume(state, s.policy, at, s.cost, true, undefined, undefined, endsInMs)
       const result: StepResult = {
         allowed: false,
         remaining: 0,
@@ -39,7 +39,7 @@ function pureStore(now: () => number, withExpiry: boolean): Store {
       }
       return { result, state: stored }
     }
-    const o = algorithm.consume(state, s.policy, at, s.cost, peek, s.leaseId, undefined, untilMs)
+    const o = algorithm.consume(state, s.policy, at, s.cost, peek, s.leaseId, undefined, endsInMs)
     const result: StepResult = {
       allowed: o.allowed,
       remaining: o.remaining,
@@ -72,7 +72,14 @@ function pureStore(now: () => number, withExpiry: boolean): Store {
         const algorithm = algorithms[s.policy.algorithm]
         const stored = states.get(id(s))
         const untilMs = stored?.untilMs
-        const next = algorithm.refund(stored?.state, s.policy, at, s.cost, s.leaseId, untilMs)
+        const next = algorithm.refund(
+          stored?.state,
+          s.policy,
+          at,
+          s.cost,
+          s.leaseId,
+          untilMs === undefined ? undefined : untilMs - at,
+        )
         if (next === undefined) {
           states.delete(id(s))
           continue

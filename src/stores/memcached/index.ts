@@ -93,13 +93,13 @@ function ttlSeconds(item: Item, at: number): number {
 function evaluate(step: Step, item: Item, at: number, peek: boolean): Evaluated {
   // `e` is when the state was written to end: what a state written under other parameters is held to.
   const state = item.e > at ? item.s : undefined
-  const untilMs = state === undefined ? undefined : item.e
+  const endsInMs = state === undefined ? undefined : item.e - at
   const algorithm = algorithms[step.policy.algorithm]
   const blockedUntil = item.b ?? 0
   if (blockedUntil > at) {
     // A block adds a wait; it never shortens the one the units already impose.
     const left = blockedUntil - at
-    const units = algorithm.consume(state, step.policy, at, step.cost, true, undefined, undefined, untilMs)
+    const units = algorithm.consume(state, step.policy, at, step.cost, true, undefined, undefined, endsInMs)
     return {
       allowed: false,
       remaining: 0,
@@ -109,7 +109,7 @@ function evaluate(step: Step, item: Item, at: number, peek: boolean): Evaluated 
       next: item,
     }
   }
-  const o = algorithm.consume(state, step.policy, at, step.cost, peek, step.leaseId, undefined, untilMs)
+  const o = algorithm.consume(state, step.policy, at, step.cost, peek, step.leaseId, undefined, endsInMs)
   const next: Item = o.resetMs > 0 ? { s: o.state, e: at + o.resetMs } : { e: at }
   return {
     allowed: o.allowed,
@@ -398,7 +398,7 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       const read = await commands.gets(key)
       const item = decode(read)
       if (read === undefined || item.e <= at) return
-      const state = algorithm.refund(item.s, step.policy, at, step.cost, step.leaseId, item.e)
+      const state = algorithm.refund(item.s, step.policy, at, step.cost, step.leaseId, item.e - at)
       // The new time to live: how long until the refunded state is back to full, and never later
       // than it was (giving units back never makes a state last longer).
       const probe = state === undefined ? undefined : algorithm.consume(state, step.policy, at, 1, true)

@@ -14,7 +14,7 @@
 // state_until: when the state stops meaning anything (ms); blocked_until: when a block ends (ms).
 // A row whose both times have passed is dead: decisions read it as empty and cleanup deletes it.
 // state_until was computed under the parameters that wrote the row: read under other ones, a state
-// never lasts past it (the rules of src/algorithms/*.ts for `untilMs`).
+// never lasts past it (the rules of src/algorithms/*.ts for `endsInMs`).
 
 /** Table names Sluice accepts: `[schema.]name`, lower case, so no quoting can go wrong. */
 export const TABLE_NAME = /^(?:[a-z_][a-z0-9_]{0,30}\.)?[a-z_][a-z0-9_]{0,40}$/
