@@ -19,25 +19,25 @@ interface View {
 }
 
 /**
- * When a state written under `windowMs` ends: two windows after its start while the current window
- * counts, one while only the previous one does. A state written to end at another time (`endsInMs`
- * from now) was counted on another grid of windows.
+ * The stored state when it was counted on this window's grid, else undefined (counts of another
+ * window length mean nothing here: they start again). A state written under `windowMs` ends two
+ * windows after its start while the current window counts, one while only the previous one does;
+ * one written to end at another time (`endsInMs` from now) was counted on another grid.
  */
-const endOf = (state: SlidingWindowCounterState, windowMs: number): number =>
-  state.current > 0 ? state.start + 2 * windowMs : state.previous > 0 ? state.start + windowMs : state.start
-
-function view(
-  stored: SlidingWindowCounterState | undefined,
+function onGrid(
+  state: SlidingWindowCounterState | undefined,
   windowMs: number,
   nowMs: number,
   endsInMs: number | undefined,
-): View {
+): SlidingWindowCounterState | undefined {
+  if (state === undefined || endsInMs === undefined) return state
+  const end =
+    state.current > 0 ? state.start + 2 * windowMs : state.previous > 0 ? state.start + windowMs : state.start
+  return nowMs + endsInMs === end ? state : undefined
+}
+
+function view(state: SlidingWindowCounterState | undefined, windowMs: number, nowMs: number): View {
   const start = Math.floor(nowMs / windowMs) * windowMs
-  // Counts of another window length mean nothing on this grid: they start again.
-  const state =
-    endsInMs !== undefined && stored !== undefined && nowMs + endsInMs !== endOf(stored, windowMs)
-      ? undefined
-      : stored
   if (state === undefined || start >= state.start + 2 * windowMs)
     return { start, previous: 0, current: 0, elapsed: nowMs - start }
   if (start < state.start) {
@@ -52,7 +52,7 @@ function view(
 export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
   consume(state, policy, nowMs, cost, peek, _leaseId, into, endsInMs) {
     const w = policy.windowMs
-    const v = view(state, w, nowMs, endsInMs)
+    const v = view(onGrid(state, w, nowMs, endsInMs), w, nowMs)
     // used x w = previous x (w - elapsed) + current x w
     const used = v.previous * (w - v.elapsed) + v.current * w
     const allowed = used + cost * w <= policy.limit * w
@@ -90,7 +90,7 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
   },
   charge(state, policy, nowMs, cost, endsInMs) {
     const w = policy.windowMs
-    const v = view(state, w, nowMs, endsInMs)
+    const v = view(onGrid(state, w, nowMs, endsInMs), w, nowMs)
     const current = v.current + cost
     const usedAfter = v.previous * (w - v.elapsed) + current * w
     return {
@@ -102,7 +102,7 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
     }
   },
   refund(state, policy, nowMs, amount, _leaseId, endsInMs) {
-    const v = view(state, policy.windowMs, nowMs, endsInMs)
+    const v = view(onGrid(state, policy.windowMs, nowMs, endsInMs), policy.windowMs, nowMs)
     const current = Math.max(0, v.current - amount)
     const previous = Math.max(0, v.previous - Math.max(0, amount - v.current))
     return current === 0 && previous === 0 ? undefined : { start: v.start, previous, current }
