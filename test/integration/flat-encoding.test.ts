@@ -59,8 +59,8 @@ describe('flat script wire format', () => {
     // and blocked, r1 = -1 and r3 = -1 - the block's wait (longer than the window's).
     await client.set(keys[1]!, '1030000', 'PX', 60_000)
     expect(await call(-1, 1)).toEqual([-1, 30000, -30001, -1, 30000, -30001])
-    // The peeks and the denied consumes wrote nothing: the count is the two admitted units.
-    expect(await client.get(keys[0]!)).toBe('1000000:2')
+    // The peeks and the denied consumes wrote nothing: the count is the two admitted units (start:count:span).
+    expect(await client.get(keys[0]!)).toBe('1000000:2:10000')
   })
 
   for (const algorithm of ALGORITHMS) {

@@ -127,7 +127,7 @@ describe('one reply format', () => {
     expect(await call(1)).toEqual([1, 10000, 0, 0, 10000, 0, 4, 10000, 0])
     // The bucket is empty: the decision denies, and the layers that would admit are not charged.
     expect(await call(1)).toEqual([1, 10000, 0, -1, 10000, 10000, 4, 10000, 0])
-    expect(await client.get(keys[0]!)).toBe('1000000:1')
+    expect(await client.get(keys[0]!)).toBe('1000000:1:10000')
     // A peek (cost -1 - 0) charges nothing and admits where the units allow.
     expect(await call(-1)).toEqual([1, 10000, 0, 0, 10000, 0, 4, 10000, 0])
   })

@@ -1,5 +1,7 @@
-// Token bucket state packed into one integer (Redis int encoding: no separate string allocation),
-// exact across the wrap of the packed time field and with the text fallback when it does not fit.
+// What the token bucket and GCRA store: GCRA's arrival time and lead in one integer (Redis int
+// encoding: no separate string allocation) while they fit, the text form when they do not; the token
+// bucket's level, time and span as text. Both decide as the memory store does across the 13-digit
+// boundary of GCRA's packed time and with the clock stepping back.
 import { afterAll, describe, expect, it } from 'vitest'
 import { ALGORITHMS, type Policy, resolvePolicy } from '../../packages/sluice/src/policy.js'
 import type { Step } from '../../packages/sluice/src/store.js'
@@ -11,44 +13,47 @@ import { freshPrefix, ioredis } from './clients.js'
 const client = ioredis()
 afterAll(() => client.disconnect())
 
-describe('token bucket packing', () => {
-  it('stores 100/h as one integer (int encoding), no larger than a GCRA key', async () => {
+describe('token bucket and GCRA layouts', () => {
+  it('GCRA stores 100/h as one integer (int encoding): minus its lead, then the arrival time in 13 digits', async () => {
+    let now = 1_700_000_000_000
     const prefix = freshPrefix('pack')
-    const store = redisStore(client, { prefix })
-    const tb = resolvePolicy('api', { algorithm: 'token-bucket', limit: 100, window: '1h' })
-    const step: Step = { policy: tb, key: 'user-1', cost: 1 }
+    const store = redisStore(client, { prefix, clock: 'client', now: () => now })
+    const gcra = resolvePolicy('api', { algorithm: 'gcra', limit: 100, window: '1h' })
+    const step: Step = { policy: gcra, key: 'user-1', cost: 1 }
     await store.apply([step], 'consume')
     const key = stepKeys(prefix, step).state
     expect(await client.object('ENCODING', key)).toBe('int')
-    const value = await client.get(key)
-    expect(value).toMatch(/^1\d{18}$/)
-    const gcra = resolvePolicy('api', { algorithm: 'gcra', limit: 100, window: '1h' })
-    const other: Step = { policy: gcra, key: 'user-2', cost: 1 }
-    await store.apply([other], 'consume')
-    expect(await client.memory('USAGE', key)).toBeLessThanOrEqual(
-      Number(await client.memory('USAGE', stepKeys(prefix, other).state)),
-    )
+    // One unit is 36 s: the arrival time 36000 ms ahead of the admit that wrote it. Negative, so a
+    // script that reads it as a bare arrival time sees one long past, never one far ahead.
+    expect(await client.get(key)).toBe(`-36000${now + 36_000}`)
+    // Past 10^13 ms the time takes more digits: the text form, "ms:rem:lead".
+    now = 10_000_000_000_000
+    await store.apply([step], 'consume')
+    expect(await client.get(key)).toBe(`${now + 36_000}:0:36000`)
   })
 
-  it('falls back to "level:at" text when capacity x window leaves no room for the time', async () => {
+  it('the token bucket stores "level:at:span" (level = tokens x window, live until at + span)', async () => {
+    const now = 1_700_000_000_000
     const prefix = freshPrefix('pack')
-    const store = redisStore(client, { prefix })
-    const tb = resolvePolicy('big', { algorithm: 'token-bucket', limit: 1_000_000, window: '1h' })
+    const store = redisStore(client, { prefix, clock: 'client', now: () => now })
+    const tb = resolvePolicy('api', { algorithm: 'token-bucket', limit: 100, window: '1h' })
     const step: Step = { policy: tb, key: 'user-1', cost: 5 }
     const [r] = await store.apply([step], 'consume')
-    expect(r!.remaining).toBe(999_995)
-    expect(await client.get(stepKeys(prefix, step).state)).toMatch(/^\d+:\d+$/)
+    expect(r!.remaining).toBe(95)
+    // 95 x 3,600,000 at now; 5 tokens refill in 5 x 36 s.
+    expect(await client.get(stepKeys(prefix, step).state)).toBe(`342000000:${now}:180000`)
   })
 
   const cases: [string, Policy, number][] = [
-    // full = 3000 (4 digits): the time field holds 14 digits, so it wraps at 10^14 ms.
-    ['3/s burst 3', { algorithm: 'token-bucket', limit: 3, window: 1000 }, 1e14],
-    // full = 100 x 3.6e6 (9 digits): the time field wraps every 10^9 ms.
-    ['100/h', { algorithm: 'token-bucket', limit: 100, window: '1h' }, 5e9],
+    ['token bucket 3/s burst 3', { algorithm: 'token-bucket', limit: 3, window: 1000 }, 1e13],
+    ['token bucket 100/h', { algorithm: 'token-bucket', limit: 100, window: '1h' }, 5e9],
+    // Units of 1000 ms: a remainder of 0, so the packed form up to 10^13 and the text after it.
+    ['gcra 1/s burst 3', { algorithm: 'gcra', limit: 1, window: 1000, burst: 3 }, 1e13],
+    ['gcra 3/s burst 3', { algorithm: 'gcra', limit: 3, window: 1000 }, 1e13],
   ]
-  for (const [label, p, wrap] of cases) {
-    it(`${label}: same results as the memory store across the wrap at ${wrap} ms, clock steps back too`, async () => {
-      let now = wrap - 2_500
+  for (const [label, p, around] of cases) {
+    it(`${label}: same results as the memory store around ${around} ms, clock steps back too`, async () => {
+      let now = around - 2_500
       const clock = () => now
       const redis = redisStore(client, { prefix: freshPrefix('pack'), clock: 'client', now: clock })
       const memory = memoryStore({ now: clock })

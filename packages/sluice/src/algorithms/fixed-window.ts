@@ -9,48 +9,74 @@ export interface FixedWindowState {
   count: number
 }
 
-function current(state: FixedWindowState | undefined, windowMs: number, nowMs: number): FixedWindowState {
-  // A clock that stepped backwards stays in the stored window: it never opens a fresh one.
-  if (state === undefined || nowMs >= state.start + windowMs) return { start: nowMs, count: 0 }
-  return state
+/**
+ * The window in force at `nowMs`: the stored one until it ends, else a fresh one. The stored window
+ * ends at `start + windowMs`, or sooner when its state was written to end sooner (`endsInMs` from
+ * now: it was opened under a shorter window; a longer window applies from the next one).
+ */
+function current(
+  state: FixedWindowState | undefined,
+  windowMs: number,
+  nowMs: number,
+  endsInMs: number | undefined,
+): { start: number; count: number; end: number } {
+  if (state !== undefined) {
+    const stored = state.start + windowMs
+    const end = endsInMs !== undefined && endsInMs < stored - nowMs ? nowMs + endsInMs : stored
+    // A clock that stepped backwards stays in the stored window: it never opens a fresh one.
+    if (nowMs < end) return { start: state.start, count: state.count, end }
+  }
+  return { start: nowMs, count: 0, end: nowMs + windowMs }
 }
 
 export const fixedWindow: Algorithm<FixedWindowState> = {
-  consume(state, policy, nowMs, cost, peek, _leaseId, into) {
-    const window = current(state, policy.windowMs, nowMs)
-    const end = window.start + policy.windowMs
-    const allowed = window.count + cost <= policy.limit
-    const count = allowed && !peek ? window.count + cost : window.count
-    let next = window
-    if (count !== window.count) {
-      // Only a commit changes the count.
-      if (into !== undefined) {
-        into.start = window.start
-        into.count = count
+  consume(state, policy, nowMs, cost, peek, _leaseId, into, endsInMs) {
+    let start = nowMs
+    let count = 0
+    let end = nowMs + policy.windowMs
+    let next: FixedWindowState | undefined
+    // current(), inlined: this is the memory store's hot path.
+    if (state !== undefined) {
+      const stored = state.start + policy.windowMs
+      const stateEnd = endsInMs !== undefined && endsInMs < stored - nowMs ? nowMs + endsInMs : stored
+      if (nowMs < stateEnd) {
+        start = state.start
+        count = state.count
+        end = stateEnd
+        next = state
+      }
+    }
+    const allowed = count + cost <= policy.limit
+    const after = allowed && !peek ? count + cost : count
+    if (next === undefined || after !== count) {
+      // Only a commit changes the count; a fresh window is a new state either way.
+      if (into !== undefined && after !== count) {
+        into.start = start
+        into.count = after
         next = into
-      } else next = { start: window.start, count }
+      } else next = { start, count: after }
     }
     return {
       allowed,
       state: next,
-      remaining: Math.max(0, policy.limit - count),
+      remaining: Math.max(0, policy.limit - after),
       retryAfterMs: allowed ? 0 : end - nowMs,
-      resetMs: count > 0 ? end - nowMs : 0,
+      resetMs: after > 0 ? end - nowMs : 0,
     }
   },
-  charge(state, policy, nowMs, cost) {
-    const window = current(state, policy.windowMs, nowMs)
+  charge(state, policy, nowMs, cost, endsInMs) {
+    const window = current(state, policy.windowMs, nowMs, endsInMs)
     const count = window.count + cost
     return {
       allowed: true,
       state: { start: window.start, count },
       remaining: Math.max(0, policy.limit - count),
       retryAfterMs: 0,
-      resetMs: window.start + policy.windowMs - nowMs,
+      resetMs: window.end - nowMs,
     }
   },
-  refund(state, policy, nowMs, amount) {
-    const window = current(state, policy.windowMs, nowMs)
+  refund(state, policy, nowMs, amount, _leaseId, endsInMs) {
+    const window = current(state, policy.windowMs, nowMs, endsInMs)
     const count = Math.max(0, window.count - amount)
     return count === 0 ? undefined : { start: window.start, count }
   },

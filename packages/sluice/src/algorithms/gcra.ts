@@ -11,12 +11,43 @@ export interface GcraState {
   tatMs: number
   /** Remainder of the TAT in units of 1/limit ms, 0 <= tatRem < limit. */
   tatRem: number
+  /**
+   * How many whole ms the TAT was ahead of the step that wrote it (of a forced charge's debt, the
+   * part within one full refill): what a later change of parameters measures the TAT against. 0 or
+   * absent when not known; the TAT is then read as it is.
+   */
+  leadMs?: number
+}
+
+/**
+ * The stored TAT under the policy in force. The TAT is a time, so a change of limit, burst or window
+ * keeps it (the key is full again when it would have been), with two cuts: a remainder counted in a
+ * larger limit's units is cut below the new limit, and the TAT is at most a full refill of the new
+ * burst after the step that wrote it (`leadMs`), so no key waits longer than the new parameters
+ * allow for what it spent. With unchanged parameters neither cut changes anything.
+ */
+function arrival(state: GcraState, policy: ResolvedPolicy): GcraState {
+  const limit = policy.limit
+  const lead = state.leadMs
+  let tatMs = state.tatMs
+  let tatRem = state.tatRem < limit ? state.tatRem : limit - 1
+  if (lead !== undefined && lead > 0) {
+    const full = policy.capacity * policy.windowMs
+    if (lead * limit + tatRem > full) {
+      const whole = Math.floor(full / limit)
+      tatMs = tatMs - lead + whole
+      tatRem = full - whole * limit
+    }
+  }
+  return tatMs === state.tatMs && tatRem === state.tatRem ? state : { tatMs, tatRem, leadMs: lead ?? 0 }
 }
 
 /** The later of the stored TAT and now. */
-function base(state: GcraState | undefined, nowMs: number): GcraState {
-  if (state === undefined || state.tatMs < nowMs) return { tatMs: nowMs, tatRem: 0 }
-  return state
+function base(state: GcraState | undefined, policy: ResolvedPolicy, nowMs: number): GcraState {
+  if (state === undefined) return { tatMs: nowMs, tatRem: 0, leadMs: 0 }
+  const tat = arrival(state, policy)
+  if (tat.tatMs < nowMs) return { tatMs: nowMs, tatRem: 0, leadMs: 0 }
+  return tat
 }
 
 /** How far the TAT is ahead of now, in 1/limit ms (= units spent x windowMs). */
@@ -24,15 +55,31 @@ function debt(tat: GcraState, policy: ResolvedPolicy, nowMs: number): number {
   return (tat.tatMs - nowMs) * policy.limit + tat.tatRem
 }
 
-function shift(tat: GcraState, policy: ResolvedPolicy, delta: number, into?: GcraState): GcraState {
-  // delta is in 1/limit ms and may be negative (refund).
+/**
+ * The TAT moved by `delta` (in 1/limit ms; negative for a refund), written at `nowMs`: its lead is
+ * how far it is ahead of now, at most the part of it within one full refill of the burst (a forced
+ * charge may take it further; that part is kept whatever the parameters become).
+ */
+function shift(
+  tat: GcraState,
+  policy: ResolvedPolicy,
+  delta: number,
+  nowMs: number,
+  into?: GcraState,
+): GcraState {
   const total = tat.tatRem + delta
   const wholeMs = Math.floor(total / policy.limit)
   const tatMs = tat.tatMs + wholeMs
   const tatRem = total - wholeMs * policy.limit
-  if (into === undefined) return { tatMs, tatRem }
+  let leadMs = tatMs - nowMs
+  if (leadMs * policy.limit + tatRem > policy.capacity * policy.windowMs) {
+    leadMs = Math.floor((policy.capacity * policy.windowMs - tatRem) / policy.limit)
+  }
+  if (leadMs < 0) leadMs = 0
+  if (into === undefined) return { tatMs, tatRem, leadMs }
   into.tatMs = tatMs
   into.tatRem = tatRem
+  into.leadMs = leadMs
   return into
 }
 
@@ -40,10 +87,10 @@ export const gcra: Algorithm<GcraState> = {
   consume(state, policy, nowMs, cost, peek, _leaseId, into) {
     const w = policy.windowMs
     const full = policy.capacity * w
-    const tat = base(state, nowMs)
+    const tat = base(state, policy, nowMs)
     const before = debt(tat, policy, nowMs)
     const allowed = before + cost * w <= full
-    const next = allowed && !peek ? shift(tat, policy, cost * w, into) : tat
+    const next = allowed && !peek ? shift(tat, policy, cost * w, nowMs, into) : tat
     const after = allowed && !peek ? before + cost * w : before
     return {
       allowed,
@@ -55,21 +102,21 @@ export const gcra: Algorithm<GcraState> = {
   },
   charge(state, policy, nowMs, cost) {
     const w = policy.windowMs
-    const tat = base(state, nowMs)
+    const tat = base(state, policy, nowMs)
     // The TAT may move past now + capacity intervals: later requests wait until it is back in range.
     const after = debt(tat, policy, nowMs) + cost * w
     return {
       allowed: true,
-      state: shift(tat, policy, cost * w),
+      state: shift(tat, policy, cost * w, nowMs),
       remaining: Math.max(0, Math.floor((policy.capacity * w - after) / w)),
       retryAfterMs: 0,
       resetMs: Math.ceil(after / policy.limit),
     }
   },
   refund(state, policy, nowMs, amount) {
-    const tat = base(state, nowMs)
+    const tat = base(state, policy, nowMs)
     const owed = debt(tat, policy, nowMs)
-    const next = shift(tat, policy, -Math.min(owed, amount * policy.windowMs))
+    const next = shift(tat, policy, -Math.min(owed, amount * policy.windowMs), nowMs)
     return debt(next, policy, nowMs) <= 0 ? undefined : next
   },
 }

@@ -18,6 +18,24 @@ interface View {
   elapsed: number
 }
 
+/**
+ * The stored state when it was counted on this window's grid, else undefined (counts of another
+ * window length mean nothing here: they start again). A state written under `windowMs` ends two
+ * windows after its start while the current window counts, one while only the previous one does;
+ * one written to end at another time (`endsInMs` from now) was counted on another grid.
+ */
+function onGrid(
+  state: SlidingWindowCounterState | undefined,
+  windowMs: number,
+  nowMs: number,
+  endsInMs: number | undefined,
+): SlidingWindowCounterState | undefined {
+  if (state === undefined || endsInMs === undefined) return state
+  const end =
+    state.current > 0 ? state.start + 2 * windowMs : state.previous > 0 ? state.start + windowMs : state.start
+  return nowMs + endsInMs === end ? state : undefined
+}
+
 function view(state: SlidingWindowCounterState | undefined, windowMs: number, nowMs: number): View {
   const start = Math.floor(nowMs / windowMs) * windowMs
   if (state === undefined || start >= state.start + 2 * windowMs)
@@ -32,9 +50,9 @@ function view(state: SlidingWindowCounterState | undefined, windowMs: number, no
 }
 
 export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
-  consume(state, policy, nowMs, cost, peek, _leaseId, into) {
+  consume(state, policy, nowMs, cost, peek, _leaseId, into, endsInMs) {
     const w = policy.windowMs
-    const v = view(state, w, nowMs)
+    const v = view(onGrid(state, w, nowMs, endsInMs), w, nowMs)
     // used x w = previous x (w - elapsed) + current x w
     const used = v.previous * (w - v.elapsed) + v.current * w
     const allowed = used + cost * w <= policy.limit * w
@@ -70,9 +88,9 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
       resetMs,
     }
   },
-  charge(state, policy, nowMs, cost) {
+  charge(state, policy, nowMs, cost, endsInMs) {
     const w = policy.windowMs
-    const v = view(state, w, nowMs)
+    const v = view(onGrid(state, w, nowMs, endsInMs), w, nowMs)
     const current = v.current + cost
     const usedAfter = v.previous * (w - v.elapsed) + current * w
     return {
@@ -83,8 +101,8 @@ export const slidingWindowCounter: Algorithm<SlidingWindowCounterState> = {
       resetMs: v.start - nowMs + 2 * w,
     }
   },
-  refund(state, policy, nowMs, amount) {
-    const v = view(state, policy.windowMs, nowMs)
+  refund(state, policy, nowMs, amount, _leaseId, endsInMs) {
+    const v = view(onGrid(state, policy.windowMs, nowMs, endsInMs), policy.windowMs, nowMs)
     const current = Math.max(0, v.current - amount)
     const previous = Math.max(0, v.previous - Math.max(0, amount - v.current))
     return current === 0 && previous === 0 ? undefined : { start: v.start, previous, current }

@@ -30,6 +30,11 @@ function between(from: number, to: number): number {
   return to >= from ? to - from : to - from + LOG_TOTAL_MODULUS
 }
 
+/** When an entry at `time` leaves: a window later, or when its log was written to end if sooner. */
+function endOf(time: number, windowMs: number, untilMs: number | undefined): number {
+  return untilMs !== undefined && untilMs < time + windowMs ? untilMs : time + windowMs
+}
+
 /** The live part of a log at `nowMs`: an entry at t counts while nowMs < t + windowMs. */
 interface View {
   /** Index of the oldest live entry (times.length when none is). */
@@ -42,10 +47,21 @@ interface View {
 
 const EMPTY: SlidingWindowLogState = Object.freeze({ times: [], ends: [], start: 0 }) as SlidingWindowLogState
 
-function view(state: SlidingWindowLogState, windowMs: number, nowMs: number): View {
+/**
+ * The live entries at `nowMs`. A log written to end at `untilMs` (its newest entry + the window it was
+ * written under) holds nothing after that, whatever the window is now: a longer window never keeps
+ * a log longer than it would have lasted, and a shorter one lets entries leave sooner.
+ */
+function view(
+  state: SlidingWindowLogState,
+  windowMs: number,
+  nowMs: number,
+  untilMs: number | undefined,
+): View {
   const { times, ends } = state
   const n = times.length
-  if (n === 0 || times[n - 1]! + windowMs <= nowMs) return { first: n, start: 0, count: 0 }
+  if (n === 0 || times[n - 1]! + windowMs <= nowMs || (untilMs !== undefined && untilMs <= nowMs))
+    return { first: n, start: 0, count: 0 }
   // Times are ordered: when the oldest is still in the window all are (the usual case, no search);
   // otherwise binary search for the first that is.
   let first = 0
@@ -113,9 +129,10 @@ function append(state: SlidingWindowLogState, live: View, at: number, cost: numb
 }
 
 export const slidingWindowLog: Algorithm<SlidingWindowLogState> = {
-  consume(state = EMPTY, policy, nowMs, cost, peek) {
+  consume(state = EMPTY, policy, nowMs, cost, peek, _leaseId, _into, endsInMs) {
     const windowMs = policy.windowMs
-    const live = view(state, windowMs, nowMs)
+    const untilMs = endsInMs === undefined ? undefined : nowMs + endsInMs
+    const live = view(state, windowMs, nowMs, untilMs)
     const newest = live.count > 0 ? state.times[state.times.length - 1]! : undefined
     // A clock that stepped backwards records at the newest time seen, keeping the log ordered.
     const at = newest === undefined ? nowMs : Math.max(nowMs, newest)
@@ -128,18 +145,21 @@ export const slidingWindowLog: Algorithm<SlidingWindowLogState> = {
     let retryAfterMs = 0
     if (!allowed && live.count > 0) {
       const entry = holding(state, live, live.count + cost - policy.limit)
-      retryAfterMs = state.times[entry]! + windowMs - nowMs
+      retryAfterMs = endOf(state.times[entry]!, windowMs, untilMs) - nowMs
     }
+    // A commit writes a log that ends with its new entry; otherwise the log ends as it was written to.
+    const endsAt =
+      newestAfter === undefined ? nowMs : commit ? at + windowMs : endOf(newestAfter, windowMs, untilMs)
     return {
       allowed,
       state: commit ? append(state, live, at, cost) : state,
       remaining: Math.max(0, policy.limit - after),
       retryAfterMs,
-      resetMs: newestAfter === undefined ? 0 : newestAfter + windowMs - nowMs,
+      resetMs: endsAt - nowMs,
     }
   },
-  charge(state = EMPTY, policy, nowMs, cost) {
-    const live = view(state, policy.windowMs, nowMs)
+  charge(state = EMPTY, policy, nowMs, cost, endsInMs) {
+    const live = view(state, policy.windowMs, nowMs, endsInMs === undefined ? undefined : nowMs + endsInMs)
     const newest = live.count > 0 ? state.times[state.times.length - 1]! : undefined
     const at = newest === undefined ? nowMs : Math.max(nowMs, newest)
     // The log may hold more than `limit` units: later requests wait until enough of them leave.
@@ -151,8 +171,8 @@ export const slidingWindowLog: Algorithm<SlidingWindowLogState> = {
       resetMs: at + policy.windowMs - nowMs,
     }
   },
-  refund(state = EMPTY, policy, nowMs, amount) {
-    const live = view(state, policy.windowMs, nowMs)
+  refund(state = EMPTY, policy, nowMs, amount, _leaseId, endsInMs) {
+    const live = view(state, policy.windowMs, nowMs, endsInMs === undefined ? undefined : nowMs + endsInMs)
     // Give back the newest units: a refund usually follows the consume it undoes. The entry holding
     // the last unit kept becomes the newest, shrunk to what is kept of it.
     const keep = live.count - amount

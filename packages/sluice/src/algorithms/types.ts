@@ -25,6 +25,14 @@ export interface Algorithm<S> {
    * (the memory store's hot path: a state rewritten in place is not copied by the garbage collector
    * on every decision). Never written when the step does not commit; `state` itself is only written
    * when it is `into`.
+   *
+   * `endsInMs`: how long after `nowMs` the state was written to end (the step that wrote it ended
+   * it at its own `nowMs + resetMs`), as its store keeps it. A store passes it with every state it
+   * read, because the policy's parameters may have changed since: the state is then read under the
+   * new ones, clamped to them, and never lasts past that end (a store forgets it then, so every
+   * store must read it the same way until then). With unchanged parameters it changes nothing;
+   * without it (a caller that keeps no expiry) the state is read as written. Relative, so it is a
+   * small integer: an absolute time would be a boxed number on every call of the hot path.
    */
   consume(
     state: S | undefined,
@@ -34,19 +42,30 @@ export interface Algorithm<S> {
     peek: boolean,
     leaseId?: string,
     into?: S,
+    endsInMs?: number,
   ): Outcome<S>
   /**
    * Commit `cost` units without the admit check: a forced charge that may take the key past its
    * limit (reserve/settle charges the true cost of work already done). `allowed` is always true;
-   * later requests wait until the overshoot has drained.
+   * later requests wait until the overshoot has drained. `endsInMs` as for consume.
    */
-  charge(state: S | undefined, policy: ResolvedPolicy, nowMs: number, cost: number): Outcome<S>
-  /** Give back `amount` units (or release lease `leaseId`); `undefined` means the key is empty again. */
+  charge(
+    state: S | undefined,
+    policy: ResolvedPolicy,
+    nowMs: number,
+    cost: number,
+    endsInMs?: number,
+  ): Outcome<S>
+  /**
+   * Give back `amount` units (or release lease `leaseId`); `undefined` means the key is empty again.
+   * `endsInMs` as for consume.
+   */
   refund(
     state: S | undefined,
     policy: ResolvedPolicy,
     nowMs: number,
     amount: number,
     leaseId?: string,
+    endsInMs?: number,
   ): S | undefined
 }

@@ -1086,6 +1086,429 @@ const layered: Vector[] = [
   },
 ]
 
+/**
+ * A policy's parameters change between two decisions (same name, id and key): the rules of
+ * docs/policies.md "When the parameters change". Each store reads state written under the old
+ * parameters; every number below holds on all of them, and none reaches past the longest wait of the
+ * policy in force (suite.ts checks that on every step after the change).
+ */
+const parameterChanges: Vector[] = [
+  {
+    name: 'fixed-window: a lower limit counts what the window already holds',
+    policy: fw(5),
+    steps: [
+      { cost: 3, expect: { allowed: true, remaining: 2, resetMs: 1000 } },
+      // 3 counted, limit 2: nothing left until the window ends at 1000.
+      {
+        after: 100,
+        policy: fw(2),
+        expect: { allowed: false, remaining: 0, retryAfterMs: 900, resetMs: 900 },
+      },
+      { after: 900, expect: { allowed: true, remaining: 1, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'fixed-window: a higher limit admits into the window in progress',
+    policy: fw(2),
+    steps: [
+      {},
+      {},
+      { expect: { allowed: false, retryAfterMs: 1000 } },
+      { after: 100, policy: fw(4), expect: { allowed: true, remaining: 1, resetMs: 900 } },
+      { expect: { allowed: true, remaining: 0, resetMs: 900 } },
+      { expect: { allowed: false, retryAfterMs: 900 } },
+    ],
+  },
+  {
+    name: 'fixed-window: a shorter window ends the window in progress sooner',
+    policy: fw(2),
+    steps: [
+      { cost: 2 },
+      // The window that opened at 0 now ends at 0 + 500.
+      { after: 100, policy: fw(2, 500), expect: { allowed: false, retryAfterMs: 400, resetMs: 400 } },
+      { after: 400, expect: { allowed: true, remaining: 1, resetMs: 500 } },
+    ],
+  },
+  {
+    name: 'fixed-window: a longer window applies from the next window',
+    policy: fw(2),
+    steps: [
+      { expect: { allowed: true, remaining: 1 } },
+      // The window in progress still ends at 1000, when its state would have ended.
+      { after: 100, policy: fw(2, '2s'), expect: { allowed: true, remaining: 0, resetMs: 900 } },
+      { expect: { allowed: false, retryAfterMs: 900 } },
+      // t=1000: a window of 2 s opens.
+      { after: 900, expect: { allowed: true, remaining: 1, resetMs: 2000 } },
+      { after: 1999, expect: { allowed: true, remaining: 0, resetMs: 1 } },
+      { expect: { allowed: false, retryAfterMs: 1 } },
+    ],
+  },
+  {
+    name: 'fixed-window: a refund under a longer window keeps the end of the window',
+    policy: fw(3),
+    steps: [
+      { cost: 2 },
+      { after: 100, policy: fw(3, '2s'), op: 'refund', cost: 1 },
+      { op: 'peek', expect: { allowed: true, remaining: 2, resetMs: 900 } },
+      { after: 900, op: 'peek', expect: { allowed: true, remaining: 3, resetMs: 0 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: a lower limit counts the entries already in the window',
+    policy: swl(4),
+    steps: [
+      {},
+      { after: 100 },
+      { after: 100, expect: { remaining: 1 } },
+      // t=300, entries [0, 100, 200], limit 2: two must leave; the second leaves at 1100.
+      {
+        after: 100,
+        policy: swl(2),
+        expect: { allowed: false, remaining: 0, retryAfterMs: 800, resetMs: 900 },
+      },
+      { after: 800, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: a higher limit admits at once',
+    policy: swl(2),
+    steps: [
+      {},
+      { after: 100 },
+      { after: 100, expect: { allowed: false, retryAfterMs: 800 } },
+      { policy: swl(3), expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      // t=200, entries [0, 100, 200]: the one at 0 leaves at 1000.
+      { expect: { allowed: false, retryAfterMs: 800, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: a shorter window lets entries leave sooner',
+    policy: swl(3),
+    steps: [
+      {},
+      { after: 400 },
+      // t=450, window 500: the entry at 0 leaves at 500, the one at 400 at 900.
+      { after: 50, policy: swl(3, 500), op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 450 } },
+      { cost: 2, expect: { allowed: false, remaining: 1, retryAfterMs: 50 } },
+      { after: 50, cost: 2, expect: { allowed: true, remaining: 0, resetMs: 500 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: a longer window keeps entries no longer than the log would have lasted',
+    policy: swl(2),
+    steps: [
+      {},
+      { after: 600 },
+      // t=700, window 2 s: the log would have emptied at 600 + 1000, so both entries count until 1600.
+      {
+        after: 100,
+        policy: swl(2, '2s'),
+        expect: { allowed: false, remaining: 0, retryAfterMs: 900, resetMs: 900 },
+      },
+      { after: 900, expect: { allowed: true, remaining: 1, resetMs: 2000 } },
+      { after: 100, expect: { allowed: true, remaining: 0, resetMs: 2000 } },
+      // Entries [1600, 1700] admitted under the 2 s window: the first leaves at 3600.
+      { expect: { allowed: false, retryAfterMs: 1900 } },
+    ],
+  },
+  {
+    name: 'sliding-window-log: a refund under a longer window keeps the end of the log',
+    policy: swl(3),
+    steps: [
+      {},
+      { after: 500 },
+      // The entry at 500 is given back; the one at 0 counts until the log's end, 1500.
+      { after: 100, policy: swl(3, '2s'), op: 'refund', cost: 1 },
+      { op: 'peek', expect: { allowed: true, remaining: 2, resetMs: 900 } },
+      { after: 900, op: 'peek', expect: { allowed: true, remaining: 3, resetMs: 0 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: a lower limit weighs what the windows already hold',
+    policy: swc(10),
+    steps: [
+      { cost: 6, expect: { allowed: true, remaining: 4, resetMs: 2000 } },
+      // t=100: 6 counted, limit 4. Only the next window fits one more, once 6 x weight <= 3:
+      // (1000 - 100) + (1000 - floor(3 x 1000 / 6)) = 1400.
+      {
+        after: 100,
+        policy: swc(4),
+        expect: { allowed: false, remaining: 0, retryAfterMs: 1400, resetMs: 1900 },
+      },
+      // t=1499: 6 x 501 / 1000 = 3.006, plus 1 is over 4.
+      { after: 1399, expect: { allowed: false, retryAfterMs: 1 } },
+      { after: 1, expect: { allowed: true, remaining: 0, resetMs: 1500 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: a higher limit admits at once',
+    policy: swc(4),
+    steps: [
+      { cost: 4 },
+      { expect: { allowed: false } },
+      { after: 100, policy: swc(6), expect: { allowed: true, remaining: 1, resetMs: 1900 } },
+      { expect: { allowed: true, remaining: 0 } },
+      // 6 counted: (1000 - 100) + (1000 - floor(5 x 1000 / 6)) = 900 + 167.
+      { expect: { allowed: false, retryAfterMs: 1067 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: a shorter window starts the counts again',
+    policy: swc(4),
+    steps: [
+      { cost: 3, expect: { remaining: 1 } },
+      // Counts on a grid of 1 s mean nothing on a grid of 500 ms.
+      {
+        after: 100,
+        policy: swc(4, 500),
+        op: 'peek',
+        expect: { allowed: true, remaining: 4, resetMs: 0, retryAfterMs: 0 },
+      },
+      { cost: 4, expect: { allowed: true, remaining: 0, resetMs: 900 } },
+      // (500 - 100) + (500 - floor(3 x 500 / 4)) = 400 + 125.
+      { expect: { allowed: false, retryAfterMs: 525 } },
+    ],
+  },
+  {
+    name: 'sliding-window-counter: a longer window starts the counts again',
+    policy: swc(4),
+    steps: [
+      { cost: 3 },
+      { after: 100, policy: swc(4, '2s'), op: 'peek', expect: { allowed: true, remaining: 4, resetMs: 0 } },
+      { expect: { allowed: true, remaining: 3, resetMs: 3900 } },
+    ],
+  },
+  {
+    // 51 spent of 100 per minute, then burst 5.
+    name: 'token-bucket: a smaller burst holds at most the new burst',
+    policy: tb(100, 100, '1m'),
+    steps: [
+      { cost: 51, expect: { allowed: true, remaining: 49, resetMs: 30_600 } },
+      // 49 tokens, clamped to 5: all 5 pass; one token every 600 ms after that.
+      { policy: tb(100, 5, '1m'), cost: 5, expect: { allowed: true, remaining: 0, resetMs: 3000 } },
+      { expect: { allowed: false, remaining: 0, retryAfterMs: 600, resetMs: 3000 } },
+      { after: 600, expect: { allowed: true, remaining: 0, resetMs: 3000 } },
+    ],
+  },
+  {
+    name: 'token-bucket: a larger burst is there at once, the key full no later than before',
+    policy: tb(10, 2),
+    steps: [
+      { cost: 2, expect: { remaining: 0, resetMs: 200 } },
+      // Full at 200 as before, now with 10: 8 tokens at 0, 9 at 100.
+      { after: 100, policy: tb(10, 10), op: 'peek', expect: { allowed: true, remaining: 9, resetMs: 100 } },
+      { cost: 9, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { expect: { allowed: false, retryAfterMs: 100 } },
+    ],
+  },
+  {
+    name: 'token-bucket: a lower rate refills what was spent no later than the old rate would have',
+    policy: tb(10, 10),
+    steps: [
+      { cost: 10, expect: { resetMs: 1000 } },
+      // Full at 1000 at 5/s: 5 tokens at 0, 5.5 at 100.
+      { after: 100, policy: tb(5, 10), op: 'peek', expect: { allowed: true, remaining: 5, resetMs: 900 } },
+      { cost: 5, expect: { allowed: true, remaining: 0, resetMs: 1900 } },
+      // 0.5 tokens: 0.5 more at 5/s.
+      { expect: { allowed: false, retryAfterMs: 100, resetMs: 1900 } },
+    ],
+  },
+  {
+    name: 'token-bucket: a higher rate refills faster',
+    policy: tb(5, 10),
+    steps: [
+      { cost: 10, expect: { resetMs: 2000 } },
+      { after: 100, policy: tb(10, 10), op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 900 } },
+    ],
+  },
+  {
+    name: 'token-bucket: a refund under new parameters starts from the level they give',
+    policy: tb(10, 10),
+    steps: [
+      { cost: 10 },
+      // 5.5 tokens at 100 (as in the lower-rate vector), 7.5 after the refund: full 500 ms later.
+      { after: 100, policy: tb(5, 10), op: 'refund', cost: 2 },
+      { op: 'peek', expect: { allowed: true, remaining: 7, resetMs: 500 } },
+      { after: 500, op: 'peek', expect: { allowed: true, remaining: 10, resetMs: 0 } },
+    ],
+  },
+  {
+    name: 'token-bucket: a shorter window reads the level in units of the new window, at most the burst',
+    policy: tb(10, 10),
+    steps: [
+      // 4 tokens x 1000 is 8 tokens x 500, 10 after 100 ms at 10 per 500 ms.
+      { cost: 6, expect: { remaining: 4, resetMs: 600 } },
+      {
+        after: 100,
+        policy: tb(10, 10, 500),
+        op: 'peek',
+        expect: { allowed: true, remaining: 10, resetMs: 0 },
+      },
+      { cost: 10, expect: { allowed: true, remaining: 0, resetMs: 500 } },
+      { expect: { allowed: false, retryAfterMs: 50 } },
+    ],
+  },
+  {
+    name: 'token-bucket: a longer window, the key full no later than before',
+    policy: tb(10, 10),
+    steps: [
+      { cost: 10, expect: { resetMs: 1000 } },
+      // 10 per 2 s, full at 1000: 5 tokens at 0, 5.5 at 100.
+      {
+        after: 100,
+        policy: tb(10, 10, '2s'),
+        op: 'peek',
+        expect: { allowed: true, remaining: 5, resetMs: 900 },
+      },
+    ],
+  },
+  {
+    // 51 spent of 100 per minute, then burst 5: the arrival time is kept, at most a full refill of
+    // the new burst after the last admitted request.
+    name: 'gcra: a smaller burst keeps the arrival time, at most a new full refill after the last admit',
+    policy: gcra(100, 100, '1m'),
+    steps: [
+      { cost: 51, expect: { allowed: true, remaining: 49, resetMs: 30_600 } },
+      // TAT 30600 is cut to 0 + 5 x 600: empty, a unit every 600 ms.
+      {
+        policy: gcra(100, 5, '1m'),
+        expect: { allowed: false, remaining: 0, retryAfterMs: 600, resetMs: 3000 },
+      },
+      { after: 600, expect: { allowed: true, remaining: 0, resetMs: 3000 } },
+      { expect: { allowed: false, retryAfterMs: 600 } },
+    ],
+  },
+  {
+    name: 'gcra: a larger burst is there at once',
+    policy: gcra(10, 2),
+    steps: [
+      { cost: 2, expect: { remaining: 0, resetMs: 200 } },
+      { after: 100, policy: gcra(10, 10), op: 'peek', expect: { allowed: true, remaining: 9, resetMs: 100 } },
+      { cost: 9, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+      { expect: { allowed: false, retryAfterMs: 100 } },
+    ],
+  },
+  {
+    name: 'gcra: a lower rate keeps the arrival time',
+    policy: gcra(10, 10),
+    steps: [
+      { cost: 10, expect: { resetMs: 1000 } },
+      // TAT 1000, 900 ms ahead at 5/s: 4.5 units owed, 5 left.
+      { after: 100, policy: gcra(5, 10), op: 'peek', expect: { allowed: true, remaining: 5, resetMs: 900 } },
+      { cost: 5, expect: { allowed: true, remaining: 0, resetMs: 1900 } },
+      { expect: { allowed: false, retryAfterMs: 100, resetMs: 1900 } },
+    ],
+  },
+  {
+    name: 'gcra: a higher rate: at most a full refill after the last admit',
+    policy: gcra(5, 10),
+    steps: [
+      { cost: 10, expect: { resetMs: 2000 } },
+      // TAT 2000 is cut to 0 + 10 x 100.
+      { after: 100, policy: gcra(10, 10), op: 'peek', expect: { allowed: true, remaining: 1, resetMs: 900 } },
+    ],
+  },
+  {
+    name: 'gcra: a shorter window: at most a full refill after the last admit',
+    policy: gcra(10, 10),
+    steps: [
+      { cost: 10, expect: { resetMs: 1000 } },
+      // 10 per 500 ms: TAT 1000 is cut to 0 + 500.
+      {
+        after: 100,
+        policy: gcra(10, 10, 500),
+        op: 'peek',
+        expect: { allowed: true, remaining: 2, resetMs: 400 },
+      },
+    ],
+  },
+  {
+    name: 'gcra: a longer window keeps the arrival time',
+    policy: gcra(10, 10),
+    steps: [
+      { cost: 10, expect: { resetMs: 1000 } },
+      // 10 per 2 s, TAT 1000: 4.5 units owed at 100.
+      {
+        after: 100,
+        policy: gcra(10, 10, '2s'),
+        op: 'peek',
+        expect: { allowed: true, remaining: 5, resetMs: 900 },
+      },
+    ],
+  },
+  {
+    name: 'gcra: a remainder counted at a higher rate is cut to the new rate',
+    policy: gcra(3, 1),
+    steps: [
+      // TAT 333 + 1/3 ms.
+      { expect: { allowed: true, remaining: 0, resetMs: 334 } },
+      // At 1/s the remainder is 0: TAT 333.
+      {
+        policy: gcra(1, 1),
+        op: 'peek',
+        expect: { allowed: false, remaining: 0, retryAfterMs: 333, resetMs: 333 },
+      },
+      { after: 333, expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'concurrency: a lower limit waits for enough leases to end',
+    policy: conc(3),
+    steps: [
+      { lease: 'a' },
+      { lease: 'b' },
+      { lease: 'c', expect: { remaining: 0 } },
+      // Three held, limit 1: all three must end (at 1000) for one to fit.
+      {
+        after: 100,
+        policy: conc(1),
+        lease: 'd',
+        expect: { allowed: false, remaining: 0, retryAfterMs: 900, resetMs: 900 },
+      },
+      { op: 'refund', lease: 'a' },
+      { op: 'refund', lease: 'b' },
+      { lease: 'd', expect: { allowed: false, retryAfterMs: 900 } },
+      { op: 'refund', lease: 'c' },
+      { lease: 'd', expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'concurrency: a higher limit admits at once',
+    policy: conc(1),
+    steps: [
+      { lease: 'a' },
+      { lease: 'b', expect: { allowed: false, retryAfterMs: 1000 } },
+      { after: 100, policy: conc(2), lease: 'b', expect: { allowed: true, remaining: 0, resetMs: 1000 } },
+    ],
+  },
+  {
+    name: 'concurrency: a shorter timeout applies to new leases; a lease keeps the one it was taken with',
+    policy: conc(2, '10s'),
+    steps: [
+      { lease: 'a' },
+      { after: 100, policy: conc(2), lease: 'b', expect: { allowed: true, remaining: 0, resetMs: 9900 } },
+      // b ends at 1100, a at 10000.
+      { lease: 'c', expect: { allowed: false, retryAfterMs: 1000, resetMs: 9900 } },
+      { after: 1000, lease: 'c', expect: { allowed: true, remaining: 0, resetMs: 8900 } },
+      { lease: 'd', expect: { allowed: false, retryAfterMs: 1000 } },
+    ],
+  },
+  {
+    name: 'concurrency: a longer timeout applies to new leases',
+    policy: conc(1),
+    steps: [
+      { lease: 'a' },
+      {
+        after: 100,
+        policy: conc(1, '10s'),
+        lease: 'b',
+        expect: { allowed: false, retryAfterMs: 900, resetMs: 900 },
+      },
+      { after: 900, lease: 'b', expect: { allowed: true, remaining: 0, resetMs: 10_000 } },
+    ],
+  },
+]
+
 export const vectors: Vector[] = [
   ...fixedWindow,
   ...slidingWindowLog,
@@ -1095,4 +1518,5 @@ export const vectors: Vector[] = [
   ...concurrency,
   ...everyAlgorithm,
   ...layered,
+  ...parameterChanges,
 ]

@@ -319,12 +319,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     peek: boolean,
   ): Evaluated {
     const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
+    const endsInMs = state === undefined ? undefined : entry!.expiresAt - at
     const algorithm = algorithms[policy.algorithm]
     if (entry !== undefined && entry.blockedUntil > at) {
       // A block adds a wait; it never shortens the one the units already impose (nothing is charged
       // while blocked, so the state's own wait still holds when the block ends).
       const left = entry.blockedUntil - at
-      const units = algorithm.consume(state, policy, at, cost, true)
+      const units = algorithm.consume(state, policy, at, cost, true, undefined, undefined, endsInMs)
       return {
         allowed: false,
         remaining: 0,
@@ -334,7 +335,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         state: entry.state,
       }
     }
-    const outcome = algorithm.consume(state, policy, at, cost, peek, leaseId)
+    const outcome = algorithm.consume(state, policy, at, cost, peek, leaseId, undefined, endsInMs)
     return {
       allowed: outcome.allowed,
       remaining: outcome.remaining,
@@ -377,11 +378,24 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       out.blocked = true
       return out
     }
-    const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
+    // The ms the state has left: when it was written to end is what a state written under other
+    // parameters is held to (read only with a state). Always a small integer: an absolute time, or
+    // `undefined` for no entry, is a boxed number on every call, which costs more instructions per
+    // decision than the check it feeds (counted with callgrind).
+    const endsInMs = entry === undefined ? 0 : entry.expiresAt - at
     // In place: this store holds the only reference to a stored state (live or expired) and
     // replaces it with the outcome's state whenever the step commits, so the transition may write
     // the new state into it (`into`) rather than allocate one per decision.
-    const o = algorithms[policy.algorithm].consume(state, policy, at, cost, peek, leaseId, entry?.state)
+    const o = algorithms[policy.algorithm].consume(
+      endsInMs > 0 ? entry!.state : undefined,
+      policy,
+      at,
+      cost,
+      peek,
+      leaseId,
+      entry?.state,
+      endsInMs,
+    )
     if (o.allowed && !peek) write(table, key, policy.maxKeys, entry, o.state, o.resetMs, o.remaining, at)
     else if (entry !== undefined && entry.held !== (o.remaining === 0))
       mark(table, key, entry, o.remaining === 0)
@@ -453,11 +467,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         const entry = read(table, step.key)
         if (entry === undefined || entry.expiresAt <= at) continue
         const algorithm = algorithms[step.policy.algorithm]
-        const state = algorithm.refund(entry.state, step.policy, at, step.cost, step.leaseId)
-        // The new time to live: how long until the refunded state is back to full.
+        const untilMs = entry.expiresAt
+        const state = algorithm.refund(entry.state, step.policy, at, step.cost, step.leaseId, untilMs - at)
+        // The new time to live: how long until the refunded state is back to full, and never later
+        // than it was (giving units back never makes a state last longer).
         const probe = state === undefined ? undefined : algorithm.consume(state, step.policy, at, 1, true)
         entry.state = state
-        entry.expiresAt = probe === undefined ? at : at + probe.resetMs
+        entry.expiresAt = probe === undefined ? at : Math.min(at + probe.resetMs, untilMs)
         mark(
           table,
           step.key,
@@ -471,8 +487,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       for (const step of steps) {
         const table = tableOf(step.policy.id)
         const entry = read(table, step.key)
-        const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
-        const o = algorithms[step.policy.algorithm].charge(state, step.policy, at, step.cost)
+        const live = entry !== undefined && entry.expiresAt > at
+        const o = algorithms[step.policy.algorithm].charge(
+          live ? entry.state : undefined,
+          step.policy,
+          at,
+          step.cost,
+          live ? entry.expiresAt - at : undefined,
+        )
         write(table, step.key, step.policy.maxKeys, entry, o.state, o.resetMs, o.remaining, at)
       }
     },

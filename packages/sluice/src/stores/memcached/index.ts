@@ -91,13 +91,15 @@ function ttlSeconds(item: Item, at: number): number {
 
 /** The step decided on `item` at `at`: what the memory store decides on the same state. */
 function evaluate(step: Step, item: Item, at: number, peek: boolean): Evaluated {
+  // `e` is when the state was written to end: what a state written under other parameters is held to.
   const state = item.e > at ? item.s : undefined
+  const endsInMs = state === undefined ? undefined : item.e - at
   const algorithm = algorithms[step.policy.algorithm]
   const blockedUntil = item.b ?? 0
   if (blockedUntil > at) {
     // A block adds a wait; it never shortens the one the units already impose.
     const left = blockedUntil - at
-    const units = algorithm.consume(state, step.policy, at, step.cost, true)
+    const units = algorithm.consume(state, step.policy, at, step.cost, true, undefined, undefined, endsInMs)
     return {
       allowed: false,
       remaining: 0,
@@ -107,7 +109,7 @@ function evaluate(step: Step, item: Item, at: number, peek: boolean): Evaluated 
       next: item,
     }
   }
-  const o = algorithm.consume(state, step.policy, at, step.cost, peek, step.leaseId)
+  const o = algorithm.consume(state, step.policy, at, step.cost, peek, step.leaseId, undefined, endsInMs)
   const next: Item = o.resetMs > 0 ? { s: o.state, e: at + o.resetMs } : { e: at }
   return {
     allowed: o.allowed,
@@ -396,10 +398,12 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       const read = await commands.gets(key)
       const item = decode(read)
       if (read === undefined || item.e <= at) return
-      const state = algorithm.refund(item.s, step.policy, at, step.cost, step.leaseId)
-      // The new time to live: how long until the refunded state is back to full.
+      const state = algorithm.refund(item.s, step.policy, at, step.cost, step.leaseId, item.e - at)
+      // The new time to live: how long until the refunded state is back to full, and never later
+      // than it was (giving units back never makes a state last longer).
       const probe = state === undefined ? undefined : algorithm.consume(state, step.policy, at, 1, true)
-      const next: Item = probe === undefined ? { e: at } : { s: state, e: at + probe.resetMs }
+      const next: Item =
+        probe === undefined ? { e: at } : { s: state, e: Math.min(at + probe.resetMs, item.e) }
       if (item.b !== undefined) next.b = item.b
       if ((await write(key, next, read, at)).stored) return
     }

@@ -7,11 +7,14 @@
 //   fixed-window            a = window start, b = count
 //   sliding-window-counter  a = window start, b = previous, c = current
 //   token-bucket            a = level (tokens x windowMs), b = at
-//   gcra                    a = TAT in ms, b = TAT remainder (1/limit ms)
+//   gcra                    a = TAT in ms, b = TAT remainder (1/limit ms), c = lead (ms the TAT was
+//                           ahead of the step that wrote it; 0: not known)
 //   sliding-window-log      a = running total before the oldest entry, log = [time1, total1, ...]
 //   concurrency             log = [expiresAt1, cost1, ...], ids = [leaseId1, ...]
 // state_until: when the state stops meaning anything (ms); blocked_until: when a block ends (ms).
 // A row whose both times have passed is dead: decisions read it as empty and cleanup deletes it.
+// state_until was computed under the parameters that wrote the row: read under other ones, a state
+// never lasts past it (the rules of src/algorithms/*.ts for `endsInMs`).
 
 /** Table names Sluice accepts: `[schema.]name`, lower case, so no quoting can go wrong. */
 export const TABLE_NAME = /^(?:[a-z_][a-z0-9_]{0,30}\.)?[a-z_][a-z0-9_]{0,40}$/
@@ -96,22 +99,26 @@ LANGUAGE plpgsql AS $$
 DECLARE
   start_ms bigint := now_ms;
   cnt bigint := 0;
+  fin bigint := now_ms + win;
 BEGIN
-  -- A clock that stepped backwards stays in the stored window: it never opens a fresh one.
-  IF r.state_until > now_ms THEN start_ms := r.a; cnt := r.b; END IF;
+  -- The stored window ends at start + window, or sooner when it was written to (it was opened under
+  -- a shorter window). A clock that stepped backwards stays in it: it never opens a fresh one.
+  IF least(r.a + win, r.state_until) > now_ms THEN
+    start_ms := r.a; cnt := r.b; fin := least(r.a + win, r.state_until);
+  END IF;
   nxt := r;
   IF refund THEN
     cnt := greatest(0, cnt - cost);
     nxt.a := start_ms; nxt.b := cnt;
-    nxt.state_until := CASE WHEN cnt = 0 THEN 0 ELSE start_ms + win END;
+    nxt.state_until := CASE WHEN cnt = 0 THEN 0 ELSE fin END;
     RETURN;
   END IF;
   allowed := cnt + cost <= lim;
   IF allowed AND NOT peek THEN cnt := cnt + cost; END IF;
   remaining := greatest(0, lim - cnt);
-  retry_ms := CASE WHEN allowed THEN 0 ELSE start_ms + win - now_ms END;
-  reset_ms := CASE WHEN cnt > 0 THEN start_ms + win - now_ms ELSE 0 END;
-  nxt.a := start_ms; nxt.b := cnt; nxt.state_until := start_ms + win;
+  retry_ms := CASE WHEN allowed THEN 0 ELSE fin - now_ms END;
+  reset_ms := CASE WHEN cnt > 0 THEN fin - now_ms ELSE 0 END;
+  nxt.a := start_ms; nxt.b := cnt; nxt.state_until := fin;
 END $$;
 
 -- Sliding window counter, twin of src/algorithms/sliding-window-counter.ts.
@@ -128,7 +135,9 @@ DECLARE
   room bigint;
 BEGIN
   elapsed := now_ms - start_ms;
-  IF r.state_until > now_ms AND start_ms < r.a + 2 * win THEN
+  -- Counts of another window length (their state ends elsewhere) mean nothing on this grid.
+  IF r.state_until > now_ms AND start_ms < r.a + 2 * win AND r.state_until =
+    (CASE WHEN r.c > 0 THEN r.a + 2 * win WHEN r.b > 0 THEN r.a + win ELSE r.a END) THEN
     IF start_ms < r.a THEN
       -- The clock stepped backwards: stay at the start of the stored window.
       start_ms := r.a; prev := r.b; cur := r.c; elapsed := 0;
@@ -177,10 +186,15 @@ DECLARE
   need bigint := cost * win;
 BEGIN
   IF r.state_until > now_ms THEN
-    -- A clock that stepped backwards refills nothing and keeps the newest time seen. A live state
-    -- is below full, so (at - r.b) * lim stays below full + lim.
+    -- A clock that stepped backwards refills nothing and keeps the newest time seen. The level keeps
+    -- its number, but the bucket is full no later than the row was written to end (state_until).
+    -- Each product is taken only while it stays below what it is compared with, so none overflows.
     at_ms := greatest(now_ms, r.b);
-    lvl := least(full_level, r.a + (at_ms - r.b) * lim);
+    lvl := r.a;
+    IF r.state_until - r.b < ${cdiv}(full_level - lvl, lim) THEN
+      lvl := full_level - (r.state_until - r.b) * lim;
+    END IF;
+    lvl := least(full_level, lvl + least(at_ms - r.b, greatest(0, ${cdiv}(full_level - lvl, lim))) * lim);
   END IF;
   nxt := r;
   IF refund THEN
@@ -211,7 +225,15 @@ DECLARE
   total bigint;
   whole bigint;
 BEGIN
-  IF r.state_until > now_ms AND r.a >= now_ms THEN tat_ms := r.a; tat_rem := r.b; END IF;
+  IF r.state_until > now_ms THEN
+    -- The stored TAT under these parameters: a remainder below the limit, and at most a full refill
+    -- of the burst after the step that wrote it (TAT - lead). c * lim > full - rem, without the product.
+    tat_ms := r.a; tat_rem := least(r.b, lim - 1);
+    IF r.c > 0 AND r.c > ${fdiv}(full_debt - tat_rem, lim) THEN
+      tat_ms := tat_ms - r.c + full_debt / lim; tat_rem := full_debt - (full_debt / lim) * lim;
+    END IF;
+    IF tat_ms < now_ms THEN tat_ms := now_ms; tat_rem := 0; END IF;
+  END IF;
   -- How far the TAT is ahead of now, in 1/limit ms (= units spent x window).
   debt_before := (tat_ms - now_ms) * lim + tat_rem;
   debt_after := debt_before;
@@ -228,6 +250,8 @@ BEGIN
   whole := ${fdiv}(total, lim);
   nxt := r;
   nxt.a := tat_ms + whole; nxt.b := total - whole * lim;
+  -- Its lead: how far it is ahead of now, at most the part within one full refill.
+  nxt.c := greatest(0, least(nxt.a - now_ms, ${fdiv}(full_debt - nxt.b, lim)));
   nxt.state_until := CASE WHEN (nxt.a - now_ms) * lim + nxt.b <= 0 AND refund THEN 0
     WHEN nxt.b > 0 THEN nxt.a + 1 ELSE nxt.a END;
 END $$;
@@ -297,7 +321,8 @@ BEGIN
       newest := at_ms;
     END IF;
     remaining := greatest(0, lim - cnt);
-    reset_ms := CASE WHEN newest IS NULL THEN 0 ELSE newest + win - now_ms END;
+    -- An entry leaves at its time + window, or when its log was written to end if sooner.
+    reset_ms := CASE WHEN newest IS NULL THEN 0 ELSE least(newest + win, nxt.state_until) - now_ms END;
     IF units IS NULL THEN RETURN; END IF;
   END IF;
   -- The live entry holding the units-th oldest live unit: often the oldest live entry itself.
@@ -318,9 +343,9 @@ BEGIN
     -- Give back the newest units: the entry holding the last unit kept becomes the newest.
     nxt.a := st;
     nxt.log := r.log[2 * first_i - 1 : 2 * hi - 1] || ((st + keep) % ${TOTAL_MODULUS});
-    nxt.state_until := r.log[2 * hi - 1] + win;
+    nxt.state_until := least(r.log[2 * hi - 1] + win, r.state_until);
   ELSE
-    retry_ms := r.log[2 * hi - 1] + win - now_ms;
+    retry_ms := least(r.log[2 * hi - 1] + win, r.state_until) - now_ms;
   END IF;
 END $$;
 

@@ -1,16 +1,29 @@
 -- Fixed window, twin of src/algorithms/fixed-window.ts, as fragments over the locals that
 -- scripts/variants/*.lua set (see README.md beside this file).
--- State "start:count", live until start + window.
+-- State "start:count:span", live until the window ends: start + window, or start + span when that
+-- is sooner (the window was opened under a shorter one; a longer window applies from the next).
+-- A value of two fields, "start:count", ends at start + window.
 --- @args limit window cost
 --- @carry start count finish
 
 --- @fragment read
-local start, count
+local start, count, finish
 local raw = redis.call('GET', key)
 if raw then
-  local colon = string.find(raw, ':', 1, true)
-  start, count = string.sub(raw, 1, colon - 1) + 0, string.sub(raw, colon + 1) + 0
-  if start + window <= now then
+  local c1 = string.find(raw, ':', 1, true)
+  local c2 = string.find(raw, ':', c1 + 1, true)
+  start = string.sub(raw, 1, c1 - 1) + 0
+  finish = start + window
+  if c2 then
+    count = string.sub(raw, c1 + 1, c2 - 1) + 0
+    local span = string.sub(raw, c2 + 1) + 0
+    if span < window then
+      finish = start + span
+    end
+  else
+    count = string.sub(raw, c1 + 1) + 0
+  end
+  if finish <= now then
     start = nil
   end
 end
@@ -19,9 +32,8 @@ local stored, live = raw ~= false, start ~= nil
 --- @fragment decide
 -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
 if start == nil then
-  start, count = now, 0
+  start, count, finish = now, 0, now + window
 end
-local finish = start + window
 local allowed = count + cost <= limit
 local retry = 0
 if not allowed then
@@ -31,7 +43,8 @@ end
 --- @fragment commit
 count = count + cost
 -- finish > now: a live window ends after now, a fresh one at now + window.
-redis.call('PSETEX', key, string.format('%d', finish - now + slack), string.format('%d:%d', start, count))
+local value = string.format('%d:%d:%d', start, count, finish - start)
+redis.call('PSETEX', key, string.format('%d', finish - now + slack), value)
 
 --- @fragment report
 local reset = 0
@@ -45,5 +58,6 @@ count = math.max(0, count - cost)
 if count == 0 then
   redis.call('DEL', key)
 else
-  redis.call('PSETEX', key, string.format('%d', start + window - now + slack), string.format('%d:%d', start, count))
+  local value = string.format('%d:%d:%d', start, count, finish - start)
+  redis.call('PSETEX', key, string.format('%d', finish - now + slack), value)
 end

@@ -1,20 +1,40 @@
 -- GCRA, twin of src/algorithms/gcra.ts, as fragments over the locals that scripts/variants/*.lua set
 -- (see README.md beside this file).
--- State: the theoretical arrival time (TAT) as whole ms plus a remainder in 1/limit ms ("ms", or
--- "ms:rem" when the remainder is not 0; one integer is kept inside the key object by Redis), live
--- until ms (+1 with a remainder).
+-- State: the theoretical arrival time (TAT) as whole ms plus a remainder in 1/limit ms, and its lead:
+-- how many whole ms it was ahead of the step that wrote it (0: not known). Live until ms (+1 with a
+-- remainder). One integer (kept inside the key object by Redis) while it fits: minus the lead followed
+-- by ms in 13 digits, when the remainder is 0, 0 <= ms < 10^13 and 0 < lead < 922336; just ms when
+-- the lead is 0 too; else "ms:rem:lead" (or "ms:rem"). The sign makes a script that reads the value
+-- as a bare TAT see a time long past (no state), never one far ahead.
+-- Read under other parameters (the twin's arrival()): a remainder is cut below the new limit, and
+-- the TAT is at most a full refill of the new burst after the step that wrote it (ms - lead).
 --- @args limit window capacity cost
 --- @carry tat_ms tat_rem full charge before after
 
 --- @fragment read
-local tat_ms, tat_rem
+local tat_ms, tat_rem, lead
 local raw = redis.call('GET', key)
 if raw then
-  local colon = string.find(raw, ':', 1, true)
-  if colon then
-    tat_ms, tat_rem = string.sub(raw, 1, colon - 1) + 0, string.sub(raw, colon + 1) + 0
+  local c1 = string.find(raw, ':', 1, true)
+  if c1 then
+    local c2 = string.find(raw, ':', c1 + 1, true)
+    tat_ms = string.sub(raw, 1, c1 - 1) + 0
+    if c2 then
+      tat_rem, lead = string.sub(raw, c1 + 1, c2 - 1) + 0, string.sub(raw, c2 + 1) + 0
+    else
+      tat_rem, lead = string.sub(raw, c1 + 1) + 0, 0
+    end
+  elseif #raw > 14 and string.byte(raw, 1) == 45 then
+    tat_ms, tat_rem, lead = string.sub(raw, -13) + 0, 0, string.sub(raw, 2, -14) + 0
   else
-    tat_ms, tat_rem = raw + 0, 0
+    tat_ms, tat_rem, lead = raw + 0, 0, 0
+  end
+  if tat_rem >= limit then
+    tat_rem = limit - 1
+  end
+  if lead > 0 and lead * limit + tat_rem > capacity * window then
+    local whole = math.floor(capacity * window / limit)
+    tat_ms, tat_rem = tat_ms - lead + whole, capacity * window - whole * limit
   end
   local live_until = tat_ms
   if tat_rem > 0 then
@@ -35,13 +55,25 @@ local full = capacity * window
 local before = (tat_ms - now) * limit + tat_rem
 
 --- @fragment shift
--- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now.
+-- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
+-- lead: how far it is ahead of now, at most the part within one full refill.
 local total = tat_rem + delta
 local whole = math.floor(total / limit)
 local ms, rem = tat_ms + whole, total - whole * limit
+local lead_ms = ms - now
+if lead_ms * limit + rem > full then
+  lead_ms = math.floor((full - rem) / limit)
+end
+if lead_ms < 0 then
+  lead_ms = 0
+end
 local value, live_until
 if rem ~= 0 then
-  value, live_until = string.format('%d:%d', ms, rem), ms + 1
+  value, live_until = string.format('%d:%d:%d', ms, rem, lead_ms), ms + 1
+elseif ms < 0 or ms >= 10000000000000 or lead_ms >= 922336 then
+  value, live_until = string.format('%d:0:%d', ms, lead_ms), ms
+elseif lead_ms > 0 then
+  value, live_until = string.format('-%d%013d', lead_ms, ms), ms
 else
   value, live_until = string.format('%d', ms), ms
 end

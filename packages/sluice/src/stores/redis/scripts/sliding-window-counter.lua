@@ -1,7 +1,9 @@
 -- Sliding window counter, twin of src/algorithms/sliding-window-counter.ts, as fragments over the
 -- locals that scripts/variants/*.lua set (see README.md beside this file).
--- State "start:previous:current" (start is a multiple of the window): live until start + 2 x window
--- while current > 0, else until start + window while previous > 0.
+-- State "start:previous:current:counted" (start is a multiple of the window `counted` on): live until
+-- start + 2 x window while current > 0, else until start + window while previous > 0. Counts of
+-- another window length mean nothing on this grid: they read as no state. A value of three fields
+-- was counted on the window in force, if its start is a multiple of it.
 --- @args limit window cost
 --- @carry start previous current elapsed carried
 
@@ -11,15 +13,24 @@ local raw = redis.call('GET', key)
 if raw then
   local c1 = string.find(raw, ':', 1, true)
   local c2 = string.find(raw, ':', c1 + 1, true)
+  local c3 = string.find(raw, ':', c2 + 1, true)
   start = string.sub(raw, 1, c1 - 1) + 0
-  previous, current = string.sub(raw, c1 + 1, c2 - 1) + 0, string.sub(raw, c2 + 1) + 0
+  previous = string.sub(raw, c1 + 1, c2 - 1) + 0
+  local same_grid
+  if c3 then
+    current = string.sub(raw, c2 + 1, c3 - 1) + 0
+    same_grid = string.sub(raw, c3 + 1) + 0 == window
+  else
+    current = string.sub(raw, c2 + 1) + 0
+    same_grid = start % window == 0
+  end
   local live_until = start
   if current > 0 then
     live_until = start + 2 * window
   elseif previous > 0 then
     live_until = start + window
   end
-  if live_until <= now then
+  if not same_grid or live_until <= now then
     start = nil
   end
 end
@@ -39,7 +50,7 @@ elseif aligned > start then
 end
 
 --- @fragment save
--- Write start:previous:current, live as read says.
+-- Write start:previous:current:window, live as read says.
 local live_until = start
 if current > 0 then
   live_until = start + 2 * window
@@ -49,7 +60,7 @@ end
 if live_until <= now then
   redis.call('DEL', key)
 else
-  local value = string.format('%d:%d:%d', start, previous, current)
+  local value = string.format('%d:%d:%d:%d', start, previous, current, window)
   redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
 end
 

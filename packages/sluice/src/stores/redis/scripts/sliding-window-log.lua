@@ -1,14 +1,16 @@
 -- Sliding window log, twin of src/algorithms/sliding-window-log.ts, as fragments over the locals
 -- that scripts/variants/*.lua set (see README.md beside this file).
--- Stored as a list: the running total of units before the oldest entry, then per admitted request
--- (requests admitted in the same ms share one) its time (ms) and the running total up to and
--- including it: [start, time 1, total 1, time 2, total 2, ...], oldest first. Totals wrap at
--- TOTAL_MODULUS (2^39). So a key holds one pair per admitted request, whatever the request cost, and
--- dropping the k oldest entries is one LTRIM from index 2k (the last dropped total becomes the start).
--- Expired entries are trimmed only when a consume or refund commits, like the TypeScript state.
--- Live until the newest entry + window.
+-- Stored as a list: the running total of units before the oldest entry with the log's span, then per
+-- admitted request (requests admitted in the same ms share one) its time (ms) and the running total
+-- up to and including it: ["start:span", time 1, total 1, time 2, total 2, ...], oldest first. Totals
+-- wrap at TOTAL_MODULUS (2^39). So a key holds one pair per admitted request, whatever the request
+-- cost, and dropping the k oldest entries is one LTRIM from index 2k (the last dropped total becomes
+-- the start). Expired entries are trimmed only when a consume or refund commits, like the TypeScript
+-- state. Live until the newest entry + span (the window it was written under, or less after a
+-- refund); an entry leaves at its time + window, or at that end if sooner. A head without a span
+-- ("start") ends at the newest entry + window.
 --- @args limit window cost
---- @carry first count newest total at
+--- @carry first start count newest total at log_end span
 
 --- @fragment const
 -- Twin of LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts: totals stay small and exact,
@@ -19,27 +21,39 @@ local TOTAL_MODULUS = 549755813888 -- 2^39
 --- @fragment read
 -- `first` is the index (0-based) of the oldest entry still in the window, `start` the total before
 -- it, `count` the live units; `first_total` (the oldest live entry's total) is known when that entry
--- is the list's first, `entries` (the entry count) when it was needed.
+-- is the list's first, `entries` (the entry count) when it was needed; `log_end` is when the log
+-- ends, its newest entry + `span`.
 local first, start, count, newest, total, first_total, entries = 0, 0, 0, nil, 0, nil, nil
+local log_end, span
 -- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
 local head = redis.call('LRANGE', key, 0, 3)
 local stored = #head > 0
+local head_start
+if stored then
+  local colon = string.find(head[1], ':', 1, true)
+  if colon then
+    head_start, span = string.sub(head[1], 1, colon - 1) + 0, string.sub(head[1], colon + 1) + 0
+  else
+    head_start, span = head[1] + 0, window
+  end
+end
 -- A list that starts with a time (>= TOTAL_MODULUS) is the per-unit layout of earlier versions: it
 -- reads as no state, so it is deleted, as after a reset.
-if stored and head[1] + 0 < TOTAL_MODULUS then
+if stored and head_start < TOTAL_MODULUS then
   if #head == 3 then
     newest, total = head[2] + 0, head[3]
   else
     local tail = redis.call('LRANGE', key, -2, -1)
     newest, total = tail[1] + 0, tail[2]
   end
-  if newest + window <= now then
+  log_end = newest + span
+  if newest + window <= now or log_end <= now then
     newest = nil
   else
     total = total + 0
     if head[2] + window > now then
       -- The oldest entry is still in the window, so all are: no search.
-      start, first_total = head[1] + 0, head[3] + 0
+      start, first_total = head_start, head[3] + 0
     else
       -- The oldest entry has left the window: search for the first that has not.
       entries = (redis.call('LLEN', key) - 1) / 2
@@ -107,7 +121,7 @@ if not allowed and count > 0 then
 --- @use holding
   -- Entry 0's time was read with the head.
   local held_at = held_by == 0 and head[2] or redis.call('LINDEX', key, 2 * held_by + 1)
-  retry = held_at + window - now
+  retry = math.min(held_at + window, log_end) - now
 end
 
 --- @fragment commit
@@ -115,7 +129,7 @@ if cost > 0 then
   -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
   if count == 0 then
     -- A fresh list: start 0, then this entry.
-    redis.call('RPUSH', key, '0', string.format('%d', at), string.format('%d', cost))
+    redis.call('RPUSH', key, string.format('0:%d', window), string.format('%d', at), string.format('%d', cost))
   else
     if first > 0 then
       redis.call('LTRIM', key, 2 * first, -1)
@@ -126,16 +140,21 @@ if cost > 0 then
     else
       redis.call('RPUSH', key, string.format('%d', at), sum)
     end
+    -- The log now ends a window after this entry: a trimmed head (a bare total) or another span
+    -- is rewritten.
+    if first > 0 or span ~= window then
+      redis.call('LSET', key, '0', string.format('%d:%d', start, window))
+    end
   end
   count = count + cost
-  newest = at
+  newest, log_end = at, at + window
   redis.call('PEXPIRE', key, string.format('%d', at + window - now + slack))
 end
 
 --- @fragment report
 local reset = 0
 if newest ~= nil then
-  reset = newest + window - now
+  reset = math.min(newest + window, log_end) - now
 end
 local remaining = math.max(0, limit - count)
 
@@ -149,5 +168,9 @@ else
 --- @use holding
   redis.call('LTRIM', key, 2 * first, 2 * held_by + 2)
   redis.call('LSET', key, '-1', string.format('%d', (start + need) % TOTAL_MODULUS))
-  redis.call('PEXPIRE', key, string.format('%d', redis.call('LINDEX', key, -2) + window - now + slack))
+  -- The log ends a window after its new newest entry, never later than it was to.
+  local kept = redis.call('LINDEX', key, -2) + 0
+  local ends = math.min(kept + window, log_end)
+  redis.call('LSET', key, '0', string.format('%d:%d', start, ends - kept))
+  redis.call('PEXPIRE', key, string.format('%d', ends - now + slack))
 end

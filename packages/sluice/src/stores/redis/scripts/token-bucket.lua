@@ -1,16 +1,17 @@
 -- Token bucket, twin of src/algorithms/token-bucket.ts, as fragments over the locals that
 -- scripts/variants/*.lua set (see README.md beside this file).
--- State: level = tokens x window (an integer below full = capacity x window) at time `at` (ms), live
--- until the bucket is full again: at + ceil((full - level) / limit).
--- Stored value, packed when it fits: one 19-digit decimal integer that Redis keeps inside the key
--- object (int encoding, no separate string): "1", then level in d digits (d = digits of full), then
--- at modulo m = 10^kd in kd = 18 - d digits, written with the format string `layout`. `at` is
--- recovered as the value with that remainder nearest to now, which is exact while |at - now| < m / 2:
--- a live key has at > now - ceil(full / limit), and packing is used only when that span plus one day
--- (a clock stepping back) fits (`packed`). Otherwise the value is the text "level:at". The layout
--- depends on capacity x window: changing them reads old keys wrong for at most their remaining life.
+-- State "level:at:span": level = tokens x window (an integer below full = capacity x window) at time
+-- `at` (ms), live until at + span, when it is full again under the parameters that wrote it. Read
+-- under other parameters, the level keeps its number (at most full) and the bucket is full no later
+-- than at + span: the floor full - span x limit (what the twin's levelOf does).
+-- Values written without a span are read as written under the parameters in force: "level:at", and
+-- the one-integer layout "1", level in d digits, `at` modulo 10^kd in kd = 18 - d digits (d = digits
+-- of full), `at` recovered as the value with that remainder nearest to now. That layout depends on
+-- capacity x window, so a value written under another burst or window reads wrong: it counts only
+-- when its time is not after now (the wrong reading could put it years ahead) and its level is cut
+-- at full like any other.
 --- @args limit window capacity cost
---- @policy full d kd m packed layout
+--- @policy full d kd m
 --- @carry cur cur_at need lag after
 
 --- @fragment policy
@@ -18,24 +19,32 @@ full = capacity * window
 d = #string.format('%d', full)
 kd = 18 - d
 m = 10 ^ kd
-packed = kd >= 1 and 2 * (math.ceil(full / limit) + 86400000) < m
-if packed then
-  layout = string.format('1%%0%dd%%0%dd', d, kd)
-end
 
 --- @fragment read
 local level, at
 local raw = redis.call('GET', key)
 if raw then
-  local colon = string.find(raw, ':', 1, true)
-  if colon then
-    level, at = string.sub(raw, 1, colon - 1) + 0, string.sub(raw, colon + 1) + 0
-  elseif packed and #raw == 1 + d + kd then
+  local c1 = string.find(raw, ':', 1, true)
+  if c1 then
+    local c2 = string.find(raw, ':', c1 + 1, true)
+    if c2 then
+      level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1, c2 - 1) + 0
+      local floor = full - (string.sub(raw, c2 + 1) + 0) * limit
+      if floor > level then
+        level = floor
+      end
+    else
+      level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1) + 0
+    end
+  elseif #raw == 1 + d + kd and kd >= 1 then
     level = string.sub(raw, 2, 1 + d) + 0
     local r = string.sub(raw, 2 + d) + 0
     at = r + m * math.floor((now - r) / m + 0.5)
+    if at > now then
+      level = nil
+    end
   end
-  if level == nil or level >= full or at + math.ceil((full - level) / limit) <= now then
+  if level ~= nil and (level >= full or at + math.ceil((full - level) / limit) <= now) then
     level = nil
   end
 end
@@ -50,27 +59,16 @@ if level ~= nil then
 end
 
 --- @fragment save
--- Write `after` tokens x window at cur_at.
+-- Write `after` tokens x window at cur_at, live until the bucket is full again.
 if after >= full then
   redis.call('DEL', key)
 else
-  local expires_at = cur_at + math.ceil((full - after) / limit)
-  if expires_at <= now then
+  local span = math.ceil((full - after) / limit)
+  if cur_at + span <= now then
     redis.call('DEL', key)
   else
-    local value
-    if packed and after >= 0 then
-      local r = cur_at % m
-      if r < 0 then
-        r = r + m
-      elseif r >= m then
-        r = r - m
-      end
-      value = string.format(layout, after, r)
-    else
-      value = string.format('%d:%d', after, cur_at)
-    end
-    redis.call('PSETEX', key, string.format('%d', expires_at - now + slack), value)
+    local value = string.format('%d:%d:%d', after, cur_at, span)
+    redis.call('PSETEX', key, string.format('%d', cur_at + span - now + slack), value)
   end
 end
 
