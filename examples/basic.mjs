@@ -1,5 +1,6 @@
 // The README's library example, runnable: `npm run build && node examples/basic.mjs`.
-// It imports the package by its name, as an application would ('sluice' resolves to dist/).
+// It imports the package by its name, as an application would ('sluice' resolves to
+// packages/sluice/dist/ through the workspace link).
 import { createLimiter, memoryStore, SluiceError } from 'sluice'
 
 const limiter = createLimiter({
