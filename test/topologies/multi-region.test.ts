@@ -171,11 +171,22 @@ describe('multi-region: three regions, three processes, one global key', () => {
       expect(during.get(r)!.errors, `${r}: decisions during the partition`).toBe(0)
       expect(during.get(r)!.admitted, JSON.stringify(during.get(r))).toBe(during.get(r)!.offered)
     }
-    // Stale both ways: the cut region sees the others stale, they see it stale; eu and us see each other fresh.
-    const euView = await regionsOf('eu')
+    // Stale both ways: the cut region sees the others stale, they see it stale; eu and us see each other
+    // fresh. Looked at until it shows (the cut holds meanwhile), so a loaded machine that delays one
+    // exchange of eu and us past staleAfter only makes the test wait.
+    let euView = await regionsOf('eu')
+    let apView = await regionsOf(cutOff)
+    const shown = () =>
+      euView.find((v) => v.region === cutOff)!.stale &&
+      !euView.find((v) => v.region === 'us')!.stale &&
+      apView.filter((v) => !v.region.startsWith(cutOff)).every((v) => v.stale)
+    for (const shownBy = Date.now() + 10_000; !shown() && Date.now() < shownBy; ) {
+      await sleep(SYNC_EVERY_MS)
+      euView = await regionsOf('eu')
+      apView = await regionsOf(cutOff)
+    }
     expect(euView.find((v) => v.region === cutOff)!.stale, JSON.stringify(euView)).toBe(true)
     expect(euView.find((v) => v.region === 'us')!.stale, JSON.stringify(euView)).toBe(false)
-    const apView = await regionsOf(cutOff)
     expect(
       apView.filter((v) => !v.region.startsWith(cutOff)).every((v) => v.stale),
       JSON.stringify(apView),
