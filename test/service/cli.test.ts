@@ -17,10 +17,11 @@ const policyYaml = (limit: number, window = '1m') =>
 type Proc = CliProcess
 const start = startCli
 
+/** Poll until `test` holds; the timeout only stops a test that would never pass (a loaded machine is slow). */
 async function until(
   what: string,
   test: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
+  timeoutMs = 25_000,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!(await test())) {
