@@ -98,8 +98,12 @@ class Scanner implements PathSink {
       if (word === '') continue
       const segments = word.split('/')
       if (word.startsWith('/')) {
-        const top = posix.normalize(word).split('/')[1] ?? ''
-        if (FS_ROOTS.has(top) || top === rootTop || FS_ROOTS.has(segments[1] ?? ''))
+        const normal = posix.normalize(word).split('/')
+        const top = normal[1] ?? ''
+        // A folder beside the clone (`/<top of the root>/x`), not the bare top, which is a route
+        // such as `/check` when the clone sits under /check.
+        const besideRoot = top === rootTop && normal.length > 2
+        if (FS_ROOTS.has(top) || besideRoot || FS_ROOTS.has(segments[1] ?? ''))
           this.check(file, line, word, word)
       } else if (segments.includes(CLIMB) && (!inCode || segments.length > 1 || text.trim() === CLIMB))
         this.check(file, line, word, posix.resolve(this.root, word))

@@ -170,3 +170,14 @@ describe('the scan lets through', () => {
     expect(TMPDIR).not.toMatch(/^\/tmp\b/)
   })
 })
+
+describe('a clone whose top folder is also a route', () => {
+  const root = '/check/sluice'
+  const scanAt = (code: string) =>
+    scanSource(root, `${root}/test/unit/planted.ts`, spelled(code)).findings.map((f) => f.resolved)
+
+  it('lets the route through and catches a folder beside the clone', () => {
+    expect(scanAt("const route = '{abs}check'\nconst other = '{abs}v1/{up}/check'\n")).toEqual([])
+    expect(scanAt("const beside = '{abs}check/shared/x.yaml'\n")).toEqual(['/check/shared/x.yaml'])
+  })
+})
