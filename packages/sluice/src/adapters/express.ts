@@ -1,7 +1,7 @@
 // sluice/express: Express 4 and 5 middleware over the shared HTTP core. Works with no Express import:
 // it only needs the Node request/response and the `route`/`baseUrl` Express puts on the request.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { asHttpLimiter, checkInto, type HttpLimiterInternals, pathOf } from '../http/core.js'
+import { asHttpLimiter, checkInto, type HttpLimiterInternals } from '../http/core.js'
 import {
   type FrameworkTrust,
   frameworkTrustsProxies,
@@ -11,7 +11,7 @@ import {
 import type { HttpLimiter, HttpLimiterOptions, HttpOutcome, RouteOptions } from '../http/index.js'
 import { wrongAdapter } from './misuse.js'
 import { sendOutcome } from './node.js'
-import { NodeRequestInfo } from './request-info.js'
+import { NodeRequestInfo, pathOf } from './request-info.js'
 
 /** The parts of an Express request the middleware reads. */
 export interface ExpressLikeRequest extends IncomingMessage {

@@ -2,7 +2,7 @@
 // config: `app.post('/reports', { config: { sluice: { cost: 5 } } }, handler)`.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { InvalidOptionsError } from '../errors.js'
-import { asHttpLimiter, checkInto, type HttpLimiterInternals, headerValue, pathOf } from '../http/core.js'
+import { asHttpLimiter, checkInto, type HttpLimiterInternals } from '../http/core.js'
 import { type FrameworkTrust, proxyTrustConflict, reportConflict } from '../http/framework-trust.js'
 import type {
   HttpLimiter,
@@ -12,6 +12,7 @@ import type {
   RouteOptions,
 } from '../http/index.js'
 import { wrongAdapter } from './misuse.js'
+import { headerValue, pathOf } from './request-info.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -1,6 +1,6 @@
 // sluice/node: wrap a plain node:http request handler with the shared HTTP core.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { asHttpLimiter, pathOf } from '../http/core.js'
+import { asHttpLimiter } from '../http/core.js'
 import type {
   HttpLimiter,
   HttpLimiterOptions,
@@ -10,7 +10,7 @@ import type {
 } from '../http/index.js'
 import type { NodeHandler } from '../http/types.js'
 import { checkKnownKeys, keysOf } from '../options.js'
-import { NodeRequestInfo } from './request-info.js'
+import { NodeRequestInfo, pathOf } from './request-info.js'
 
 export interface NodeAdapterOptions {
   /** The route pattern of a request (node:http has no router). Default: none, so every request is `METHOD *`. */

@@ -506,15 +506,3 @@ export function asHttpLimiter(value: HttpLimiter | HttpLimiterOptions): HttpLimi
     ? (value as HttpLimiter)
     : createHttpLimiter(value as HttpLimiterOptions)
 }
-
-/** One header value from a Node-style header map (arrays joined with `, `). */
-export function headerValue(value: string | readonly string[] | undefined): string | undefined {
-  return typeof value === 'string' ? value : Array.isArray(value) ? value.join(', ') : undefined
-}
-
-/** The path of a request target, without its query string. */
-export function pathOf(url: string | undefined): string {
-  if (url === undefined) return '/'
-  const q = url.indexOf('?')
-  return q < 0 ? url : url.slice(0, q)
-}
