@@ -1,8 +1,9 @@
 // sluice/hono: Hono 4 (4.8 and later: hono/route) middleware over the shared HTTP core.
 import type { Context, MiddlewareHandler } from 'hono'
 import { matchedRoutes } from 'hono/route'
-import { asHttpLimiter, defaultLogger } from '../http/core.js'
+import { asHttpLimiter } from '../http/core.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
+import { defaultLogger } from '../http/options.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import { wrongAdapter } from './misuse.js'
 

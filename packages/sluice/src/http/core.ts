@@ -1,26 +1,20 @@
 // The HTTP core every adapter shares: from a framework-neutral request to "continue with these
-// headers" or "answer with this response". Knows no framework and no store. Who is asking lives in
-// keys.ts, which rules apply in rules.ts; this file decides, charges and turns decisions into responses.
-import { InvalidOptionsError } from '../errors.js'
+// headers" or "answer with this response". Knows no framework and no store. Its options are resolved
+// in options.ts, who is asking lives in keys.ts, which rules apply in rules.ts; this file decides,
+// charges and turns decisions into responses.
 import type { Check, Decision, LayeredDecision } from '../limiter.js'
-import { boolean, object, oneOf, optional, text, wholeNumber } from '../option-checks.js'
-import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { MaybePromise } from '../store.js'
-import { headerWriter, rateLimitBody } from './headers.js'
-import { ipMatcher } from './ip.js'
-import { KeyMaker, RequestKeys, validateKey } from './keys.js'
-import { requestQueue } from './queue.js' // waiting:
-import { type CompiledRule, compileRules, isStandardMethod, methodOf, routeMatcher } from './rules.js'
-import { type TierResolver, tierResolver } from './tiers.js'
+import { rateLimitBody } from './headers.js'
+import { RequestKeys } from './keys.js'
+import { resolveHttpOptions } from './options.js'
+import { type CompiledRule, isStandardMethod, methodOf } from './rules.js'
 import type {
   DecisionInfo,
   HttpLimiterOptions,
-  HttpLogger,
   HttpOutcome,
   HttpRequestInfo,
   HttpResponseSpec,
   RouteOptions,
-  TierOptions,
 } from './types.js'
 
 export interface HttpLimiter {
@@ -63,124 +57,6 @@ export interface HttpLimiterInternals extends HttpLimiter {
 /** Returned by `answer` when it handed the outcome to a sink itself (the store's promise continues it). */
 const HANDED_OVER: HttpOutcome = Object.freeze({ action: 'continue', headers: {} }) as HttpOutcome
 
-/** The plain-value options of one HTTP core, with their defaults applied. */
-export interface HttpSettings {
-  headers: 'legacy' | 'draft' | 'both' | 'none'
-  body: 'json' | 'problem'
-  ipv6Prefix: number
-  missingIp: 'shared' | 'reject'
-  maxKeyLength: number
-  shadow: boolean
-  onError: 'fail' | 'open'
-  apiKeyHeader: string
-  proxyHeader: 'x-forwarded-for' | 'forwarded' | 'x-real-ip'
-  storeUnavailableStatus: 503 | 429
-}
-
-const DEFAULT_SETTINGS: HttpSettings = {
-  headers: 'both',
-  body: 'json',
-  ipv6Prefix: 64,
-  missingIp: 'shared',
-  maxKeyLength: 256,
-  shadow: false,
-  onError: 'fail',
-  apiKeyHeader: 'x-api-key',
-  proxyHeader: 'x-forwarded-for',
-  storeUnavailableStatus: 503,
-}
-
-// Not strict: the other keys are functions and objects, checked where they are compiled.
-const checkSettings = object({
-  headers: optional(oneOf(['legacy', 'draft', 'both', 'none'])),
-  body: optional(oneOf(['json', 'problem'])),
-  ipv6Prefix: optional(wholeNumber(1, 128)),
-  missingIp: optional(oneOf(['shared', 'reject'])),
-  maxKeyLength: optional(wholeNumber(32, 4096)),
-  shadow: optional(boolean()),
-  onError: optional(oneOf(['fail', 'open'])),
-  apiKeyHeader: optional(text(/^[A-Za-z0-9-]{1,64}$/)),
-  proxyHeader: optional(oneOf(['x-forwarded-for', 'forwarded', 'x-real-ip'])),
-  storeUnavailableStatus: optional(oneOf([503, 429], 'Invalid input')),
-} satisfies Record<keyof HttpSettings, unknown>)
-
-// Every key the options (and their nested objects) may hold: anything else is a misspelling.
-const OPTION_KEYS = keysOf<HttpLimiterOptions>({
-  limiter: true,
-  rules: true,
-  routes: true,
-  tiers: true,
-  user: true,
-  apiKeyHeader: true,
-  trustProxy: true,
-  proxyHeader: true,
-  ipv6Prefix: true,
-  missingIp: true,
-  maxKeyLength: true,
-  skip: true,
-  deny: true,
-  shadow: true,
-  headers: true,
-  body: true,
-  storeUnavailableStatus: true,
-  onLimited: true,
-  onDecision: true,
-  onError: true,
-  logger: true,
-  now: true,
-  queue: true, // waiting:
-})
-const SKIP_KEYS = keysOf<NonNullable<HttpLimiterOptions['skip']>>({
-  ips: true,
-  paths: true,
-  routes: true,
-  when: true,
-})
-const DENY_KEYS = keysOf<NonNullable<HttpLimiterOptions['deny']>>({ ips: true, when: true })
-const TIER_KEYS = keysOf<TierOptions>({
-  resolve: true,
-  default: true,
-  cacheMs: true,
-  cacheBy: true,
-  cacheSize: true,
-  onError: true,
-})
-
-/** Unknown keys anywhere in the options, reported with the key meant. */
-function checkOptionKeys(options: HttpLimiterOptions): void {
-  checkKnownKeys('createHttpLimiter', options, OPTION_KEYS)
-  const nested: [string, unknown, readonly string[]][] = [
-    ['skip', options.skip, SKIP_KEYS],
-    ['deny', options.deny, DENY_KEYS],
-    ['tiers', options.tiers, TIER_KEYS],
-  ]
-  for (const [name, value, keys] of nested)
-    if (isOptionsObject(value)) checkKnownKeys(`createHttpLimiter: ${name}`, value, keys)
-}
-
-/**
- * The options of `createHttpLimiter` that are plain values, validated (unknown keys anywhere in the
- * options included) and with their defaults. Throws `InvalidOptionsError`.
- */
-export function httpSettings(options: HttpLimiterOptions): HttpSettings {
-  checkOptionKeys(options)
-  const problem = checkSettings(options)
-  if (problem !== undefined)
-    throw new InvalidOptionsError(`createHttpLimiter: ${problem.path.join('.')}: ${problem.message}`)
-  const given = options as unknown as Record<string, unknown>
-  const settings: Record<string, unknown> = {}
-  for (const [key, fallback] of Object.entries(DEFAULT_SETTINGS)) settings[key] = given[key] ?? fallback
-  return settings as unknown as HttpSettings
-}
-
-/** The logger when none is given: one JSON line per message on stderr (adapters log through it too). */
-export const defaultLogger: HttpLogger = { warn: logTo('warn'), error: logTo('error') }
-
-function logTo(level: 'warn' | 'error'): HttpLogger['warn'] {
-  return (details, message) =>
-    process.stderr.write(`${JSON.stringify({ level, msg: message, ...describe(details) })}\n`)
-}
-
 /** A plain pass: no limit applied, nothing to add to the response. */
 function pass(): HttpOutcome {
   return { action: 'continue', headers: {} }
@@ -201,29 +77,16 @@ const COST_ONE: { readonly cost: number } = Object.freeze({ cost: 1 })
 /** Route ids remembered (method and route pattern); patterns come from the app's routes, so few. */
 const ROUTE_ID_CACHE_SIZE = 4096
 
-function describe(details: object): object {
-  const err = (details as { err?: unknown }).err
-  return err instanceof Error
-    ? { ...details, err: { message: err.message, code: (err as { code?: unknown }).code } }
-    : details
-}
-
 /**
  * Build the HTTP core over a limiter. Options are validated here, once.
  * @example
  * const http = createHttpLimiter({ limiter, rules: [{ policy: 'perIp', key: 'ip' }, { policy: 'perUser', key: 'user' }] })
  */
 export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
-  if (options === null || typeof options !== 'object' || typeof options.limiter?.consume !== 'function')
-    throw new InvalidOptionsError('createHttpLimiter: pass { limiter: createLimiter(...), rules: [...] }')
-  const settings = httpSettings(options)
-  const { limiter } = options
-  const logger = options.logger ?? defaultLogger
-  const now = options.now ?? Date.now
-  const policies = limiter.policies as Readonly<Record<string, (typeof limiter.policies)[string]>>
-  const { globalRules, tierNames, routeFor, prepare: prepareRoute } = compileRules(options, policies)
-  const keyMaker = new KeyMaker(options, settings)
-  const writeHeaders = headerWriter(policies, settings.headers)
+  const resolved = resolveHttpOptions(options)
+  const { settings, limiter, logger, now, keyMaker, writeHeaders, tiers, queue } = resolved
+  const { skipIp, skipPaths, skipRoutes, denyIp } = resolved
+  const { globalRules, routeFor, prepare: prepareRoute } = resolved.rules
   // `'GET /users/:id'` per standard method and route pattern, built once: no string per request.
   const routeIds = new Map<string, Map<string, string>>()
   let routeIdCount = 0
@@ -243,20 +106,6 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       routeIdCount++
     }
     return id
-  }
-  const skipIp = options.skip?.ips === undefined ? undefined : ipMatcher(options.skip.ips, 'skip.ips')
-  const skipPaths = new Set(options.skip?.paths ?? [])
-  const skipRoutes =
-    options.skip?.routes === undefined ? undefined : routeMatcher(options.skip.routes, 'skip.routes')
-  const denyIp = options.deny?.ips === undefined ? undefined : ipMatcher(options.deny.ips, 'deny.ips')
-  // waiting: hold a refused request while it can fit within queue.maxWaitMs (never in shadow mode)
-  const queue = settings.shadow ? undefined : requestQueue(limiter, options.queue)
-  let tiers: TierResolver | undefined
-  if (options.tiers !== undefined) {
-    if (typeof options.tiers.resolve !== 'function' || typeof options.tiers.default !== 'string')
-      throw new InvalidOptionsError('tiers: pass { resolve(request), default: "free" }')
-    if (options.tiers.cacheBy !== undefined) validateKey(options.tiers.cacheBy, 'tiers.cacheBy')
-    tiers = tierResolver(options.tiers, tierNames, logger)
   }
 
   function notify(info: DecisionInfo): void {
