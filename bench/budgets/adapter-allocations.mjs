@@ -74,8 +74,8 @@ const { profile } = await session.post('HeapProfiler.stopSampling')
 
 const adapterFile = `${framework}.js`
 const isAdapter = (f) => f.url.startsWith(dist) && f.url.endsWith(`/${adapterFile}`)
-// The core's entry points: `check`, and `checkIntoSink` (its `[checkInto]`, what the adapters call).
-const isCore = (f) => f.url.startsWith(dist) && /^(check|checkIntoSink)\d*$/.test(f.functionName)
+// The core's entry points: `check`, and `deliver` (its delivery, what the adapters call).
+const isCore = (f) => f.url.startsWith(dist) && /^(check|deliver)\d*$/.test(f.functionName)
 // The framework going on after the limiter said "continue": Fastify's hook runner, Express's router.
 const isContinuation = (f) => f.functionName === 'next' && !f.url.startsWith(dist)
 let bytes = 0

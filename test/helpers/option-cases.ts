@@ -2,7 +2,7 @@
 // outcome of each (the resolved value, or the error's class, code and message) as one line of JSON.
 // test/unit/option-outcomes.test.ts compares every line with test/fixtures/option-outcomes.json.
 import { resolveFailover } from '../../packages/sluice/src/failover/options.js'
-import { httpSettings } from '../../packages/sluice/src/http/core.js'
+import { httpSettings } from '../../packages/sluice/src/http/options.js'
 import type { HttpLimiterOptions } from '../../packages/sluice/src/http/types.js'
 import { resolvePolicy } from '../../packages/sluice/src/policy.js'
 import { postgresStoreSettings } from '../../packages/sluice/src/stores/postgres/options.js'

@@ -1,7 +1,7 @@
 // sluice/express: Express 4 and 5 middleware over the shared HTTP core. Works with no Express import:
 // it only needs the Node request/response and the `route`/`baseUrl` Express puts on the request.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { asHttpLimiter, checkInto, type HttpLimiterInternals, pathOf } from '../http/core.js'
+import { asHttpLimiter, deliveryOf } from '../http/core.js'
 import {
   type FrameworkTrust,
   frameworkTrustsProxies,
@@ -11,7 +11,7 @@ import {
 import type { HttpLimiter, HttpLimiterOptions, HttpOutcome, RouteOptions } from '../http/index.js'
 import { wrongAdapter } from './misuse.js'
 import { sendOutcome } from './node.js'
-import { NodeRequestInfo } from './request-info.js'
+import { NodeRequestInfo, pathOf } from './request-info.js'
 
 /** The parts of an Express request the middleware reads. */
 export interface ExpressLikeRequest extends IncomingMessage {
@@ -56,8 +56,8 @@ export interface ExpressLimiter extends ExpressMiddleware {
  * app.get('/users/:id', limit, (req, res) => res.json({ ok: true }))
  */
 export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimiter {
-  const http: HttpLimiterInternals = asHttpLimiter(limiter)
-  const into = http[checkInto]
+  const http = asHttpLimiter(limiter)
+  const deliver = deliveryOf(http)
   // Refused only if the app turns out to trust proxies (known per request: `req.app`).
   const conflict = proxyTrustConflict(http.options, EXPRESS_TRUST)
   const make =
@@ -77,15 +77,8 @@ export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimite
       const pattern = req.route?.path
       const route = pattern === undefined ? undefined : `${req.baseUrl ?? ''}${String(pattern)}`
       const info = new NodeRequestInfo(req, route, req.path ?? pathOf(req.url), frameworkClientAddress)
-      // Sluice's own core continues a waiting decision itself: one continuation per request.
-      if (into !== undefined) return into(info, routeOptions, continueOrAnswer, res, next)
-      const outcome = http.check(info, routeOptions)
-      // check() never rejects; the common case (memory store) is not even a promise.
-      if (outcome instanceof Promise) {
-        outcome.then((o) => {
-          if (!sendOutcome(res, o)) next()
-        }, next)
-      } else if (!sendOutcome(res, outcome)) next()
+      // Not returned: Express 5 would continue a returned promise, one more per request.
+      deliver(info, routeOptions, continueOrAnswer, res, next)
     }
   const middleware = make(undefined) as ExpressLimiter
   middleware.route = (options) => make(http.prepare(options, 'express route options'))

@@ -2,16 +2,11 @@
 // config: `app.post('/reports', { config: { sluice: { cost: 5 } } }, handler)`.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { InvalidOptionsError } from '../errors.js'
-import { asHttpLimiter, checkInto, type HttpLimiterInternals, headerValue, pathOf } from '../http/core.js'
+import { asHttpLimiter, type Delivery, deliveryOf, type HttpLimiter } from '../http/core.js'
 import { type FrameworkTrust, proxyTrustConflict, reportConflict } from '../http/framework-trust.js'
-import type {
-  HttpLimiter,
-  HttpLimiterOptions,
-  HttpOutcome,
-  HttpRequestInfo,
-  RouteOptions,
-} from '../http/index.js'
+import type { HttpLimiterOptions, HttpOutcome, HttpRequestInfo, RouteOptions } from '../http/index.js'
 import { wrongAdapter } from './misuse.js'
+import { headerValue, pathOf } from './request-info.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -80,19 +75,19 @@ export function sluice(
     return
   }
   // Errors go to `done`, so they reject `register`/`ready` instead of escaping avvio's queue.
-  let http: HttpLimiterInternals
+  let http: HttpLimiter
+  let deliver: Delivery
   try {
     if (options === null || typeof options !== 'object')
       throw new InvalidOptionsError(
         'sluice/fastify: await app.register(sluice, { limiter, rules }) or { http }',
       )
     http = asHttpLimiter('http' in options ? options.http : options)
+    deliver = deliveryOf(http)
   } catch (error) {
     done(error instanceof Error ? error : new Error(String(error)))
     return
   }
-  // Sluice's own core continues a waiting decision itself: one continuation per request.
-  const into = http[checkInto]
   const conflict = proxyTrustConflict(http.options, FASTIFY_TRUST)
   // Fastify 5 keeps `trustProxy` out of `initialConfig`; `request.ips` is documented as defined only
   // when it is enabled. It is the same for every request of the server, so it is read once.
@@ -111,11 +106,8 @@ export function sluice(
       // Fastify 5 builds a fresh object (a dozen fields) on every read of `routeOptions`: read it once.
       const routeOptions = request.routeOptions
       const info = new FastifyRequestInfo(request, routeOptions.url, fastifyTrustsProxies)
-      if (into !== undefined) return into(info, routeOptions.config.sluice, applyOutcome, reply, next)
-      const outcome = http.check(info, routeOptions.config.sluice)
-      // check() never rejects; a closure only when there is something to wait for.
-      if (outcome instanceof Promise) outcome.then((o) => applyOutcome(o, reply, next))
-      else applyOutcome(outcome, reply, next)
+      // Not returned: Fastify would take a returned promise for an async hook's.
+      deliver(info, routeOptions.config.sluice, applyOutcome, reply, next)
     },
   )
   done()

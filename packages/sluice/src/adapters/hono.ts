@@ -1,8 +1,9 @@
 // sluice/hono: Hono 4 (4.8 and later: hono/route) middleware over the shared HTTP core.
 import type { Context, MiddlewareHandler } from 'hono'
 import { matchedRoutes } from 'hono/route'
-import { asHttpLimiter, defaultLogger } from '../http/core.js'
+import { asHttpLimiter, deliveryOf, returnOutcome } from '../http/core.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
+import { defaultLogger } from '../http/options.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import { wrongAdapter } from './misuse.js'
 
@@ -65,6 +66,7 @@ export function sluice(
   const routeOptions =
     options.route === undefined ? undefined : http.prepare(options.route, 'hono route options')
   const remoteAddress = options.remoteAddress ?? nodeRemoteAddress(http)
+  const deliver = deliveryOf(http)
   return async (c, next, ...rest: unknown[]) => {
     // Given to another framework: Express passes (req, res, next), Fastify's register (instance, options, done).
     if (typeof (c as Partial<Context> | undefined)?.req?.header !== 'function') {
@@ -74,7 +76,7 @@ export function sluice(
       ;(third as (error: Error) => void)(error)
       return undefined
     }
-    const outcome = await http.check(
+    const outcome = await deliver(
       {
         method: c.req.method,
         route: handlerRoute(c),
@@ -84,6 +86,9 @@ export function sluice(
         raw: c,
       },
       routeOptions,
+      returnOutcome,
+      undefined,
+      undefined,
     )
     if (outcome.action === 'respond') {
       return new Response(outcome.body, { status: outcome.status, headers: outcome.headers })

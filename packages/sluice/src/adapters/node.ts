@@ -1,6 +1,6 @@
 // sluice/node: wrap a plain node:http request handler with the shared HTTP core.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { asHttpLimiter, pathOf } from '../http/core.js'
+import { asHttpLimiter, deliveryOf } from '../http/core.js'
 import type {
   HttpLimiter,
   HttpLimiterOptions,
@@ -10,7 +10,7 @@ import type {
 } from '../http/index.js'
 import type { NodeHandler } from '../http/types.js'
 import { checkKnownKeys, keysOf } from '../options.js'
-import { NodeRequestInfo } from './request-info.js'
+import { NodeRequestInfo, pathOf } from './request-info.js'
 
 export interface NodeAdapterOptions {
   /** The route pattern of a request (node:http has no router). Default: none, so every request is `METHOD *`. */
@@ -49,15 +49,12 @@ export function withSluice(
   } = {},
 ): (req: IncomingMessage, res: ServerResponse) => void {
   checkKnownKeys('withSluice options', options, OPTION_KEYS)
-  const http = asHttpLimiter(limiter)
+  const deliver = deliveryOf(asHttpLimiter(limiter))
+  const answerOrHandle = (outcome: HttpOutcome, req: IncomingMessage, res: ServerResponse): void => {
+    if (!sendOutcome(res, outcome)) handler(req, res)
+  }
   return (req, res) => {
     const route = options.route?.(req)
-    const outcome = http.check(nodeRequest(req, route), options.routeOptions?.(route))
-    // check() never rejects; the common case (memory store) is not even a promise.
-    if (outcome instanceof Promise) {
-      outcome.then((o) => {
-        if (!sendOutcome(res, o)) handler(req, res)
-      })
-    } else if (!sendOutcome(res, outcome)) handler(req, res)
+    deliver(nodeRequest(req, route), options.routeOptions?.(route), answerOrHandle, req, res)
   }
 }

@@ -1,7 +1,19 @@
-// The request object the node:http and Express adapters hand to the HTTP core (internal).
+// What the adapters read from a Node request for the HTTP core (internal): the request view the
+// node:http and Express adapters hand to the core, a header's value, a request target's path.
 import type { IncomingMessage } from 'node:http'
-import { headerValue } from '../http/core.js'
 import type { HttpRequestInfo } from '../http/index.js'
+
+/** One header value from a Node-style header map (arrays joined with `, `). */
+export function headerValue(value: string | readonly string[] | undefined): string | undefined {
+  return typeof value === 'string' ? value : Array.isArray(value) ? value.join(', ') : undefined
+}
+
+/** The path of a request target, without its query string. */
+export function pathOf(url: string | undefined): string {
+  if (url === undefined) return '/'
+  const q = url.indexOf('?')
+  return q < 0 ? url : url.slice(0, q)
+}
 
 /**
  * The core's view of a node:http request (Express's too): a class, so `header` is one shared

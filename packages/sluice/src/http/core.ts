@@ -1,27 +1,13 @@
 // The HTTP core every adapter shares: from a framework-neutral request to "continue with these
-// headers" or "answer with this response". Knows no framework and no store. Who is asking lives in
-// keys.ts, which rules apply in rules.ts; this file decides, charges and turns decisions into responses.
-import { InvalidOptionsError } from '../errors.js'
-import type { Check, Decision, LayeredDecision } from '../limiter.js'
-import { boolean, object, oneOf, optional, text, wholeNumber } from '../option-checks.js'
-import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
+// headers" or "answer with this response". Knows no framework and no store. Its steps, one file each:
+// options.ts (validated once), checks.ts (request -> checks), outcome.ts (decision -> outcome); this
+// file spends the checks on the limiter and hands the outcome over.
+import type { Decision, LayeredDecision } from '../limiter.js'
 import type { MaybePromise } from '../store.js'
-import { headerWriter, rateLimitBody } from './headers.js'
-import { ipMatcher } from './ip.js'
-import { KeyMaker, RequestKeys, validateKey } from './keys.js'
-import { requestQueue } from './queue.js' // waiting:
-import { type CompiledRule, compileRules, isStandardMethod, methodOf, routeMatcher } from './rules.js'
-import { type TierResolver, tierResolver } from './tiers.js'
-import type {
-  DecisionInfo,
-  HttpLimiterOptions,
-  HttpLogger,
-  HttpOutcome,
-  HttpRequestInfo,
-  HttpResponseSpec,
-  RouteOptions,
-  TierOptions,
-} from './types.js'
+import { checksReader, RequestChecks, type RequestRead } from './checks.js'
+import { defaultLogger, resolveHttpOptions } from './options.js'
+import { failureOutcome, outcomeWriter } from './outcome.js'
+import type { HttpLimiterOptions, HttpOutcome, HttpRequestInfo, RouteOptions } from './types.js'
 
 export interface HttpLimiter {
   /**
@@ -36,177 +22,35 @@ export interface HttpLimiter {
 }
 
 /**
- * What an adapter does with an outcome. `a` and `b` are its per-request values (Fastify's reply and
- * `next`, Express's response and `next`), passed along so that no closure is made per request.
+ * What an adapter does with a request's outcome. `a` and `b` are its per-request values (Fastify's
+ * reply and `next`, Express's response and `next`), passed along so that no closure is made per
+ * request. `check` is the delivery whose receiver returns the outcome itself.
  */
-export type OutcomeSink<A, B> = (outcome: HttpOutcome, a: A, b: B) => void
+export type OutcomeReceiver<A, B, R = void> = (outcome: HttpOutcome, a: A, b: B) => R
 
 /**
- * Internal to the adapters: `check`, then hand the outcome to `sink`, now or once the store answers.
- * When the decision waits (Redis), the sink runs inside the core's own continuation of the store's
- * promise: one promise and one microtask per request fewer than `check(...).then(...)`. Present on
- * cores made by `createHttpLimiter`; adapters fall back to `check` for anything else.
+ * How every adapter gets a request's outcome: `receive(outcome, a, b)`, called exactly once, at once
+ * when nothing waits (the memory store), otherwise from the core's own continuation of the store's
+ * promise, so a request that waits costs the HTTP side no promise of its own. Every failure on the
+ * way is an outcome (a 500, or a pass with `onError: 'open'`); only what `receive` throws reaches the
+ * caller. Returns what `receive` returns, or a promise of it.
  */
-export const checkInto: unique symbol = Symbol('sluice.checkInto')
+export type Delivery = <A, B, R>(
+  request: HttpRequestInfo,
+  routeOptions: RouteOptions | undefined,
+  receive: OutcomeReceiver<A, B, R>,
+  a: A,
+  b: B,
+) => R | Promise<R>
 
-/** The core as the adapters see it: `check`, and `checkInto` when the core is Sluice's own. */
-export interface HttpLimiterInternals extends HttpLimiter {
-  [checkInto]?: <A, B>(
-    request: HttpRequestInfo,
-    routeOptions: RouteOptions | undefined,
-    sink: OutcomeSink<A, B>,
-    a: A,
-    b: B,
-  ) => void
-}
+/** The delivery of each core `createHttpLimiter` made; any other core is delivered through its `check`. */
+const deliveries = new WeakMap<HttpLimiter, Delivery>()
 
-/** Returned by `answer` when it handed the outcome to a sink itself (the store's promise continues it). */
-const HANDED_OVER: HttpOutcome = Object.freeze({ action: 'continue', headers: {} }) as HttpOutcome
+/** The receiver of `check` (and of an adapter that awaits): the outcome is the answer. */
+export const returnOutcome = (outcome: HttpOutcome): HttpOutcome => outcome
 
-/** The plain-value options of one HTTP core, with their defaults applied. */
-export interface HttpSettings {
-  headers: 'legacy' | 'draft' | 'both' | 'none'
-  body: 'json' | 'problem'
-  ipv6Prefix: number
-  missingIp: 'shared' | 'reject'
-  maxKeyLength: number
-  shadow: boolean
-  onError: 'fail' | 'open'
-  apiKeyHeader: string
-  proxyHeader: 'x-forwarded-for' | 'forwarded' | 'x-real-ip'
-  storeUnavailableStatus: 503 | 429
-}
-
-const DEFAULT_SETTINGS: HttpSettings = {
-  headers: 'both',
-  body: 'json',
-  ipv6Prefix: 64,
-  missingIp: 'shared',
-  maxKeyLength: 256,
-  shadow: false,
-  onError: 'fail',
-  apiKeyHeader: 'x-api-key',
-  proxyHeader: 'x-forwarded-for',
-  storeUnavailableStatus: 503,
-}
-
-// Not strict: the other keys are functions and objects, checked where they are compiled.
-const checkSettings = object({
-  headers: optional(oneOf(['legacy', 'draft', 'both', 'none'])),
-  body: optional(oneOf(['json', 'problem'])),
-  ipv6Prefix: optional(wholeNumber(1, 128)),
-  missingIp: optional(oneOf(['shared', 'reject'])),
-  maxKeyLength: optional(wholeNumber(32, 4096)),
-  shadow: optional(boolean()),
-  onError: optional(oneOf(['fail', 'open'])),
-  apiKeyHeader: optional(text(/^[A-Za-z0-9-]{1,64}$/)),
-  proxyHeader: optional(oneOf(['x-forwarded-for', 'forwarded', 'x-real-ip'])),
-  storeUnavailableStatus: optional(oneOf([503, 429], 'Invalid input')),
-} satisfies Record<keyof HttpSettings, unknown>)
-
-// Every key the options (and their nested objects) may hold: anything else is a misspelling.
-const OPTION_KEYS = keysOf<HttpLimiterOptions>({
-  limiter: true,
-  rules: true,
-  routes: true,
-  tiers: true,
-  user: true,
-  apiKeyHeader: true,
-  trustProxy: true,
-  proxyHeader: true,
-  ipv6Prefix: true,
-  missingIp: true,
-  maxKeyLength: true,
-  skip: true,
-  deny: true,
-  shadow: true,
-  headers: true,
-  body: true,
-  storeUnavailableStatus: true,
-  onLimited: true,
-  onDecision: true,
-  onError: true,
-  logger: true,
-  now: true,
-  queue: true, // waiting:
-})
-const SKIP_KEYS = keysOf<NonNullable<HttpLimiterOptions['skip']>>({
-  ips: true,
-  paths: true,
-  routes: true,
-  when: true,
-})
-const DENY_KEYS = keysOf<NonNullable<HttpLimiterOptions['deny']>>({ ips: true, when: true })
-const TIER_KEYS = keysOf<TierOptions>({
-  resolve: true,
-  default: true,
-  cacheMs: true,
-  cacheBy: true,
-  cacheSize: true,
-  onError: true,
-})
-
-/** Unknown keys anywhere in the options, reported with the key meant. */
-function checkOptionKeys(options: HttpLimiterOptions): void {
-  checkKnownKeys('createHttpLimiter', options, OPTION_KEYS)
-  const nested: [string, unknown, readonly string[]][] = [
-    ['skip', options.skip, SKIP_KEYS],
-    ['deny', options.deny, DENY_KEYS],
-    ['tiers', options.tiers, TIER_KEYS],
-  ]
-  for (const [name, value, keys] of nested)
-    if (isOptionsObject(value)) checkKnownKeys(`createHttpLimiter: ${name}`, value, keys)
-}
-
-/**
- * The options of `createHttpLimiter` that are plain values, validated (unknown keys anywhere in the
- * options included) and with their defaults. Throws `InvalidOptionsError`.
- */
-export function httpSettings(options: HttpLimiterOptions): HttpSettings {
-  checkOptionKeys(options)
-  const problem = checkSettings(options)
-  if (problem !== undefined)
-    throw new InvalidOptionsError(`createHttpLimiter: ${problem.path.join('.')}: ${problem.message}`)
-  const given = options as unknown as Record<string, unknown>
-  const settings: Record<string, unknown> = {}
-  for (const [key, fallback] of Object.entries(DEFAULT_SETTINGS)) settings[key] = given[key] ?? fallback
-  return settings as unknown as HttpSettings
-}
-
-/** The logger when none is given: one JSON line per message on stderr (adapters log through it too). */
-export const defaultLogger: HttpLogger = { warn: logTo('warn'), error: logTo('error') }
-
-function logTo(level: 'warn' | 'error'): HttpLogger['warn'] {
-  return (details, message) =>
-    process.stderr.write(`${JSON.stringify({ level, msg: message, ...describe(details) })}\n`)
-}
-
-/** A plain pass: no limit applied, nothing to add to the response. */
-function pass(): HttpOutcome {
-  return { action: 'continue', headers: {} }
-}
-
-/** A refusal that is not a rate limit (403 deny list, 400 unknown client, 500 limiter failure). */
-function respond(status: number, error: string, message: string): HttpOutcome {
-  return {
-    action: 'respond',
-    status,
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ error, message }),
-  }
-}
-
-/** The options of a plain cost-1 consume, shared: the limiter only reads them. */
+/** The options of a plain cost-1 check, shared: the limiter only reads them. */
 const COST_ONE: { readonly cost: number } = Object.freeze({ cost: 1 })
-/** Route ids remembered (method and route pattern); patterns come from the app's routes, so few. */
-const ROUTE_ID_CACHE_SIZE = 4096
-
-function describe(details: object): object {
-  const err = (details as { err?: unknown }).err
-  return err instanceof Error
-    ? { ...details, err: { message: err.message, code: (err as { code?: unknown }).code } }
-    : details
-}
 
 /**
  * Build the HTTP core over a limiter. Options are validated here, once.
@@ -214,290 +58,102 @@ function describe(details: object): object {
  * const http = createHttpLimiter({ limiter, rules: [{ policy: 'perIp', key: 'ip' }, { policy: 'perUser', key: 'user' }] })
  */
 export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
-  if (options === null || typeof options !== 'object' || typeof options.limiter?.consume !== 'function')
-    throw new InvalidOptionsError('createHttpLimiter: pass { limiter: createLimiter(...), rules: [...] }')
-  const settings = httpSettings(options)
-  const { limiter } = options
-  const logger = options.logger ?? defaultLogger
-  const now = options.now ?? Date.now
-  const policies = limiter.policies as Readonly<Record<string, (typeof limiter.policies)[string]>>
-  const { globalRules, tierNames, routeFor, prepare: prepareRoute } = compileRules(options, policies)
-  const keyMaker = new KeyMaker(options, settings)
-  const writeHeaders = headerWriter(policies, settings.headers)
-  // `'GET /users/:id'` per standard method and route pattern, built once: no string per request.
-  const routeIds = new Map<string, Map<string, string>>()
-  let routeIdCount = 0
-  function routeIdOf(rawMethod: string, route: string | undefined): string {
-    const pattern = route ?? '*'
-    const cached = routeIds.get(rawMethod)?.get(pattern)
-    if (cached !== undefined) return cached
-    const id = `${methodOf(rawMethod)} ${pattern}`
-    // Only methods as sent in upper case (anything else is a client's choice, unbounded).
-    if (routeIdCount < ROUTE_ID_CACHE_SIZE && isStandardMethod(rawMethod)) {
-      let byRoute = routeIds.get(rawMethod)
-      if (byRoute === undefined) {
-        byRoute = new Map()
-        routeIds.set(rawMethod, byRoute)
-      }
-      byRoute.set(pattern, id)
-      routeIdCount++
-    }
-    return id
-  }
-  const skipIp = options.skip?.ips === undefined ? undefined : ipMatcher(options.skip.ips, 'skip.ips')
-  const skipPaths = new Set(options.skip?.paths ?? [])
-  const skipRoutes =
-    options.skip?.routes === undefined ? undefined : routeMatcher(options.skip.routes, 'skip.routes')
-  const denyIp = options.deny?.ips === undefined ? undefined : ipMatcher(options.deny.ips, 'deny.ips')
-  // waiting: hold a refused request while it can fit within queue.maxWaitMs (never in shadow mode)
-  const queue = settings.shadow ? undefined : requestQueue(limiter, options.queue)
-  let tiers: TierResolver | undefined
-  if (options.tiers !== undefined) {
-    if (typeof options.tiers.resolve !== 'function' || typeof options.tiers.default !== 'string')
-      throw new InvalidOptionsError('tiers: pass { resolve(request), default: "free" }')
-    if (options.tiers.cacheBy !== undefined) validateKey(options.tiers.cacheBy, 'tiers.cacheBy')
-    tiers = tierResolver(options.tiers, tierNames, logger)
+  const resolved = resolveHttpOptions(options)
+  const { limiter, queue, rules } = resolved
+  const readRequest = checksReader(resolved)
+  const outcomes = outcomeWriter(resolved)
+
+  /** Hand a request's checks to the limiter (or to the queue): the decision, or a promise of it. */
+  function spend(checks: RequestChecks): MaybePromise<Decision | LayeredDecision> {
+    if (queue !== undefined) return queue.consume(checks.list())
+    if (checks.all !== undefined) return limiter.decide(checks.all)
+    // One check: the plain decision, synchronous when the chain answers in-process (the memory store).
+    const cost = checks.firstCost
+    return limiter.decide(checks.firstPolicy, checks.firstKey, cost === 1 ? COST_ONE : { cost })
   }
 
-  function notify(info: DecisionInfo): void {
-    try {
-      options.onDecision?.(info)
-    } catch {
-      // A broken listener must never break a request.
-    }
-  }
-
-  /**
-   * Decide one request. Synchronous when nothing needs to wait (no tier look-up, a single layer on an
-   * in-process store), so the common case costs no promise hops; a promise otherwise.
-   */
-  function decide(
+  /** The outcome of a request read, into `receive`: now, or from the core's one continuation of the decision. */
+  function spendAndDeliver<A, B, R>(
     request: HttpRequestInfo,
-    extra: RouteOptions | undefined,
-    sink: AnySink | undefined,
-    a: unknown,
-    b: unknown,
-  ): HttpOutcome | Promise<HttpOutcome> {
-    const routeId = routeIdOf(request.method, request.route)
-    const route = routeFor(routeId, request.route, extra)
-    if (
-      route?.options.skip === true ||
-      skipPaths.has(request.path) ||
-      skipRoutes?.(routeId) === true ||
-      options.skip?.when?.(request) === true
-    )
-      return pass()
-    const keys = new RequestKeys(keyMaker, request, routeId)
-    if (skipIp?.(keys.ip()) === true) return pass()
-    if (denyIp?.(keys.ip()) === true || options.deny?.when?.(request) === true) {
-      if (!settings.shadow) return respond(403, 'forbidden', 'This client is not allowed to call this API.')
-      logger.warn({ route: routeId, ip: keys.ip() }, 'sluice: shadow mode would refuse a denied client')
-      return { action: 'continue', headers: {}, wouldDeny: true }
-    }
-    const rules = route === undefined ? globalRules : route.all
-    const routeCost = route?.options.cost ?? 1
-    if (tiers !== undefined && rules.some((r) => typeof r.rule.policy !== 'string' && r.applies(routeId))) {
-      const identity = keys.key(options.tiers?.cacheBy ?? 'user')
-      return tiers
-        .tierOf(request, identity)
-        .then((tier) => charge(keys, rules, routeCost, tier, undefined, undefined, undefined))
-        .then(undefined, (error: unknown) => failed(request, error))
-    }
-    return charge(keys, rules, routeCost, undefined, sink, a, b)
-  }
-
-  /**
-   * Build the layered check for the request and spend it. A promise returned from here never
-   * rejects: failures are answered by `failed`. With a sink, a decision that waits is handed to it
-   * (and `HANDED_OVER` returned) instead.
-   */
-  function charge(
-    keys: RequestKeys,
-    rules: readonly CompiledRule[],
-    routeCost: number,
-    tier: string | undefined,
-    sink: AnySink | undefined,
-    a: unknown,
-    b: unknown,
-  ): HttpOutcome | Promise<HttpOutcome> {
-    // Most requests make one check: it stays in locals; a list exists only from the second one on
-    // (rules are few: a linear merge beats a Map keyed by concatenated strings).
-    let firstPolicy: string | undefined
-    let firstKey = ''
-    let firstCost = 0
-    let checks: Check[] | undefined
-    for (let i = 0; i < rules.length; i++) {
-      const { rule, applies, everywhere } = rules[i]!
-      if (!everywhere && !applies(keys.routeId)) continue
-      const policy =
-        typeof rule.policy === 'string'
-          ? rule.policy
-          : Object.hasOwn(rule.policy, tier ?? '')
-            ? rule.policy[tier ?? '']
-            : rule.policy[options.tiers?.default ?? '']
-      if (policy === null || policy === undefined) continue
-      if (rule.key === 'ip' && keys.ip() === undefined && settings.missingIp === 'reject')
-        return respond(400, 'bad_request', 'The client address is unknown; requests must come over TCP/IP.')
-      const key = keys.key(rule.key)
-      if (key === undefined) continue
-      const cost = rule.cost ?? routeCost
-      if (firstPolicy === undefined) {
-        firstPolicy = policy
-        firstKey = key
-        firstCost = cost
-        continue
-      }
-      if (checks === undefined) {
-        if (policy === firstPolicy && key === firstKey) {
-          firstCost += cost
-          continue
-        }
-        checks = [{ policy: firstPolicy, key: firstKey, cost: firstCost }]
-      }
-      const same = indexOfCheck(checks, policy, key)
-      if (same < 0) checks.push({ policy, key, cost })
-      else checks[same] = { policy, key, cost: (checks[same]?.cost ?? 0) + cost }
-    }
-    if (firstPolicy === undefined) return pass()
-    if (queue !== undefined)
-      // waiting:
-      return answer(
-        keys,
-        tier,
-        queue.consume(checks ?? [{ policy: firstPolicy, key: firstKey, cost: firstCost }]),
-        sink,
-        a,
-        b,
-      )
-    // One layer: the plain check. Synchronous when the chain answers in-process (the memory store).
-    if (checks === undefined)
-      return answer(
-        keys,
-        tier,
-        limiter.decide(firstPolicy, firstKey, firstCost === 1 ? COST_ONE : { cost: firstCost }),
-        sink,
-        a,
-        b,
-      )
-    return answer(keys, tier, limiter.decide(checks), sink, a, b)
-  }
-
-  /** Conclude now, or once the chain answers (into the sink when there is one); a promise from here never rejects. */
-  function answer(
-    keys: RequestKeys,
-    tier: string | undefined,
-    decision: MaybePromise<Decision | LayeredDecision>,
-    sink: AnySink | undefined,
-    a: unknown,
-    b: unknown,
-  ): HttpOutcome | Promise<HttpOutcome> {
-    if (!(decision instanceof Promise)) return conclude(keys, tier, decision)
-    if (sink !== undefined) {
-      decision.then(
-        (d) => sink(settle(keys, tier, d), a, b),
-        (error: unknown) => sink(failed(keys.request, error), a, b),
-      )
-      return HANDED_OVER
-    }
-    return decision.then(
-      (d) => settle(keys, tier, d),
-      (error: unknown) => failed(keys.request, error),
-    )
-  }
-
-  /** `conclude` after an await: what it throws (a custom `onLimited`) is answered, not rejected. */
-  function settle(
-    keys: RequestKeys,
-    tier: string | undefined,
-    decision: Decision | LayeredDecision,
-  ): HttpOutcome {
-    try {
-      return conclude(keys, tier, decision)
-    } catch (error) {
-      return failed(keys.request, error)
-    }
-  }
-
-  /** Turn a decision into headers and, when refused (and not in shadow mode), a response. */
-  function conclude(
-    keys: RequestKeys,
-    tier: string | undefined,
-    decision: Decision | LayeredDecision,
-  ): HttpOutcome {
-    const { request, routeId } = keys
-    const shadow = settings.shadow
-    const headers = writeHeaders(decision, now())
-    if (options.onDecision !== undefined) notify({ request, route: routeId, tier, decision, shadow })
-    if (decision.allowed) return { action: 'continue', headers, decision }
-    if (shadow) {
-      delete headers['Retry-After']
-      const policy = (decision as LayeredDecision).deniedBy ?? decision.policy
-      logger.warn({ route: routeId, policy, key: decision.key }, 'sluice: shadow mode would refuse')
-      return { action: 'continue', headers, decision, wouldDeny: true }
-    }
-    // A `closed` policy whose store failed: 503 (or 429) with Retry-After, not a plain 429.
-    const body = rateLimitBody(decision, settings.body, {
-      storeUnavailableStatus: settings.storeUnavailableStatus,
-    })
-    const response: HttpResponseSpec = {
-      status: body.status,
-      headers: { ...headers, 'Content-Type': body.contentType },
-      body: body.body,
-    }
-    const custom = options.onLimited?.({ request, decision, headers, response })
-    return { action: 'respond', decision, ...(custom ?? response) }
-  }
-
-  function failed(request: HttpRequestInfo, error: unknown): HttpOutcome {
-    logger.error({ err: error, method: request.method, route: request.route }, 'sluice: rate limiting failed')
-    if (settings.onError === 'open') return pass()
-    return respond(500, 'rate_limiter_error', 'The rate limiter failed; the error is in the server log.')
-  }
-
-  /** `[checkInto]`: a named function, so profiles (bench/budgets/adapter-allocations.mjs) can tell it apart. */
-  function checkIntoSink<A, B>(
-    request: HttpRequestInfo,
-    routeOptions: RouteOptions | undefined,
-    sink: OutcomeSink<A, B>,
+    read: RequestRead,
+    receive: OutcomeReceiver<A, B, R>,
     a: A,
     b: B,
-  ): void {
-    let outcome: HttpOutcome | Promise<HttpOutcome>
+  ): R | Promise<R> {
+    if (!(read instanceof RequestChecks)) return receive(read, a, b)
+    let decision: MaybePromise<Decision | LayeredDecision>
     try {
-      outcome = decide(request, routeOptions, sink as AnySink, a, b)
+      decision = spend(read)
     } catch (error) {
-      outcome = failed(request, error)
+      return receive(outcomes.ofFailure(request, error), a, b)
     }
-    if (outcome === HANDED_OVER) return
-    // Only a tier look-up still answers with a promise here (it never rejects).
-    if (outcome instanceof Promise) outcome.then((o) => sink(o, a, b))
-    else sink(outcome, a, b)
+    if (decision instanceof Promise)
+      return decision.then(
+        (d) => receive(outcomes.ofDecision(read, d), a, b),
+        (error: unknown) => receive(outcomes.ofFailure(request, error), a, b),
+      )
+    return receive(outcomes.ofDecision(read, decision), a, b)
   }
 
-  const core: HttpLimiterInternals = {
+  /** See `Delivery`. A named function: bench/budgets/adapter-allocations.mjs tells the core's frames by it. */
+  function deliver<A, B, R>(
+    request: HttpRequestInfo,
+    routeOptions: RouteOptions | undefined,
+    receive: OutcomeReceiver<A, B, R>,
+    a: A,
+    b: B,
+  ): R | Promise<R> {
+    let read: RequestRead | Promise<RequestRead>
+    try {
+      read = readRequest(request, routeOptions)
+    } catch (error) {
+      return receive(outcomes.ofFailure(request, error), a, b)
+    }
+    // Only a tier look-up makes reading the request wait.
+    if (read instanceof Promise)
+      return read.then(
+        (r) => spendAndDeliver(request, r, receive, a, b),
+        (error: unknown) => receive(outcomes.ofFailure(request, error), a, b),
+      )
+    return spendAndDeliver(request, read, receive, a, b)
+  }
+
+  const core: HttpLimiter = {
     options,
     prepare(routeOptions, where = 'route options') {
-      prepareRoute(routeOptions, where)
+      rules.prepare(routeOptions, where)
       return routeOptions
     },
-    check(request, routeOptions) {
-      try {
-        // A promise from decide never rejects (each await answers its own failures).
-        return decide(request, routeOptions, undefined, undefined, undefined)
-      } catch (error) {
-        return failed(request, error)
-      }
-    },
-    [checkInto]: checkIntoSink,
+    check: (request, routeOptions) => deliver(request, routeOptions, returnOutcome, undefined, undefined),
   }
+  deliveries.set(core, deliver)
   return core
 }
 
-type AnySink = OutcomeSink<unknown, unknown>
-
-function indexOfCheck(checks: readonly Check[], policy: string, key: string): number {
-  for (let i = 0; i < checks.length; i++) if (checks[i]!.policy === policy && checks[i]!.key === key) return i
-  return -1
+/**
+ * The delivery of a core (see `Delivery`): its own when `createHttpLimiter` made it; for any other
+ * object with the public members, one built on its `check`, where a throw or a rejection, against
+ * `check`'s contract, is answered as the core's own failures are (logged, then a 500 or a pass).
+ */
+export function deliveryOf(http: HttpLimiter): Delivery {
+  const own = deliveries.get(http)
+  if (own !== undefined) return own
+  const logger = http.options.logger ?? defaultLogger
+  const onError = http.options.onError
+  return (request, routeOptions, receive, a, b) => {
+    let outcome: HttpOutcome | Promise<HttpOutcome>
+    try {
+      outcome = http.check(request, routeOptions)
+    } catch (error) {
+      return receive(failureOutcome(logger, onError, request, error), a, b)
+    }
+    if (outcome instanceof Promise)
+      return outcome.then(
+        (o) => receive(o, a, b),
+        (error: unknown) => receive(failureOutcome(logger, onError, request, error), a, b),
+      )
+    return receive(outcome, a, b)
+  }
 }
 
 /** Adapters accept either a ready core or its options. */
@@ -505,16 +161,4 @@ export function asHttpLimiter(value: HttpLimiter | HttpLimiterOptions): HttpLimi
   return typeof (value as HttpLimiter | undefined)?.check === 'function'
     ? (value as HttpLimiter)
     : createHttpLimiter(value as HttpLimiterOptions)
-}
-
-/** One header value from a Node-style header map (arrays joined with `, `). */
-export function headerValue(value: string | readonly string[] | undefined): string | undefined {
-  return typeof value === 'string' ? value : Array.isArray(value) ? value.join(', ') : undefined
-}
-
-/** The path of a request target, without its query string. */
-export function pathOf(url: string | undefined): string {
-  if (url === undefined) return '/'
-  const q = url.indexOf('?')
-  return q < 0 ? url : url.slice(0, q)
 }

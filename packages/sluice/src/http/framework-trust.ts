@@ -1,7 +1,8 @@
 // Who decides the client address behind a proxy: the framework (Express `trust proxy`, Fastify
 // `trustProxy`) or Sluice's own `trustProxy`. Exactly one of them; both set is refused, loudly.
 import { InvalidOptionsError } from '../errors.js'
-import { defaultLogger, type HttpLimiter } from './core.js'
+import type { HttpLimiter } from './core.js'
+import { defaultLogger } from './options.js'
 import type { HttpLimiterOptions } from './types.js'
 
 /** How an adapter names its framework's setting in the conflict message. */

@@ -18,8 +18,37 @@ export function methodOf(raw: string): string {
 }
 
 /** Is `raw` a standard method exactly as `methodOf` returns it (upper case)? */
-export function isStandardMethod(raw: string): boolean {
+function isStandardMethod(raw: string): boolean {
   return METHODS.has(raw)
+}
+
+/** Route ids remembered (method and route pattern); patterns come from the app's routes, so few. */
+const ROUTE_ID_CACHE_SIZE = 4096
+
+/**
+ * The route id of a request, `'GET /users/:id'` (`'GET *'` without a route), per standard method and
+ * route pattern built once: no string per request.
+ */
+export function routeIdCache(): (rawMethod: string, route: string | undefined) => string {
+  const routeIds = new Map<string, Map<string, string>>()
+  let count = 0
+  return (rawMethod, route) => {
+    const pattern = route ?? '*'
+    const cached = routeIds.get(rawMethod)?.get(pattern)
+    if (cached !== undefined) return cached
+    const id = `${methodOf(rawMethod)} ${pattern}`
+    // Only methods as sent in upper case (anything else is a client's choice, unbounded).
+    if (count < ROUTE_ID_CACHE_SIZE && isStandardMethod(rawMethod)) {
+      let byRoute = routeIds.get(rawMethod)
+      if (byRoute === undefined) {
+        byRoute = new Map()
+        routeIds.set(rawMethod, byRoute)
+      }
+      byRoute.set(pattern, id)
+      count++
+    }
+    return id
+  }
 }
 
 /** `'POST /reports'` (method and route), `'/reports/:id'` (any method) or `'POST'` (any route). */

@@ -167,7 +167,7 @@ export interface HttpLimiterOptions {
   /** Custom response for a refused request; return undefined to send the default. */
   onLimited?: (context: LimitedContext) => HttpResponseSpec | undefined
   /**
-   * waiting: hold a request that would be refused while it can fit within `maxWaitMs` (limiter.wait),
+   * Hold a request that would be refused while it can fit within `maxWaitMs` (limiter.wait),
    * instead of answering 429; at most `maxQueued` (default 1,000) held at once. See docs/waiting.md.
    */
   queue?: QueueOptions

@@ -1,0 +1,131 @@
+// Request -> checks: what one request spends. Skipped and denied requests are answered here, without
+// the limiter; any other request's rules (the global ones and its route's, with its tier's policies)
+// become checks, a policy, a key and a cost each, that the limiter decides together: every layer
+// admits or none is charged. Who is asking (the keys) is keys.ts; which rules apply, rules.ts.
+import type { Check } from '../limiter.js'
+import { RequestKeys } from './keys.js'
+import type { ResolvedHttpOptions } from './options.js'
+import { pass, refusal } from './outcome.js'
+import { type CompiledRule, routeIdCache } from './rules.js'
+import type { HttpOutcome, HttpRequestInfo, RouteOptions } from './types.js'
+
+/**
+ * A request on its way to the limiter: who is asking (its keys, memoised), its tier, and the checks
+ * it spends. Most requests make one check: it stays in the `first*` fields, and `all` is made only
+ * from the second distinct one on. No check yet: `firstCost` is 0 (a cost is a whole number from 1).
+ */
+export class RequestChecks extends RequestKeys {
+  tier: string | undefined = undefined
+  firstPolicy = ''
+  firstKey = ''
+  firstCost = 0
+  /** Every check, once there are two or more (rules are few: a linear merge beats a Map keyed by strings). */
+  all: Check[] | undefined = undefined
+
+  /** Add `cost` to the check of (policy, key), or add that check. */
+  add(policy: string, key: string, cost: number): void {
+    if (this.firstCost === 0) {
+      this.firstPolicy = policy
+      this.firstKey = key
+      this.firstCost = cost
+      return
+    }
+    if (this.all === undefined) {
+      if (policy === this.firstPolicy && key === this.firstKey) {
+        this.firstCost += cost
+        return
+      }
+      this.all = [{ policy: this.firstPolicy, key: this.firstKey, cost: this.firstCost }]
+    }
+    const all = this.all
+    for (let i = 0; i < all.length; i++) {
+      const check = all[i]!
+      if (check.policy === policy && check.key === key) {
+        all[i] = { policy, key, cost: (check.cost ?? 0) + cost }
+        return
+      }
+    }
+    all.push({ policy, key, cost })
+  }
+
+  /** The checks as a list (made here when there is only the first). */
+  list(): Check[] {
+    return this.all ?? [{ policy: this.firstPolicy, key: this.firstKey, cost: this.firstCost }]
+  }
+}
+
+/**
+ * What reading a request gives: the checks it spends, or its outcome when the limiter has nothing to
+ * decide (skipped, denied, a refused unknown client, no rule that applies).
+ */
+export type RequestRead = RequestChecks | HttpOutcome
+
+/**
+ * The reader of one HTTP core: request -> checks. Synchronous unless a tier must be looked up. It
+ * throws (or the promise rejects) when a user callback does; the caller answers that as a failure.
+ */
+export function checksReader(
+  resolved: ResolvedHttpOptions,
+): (request: HttpRequestInfo, routeOptions: RouteOptions | undefined) => RequestRead | Promise<RequestRead> {
+  const { options, settings, logger, rules, keyMaker, tiers, skipIp, skipPaths, skipRoutes, denyIp } =
+    resolved
+  const routeIdOf = routeIdCache()
+  const defaultTier = options.tiers?.default ?? ''
+  const tierCacheKey = options.tiers?.cacheBy ?? 'user'
+
+  /** Each rule that applies to the request, with its tier's policy, added to its checks. */
+  function gather(
+    checks: RequestChecks,
+    applicable: readonly CompiledRule[],
+    routeCost: number,
+  ): RequestRead {
+    const tier = checks.tier
+    for (let i = 0; i < applicable.length; i++) {
+      const { rule, applies, everywhere } = applicable[i]!
+      if (!everywhere && !applies(checks.routeId)) continue
+      const policy =
+        typeof rule.policy === 'string'
+          ? rule.policy
+          : Object.hasOwn(rule.policy, tier ?? '')
+            ? rule.policy[tier ?? '']
+            : rule.policy[defaultTier]
+      if (policy === null || policy === undefined) continue
+      if (rule.key === 'ip' && checks.ip() === undefined && settings.missingIp === 'reject')
+        return refusal(400, 'bad_request', 'The client address is unknown; requests must come over TCP/IP.')
+      const key = checks.key(rule.key)
+      if (key === undefined) continue
+      checks.add(policy, key, rule.cost ?? routeCost)
+    }
+    return checks.firstCost === 0 ? pass() : checks
+  }
+
+  return (request, routeOptions) => {
+    const routeId = routeIdOf(request.method, request.route)
+    const route = rules.routeFor(routeId, request.route, routeOptions)
+    if (
+      route?.options.skip === true ||
+      skipPaths.has(request.path) ||
+      skipRoutes?.(routeId) === true ||
+      options.skip?.when?.(request) === true
+    )
+      return pass()
+    const checks = new RequestChecks(keyMaker, request, routeId)
+    if (skipIp?.(checks.ip()) === true) return pass()
+    if (denyIp?.(checks.ip()) === true || options.deny?.when?.(request) === true) {
+      if (!settings.shadow) return refusal(403, 'forbidden', 'This client is not allowed to call this API.')
+      logger.warn({ route: routeId, ip: checks.ip() }, 'sluice: shadow mode would refuse a denied client')
+      return { action: 'continue', headers: {}, wouldDeny: true }
+    }
+    const applicable = route === undefined ? rules.globalRules : route.all
+    const routeCost = route?.options.cost ?? 1
+    if (
+      tiers !== undefined &&
+      applicable.some((r) => typeof r.rule.policy !== 'string' && r.applies(routeId))
+    )
+      return tiers.tierOf(request, checks.key(tierCacheKey)).then((tier) => {
+        checks.tier = tier
+        return gather(checks, applicable, routeCost)
+      })
+    return gather(checks, applicable, routeCost)
+  }
+}
