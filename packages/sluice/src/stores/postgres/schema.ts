@@ -58,6 +58,12 @@ export function postgresSchemaSql(table: string): string {
   const { table: t, fn, index } = schemaNames(table)
   const fdiv = fn('fdiv')
   const cdiv = fn('cdiv')
+  // What every algorithm's function takes and answers: step() calls one of them, by name.
+  const algorithmFunction = (suffix: string) =>
+    `CREATE OR REPLACE FUNCTION ${fn(suffix)}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
+  lease text, now_ms bigint, peek boolean, refund boolean,
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
+LANGUAGE plpgsql AS $$`
   const dispatch = ALGORITHM_FUNCTIONS.map(
     ([name, suffix]) =>
       `    WHEN '${name}' THEN o := ${fn(suffix)}(r, lim, win, cap, cost, lease, now_ms, peek OR blocked, refund);`,
@@ -90,10 +96,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT CASE WHEN x > 0 THEN (x + y - 1) / y ELSE -((-x) / y) END $$;
 
 -- Fixed window, twin of src/algorithms/fixed-window.ts.
-CREATE OR REPLACE FUNCTION ${fn('fw')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('fw')}
 DECLARE
   start_ms bigint := now_ms;
   cnt bigint := 0;
@@ -120,10 +123,7 @@ BEGIN
 END $$;
 
 -- Sliding window counter, twin of src/algorithms/sliding-window-counter.ts.
-CREATE OR REPLACE FUNCTION ${fn('swc')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('swc')}
 DECLARE
   start_ms bigint := ${fdiv}(now_ms, win) * win;
   prev bigint := 0;
@@ -173,10 +173,7 @@ BEGIN
 END $$;
 
 -- Token bucket, twin of src/algorithms/token-bucket.ts.
-CREATE OR REPLACE FUNCTION ${fn('tb')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('tb')}
 DECLARE
   full_level bigint := cap * win;
   lvl bigint := full_level;
@@ -209,10 +206,7 @@ BEGIN
 END $$;
 
 -- GCRA, twin of src/algorithms/gcra.ts.
-CREATE OR REPLACE FUNCTION ${fn('gcra')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('gcra')}
 DECLARE
   full_debt bigint := cap * win;
   tat_ms bigint := now_ms;
@@ -256,10 +250,7 @@ END $$;
 
 -- Sliding window log, twin of src/algorithms/sliding-window-log.ts. log = [time1, total1, ...],
 -- oldest first; a = the running total before time1; totals wrap at 2^39.
-CREATE OR REPLACE FUNCTION ${fn('swl')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('swl')}
 DECLARE
   n int := 0;
   first_i int;
@@ -348,10 +339,7 @@ BEGIN
 END $$;
 
 -- Concurrency, twin of src/algorithms/concurrency.ts. log = [expiresAt1, cost1, ...], ids = lease ids.
-CREATE OR REPLACE FUNCTION ${fn('conc')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('conc')}
 DECLARE
   n int := 0;
   exps bigint[] := '{}';
