@@ -11,7 +11,7 @@
 //   read and write elsewhere than src/stores/redis/scripts and src/stores/redis/lua.generated.ts
 //   (the .lua files go to generated/ beside --out).
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { dirname, join, relative, resolve } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 
@@ -70,7 +70,7 @@ const trimBlank = (lines) => {
   while (e > s && lines[e - 1].trim() === '') e--
   return lines.slice(s, e)
 }
-const fileOf = (name) => relative(dir, join(dir, `${name}.lua`))
+const fileOf = (name) => `${name}.lua`
 const readLines = (path) => readFileSync(join(dir, path), 'utf8').split('\n')
 
 /** An algorithm file: its arguments, the locals it carries across layered's phases, its sections. */
