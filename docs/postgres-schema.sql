@@ -359,25 +359,38 @@ BEGIN
   reset_ms := greatest(now_ms, nxt.state_until) - now_ms;
 END $$;
 
--- One step of any algorithm: consume or peek (refund false) or give back cost units (refund true).
+-- One step of any algorithm on its row, the one place that picks the algorithm's function: a
+-- consume or peek (refund false), or cost units given back (refund true); nxt is the row after it.
+-- A consume or peek under a block in force is denied with blocked and nothing left: nothing is
+-- charged, and it waits for the longer of the block and the units' own wait (a block adds a wait,
+-- never shortens one).
 CREATE OR REPLACE FUNCTION "sluice_limits_step"(r "sluice_limits", alg text, lim bigint, win bigint, cap bigint,
   cost bigint, lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt "sluice_limits")
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint,
+  OUT blocked boolean, OUT nxt "sluice_limits")
 LANGUAGE plpgsql AS $$
 DECLARE
   o record;
 BEGIN
+  blocked := NOT refund AND r.blocked_until > now_ms;
   CASE alg
-    WHEN 'fixed-window' THEN SELECT * INTO o FROM "sluice_limits_fw"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'sliding-window-counter' THEN SELECT * INTO o FROM "sluice_limits_swc"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'token-bucket' THEN SELECT * INTO o FROM "sluice_limits_tb"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'gcra' THEN SELECT * INTO o FROM "sluice_limits_gcra"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'sliding-window-log' THEN SELECT * INTO o FROM "sluice_limits_swl"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'concurrency' THEN SELECT * INTO o FROM "sluice_limits_conc"(r, lim, win, cap, cost, lease, now_ms, peek, refund);
+    WHEN 'fixed-window' THEN o := "sluice_limits_fw"(r, lim, win, cap, cost, lease, now_ms, peek OR blocked, refund);
+    WHEN 'sliding-window-counter' THEN o := "sluice_limits_swc"(r, lim, win, cap, cost, lease, now_ms, peek OR blocked, refund);
+    WHEN 'token-bucket' THEN o := "sluice_limits_tb"(r, lim, win, cap, cost, lease, now_ms, peek OR blocked, refund);
+    WHEN 'gcra' THEN o := "sluice_limits_gcra"(r, lim, win, cap, cost, lease, now_ms, peek OR blocked, refund);
+    WHEN 'sliding-window-log' THEN o := "sluice_limits_swl"(r, lim, win, cap, cost, lease, now_ms, peek OR blocked, refund);
+    WHEN 'concurrency' THEN o := "sluice_limits_conc"(r, lim, win, cap, cost, lease, now_ms, peek OR blocked, refund);
     ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', alg;
   END CASE;
-  allowed := o.allowed; remaining := o.remaining; reset_ms := o.reset_ms; retry_ms := o.retry_ms;
-  nxt := o.nxt;
+  IF blocked THEN
+    allowed := false; remaining := 0;
+    reset_ms := greatest(r.blocked_until - now_ms, o.reset_ms);
+    retry_ms := greatest(r.blocked_until - now_ms, o.retry_ms);
+    nxt := r;
+  ELSE
+    allowed := o.allowed; remaining := o.remaining; reset_ms := o.reset_ms; retry_ms := o.retry_ms;
+    nxt := o.nxt;
+  END IF;
 END $$;
 
 -- Lock (consume, refund) or read (peek) the rows of every step, in (policy, key) order so that
@@ -452,11 +465,10 @@ DECLARE
   i int;
   r "sluice_limits";
   o record;
-  u record;
   found_row boolean;
 BEGIN
   IF n = 1 THEN
-    -- One step, the common case: the same as below without arrays of rows or helper calls. A
+    -- One step, the common case: the same as below without arrays of rows, load() or save(). A
     -- missing row is inserted with its new state at the end; if another decision inserted it
     -- first, this one starts again on that row.
     LOOP
@@ -468,29 +480,9 @@ BEGIN
       found_row := FOUND;
       IF NOT found_row THEN r := ROW(policies[1], keys[1], 0, 0, 0, NULL, NULL, 0, 0)::"sluice_limits"; END IF;
       now_ms := coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
-      IF r.blocked_until > now_ms THEN
-        CASE algs[1]
-        WHEN 'fixed-window' THEN SELECT * INTO u FROM "sluice_limits_fw"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
-        WHEN 'sliding-window-counter' THEN SELECT * INTO u FROM "sluice_limits_swc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
-        WHEN 'token-bucket' THEN SELECT * INTO u FROM "sluice_limits_tb"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
-        WHEN 'gcra' THEN SELECT * INTO u FROM "sluice_limits_gcra"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
-        WHEN 'sliding-window-log' THEN SELECT * INTO u FROM "sluice_limits_swl"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
-        WHEN 'concurrency' THEN SELECT * INTO u FROM "sluice_limits_conc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, true, false);
-        ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', algs[1];
-        END CASE;
-        RETURN ARRAY[0, 0, greatest(r.blocked_until - now_ms, u.reset_ms), greatest(r.blocked_until - now_ms, u.retry_ms), 1];
-      END IF;
-      CASE algs[1]
-        WHEN 'fixed-window' THEN SELECT * INTO o FROM "sluice_limits_fw"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
-        WHEN 'sliding-window-counter' THEN SELECT * INTO o FROM "sluice_limits_swc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
-        WHEN 'token-bucket' THEN SELECT * INTO o FROM "sluice_limits_tb"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
-        WHEN 'gcra' THEN SELECT * INTO o FROM "sluice_limits_gcra"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
-        WHEN 'sliding-window-log' THEN SELECT * INTO o FROM "sluice_limits_swl"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
-        WHEN 'concurrency' THEN SELECT * INTO o FROM "sluice_limits_conc"(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
-        ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', algs[1];
-        END CASE;
+      o := "sluice_limits_step"(r, algs[1], lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
       IF peek OR NOT o.allowed THEN
-        RETURN ARRAY[CASE WHEN o.allowed THEN 1 ELSE 0 END, o.remaining, o.reset_ms, o.retry_ms, 0];
+        RETURN ARRAY[o.allowed::int, o.remaining, o.reset_ms, o.retry_ms, o.blocked::int];
       END IF;
       r := o.nxt;
       IF r.state_until <= now_ms AND r.blocked_until <= now_ms THEN
@@ -515,20 +507,11 @@ BEGIN
   nexts := loaded;
   ok := array_fill(false, ARRAY[n]);
   FOR i IN 1 .. n LOOP
-    r := loaded[i];
-    IF r.blocked_until > now_ms THEN
-      -- A block adds a wait; it never shortens the one the units already impose.
-      SELECT * INTO u FROM "sluice_limits_step"(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
-      res := res || ARRAY[0, 0, greatest(r.blocked_until - now_ms, u.reset_ms),
-        greatest(r.blocked_until - now_ms, u.retry_ms), 1]::bigint[];
-      all_ok := false;
-    ELSE
-      SELECT * INTO o FROM "sluice_limits_step"(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, peek, false);
-      res := res || ARRAY[CASE WHEN o.allowed THEN 1 ELSE 0 END, o.remaining, o.reset_ms, o.retry_ms, 0]::bigint[];
-      nexts[i] := o.nxt;
-      ok[i] := o.allowed;
-      all_ok := all_ok AND o.allowed;
-    END IF;
+    o := "sluice_limits_step"(loaded[i], algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, peek, false);
+    res := res || ARRAY[o.allowed::int, o.remaining, o.reset_ms, o.retry_ms, o.blocked::int]::bigint[];
+    nexts[i] := o.nxt;
+    ok[i] := o.allowed;
+    all_ok := all_ok AND o.allowed;
   END LOOP;
   IF peek THEN RETURN res; END IF;
   FOR i IN 1 .. n LOOP
@@ -537,8 +520,7 @@ BEGIN
     ELSE
       IF ok[i] THEN
         -- Nothing is charged: layers that would admit report their state as it is.
-        r := loaded[i];
-        SELECT * INTO o FROM "sluice_limits_step"(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
+        o := "sluice_limits_step"(loaded[i], algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
         res[5 * i - 4 : 5 * i] := ARRAY[1, o.remaining, o.reset_ms, o.retry_ms, 0]::bigint[];
       END IF;
       IF created[i] THEN DELETE FROM "sluice_limits" WHERE policy = policies[i] AND key = keys[i]; END IF;
@@ -566,7 +548,7 @@ BEGIN
   FOR i IN 1 .. array_length(keys, 1) LOOP
     r := loaded[i];
     IF r.state_until > now_ms THEN
-      SELECT * INTO o FROM "sluice_limits_step"(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, false, true);
+      o := "sluice_limits_step"(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, false, true);
       PERFORM "sluice_limits_save"(o.nxt, now_ms);
       refunded := refunded + 1;
     END IF;

@@ -1,15 +1,16 @@
-// Builds src/stores/redis/lua.generated.ts from src/stores/redis/scripts/: each algorithm is one file,
-// scripts/<algorithm>.lua, of named fragments (read, decide, commit, report, refund; policy and const
-// where needed) over the locals described in scripts/README.md. Every variant is a template in
-// scripts/variants/ whose directives this script fills in with an algorithm's fragments: apply (one
-// or a coalesced batch of single-step decisions) once per algorithm; layered (all or nothing),
-// refund and block once, with every algorithm behind one `if algorithm == ...` dispatch. Scripts in scripts/hybrid/ are built as they are. The algorithm
-// list is the list of files. The result is embedded as strings, so the scripts load the same way from
-// src/ (vitest) and from dist/ (ESM and CJS).
+// Builds the Redis scripts from packages/sluice/src/stores/redis/scripts/ (its README.md describes the
+// format): each variant in variants/ is a whole script whose `--- @include` lines pull in shared
+// pieces (shared/*.lua) and sections of an algorithm's file (<algorithm>.lua). apply is built once
+// per algorithm; layered, refund, block and charge once, with every algorithm behind one
+// `--- @each-algorithm` dispatch. Scripts in hybrid/ are built as they are. The algorithm list is
+// the list of files.
+// Writes every script twice: as a readable file, src/stores/redis/generated/<script>.lua, and as a
+// string in src/stores/redis/lua.generated.ts (what the store loads, the same from src/ and dist/).
 // Usage: node scripts/build-lua.mjs [--check] [--scripts DIR] [--out FILE]
-//   --check fails when the generated file is stale; --scripts and --out (tests) read and write
-//   elsewhere than src/stores/redis/scripts and src/stores/redis/lua.generated.ts.
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+//   --check fails when a generated file is stale, missing or left over; --scripts and --out (tests)
+//   read and write elsewhere than src/stores/redis/scripts and src/stores/redis/lua.generated.ts
+//   (the .lua files go to generated/ beside --out).
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -26,36 +27,39 @@ const out =
   values.out === undefined
     ? join(root, 'packages/sluice/src/stores/redis/lua.generated.ts')
     : resolve(values.out)
+const generatedDir = join(dirname(out), 'generated')
 
-/** Arguments an algorithm may take per step, in wire order; `cost` is signed by mode in apply calls. */
+/** Arguments an algorithm may take per step, in wire order; cost and lease change with every step. */
 const ARG_NAMES = ['limit', 'window', 'capacity', 'cost', 'lease']
-const DIRECTIVE = /^(\s*)--- @([a-z-]+)(?: "?([a-z-]+)"?)?\s*$/
+const PER_STEP = new Set(['cost', 'lease'])
+/** Sections every algorithm file must have: the variants include them. */
+const REQUIRED = ['read', 'decide', 'commit', 'report', 'refund']
+/** Sections written for every algorithm from its header (see `made`). */
+const MADE = new Set(['args', 'keep', 'restore'])
 
-/** An algorithm file: its header directives and its fragments by name. */
-function readAlgorithm(name) {
-  const text = readFileSync(join(dir, `${name}.lua`), 'utf8')
-  const algorithm = { name, args: [], policy: [], carry: [], fragments: new Map() }
-  let current
-  for (const line of text.split('\n')) {
-    const header = /^--- @(args|policy|carry) (.+)$/.exec(line)
-    const fragment = /^--- @fragment ([a-z-]+)\s*$/.exec(line)
-    if (header !== null && current === undefined) {
-      algorithm[header[1]] = header[2].trim().split(/\s+/)
-    } else if (fragment !== null) {
-      current = []
-      algorithm.fragments.set(fragment[1], current)
-    } else if (current !== undefined) {
-      current.push(line)
-    }
+/**
+ * A directive line, parsed, or undefined for any other line. Every line that starts with `--- @`
+ * is a directive: one that is none of these kinds is an error, never a comment.
+ */
+function directive(line, where) {
+  const start = /^(\s*)---\s*@/.exec(line)
+  if (start === null) return undefined
+  const pad = start[1]
+  const text = line.trim()
+  const names = '([a-zA-Z_][a-zA-Z0-9_]*(?: [a-zA-Z_][a-zA-Z0-9_]*)*)'
+  const forms = [
+    ['args', new RegExp(`^--- @args ${names}$`), (m) => m[1].split(' ')],
+    ['carry', new RegExp(`^--- @carry ${names}$`), (m) => m[1].split(' ')],
+    ['section', /^--- @section ([a-z][a-z-]*)$/, (m) => m[1]],
+    ['include', /^--- @include "([a-z][a-z-]*(?:\/[a-z][a-z-]*)?)"$/, (m) => m[1]],
+    ['each-algorithm', /^--- @each-algorithm$/, () => undefined],
+    ['end', /^--- @end$/, () => undefined],
+  ]
+  for (const [kind, pattern, value] of forms) {
+    const m = pattern.exec(text)
+    if (m !== null) return { pad, kind, value: value(m) }
   }
-  for (const arg of algorithm.args) {
-    if (!ARG_NAMES.includes(arg)) throw new Error(`${name}.lua: unknown argument ${arg}`)
-  }
-  if (!algorithm.args.includes('cost')) throw new Error(`${name}.lua: @args must include cost`)
-  for (const required of ['read', 'decide', 'commit', 'report', 'refund']) {
-    if (!algorithm.fragments.has(required)) throw new Error(`${name}.lua: no fragment ${required}`)
-  }
-  return algorithm
+  throw new Error(`${where}: not a directive of scripts/README.md: ${text}`)
 }
 
 const indent = (lines, pad) => lines.map((l) => (l === '' ? l : pad + l))
@@ -66,200 +70,152 @@ const trimBlank = (lines) => {
   while (e > s && lines[e - 1].trim() === '') e--
   return lines.slice(s, e)
 }
+const fileOf = (name) => `${name}.lua`
+const readLines = (path) => readFileSync(join(dir, path), 'utf8').split('\n')
 
-/** A fragment of `algorithm`, its `--- @use name` lines replaced by that fragment (none: []). */
-function fragment(algorithm, name, seen = new Set()) {
-  const lines = algorithm.fragments.get(name)
-  if (lines === undefined) return []
-  if (seen.has(name)) throw new Error(`${algorithm.name}.lua: fragment ${name} uses itself`)
-  const body = []
-  for (const line of trimBlank(lines)) {
-    const use = /^(\s*)--- @use ([a-z-]+)\s*$/.exec(line)
-    if (use === null) body.push(line)
-    else body.push(...indent(fragment(algorithm, use[2], new Set([...seen, name])), use[1]))
-  }
-  return body
-}
-
-/** Whether the algorithm's state is a string its read fragment GETs (see @prefetch-call). */
-const readsString = (algorithm) =>
-  fragment(algorithm, 'read').some((l) => l.includes("redis.call('GET', key)"))
-
-/** Locals kept between the two phases of the layered script: arguments, block, decision, state. */
-function carried(algorithm) {
-  return [
-    'key',
-    ...algorithm.args,
-    'blocked_until',
-    'held',
-    'allowed',
-    'retry',
-    ...algorithm.policy,
-    ...algorithm.carry,
-  ]
-}
-
-const numeric = (arg) => arg !== 'lease'
-const argAt = (i) => `ARGV[a${i === 0 ? '' : ` + ${i}`}]`
-const parseArg = (arg, i) => `${argAt(i)}${numeric(arg) ? ' + 0' : ''}`
-
-/** The Lua of one directive for `algorithm` (undefined outside a dispatch block of layered, refund, block). */
-function directive(name, argument, algorithm, algorithms) {
-  switch (name) {
-    case 'include':
-      return expandTemplate(argument, algorithm, algorithms)
-    case 'const':
-      return (algorithm === undefined ? algorithms : [algorithm]).flatMap((a) => fragment(a, 'const'))
-    case 'fragment':
-      return fragment(algorithm, argument)
-    case 'args':
-      return [
-        `local ${algorithm.args.join(', ')} = ${algorithm.args.map((arg, i) => parseArg(arg, i)).join(', ')}`,
-      ]
-    case 'args-cache-locals': {
-      const policy = algorithm.args.filter((a) => a !== 'cost' && a !== 'lease')
-      return [`local ${[...policy.map((a) => `${a}_arg`), ...policy, ...algorithm.policy].join(', ')}`]
+/** An algorithm file: its arguments, the locals it carries across layered's phases, its sections. */
+function readAlgorithm(name) {
+  const file = fileOf(name)
+  const algorithm = { name, file, args: undefined, carry: [], sections: new Map() }
+  let current
+  readLines(file).forEach((line, i) => {
+    const d = directive(line, `${file}:${i + 1}`)
+    if (d?.kind === 'section') {
+      if (MADE.has(d.value) || algorithm.sections.has(d.value))
+        throw new Error(`${file}:${i + 1}: section ${d.value} is made by the build or written twice`)
+      current = []
+      algorithm.sections.set(d.value, current)
+    } else if (d?.kind === 'args' || d?.kind === 'carry') {
+      if (current !== undefined)
+        throw new Error(`${file}:${i + 1}: @${d.kind} belongs before the first section`)
+      algorithm[d.kind] = d.value
+    } else if (d?.kind === 'each-algorithm' || d?.kind === 'end') {
+      throw new Error(`${file}:${i + 1}: @${d.kind} belongs in a variant`)
+    } else if (current !== undefined) {
+      current.push(line)
+    } else if (line.trim() !== '' && !line.trim().startsWith('--')) {
+      throw new Error(`${file}:${i + 1}: code before the first section`)
     }
-    case 'args-cached': {
-      const policy = algorithm.args.filter((a) => a !== 'cost' && a !== 'lease')
-      const changed = policy.map((arg) => `${argAt(algorithm.args.indexOf(arg))} ~= ${arg}_arg`)
-      const lines = [`if ${changed.join(' or ')} then`]
-      const texts = policy.map((arg) => argAt(algorithm.args.indexOf(arg)))
-      lines.push(`  ${policy.map((arg) => `${arg}_arg`).join(', ')} = ${texts.join(', ')}`)
-      lines.push(`  ${policy.join(', ')} = ${policy.map((a) => `${a}_arg + 0`).join(', ')}`)
-      lines.push(...indent(fragment(algorithm, 'policy'), '  '), 'end')
-      for (const arg of ['cost', 'lease']) {
-        const i = algorithm.args.indexOf(arg)
-        if (i >= 0) lines.push(`local ${arg} = ${parseArg(arg, i)}`)
+  })
+  if (algorithm.args === undefined) throw new Error(`${file}: no @args line`)
+  for (const arg of algorithm.args) {
+    if (!ARG_NAMES.includes(arg)) throw new Error(`${file}: unknown argument ${arg}`)
+  }
+  if (!algorithm.args.includes('cost')) throw new Error(`${file}: @args must include cost`)
+  for (const required of REQUIRED) {
+    if (!algorithm.sections.has(required)) throw new Error(`${file}: no section ${required}`)
+  }
+  return algorithm
+}
+
+/** Locals phase two of the layered script needs of a step: its keys, arguments, block, verdict and @carry. */
+const carried = (algorithm) => [
+  'key',
+  ...algorithm.args,
+  'blocked_until',
+  'held',
+  'allowed',
+  'retry',
+  ...algorithm.carry,
+]
+
+const argAt = (algorithm, arg) => {
+  const i = algorithm.args.indexOf(arg)
+  return `ARGV[a${i === 0 ? '' : ` + ${i}`}]`
+}
+
+/** The sections written for `algorithm` from its header. */
+function made(name, algorithm) {
+  switch (name) {
+    case 'args': {
+      // The policy's numbers are compared as ARGV strings and converted only when they change.
+      const policy = algorithm.args.filter((arg) => !PER_STEP.has(arg))
+      const step = algorithm.args.filter((arg) => PER_STEP.has(arg))
+      const lines = [`-- One step's arguments: ${algorithm.args.join(', ')}.`]
+      if (policy.length > 0) {
+        lines.push(
+          `if ${policy.map((arg) => `${argAt(algorithm, arg)} ~= ${arg}_arg`).join(' or ')} then`,
+          `  ${policy.map((arg) => `${arg}_arg`).join(', ')} = ${policy.map((arg) => argAt(algorithm, arg)).join(', ')}`,
+          `  ${policy.join(', ')} = ${policy.map((arg) => `${arg}_arg + 0`).join(', ')}`,
+          'end',
+        )
       }
+      const parse = (arg) => (arg === 'lease' ? argAt(algorithm, arg) : `${argAt(algorithm, arg)} + 0`)
+      lines.push(`local ${step.join(', ')} = ${step.map(parse).join(', ')}`)
+      lines.push(`a = a + ${algorithm.args.length}`)
       return lines
     }
-    case 'keep-table': {
-      // Sized for three steps of the algorithm that keeps the most locals: growing a table while it
-      // fills costs a rehash each time its size doubles (11k instructions per token-bucket step).
-      const size = 3 * Math.max(...algorithms.map((a) => 1 + carried(a).length))
-      const rows = []
-      for (let i = 0; i < size; i += 16)
-        rows.push(
-          `  ${Array(Math.min(16, size - i))
-            .fill('nil')
-            .join(', ')},`,
-        )
-      return ['local keep = {', ...rows, '}']
+    case 'keep':
+      return [`keep[s] = { algorithm, ${carried(algorithm).join(', ')} }`]
+    case 'restore': {
+      const names = carried(algorithm)
+      return [`local ${names.join(', ')} = unpack(saved, 2, ${names.length + 1})`]
     }
-    // Coalesced calls of an algorithm whose state is a string read all their keys in one MGET (one
-    // command instead of two per decision; 8-10% fewer instructions per decision at 16 per call, by
-    // bench/lua-cost.ts). A value read there holds until the call writes that key, so a key named a
-    // second time in the call reads Redis again (`fresh`). One decision alone reads as before (an
-    // MGET and its table cost more than they save there), and so does a sliding log (a sorted set).
-    case 'prefetch-call':
-      return !readsString(algorithm)
-        ? []
-        : [
-            'local pre, seen',
-            'if #KEYS > 2 then',
-            "  pre, seen = redis.call('MGET', unpack(KEYS)), {}",
-            'end',
-          ]
-    case 'prefetch-step':
-      return !readsString(algorithm)
-        ? []
-        : ['local fresh = false', 'if pre then', '  fresh = not seen[key]', '  seen[key] = true', 'end']
-    case 'policy-locals':
-      return algorithm.policy.length === 0 ? [] : [`local ${algorithm.policy.join(', ')}`]
-    case 'next':
-      return [`a = a + ${algorithm.args.length}`]
-    case 'carry-save': {
-      const vars = carried(algorithm)
-      const slots = vars.map((_, i) => `keep[o + ${i + 1}]`)
-      return [`${slots.join(', ')} = ${vars.join(', ')}`, `o = o + ${vars.length}`]
-    }
-    case 'carry-load': {
-      const vars = carried(algorithm)
-      const slots = vars.map((_, i) => `keep[o + ${i + 1}]`)
-      return [`local ${vars.join(', ')} = ${slots.join(', ')}`, `o = o + ${vars.length}`]
-    }
-    default:
-      throw new Error(`unknown directive @${name}`)
   }
 }
 
 /**
- * A template of scripts/variants/ with its directives filled in for `algorithm` (apply), or
- * for every algorithm (layered, refund, block: each `--- @dispatch` ... `--- @end` block once per
- * algorithm behind `if algorithm == '<name>'`).
+ * `lines` with every directive expanded: an include of `dir/name` is the file scripts/dir/name.lua,
+ * an include of a bare name a section of `algorithm` (or one made from its header), and an
+ * `@each-algorithm` ... `@end` block the same lines once per algorithm behind one dispatch on
+ * `algorithm`. `where` names the file for errors; `stack` the includes being expanded.
  */
-function expandTemplate(template, algorithm, algorithms) {
-  const lines = readFileSync(join(dir, 'variants', `${template}.lua`), 'utf8').split('\n')
+function expand(lines, where, algorithm, algorithms, stack = []) {
   const body = []
   for (let i = 0; i < lines.length; i++) {
-    const match = DIRECTIVE.exec(lines[i])
-    if (match === null) {
+    const d = directive(lines[i], `${where}:${i + 1}`)
+    if (d === undefined) {
       body.push(lines[i])
-      continue
-    }
-    const [, pad, name, argument] = match
-    if (name === 'dispatch') {
-      const end = lines.findIndex((l, j) => j > i && DIRECTIVE.exec(l)?.[2] === 'end')
-      const block = lines.slice(i + 1, end)
+    } else if (d.kind === 'include') {
+      body.push(...indent(include(d.value, where, algorithm, algorithms, stack), d.pad))
+    } else if (d.kind === 'each-algorithm') {
+      if (algorithm !== undefined) throw new Error(`${where}:${i + 1}: @each-algorithm inside a dispatch`)
+      const end = lines.findIndex((l, j) => j > i && directive(l, where)?.kind === 'end')
+      if (end === -1) throw new Error(`${where}:${i + 1}: @each-algorithm without @end`)
+      const block = trimBlank(
+        lines.slice(i + 1, end).map((l) => (l.startsWith(d.pad) ? l.slice(d.pad.length) : l)),
+      )
       algorithms.forEach((a, n) => {
-        body.push(`${pad}${n === 0 ? 'if' : 'elseif'} algorithm == '${a.name}' then`)
-        body.push(...indent(expandLines(block, a, algorithms), '  '))
+        body.push(`${d.pad}${n === 0 ? 'if' : 'elseif'} algorithm == '${a.name}' then`)
+        body.push(...indent(expand(block, where, a, algorithms, stack), `${d.pad}  `))
       })
-      body.push(`${pad}else`)
-      body.push(`${pad}  return redis.error_reply('ERR sluice: unknown algorithm ' .. tostring(algorithm))`)
-      body.push(`${pad}end`)
+      body.push(`${d.pad}else`)
+      body.push(`${d.pad}  return redis.error_reply('ERR sluice: unknown algorithm ' .. tostring(algorithm))`)
+      body.push(`${d.pad}end`)
       i = end
-      continue
+    } else {
+      throw new Error(`${where}:${i + 1}: @${d.kind} belongs in an algorithm's header`)
     }
-    body.push(...indent(directive(name, argument, algorithm, algorithms), pad))
-  }
-  return trimBlank(body)
-}
-
-function expandLines(lines, algorithm, algorithms) {
-  const body = []
-  for (const line of lines) {
-    const match = DIRECTIVE.exec(line)
-    if (match === null) body.push(line)
-    else body.push(...indent(directive(match[2], match[3], algorithm, algorithms), match[1]))
   }
   return body
 }
 
-/** Fills {{algorithm}} and {{args}} in a template's header comment. */
-function header(lines, algorithm) {
-  if (algorithm === undefined) return lines
-  return lines.map((l) =>
-    l.replaceAll('{{algorithm}}', algorithm.name).replaceAll('{{args}}', algorithm.args.join(', ')),
-  )
+function include(name, where, algorithm, algorithms, stack) {
+  if (stack.includes(name)) throw new Error(`${where}: ${name} includes itself`)
+  if (name.includes('/')) {
+    const file = fileOf(name)
+    if (!existsSync(join(dir, file))) throw new Error(`${where}: no file ${file} to include`)
+    return expand(trimBlank(readLines(file)), file, algorithm, algorithms, [...stack, name])
+  }
+  if (algorithm === undefined) throw new Error(`${where}: section ${name} outside @each-algorithm`)
+  if (MADE.has(name)) return made(name, algorithm)
+  const section = algorithm.sections.get(name)
+  if (section === undefined) throw new Error(`${algorithm.file}: no section ${name} (included by ${where})`)
+  return expand(trimBlank(section), algorithm.file, algorithm, algorithms, [...stack, name])
 }
 
-/**
- * An apply variant with a prefetch (@prefetch-call) reads its keys from the MGET: each
- * `local x = redis.call('GET', key)` (or `block_key`) of its fragments becomes a read of `pre` while
- * the key is `fresh`, else the GET itself.
- */
-function prefetched(lines) {
-  if (!lines.some((l) => l.includes("redis.call('MGET'"))) return lines
-  let rewritten = 0
-  const out = lines.flatMap((line) => {
-    const get = /^(\s*)local ([a-z_]+) = redis\.call\('GET', (key|block_key)\)$/.exec(line)
-    if (get === null) return [line]
-    rewritten++
-    const [, pad, name, which] = get
-    const index = which === 'key' ? 'k' : 'k + 1'
-    return [
-      `${pad}local ${name}`,
-      `${pad}if fresh then`,
-      `${pad}  ${name} = pre[${index}]`,
-      `${pad}else`,
-      `${pad}  ${name} = redis.call('GET', ${which})`,
-      `${pad}end`,
-    ]
-  })
-  if (rewritten !== 2) throw new Error(`apply: expected 2 GETs to read from the MGET, found ${rewritten}`)
-  return out
+/** A variant of variants/ built for `algorithm` (apply) or for every algorithm (the others). */
+function variant(name, algorithm, algorithms) {
+  const file = fileOf(`variants/${name}`)
+  const from =
+    algorithm === undefined
+      ? `${file} with every algorithm's file.`
+      : `${file} with ${algorithm.file}: one step's arguments are ${algorithm.args.join(', ')}.`
+  return [
+    `-- Built by scripts/build-lua.mjs from packages/sluice/src/stores/redis/scripts/: do not edit.`,
+    `-- ${from}`,
+    ...trimBlank(expand(readLines(file), file, algorithm, algorithms)),
+  ]
 }
 
 // Biome's style: a property name is quoted only when it must be.
@@ -273,6 +229,7 @@ function quote(text) {
   return `${q}${text.replaceAll('\\', '\\\\').replaceAll(q, `\\${q}`).replaceAll('\n', '\\n')}${q}`
 }
 
+/** Every script by name, its text, and the module that embeds them. */
 function render() {
   const names = readdirSync(dir)
     .filter((f) => f.endsWith('.lua'))
@@ -280,25 +237,33 @@ function render() {
     .sort()
   const algorithms = names.map(readAlgorithm)
   const scripts = []
-  for (const a of algorithms) {
-    scripts.push([`apply/${a.name}`, header(prefetched(expandTemplate('apply', a, algorithms)), a)])
-  }
-  for (const variant of ['layered', 'refund', 'block', 'charge']) {
-    scripts.push([variant, expandTemplate(variant, undefined, algorithms)])
-  }
+  for (const a of algorithms) scripts.push([`apply/${a.name}`, variant('apply', a, algorithms)])
+  for (const name of ['layered', 'refund', 'block', 'charge'])
+    scripts.push([name, variant(name, undefined, algorithms)])
   for (const file of existsSync(join(dir, 'hybrid')) ? readdirSync(join(dir, 'hybrid')).sort() : []) {
     if (!file.endsWith('.lua')) continue
-    const text = readFileSync(join(dir, 'hybrid', file), 'utf8').split('\n')
-    scripts.push([`hybrid/${file.slice(0, -'.lua'.length)}`, trimBlank(text)])
+    const name = `hybrid/${file.slice(0, -'.lua'.length)}`
+    const lines = trimBlank(readLines(`${name}.lua`))
+    lines.forEach((line, i) => {
+      if (directive(line, `${name}.lua:${i + 1}`) !== undefined)
+        throw new Error(`${name}.lua:${i + 1}: a hybrid script is built as it is, without directives`)
+    })
+    scripts.push([
+      name,
+      [
+        `-- Built by scripts/build-lua.mjs from packages/sluice/src/stores/redis/scripts/${name}.lua: do not edit.`,
+        ...lines,
+      ],
+    ])
   }
-  const fields = scripts.map(
-    ([name, lines]) => `  ${property(name)}:\n    ${quote(`${lines.join('\n')}\n`)},`,
-  )
+  const texts = scripts.map(([name, lines]) => [name, `${lines.join('\n')}\n`])
+  const fields = texts.map(([name, text]) => `  ${property(name)}:\n    ${quote(text)},`)
   const layouts = algorithms.map((a) => `  ${property(a.name)}: [${a.args.map((x) => `'${x}'`).join(', ')}],`)
-  return [
-    '// Generated by scripts/build-lua.mjs from src/stores/redis/scripts/: do not edit.',
+  const module = [
+    '// Generated by scripts/build-lua.mjs from src/stores/redis/scripts/: do not edit. Each script is',
+    '// also in src/stores/redis/generated/<name>.lua, to read.',
     '',
-    '/** Every script, by name: `apply/<algorithm>`, layered, refund, block, hybrid/*. */',
+    '/** Every script, by name: `apply/<algorithm>`, layered, refund, block, charge, hybrid/*. */',
     'export const luaSources = {',
     ...fields,
     '} as const',
@@ -309,14 +274,38 @@ function render() {
     '} as const',
     '',
   ].join('\n')
+  return { texts, module }
 }
 
-const text = render()
+/** The .lua files under generated/, relative to it. */
+function generatedFiles(folder = generatedDir, prefix = '') {
+  if (!existsSync(folder)) return []
+  return readdirSync(folder, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory()
+      ? generatedFiles(join(folder, entry.name), `${prefix}${entry.name}/`)
+      : [`${prefix}${entry.name}`],
+  )
+}
+
+const { texts, module } = render()
+const files = new Map(texts.map(([name, text]) => [`${name}.lua`, text]))
 if (values.check) {
-  if (!existsSync(out) || readFileSync(out, 'utf8') !== text) {
-    console.error(`${out} is stale: run node scripts/build-lua.mjs`)
+  const stale = []
+  if (!existsSync(out) || readFileSync(out, 'utf8') !== module) stale.push(out)
+  for (const [file, text] of files) {
+    const path = join(generatedDir, file)
+    if (!existsSync(path) || readFileSync(path, 'utf8') !== text) stale.push(path)
+  }
+  for (const file of generatedFiles()) if (!files.has(file)) stale.push(join(generatedDir, file))
+  if (stale.length > 0) {
+    console.error(`stale: ${stale.join(', ')}: run node scripts/build-lua.mjs`)
     process.exit(1)
   }
 } else {
-  writeFileSync(out, text)
+  writeFileSync(out, module)
+  for (const file of generatedFiles()) if (!files.has(file)) rmSync(join(generatedDir, file))
+  for (const [file, text] of files) {
+    mkdirSync(dirname(join(generatedDir, file)), { recursive: true })
+    writeFileSync(join(generatedDir, file), text)
+  }
 }

@@ -7,9 +7,9 @@
 // transitions, as every store does: that is what a state written under other parameters is read
 // with (the vectors that change a policy's parameters), and with unchanged parameters it must
 // change nothing.
-import { algorithms } from '../../packages/sluice/src/algorithms/index.js'
+import { decideAll, decideStep, refundStep } from '../../packages/sluice/src/algorithms/rules.js'
 import { vectors } from '../../packages/sluice/src/conformance/vectors.js'
-import type { Step, StepResult, Store } from '../../packages/sluice/src/store.js'
+import type { Step, Store } from '../../packages/sluice/src/store.js'
 import { runConformance } from './suite.js'
 
 interface Stored {
@@ -22,73 +22,34 @@ function pureStore(now: () => number, withExpiry: boolean): Store {
   const states = new Map<string, Stored>()
   const blocks = new Map<string, number>()
   const id = (s: Step) => `${s.policy.name}\u0000${s.key}`
-  const evaluate = (s: Step, at: number, peek: boolean) => {
-    const algorithm = algorithms[s.policy.algorithm]
+  // Every stored state goes to the transition, expired or not: the edge is the algorithm's.
+  const decide = (s: Step, at: number, peek: boolean) => {
     const stored = states.get(id(s))
-    const state = stored?.state
     const endsInMs = stored?.untilMs === undefined ? undefined : stored.untilMs - at
     const blockedUntil = blocks.get(id(s)) ?? 0
-    if (blockedUntil > at) {
-      const units = algorithm.consume(state, s.policy, at, s.cost, true, undefined, undefined, endsInMs)
-      const result: StepResult = {
-        allowed: false,
-        remaining: 0,
-        resetMs: Math.max(blockedUntil - at, units.resetMs),
-        retryAfterMs: Math.max(blockedUntil - at, units.retryAfterMs),
-        blocked: true,
-      }
-      return { result, state: stored }
-    }
-    const o = algorithm.consume(state, s.policy, at, s.cost, peek, s.leaseId, undefined, endsInMs)
-    const result: StepResult = {
-      allowed: o.allowed,
-      remaining: o.remaining,
-      resetMs: o.resetMs,
-      retryAfterMs: o.retryAfterMs,
-      blocked: false,
-    }
-    return { result, state: { state: o.state, untilMs: withExpiry ? at + o.resetMs : undefined } }
+    return decideStep(s.policy, s.cost, s.leaseId, stored?.state, endsInMs, blockedUntil, at, peek)
   }
   return {
     name: withExpiry ? 'pure-expiry' : 'pure',
     now,
     async apply(steps, mode) {
       const at = now()
-      const evaluated = steps.map((s) => evaluate(s, at, mode === 'peek'))
-      if (mode === 'peek') return evaluated.map((e) => e.result)
-      if (evaluated.every((e) => e.result.allowed)) {
+      const all = decideAll(steps.length, mode, (i, peek) => decide(steps[i]!, at, peek))
+      if (all.commit) {
         for (const [i, s] of steps.entries()) {
-          const next = evaluated[i]!.state
-          if (next !== undefined) states.set(id(s), next)
+          const d = all.decisions[i]!
+          states.set(id(s), { state: d.state, untilMs: withExpiry ? at + d.resetMs : undefined })
         }
-        return evaluated.map((e) => e.result)
       }
-      // Nothing is charged: a layer that would admit reports its state as it is.
-      return evaluated.map((e, i) => (e.result.allowed ? evaluate(steps[i]!, at, true).result : e.result))
+      return all.results
     },
     async refund(steps) {
       const at = now()
       for (const s of steps) {
-        const algorithm = algorithms[s.policy.algorithm]
         const stored = states.get(id(s))
-        const untilMs = stored?.untilMs
-        const next = algorithm.refund(
-          stored?.state,
-          s.policy,
-          at,
-          s.cost,
-          s.leaseId,
-          untilMs === undefined ? undefined : untilMs - at,
-        )
-        if (next === undefined) {
-          states.delete(id(s))
-          continue
-        }
-        // As the memory store: the refunded state lasts until it is back to full, never longer than
-        // it was written to.
-        const probe = algorithm.consume(next, s.policy, at, 1, true)
-        const ends = untilMs === undefined ? undefined : Math.min(at + probe.resetMs, untilMs)
-        states.set(id(s), { state: next, untilMs: withExpiry ? ends : undefined })
+        const r = refundStep(s.policy, s.cost, s.leaseId, stored?.state, stored?.untilMs, at)
+        if (r.state === undefined) states.delete(id(s))
+        else states.set(id(s), { state: r.state, untilMs: withExpiry ? r.endsAt : undefined })
       }
     },
     async block(steps, ms) {

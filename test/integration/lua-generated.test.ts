@@ -1,10 +1,12 @@
 // The embedded scripts are built from packages/sluice/src/stores/redis/scripts/: one Lua source per algorithm, every
-// variant generated from its fragments, the algorithm list read from the files, one reply format.
+// variant a whole script that includes its sections and shared pieces, the algorithm list read from the
+// files, every script also written as a .lua file to read, one reply format.
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
 import { afterAll, describe, expect, it } from 'vitest'
 import { ALGORITHMS, resolvePolicy } from '../../packages/sluice/src/policy.js'
@@ -14,6 +16,7 @@ import { freshPrefix, ioredis } from './clients.js'
 
 const run = promisify(execFile)
 const SCRIPTS = 'packages/sluice/src/stores/redis/scripts'
+const GENERATED = 'packages/sluice/src/stores/redis/generated'
 const client = ioredis()
 afterAll(() => client.disconnect())
 
@@ -81,14 +84,92 @@ describe('generated Lua module', () => {
     })
   })
 
-  it('refuses an algorithm file without one of the fragments every variant needs', async () => {
+  it('refuses an algorithm file without one of the sections every variant needs', async () => {
     await withScripts(async (dir, out) => {
       const source = readFileSync(join(dir, 'gcra.lua'), 'utf8')
-      writeFileSync(join(dir, 'gcra.lua'), source.replace('--- @fragment refund', '--- @fragment refnud'))
+      writeFileSync(join(dir, 'gcra.lua'), source.replace('--- @section refund', '--- @section refnud'))
       const build = run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])
       await expect(build).rejects.toMatchObject({
-        stderr: expect.stringContaining('gcra.lua: no fragment refund'),
+        stderr: expect.stringContaining('gcra.lua: no section refund'),
       })
+    })
+  })
+
+  it('writes every script as a .lua file a reader can open: the text Redis runs', () => {
+    for (const [name, source] of Object.entries(luaSources)) {
+      expect(readFileSync(join(GENERATED, `${name}.lua`), 'utf8'), name).toBe(source)
+    }
+  })
+
+  it('--check fails on a stale, missing or left-over generated .lua file, and a build mends each', async () => {
+    await withScripts(async (dir, out) => {
+      const build = () => run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])
+      const check = () => run('node', ['scripts/build-lua.mjs', '--check', '--scripts', dir, '--out', out])
+      const generated = join(dir, '..', 'generated')
+      await build()
+      await check()
+      const spoil: (() => void)[] = [
+        () => writeFileSync(join(generated, 'layered.lua'), 'return 1\n'),
+        () => unlinkSync(join(generated, 'apply', 'gcra.lua')),
+        () => writeFileSync(join(generated, 'apply', 'leaky-bucket.lua'), 'return 1\n'),
+      ]
+      for (const change of spoil) {
+        change()
+        await expect(check()).rejects.toMatchObject({ code: 1 })
+        await build()
+        await check()
+      }
+    })
+  })
+
+  it('its sources use six directive kinds', () => {
+    const kinds = new Set<string>()
+    const walk = (folder: string): void => {
+      for (const entry of readdirSync(folder, { withFileTypes: true })) {
+        const path = join(folder, entry.name)
+        if (entry.isDirectory()) walk(path)
+        else if (entry.name.endsWith('.lua'))
+          for (const m of readFileSync(path, 'utf8').matchAll(/^\s*---\s*@([a-z-]+)/gm)) kinds.add(m[1]!)
+      }
+    }
+    walk(SCRIPTS)
+    expect([...kinds].sort()).toEqual(['args', 'carry', 'each-algorithm', 'end', 'include', 'section'])
+  })
+
+  it('fails on a line that looks like a directive but is none, rather than keep it as a comment', async () => {
+    await withScripts(async (dir, out) => {
+      const source = readFileSync(join(dir, 'fixed-window.lua'), 'utf8')
+      const misspelled = source.replace(
+        /^(--- @(?:section|fragment) read)$/m,
+        '$1\n--- @inclde "shared/drop"',
+      )
+      expect(misspelled).not.toBe(source)
+      writeFileSync(join(dir, 'fixed-window.lua'), misspelled)
+      const build = run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])
+      await expect(build).rejects.toMatchObject({ stderr: expect.stringContaining('fixed-window.lua:') })
+    })
+  })
+
+  it("reads a call's keys with one MGET in every apply script, whatever its algorithm stores", () => {
+    for (const algorithm of ALGORITHMS) {
+      expect(luaSources[`apply/${algorithm}`], algorithm).toContain("redis.call('MGET', unpack(KEYS))")
+    }
+  })
+
+  it('reads ahead however an algorithm spells its read: nothing hangs on the text of a line', async () => {
+    await withScripts(async (dir, out) => {
+      const source = readFileSync(join(dir, 'fixed-window.lua'), 'utf8')
+      const respelled = source.replace(
+        /local raw = redis\.call\('GET', key\)|--- @include "shared\/get-state"/,
+        'local raw = redis.call("GET", key)',
+      )
+      expect(respelled).not.toBe(source)
+      writeFileSync(join(dir, 'fixed-window.lua'), respelled)
+      await run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])
+      const built = (await import(pathToFileURL(out).href)) as { luaSources: Record<string, string> }
+      const apply = built.luaSources['apply/fixed-window']
+      expect(apply).toContain("redis.call('MGET', unpack(KEYS))")
+      expect(apply).toContain('blocked_until = pre[k + 1]')
     })
   })
 })
@@ -130,6 +211,22 @@ describe('one reply format', () => {
     expect(await client.get(keys[0]!)).toBe('1000000:1:10000')
     // A peek (cost -1 - 0) charges nothing and admits where the units allow.
     expect(await call(-1)).toEqual([1, 10000, 0, 0, 10000, 0, 4, 10000, 0])
+  })
+
+  it('a coalesced sliding-log call reads its block keys from the MGET, which answers nil for the lists', async () => {
+    const source = luaSources['apply/sliding-window-log']
+    const sha = createHash('sha1').update(source).digest('hex')
+    await client.script('LOAD', source)
+    const prefix = freshPrefix('swl-mget')
+    const keys = ['a', 'b'].flatMap((s) => [`${prefix}:{k}:${s}`, `${prefix}:{k}:${s}:block`])
+    // Two decisions at client clock 1_000_000, 2 per 10 s, cost 1: subject a is blocked until
+    // 1_005_000, subject b holds a list with one entry.
+    await client.set(keys[1]!, '1005000')
+    const step = ['2', '10000', '1']
+    expect(await client.evalsha(sha, 2, keys[2]!, keys[3]!, '999000', ...step)).toEqual([1, 10000, 0])
+    const call = () => client.evalsha(sha, 4, ...keys, '1000000', ...step, ...step)
+    expect(await call()).toEqual([-1, 5000, -5001, 0, 10000, 0])
+    expect(await call()).toEqual([-1, 5000, -5001, -1, 10000, 9000])
   })
 
   it('hybrid mode runs its script from the same build and registry (scripts/hybrid/add.lua)', async () => {

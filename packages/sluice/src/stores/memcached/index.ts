@@ -2,7 +2,7 @@
 // transitions (src/algorithms/) update with read (gets) + compare-and-swap, retried a bounded number
 // of times. A single-step decision is one CAS, so it is exact; a layered one commits its layers one
 // CAS at a time and gives back what it took if a later layer loses (see docs/stores.md#memcached).
-import { algorithms } from '../../algorithms/index.js'
+import { decideAll, decideStep, refundStep, resultOf, type StepDecision } from '../../algorithms/rules.js'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
 import type { Step, StepResult, Store } from '../../store.js'
@@ -59,11 +59,6 @@ interface Item {
   b?: number
 }
 
-interface Evaluated extends StepResult {
-  /** The item to write when this step commits. */
-  next: Item
-}
-
 const EMPTY_ITEM: Item = { e: 0 }
 
 function decode(read: CasItem | undefined): Item {
@@ -89,36 +84,19 @@ function ttlSeconds(item: Item, at: number): number {
   return seconds > MAX_RELATIVE_TTL_S ? Math.floor(Date.now() / 1000) + seconds : seconds
 }
 
-/** The step decided on `item` at `at`: what the memory store decides on the same state. */
-function evaluate(step: Step, item: Item, at: number, peek: boolean): Evaluated {
+/** The step decided on `item` at `at` (src/algorithms/rules.ts). */
+function evaluate(step: Step, item: Item, at: number, peek: boolean): StepDecision {
   // `e` is when the state was written to end: what a state written under other parameters is held to.
   const state = item.e > at ? item.s : undefined
   const endsInMs = state === undefined ? undefined : item.e - at
-  const algorithm = algorithms[step.policy.algorithm]
-  const blockedUntil = item.b ?? 0
-  if (blockedUntil > at) {
-    // A block adds a wait; it never shortens the one the units already impose.
-    const left = blockedUntil - at
-    const units = algorithm.consume(state, step.policy, at, step.cost, true, undefined, undefined, endsInMs)
-    return {
-      allowed: false,
-      remaining: 0,
-      resetMs: Math.max(left, units.resetMs),
-      retryAfterMs: Math.max(left, units.retryAfterMs),
-      blocked: true,
-      next: item,
-    }
-  }
-  const o = algorithm.consume(state, step.policy, at, step.cost, peek, step.leaseId, undefined, endsInMs)
-  const next: Item = o.resetMs > 0 ? { s: o.state, e: at + o.resetMs } : { e: at }
-  return {
-    allowed: o.allowed,
-    remaining: o.remaining,
-    resetMs: o.resetMs,
-    retryAfterMs: o.retryAfterMs,
-    blocked: false,
-    next,
-  }
+  return decideStep(step.policy, step.cost, step.leaseId, state, endsInMs, item.b ?? 0, at, peek)
+}
+
+/** The item a committed step writes over `item`: its new state, until it ends, and the block kept. */
+function committed(d: StepDecision, item: Item, at: number): Item {
+  const next: Item = d.resetMs > 0 ? { s: d.state, e: at + d.resetMs } : { e: at }
+  if (item.b !== undefined) next.b = item.b
+  return next
 }
 
 /**
@@ -128,16 +106,6 @@ function evaluate(step: Step, item: Item, at: number, peek: boolean): Evaluated 
 function jitter(round: number): Promise<void> {
   if (round === 0) return Promise.resolve()
   return new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(round, 8)))
-}
-
-function strip(r: Evaluated): StepResult {
-  return {
-    allowed: r.allowed,
-    remaining: r.remaining,
-    resetMs: r.resetMs,
-    retryAfterMs: r.retryAfterMs,
-    blocked: r.blocked,
-  }
 }
 
 interface Pending {
@@ -257,13 +225,12 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       let changed = false
       const results: StepResult[] = []
       for (const p of batch) {
-        const r = evaluate(p.step, item, at, false)
-        if (r.allowed) {
-          if (item.b !== undefined) r.next.b = item.b
-          item = r.next
+        const d = evaluate(p.step, item, at, false)
+        if (d.allowed) {
+          item = committed(d, item, at)
           changed = true
         }
-        results.push(strip(r))
+        results.push(resultOf(d))
       }
       if (!changed) {
         if (!cached) return results
@@ -336,7 +303,8 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
   async function peek(steps: readonly Step[]): Promise<StepResult[]> {
     const at = clock()
     const reads = await Promise.all(steps.map((step) => commands.gets(itemKey(prefix, step))))
-    return steps.map((step, i) => strip(evaluate(step, decode(reads[i]), at, true)))
+    const items = reads.map(decode)
+    return decideAll(steps.length, 'peek', (i, peek) => evaluate(steps[i]!, items[i]!, at, peek)).results
   }
 
   /**
@@ -351,28 +319,20 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       const at = clock()
       const reads = await Promise.all(keys.map((key) => commands.gets(key)))
       const items = reads.map(decode)
-      const evaluated = steps.map((step, i) => evaluate(step, items[i]!, at, false))
-      if (!evaluated.every((r) => r.allowed)) {
-        // All or nothing: nothing is charged; layers that would admit report their state as it is.
-        return evaluated.map((r, i) =>
-          r.allowed ? strip(evaluate(steps[i]!, items[i]!, at, true)) : strip(r),
-        )
-      }
-      const committed: { index: number; cas: Buffer }[] = []
+      const all = decideAll(steps.length, 'consume', (i, peek) => evaluate(steps[i]!, items[i]!, at, peek))
+      if (!all.commit) return all.results
+      const written: { index: number; cas: Buffer }[] = []
       let lost = false
       for (let i = 0; i < steps.length; i++) {
-        const next = evaluated[i]!.next
-        const blockedUntil = items[i]!.b
-        if (blockedUntil !== undefined) next.b = blockedUntil
-        const outcome = await write(keys[i]!, next, reads[i], at)
+        const outcome = await write(keys[i]!, committed(all.decisions[i]!, items[i]!, at), reads[i], at)
         if (!outcome.stored) {
           lost = true
           break
         }
-        committed.push({ index: i, cas: outcome.cas })
+        written.push({ index: i, cas: outcome.cas })
       }
-      if (!lost) return evaluated.map(strip)
-      for (const { index, cas } of committed.reverse())
+      if (!lost) return all.results
+      for (const { index, cas } of written.reverse())
         await giveBack(steps[index]!, keys[index]!, reads[index], cas)
     }
     throw contention(keys.join(' '))
@@ -392,18 +352,13 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
   }
 
   async function refundOne(step: Step, key: string): Promise<void> {
-    const algorithm = algorithms[step.policy.algorithm]
     for (let round = 0; round < MAX_CAS_ROUNDS; round++) {
       const at = clock()
       const read = await commands.gets(key)
       const item = decode(read)
       if (read === undefined || item.e <= at) return
-      const state = algorithm.refund(item.s, step.policy, at, step.cost, step.leaseId, item.e - at)
-      // The new time to live: how long until the refunded state is back to full, and never later
-      // than it was (giving units back never makes a state last longer).
-      const probe = state === undefined ? undefined : algorithm.consume(state, step.policy, at, 1, true)
-      const next: Item =
-        probe === undefined ? { e: at } : { s: state, e: Math.min(at + probe.resetMs, item.e) }
+      const r = refundStep(step.policy, step.cost, step.leaseId, item.s, item.e, at)
+      const next: Item = r.state === undefined ? { e: at } : { s: r.state, e: r.endsAt }
       if (item.b !== undefined) next.b = item.b
       if ((await write(key, next, read, at)).stored) return
     }

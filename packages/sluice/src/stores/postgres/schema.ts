@@ -58,12 +58,16 @@ export function postgresSchemaSql(table: string): string {
   const { table: t, fn, index } = schemaNames(table)
   const fdiv = fn('fdiv')
   const cdiv = fn('cdiv')
-  // The single-step path calls the algorithm's function directly (one call fewer than step()).
-  const dispatch = (into: string, peek: string) =>
-    `CASE algs[1]\n${ALGORITHM_FUNCTIONS.map(
-      ([name, suffix]) =>
-        `        WHEN '${name}' THEN SELECT * INTO ${into} FROM ${fn(suffix)}(r, lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, ${peek}, false);`,
-    ).join('\n')}\n        ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', algs[1];\n        END CASE;`
+  // What every algorithm's function takes and answers: step() calls one of them, by name.
+  const algorithmFunction = (suffix: string) =>
+    `CREATE OR REPLACE FUNCTION ${fn(suffix)}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
+  lease text, now_ms bigint, peek boolean, refund boolean,
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
+LANGUAGE plpgsql AS $$`
+  const dispatch = ALGORITHM_FUNCTIONS.map(
+    ([name, suffix]) =>
+      `    WHEN '${name}' THEN o := ${fn(suffix)}(r, lim, win, cap, cost, lease, now_ms, peek OR blocked, refund);`,
+  ).join('\n')
   return `-- Sluice PostgreSQL store: table ${table} and its functions.
 BEGIN;
 SELECT pg_advisory_xact_lock(hashtext('sluice schema ${table}'));
@@ -92,10 +96,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT CASE WHEN x > 0 THEN (x + y - 1) / y ELSE -((-x) / y) END $$;
 
 -- Fixed window, twin of src/algorithms/fixed-window.ts.
-CREATE OR REPLACE FUNCTION ${fn('fw')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('fw')}
 DECLARE
   start_ms bigint := now_ms;
   cnt bigint := 0;
@@ -122,10 +123,7 @@ BEGIN
 END $$;
 
 -- Sliding window counter, twin of src/algorithms/sliding-window-counter.ts.
-CREATE OR REPLACE FUNCTION ${fn('swc')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('swc')}
 DECLARE
   start_ms bigint := ${fdiv}(now_ms, win) * win;
   prev bigint := 0;
@@ -175,10 +173,7 @@ BEGIN
 END $$;
 
 -- Token bucket, twin of src/algorithms/token-bucket.ts.
-CREATE OR REPLACE FUNCTION ${fn('tb')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('tb')}
 DECLARE
   full_level bigint := cap * win;
   lvl bigint := full_level;
@@ -211,10 +206,7 @@ BEGIN
 END $$;
 
 -- GCRA, twin of src/algorithms/gcra.ts.
-CREATE OR REPLACE FUNCTION ${fn('gcra')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('gcra')}
 DECLARE
   full_debt bigint := cap * win;
   tat_ms bigint := now_ms;
@@ -258,10 +250,7 @@ END $$;
 
 -- Sliding window log, twin of src/algorithms/sliding-window-log.ts. log = [time1, total1, ...],
 -- oldest first; a = the running total before time1; totals wrap at 2^39.
-CREATE OR REPLACE FUNCTION ${fn('swl')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('swl')}
 DECLARE
   n int := 0;
   first_i int;
@@ -350,10 +339,7 @@ BEGIN
 END $$;
 
 -- Concurrency, twin of src/algorithms/concurrency.ts. log = [expiresAt1, cost1, ...], ids = lease ids.
-CREATE OR REPLACE FUNCTION ${fn('conc')}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
-LANGUAGE plpgsql AS $$
+${algorithmFunction('conc')}
 DECLARE
   n int := 0;
   exps bigint[] := '{}';
@@ -425,25 +411,33 @@ BEGIN
   reset_ms := greatest(now_ms, nxt.state_until) - now_ms;
 END $$;
 
--- One step of any algorithm: consume or peek (refund false) or give back cost units (refund true).
+-- One step of any algorithm on its row, the one place that picks the algorithm's function: a
+-- consume or peek (refund false), or cost units given back (refund true); nxt is the row after it.
+-- A consume or peek under a block in force is denied with blocked and nothing left: nothing is
+-- charged, and it waits for the longer of the block and the units' own wait (a block adds a wait,
+-- never shortens one).
 CREATE OR REPLACE FUNCTION ${fn('step')}(r ${t}, alg text, lim bigint, win bigint, cap bigint,
   cost bigint, lease text, now_ms bigint, peek boolean, refund boolean,
-  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
+  OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint,
+  OUT blocked boolean, OUT nxt ${t})
 LANGUAGE plpgsql AS $$
 DECLARE
   o record;
 BEGIN
+  blocked := NOT refund AND r.blocked_until > now_ms;
   CASE alg
-    WHEN 'fixed-window' THEN SELECT * INTO o FROM ${fn('fw')}(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'sliding-window-counter' THEN SELECT * INTO o FROM ${fn('swc')}(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'token-bucket' THEN SELECT * INTO o FROM ${fn('tb')}(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'gcra' THEN SELECT * INTO o FROM ${fn('gcra')}(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'sliding-window-log' THEN SELECT * INTO o FROM ${fn('swl')}(r, lim, win, cap, cost, lease, now_ms, peek, refund);
-    WHEN 'concurrency' THEN SELECT * INTO o FROM ${fn('conc')}(r, lim, win, cap, cost, lease, now_ms, peek, refund);
+${dispatch}
     ELSE RAISE EXCEPTION 'sluice: unknown algorithm %', alg;
   END CASE;
-  allowed := o.allowed; remaining := o.remaining; reset_ms := o.reset_ms; retry_ms := o.retry_ms;
-  nxt := o.nxt;
+  IF blocked THEN
+    allowed := false; remaining := 0;
+    reset_ms := greatest(r.blocked_until - now_ms, o.reset_ms);
+    retry_ms := greatest(r.blocked_until - now_ms, o.retry_ms);
+    nxt := r;
+  ELSE
+    allowed := o.allowed; remaining := o.remaining; reset_ms := o.reset_ms; retry_ms := o.retry_ms;
+    nxt := o.nxt;
+  END IF;
 END $$;
 
 -- Lock (consume, refund) or read (peek) the rows of every step, in (policy, key) order so that
@@ -518,11 +512,10 @@ DECLARE
   i int;
   r ${t};
   o record;
-  u record;
   found_row boolean;
 BEGIN
   IF n = 1 THEN
-    -- One step, the common case: the same as below without arrays of rows or helper calls. A
+    -- One step, the common case: the same as below without arrays of rows, load() or save(). A
     -- missing row is inserted with its new state at the end; if another decision inserted it
     -- first, this one starts again on that row.
     LOOP
@@ -534,13 +527,9 @@ BEGIN
       found_row := FOUND;
       IF NOT found_row THEN r := ROW(policies[1], keys[1], 0, 0, 0, NULL, NULL, 0, 0)::${t}; END IF;
       now_ms := coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
-      IF r.blocked_until > now_ms THEN
-        ${dispatch('u', 'true')}
-        RETURN ARRAY[0, 0, greatest(r.blocked_until - now_ms, u.reset_ms), greatest(r.blocked_until - now_ms, u.retry_ms), 1];
-      END IF;
-      ${dispatch('o', 'peek')}
+      o := ${fn('step')}(r, algs[1], lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
       IF peek OR NOT o.allowed THEN
-        RETURN ARRAY[CASE WHEN o.allowed THEN 1 ELSE 0 END, o.remaining, o.reset_ms, o.retry_ms, 0];
+        RETURN ARRAY[o.allowed::int, o.remaining, o.reset_ms, o.retry_ms, o.blocked::int];
       END IF;
       r := o.nxt;
       IF r.state_until <= now_ms AND r.blocked_until <= now_ms THEN
@@ -565,20 +554,11 @@ BEGIN
   nexts := loaded;
   ok := array_fill(false, ARRAY[n]);
   FOR i IN 1 .. n LOOP
-    r := loaded[i];
-    IF r.blocked_until > now_ms THEN
-      -- A block adds a wait; it never shortens the one the units already impose.
-      SELECT * INTO u FROM ${fn('step')}(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
-      res := res || ARRAY[0, 0, greatest(r.blocked_until - now_ms, u.reset_ms),
-        greatest(r.blocked_until - now_ms, u.retry_ms), 1]::bigint[];
-      all_ok := false;
-    ELSE
-      SELECT * INTO o FROM ${fn('step')}(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, peek, false);
-      res := res || ARRAY[CASE WHEN o.allowed THEN 1 ELSE 0 END, o.remaining, o.reset_ms, o.retry_ms, 0]::bigint[];
-      nexts[i] := o.nxt;
-      ok[i] := o.allowed;
-      all_ok := all_ok AND o.allowed;
-    END IF;
+    o := ${fn('step')}(loaded[i], algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, peek, false);
+    res := res || ARRAY[o.allowed::int, o.remaining, o.reset_ms, o.retry_ms, o.blocked::int]::bigint[];
+    nexts[i] := o.nxt;
+    ok[i] := o.allowed;
+    all_ok := all_ok AND o.allowed;
   END LOOP;
   IF peek THEN RETURN res; END IF;
   FOR i IN 1 .. n LOOP
@@ -587,8 +567,7 @@ BEGIN
     ELSE
       IF ok[i] THEN
         -- Nothing is charged: layers that would admit report their state as it is.
-        r := loaded[i];
-        SELECT * INTO o FROM ${fn('step')}(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
+        o := ${fn('step')}(loaded[i], algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
         res[5 * i - 4 : 5 * i] := ARRAY[1, o.remaining, o.reset_ms, o.retry_ms, 0]::bigint[];
       END IF;
       IF created[i] THEN DELETE FROM ${t} WHERE policy = policies[i] AND key = keys[i]; END IF;
@@ -616,7 +595,7 @@ BEGIN
   FOR i IN 1 .. array_length(keys, 1) LOOP
     r := loaded[i];
     IF r.state_until > now_ms THEN
-      SELECT * INTO o FROM ${fn('step')}(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, false, true);
+      o := ${fn('step')}(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, false, true);
       PERFORM ${fn('save')}(o.nxt, now_ms);
       refunded := refunded + 1;
     END IF;

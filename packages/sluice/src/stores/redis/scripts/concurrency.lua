@@ -1,13 +1,13 @@
--- Concurrency, twin of src/algorithms/concurrency.ts, as fragments over the locals that
--- scripts/variants/*.lua set (see README.md beside this file); `window` is the lease timeout.
+-- Concurrency, twin of src/algorithms/concurrency.ts, as sections over the locals the
+-- scripts set (README.md beside this file); `window` is the lease timeout.
 -- State: a MessagePack array { expiresAt1, cost1, id1, expiresAt2, ... } of leases, live until the
 -- last lease expires. A consume without a lease id takes a lease with the id ''.
 --- @args limit window cost lease
 --- @carry leases used last expired
 
---- @fragment read
+--- @section read
 local leases
-local raw = redis.call('GET', key)
+--- @include "shared/get-state"
 if raw then
   leases = cmsgpack.unpack(raw)
   local last = now
@@ -22,7 +22,7 @@ if raw then
 end
 local stored, live = raw ~= false, leases ~= nil
 
---- @fragment decide
+--- @section decide
 -- The live leases: units held, the last expiry (at least now), whether any stored lease has expired
 -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
 local used, last = 0, now
@@ -85,7 +85,7 @@ if not allowed then
   end
 end
 
---- @fragment commit
+--- @section commit
 -- The live leases in stored order, then the new one.
 local nxt = leases
 if nxt == nil then
@@ -114,11 +114,11 @@ else
   redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
 end
 
---- @fragment report
+--- @section report
 local remaining = math.max(0, limit - used)
 local reset = last - now
 
---- @fragment refund
+--- @section refund
 -- The live leases but the one released: lease `lease`, or without an id `cost` units of the leases
 -- taken without one, newest first (named leases are left alone, as in src/algorithms/concurrency.ts).
 local kept = {}

@@ -1,14 +1,14 @@
--- Fixed window, twin of src/algorithms/fixed-window.ts, as fragments over the locals that
--- scripts/variants/*.lua set (see README.md beside this file).
+-- Fixed window, twin of src/algorithms/fixed-window.ts, as sections over the locals the
+-- scripts set (README.md beside this file).
 -- State "start:count:span", live until the window ends: start + window, or start + span when that
 -- is sooner (the window was opened under a shorter one; a longer window applies from the next).
 -- A value of two fields, "start:count", ends at start + window.
 --- @args limit window cost
 --- @carry start count finish
 
---- @fragment read
+--- @section read
 local start, count, finish
-local raw = redis.call('GET', key)
+--- @include "shared/get-state"
 if raw then
   local c1 = string.find(raw, ':', 1, true)
   local c2 = string.find(raw, ':', c1 + 1, true)
@@ -29,7 +29,7 @@ if raw then
 end
 local stored, live = raw ~= false, start ~= nil
 
---- @fragment decide
+--- @section decide
 -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
 if start == nil then
   start, count, finish = now, 0, now + window
@@ -40,20 +40,20 @@ if not allowed then
   retry = finish - now
 end
 
---- @fragment commit
+--- @section commit
 count = count + cost
 -- finish > now: a live window ends after now, a fresh one at now + window.
 local value = string.format('%d:%d:%d', start, count, finish - start)
 redis.call('PSETEX', key, string.format('%d', finish - now + slack), value)
 
---- @fragment report
+--- @section report
 local reset = 0
 if count > 0 then
   reset = finish - now
 end
 local remaining = math.max(0, limit - count)
 
---- @fragment refund
+--- @section refund
 count = math.max(0, count - cost)
 if count == 0 then
   redis.call('DEL', key)

@@ -1,5 +1,5 @@
--- GCRA, twin of src/algorithms/gcra.ts, as fragments over the locals that scripts/variants/*.lua set
--- (see README.md beside this file).
+-- GCRA, twin of src/algorithms/gcra.ts, as sections over the locals the scripts set
+-- (README.md beside this file).
 -- State: the theoretical arrival time (TAT) as whole ms plus a remainder in 1/limit ms, and its lead:
 -- how many whole ms it was ahead of the step that wrote it (0: not known). Live until ms (+1 with a
 -- remainder). One integer (kept inside the key object by Redis) while it fits: minus the lead followed
@@ -11,9 +11,9 @@
 --- @args limit window capacity cost
 --- @carry tat_ms tat_rem full charge before after
 
---- @fragment read
+--- @section read
 local tat_ms, tat_rem, lead
-local raw = redis.call('GET', key)
+--- @include "shared/get-state"
 if raw then
   local c1 = string.find(raw, ':', 1, true)
   if c1 then
@@ -46,7 +46,7 @@ if raw then
 end
 local stored, live = raw ~= false, tat_ms ~= nil
 
---- @fragment base
+--- @section base
 -- The later of the stored TAT and now; debt = how far it is ahead of now, in 1/limit ms.
 if tat_ms == nil or tat_ms < now then
   tat_ms, tat_rem = now, 0
@@ -54,7 +54,7 @@ end
 local full = capacity * window
 local before = (tat_ms - now) * limit + tat_rem
 
---- @fragment shift
+--- @section shift
 -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
 -- lead: how far it is ahead of now, at most the part within one full refill.
 local total = tat_rem + delta
@@ -83,8 +83,8 @@ else
   redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
 end
 
---- @fragment decide
---- @use base
+--- @section decide
+--- @include "base"
 local charge = cost * window
 local allowed = before + charge <= full
 local retry = 0
@@ -93,16 +93,16 @@ if not allowed then
 end
 local after = before
 
---- @fragment commit
+--- @section commit
 after = before + charge
 local delta = charge
---- @use shift
+--- @include "shift"
 
---- @fragment report
+--- @section report
 local remaining = math.max(0, math.floor((full - after) / window))
 local reset = math.ceil(after / limit)
 
---- @fragment refund
---- @use base
+--- @section refund
+--- @include "base"
 local delta = -math.min(before, cost * window)
---- @use shift
+--- @include "shift"

@@ -1,5 +1,5 @@
--- Sliding window counter, twin of src/algorithms/sliding-window-counter.ts, as fragments over the
--- locals that scripts/variants/*.lua set (see README.md beside this file).
+-- Sliding window counter, twin of src/algorithms/sliding-window-counter.ts, as sections over the
+-- locals the scripts set (README.md beside this file).
 -- State "start:previous:current:counted" (start is a multiple of the window `counted` on): live until
 -- start + 2 x window while current > 0, else until start + window while previous > 0. Counts of
 -- another window length mean nothing on this grid: they read as no state. A value of three fields
@@ -7,9 +7,9 @@
 --- @args limit window cost
 --- @carry start previous current elapsed carried
 
---- @fragment read
+--- @section read
 local start, previous, current
-local raw = redis.call('GET', key)
+--- @include "shared/get-state"
 if raw then
   local c1 = string.find(raw, ':', 1, true)
   local c2 = string.find(raw, ':', c1 + 1, true)
@@ -36,7 +36,7 @@ if raw then
 end
 local stored, live = raw ~= false, start ~= nil
 
---- @fragment view
+--- @section view
 -- The view at now: the window holding now, with the previous window's count.
 local aligned = math.floor(now / window) * window
 local elapsed = now - aligned
@@ -49,7 +49,7 @@ elseif aligned > start then
   start, previous, current = aligned, current, 0
 end
 
---- @fragment save
+--- @section save
 -- Write start:previous:current:window, live as read says.
 local live_until = start
 if current > 0 then
@@ -64,8 +64,8 @@ else
   redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
 end
 
---- @fragment decide
---- @use view
+--- @section decide
+--- @include "view"
 -- used x window = previous x (window - elapsed) + current x window
 local carried = previous * (window - elapsed)
 local allowed = carried + current * window + cost * window <= limit * window
@@ -80,11 +80,11 @@ if not allowed then
   end
 end
 
---- @fragment commit
+--- @section commit
 current = current + cost
---- @use save
+--- @include "save"
 
---- @fragment report
+--- @section report
 local reset = 0
 if current > 0 then
   reset = start - now + 2 * window
@@ -93,12 +93,12 @@ elseif previous > 0 then
 end
 local remaining = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
 
---- @fragment refund
---- @use view
+--- @section refund
+--- @include "view"
 previous = math.max(0, previous - math.max(0, cost - current))
 current = math.max(0, current - cost)
 if current == 0 and previous == 0 then
   redis.call('DEL', key)
 else
---- @use save
+  --- @include "save"
 end

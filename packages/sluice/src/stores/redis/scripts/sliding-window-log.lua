@@ -1,5 +1,5 @@
--- Sliding window log, twin of src/algorithms/sliding-window-log.ts, as fragments over the locals
--- that scripts/variants/*.lua set (see README.md beside this file).
+-- Sliding window log, twin of src/algorithms/sliding-window-log.ts, as sections over the locals
+-- the scripts set (README.md beside this file).
 -- Stored as a list: the running total of units before the oldest entry with the log's span, then per
 -- admitted request (requests admitted in the same ms share one) its time (ms) and the running total
 -- up to and including it: ["start:span", time 1, total 1, time 2, total 2, ...], oldest first. Totals
@@ -10,15 +10,13 @@
 -- refund); an entry leaves at its time + window, or at that end if sooner. A head without a span
 -- ("start") ends at the newest entry + window.
 --- @args limit window cost
---- @carry first start count newest total at log_end span
+--- @carry TOTAL_MODULUS first start count newest total at log_end span
 
---- @fragment const
+--- @section read
 -- Twin of LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts: totals stay small and exact,
 -- and below any time since 1987, so a list that starts with a number >= TOTAL_MODULUS (a time) is
 -- the one-time-per-unit list of earlier versions: it reads as no state and is replaced.
 local TOTAL_MODULUS = 549755813888 -- 2^39
-
---- @fragment read
 -- `first` is the index (0-based) of the oldest entry still in the window, `start` the total before
 -- it, `count` the live units; `first_total` (the oldest live entry's total) is known when that entry
 -- is the list's first, `entries` (the entry count) when it was needed; `log_end` is when the log
@@ -77,7 +75,7 @@ if stored and head_start < TOTAL_MODULUS then
 end
 local live = newest ~= nil
 
---- @fragment holding
+--- @section holding
 -- held_by: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
 local held_by, search, lo = first, true, first
 if first_total ~= nil then
@@ -106,7 +104,7 @@ if search then
   held_by = math.min(lo, hi)
 end
 
---- @fragment decide
+--- @section decide
 -- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
 local at = now
 if count > 0 then
@@ -118,13 +116,13 @@ if not allowed and count > 0 then
   -- Wait until enough of the oldest units leave the window for `cost` to fit: the time of the entry
   -- holding the `need`-th oldest live unit (an entry's units all leave together).
   local need = count + cost - limit
---- @use holding
+  --- @include "holding"
   -- Entry 0's time was read with the head.
   local held_at = held_by == 0 and head[2] or redis.call('LINDEX', key, 2 * held_by + 1)
   retry = math.min(held_at + window, log_end) - now
 end
 
---- @fragment commit
+--- @section commit
 if cost > 0 then
   -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
   if count == 0 then
@@ -151,21 +149,21 @@ if cost > 0 then
   redis.call('PEXPIRE', key, string.format('%d', at + window - now + slack))
 end
 
---- @fragment report
+--- @section report
 local reset = 0
 if newest ~= nil then
   reset = math.min(newest + window, log_end) - now
 end
 local remaining = math.max(0, limit - count)
 
---- @fragment refund
+--- @section refund
 -- Give back the newest units: a refund usually follows the consume it undoes. The entry holding the
 -- last unit kept becomes the newest, shrunk to what is kept of it.
 local need = count - cost
 if need <= 0 then
   redis.call('DEL', key)
 else
---- @use holding
+  --- @include "holding"
   redis.call('LTRIM', key, 2 * first, 2 * held_by + 2)
   redis.call('LSET', key, '-1', string.format('%d', (start + need) % TOTAL_MODULUS))
   -- The log ends a window after its new newest entry, never later than it was to.

@@ -1,5 +1,5 @@
--- Token bucket, twin of src/algorithms/token-bucket.ts, as fragments over the locals that
--- scripts/variants/*.lua set (see README.md beside this file).
+-- Token bucket, twin of src/algorithms/token-bucket.ts, as sections over the locals the
+-- scripts set (README.md beside this file).
 -- State "level:at:span": level = tokens x window (an integer below full = capacity x window) at time
 -- `at` (ms), live until at + span, when it is full again under the parameters that wrote it. Read
 -- under other parameters, the level keeps its number (at most full) and the bucket is full no later
@@ -11,18 +11,12 @@
 -- when its time is not after now (the wrong reading could put it years ahead) and its level is cut
 -- at full like any other.
 --- @args limit window capacity cost
---- @policy full d kd m
---- @carry cur cur_at need lag after
+--- @carry full cur cur_at need lag after
 
---- @fragment policy
-full = capacity * window
-d = #string.format('%d', full)
-kd = 18 - d
-m = 10 ^ kd
-
---- @fragment read
+--- @section read
+local full = capacity * window
 local level, at
-local raw = redis.call('GET', key)
+--- @include "shared/get-state"
 if raw then
   local c1 = string.find(raw, ':', 1, true)
   if c1 then
@@ -36,12 +30,18 @@ if raw then
     else
       level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1) + 0
     end
-  elseif #raw == 1 + d + kd and kd >= 1 then
-    level = string.sub(raw, 2, 1 + d) + 0
-    local r = string.sub(raw, 2 + d) + 0
-    at = r + m * math.floor((now - r) / m + 0.5)
-    if at > now then
-      level = nil
+  else
+    -- The one-integer layout: its field widths follow the digits of full.
+    local d = #string.format('%d', full)
+    local kd = 18 - d
+    if #raw == 1 + d + kd and kd >= 1 then
+      level = string.sub(raw, 2, 1 + d) + 0
+      local r = string.sub(raw, 2 + d) + 0
+      local m = 10 ^ kd
+      at = r + m * math.floor((now - r) / m + 0.5)
+      if at > now then
+        level = nil
+      end
     end
   end
   if level ~= nil and (level >= full or at + math.ceil((full - level) / limit) <= now) then
@@ -50,7 +50,7 @@ if raw then
 end
 local stored, live = raw ~= false, level ~= nil
 
---- @fragment refill
+--- @section refill
 -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
 local cur, cur_at = full, now
 if level ~= nil then
@@ -58,7 +58,7 @@ if level ~= nil then
   cur = math.min(full, level + (cur_at - at) * limit)
 end
 
---- @fragment save
+--- @section save
 -- Write `after` tokens x window at cur_at, live until the bucket is full again.
 if after >= full then
   redis.call('DEL', key)
@@ -72,8 +72,8 @@ else
   end
 end
 
---- @fragment decide
---- @use refill
+--- @section decide
+--- @include "refill"
 local need = cost * window
 local lag = cur_at - now
 local allowed = cur >= need
@@ -83,11 +83,11 @@ if not allowed then
 end
 local after = cur
 
---- @fragment commit
+--- @section commit
 after = cur - need
---- @use save
+--- @include "save"
 
---- @fragment report
+--- @section report
 local reset = 0
 if after < full then
   reset = lag + math.ceil((full - after) / limit)
@@ -95,7 +95,7 @@ end
 -- A forced charge (variants/charge.lua) can leave the level below zero: nothing is left then.
 local remaining = math.max(0, math.floor(after / window))
 
---- @fragment refund
---- @use refill
+--- @section refund
+--- @include "refill"
 local after = math.min(full, cur + cost * window)
---- @use save
+--- @include "save"

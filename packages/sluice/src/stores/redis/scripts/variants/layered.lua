@@ -1,57 +1,51 @@
 -- Sluice apply, layered: 1..N decisions of 1..M steps of any algorithms in one call, each decision
--- all or nothing: a consume commits its steps only if every one admits (scripts/*.lua in
--- scripts/variants/layered.lua). Phase one reads and decides every step of a decision and keeps its
--- locals in `keep`; phase two commits (or not) and replies. Every key is in one hash slot.
+-- all or nothing: a consume commits its steps only if every one admits. Phase one reads and decides
+-- every step of a decision and keeps what phase two needs of it in `keep`; phase two commits every
+-- step or none, and replies. Every key is in one hash slot.
 -- KEYS: per decision, per step, the state key then the block key.
 -- ARGV: now (ms, or "" for the Redis clock), then per decision: its step count, then per step the
 --       algorithm's name and its arguments as in apply.lua (the costs signed by the decision's mode).
 -- Reply: per step of every decision, in order, the 3 integers of apply.lua.
 
---- @include "clock"
---- @const
+--- @include "shared/call"
 local reply = {}
--- Each step's algorithm and carried locals, in order (a table constructor of nils sizes it once).
---- @keep-table
+-- Per step of the decision: its algorithm's name, then the locals phase two reads (`keep`, `restore`).
+local keep = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
   local steps = ARGV[a] + 0
   a = a + 1
-  local all, peek, o = true, false, 0
-  for _ = 1, steps do
+  local all, peek = true, false
+  for s = 1, steps do
     local algorithm = ARGV[a]
     a = a + 1
-    keep[o + 1] = algorithm
-    o = o + 1
-    local key, block_key = KEYS[k], KEYS[k + 1]
-    k = k + 2
-    --- @include "held"
-    --- @dispatch
-    --- @args
+    --- @include "shared/step"
+    --- @include "shared/held"
+    --- @each-algorithm
+    --- @include "args"
     if cost < 0 then
       peek, cost = true, -1 - cost
     end
-    --- @policy-locals
-    --- @fragment policy
-    --- @fragment read
-    --- @include "drop"
-    --- @fragment decide
+    --- @include "read"
+    --- @include "shared/drop"
+    --- @include "decide"
+    -- All or nothing: the decision commits only if no step is denied or blocked.
     all = all and allowed and not held
-    --- @carry-save
-    --- @next
+    --- @include "keep"
     --- @end
+    k = k + 2
   end
-  o = 0
-  for _ = 1, steps do
-    local algorithm = keep[o + 1]
-    o = o + 1
-    --- @dispatch
-    --- @carry-load
+  for s = 1, steps do
+    local saved = keep[s]
+    local algorithm = saved[1]
+    --- @each-algorithm
+    --- @include "restore"
     -- Nothing is charged unless every step admits: steps that would admit report their state as it is.
     if all and not peek then
-      --- @fragment commit
+      --- @include "commit"
     end
-    --- @fragment report
-    --- @include "reply"
+    --- @include "report"
+    --- @include "shared/reply"
     --- @end
   end
 end

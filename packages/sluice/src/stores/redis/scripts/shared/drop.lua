@@ -1,4 +1,4 @@
--- Right after the read fragment, which sets `stored` (a state was read) and `live` (it is still
+-- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
 -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
 -- unless a block in force keeps its key, and with no live state a past block is deleted too.
 if not held then

@@ -1,6 +1,6 @@
--- Appends the step's 3 reply integers from `allowed`, `remaining`, `reset` and `retry` (what the
--- units say, after the commit). A block in force denies and adds its wait; it never shortens the one
--- the units impose.
+-- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
+-- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
+-- never shortens the one the units impose.
 local r = #reply
 if held then
   local left = blocked_until - now

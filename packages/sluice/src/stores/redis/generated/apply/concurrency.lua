@@ -1,0 +1,218 @@
+-- Built by scripts/build-lua.mjs from packages/sluice/src/stores/redis/scripts/: do not edit.
+-- variants/apply.lua with concurrency.lua: one step's arguments are limit, window, cost, lease.
+-- Sluice apply: 1..N independent one-step decisions of one algorithm in one call, evaluated in
+-- order. One decision is the plain single-policy call; several are the store's coalescing. One
+-- script serves both: two scripts for one key could be reordered by NOSCRIPT recovery (the retry of
+-- the one not yet loaded runs after the other).
+-- KEYS: per decision, the state key then the block key (all in one hash slot).
+-- ARGV: now (ms, or "" for the Redis clock), then per decision the algorithm's arguments (its
+--       `@args`); the cost is signed by mode (consume: cost; peek: -1 - cost, so a peek of cost 0
+--       is -1).
+-- Reply: per decision 3 integers: allowed ? remaining : -1 - remaining, resetMs,
+--        blocked ? -1 - retryAfterMs : retryAfterMs (blocked implies not allowed).
+
+-- Every script's setup, once per call: the clock, the call's keys read ahead, and the policy
+-- numbers each algorithm's `args` fills.
+--
+-- The clock: ARGV[1] is now in ms, or "" for the Redis clock. In client clock mode keys live
+-- CLIENT_CLOCK_SLACK_MS longer than they are meaningful (`slack`), to absorb host clock skew.
+-- Cheap forms, measured with callgrind (bench/lua-cost.ts): a numeric string is converted with
+-- `s + 0`, not tonumber(s), which in Redis's Lua 5.1 runs strtod twice; whole numbers are written
+-- with '%d' (a long: exact up to 2^53), not '%.0f', whose float printing costs about 2k instructions
+-- per number (so does passing a number to redis.call: Redis 7.0 prints it with '%.17g'); a state is
+-- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer).
+local CLIENT_CLOCK_SLACK_MS = 1000
+local now, slack
+if ARGV[1] ~= '' then
+  now, slack = ARGV[1] + 0, CLIENT_CLOCK_SLACK_MS
+else
+  local t = redis.call('TIME')
+  now, slack = t[1] * 1000 + math.floor(t[2] / 1000), 0
+end
+-- A call of more than one step reads all its keys with one MGET: one command instead of two per
+-- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
+-- reads its keys itself: an MGET and its table cost more than they save there. MGET answers nil
+-- for a key that holds no string (a sliding log's list), and that algorithm reads its own. A value
+-- read here holds until the call writes its key: see `fresh` in shared/step.lua.
+local pre, seen
+if #KEYS > 2 then
+  pre, seen = redis.call('MGET', unpack(KEYS)), {}
+end
+-- The policy numbers of the step being decided, and the ARGV strings they were read from: each
+-- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
+local limit_arg, window_arg, capacity_arg, limit, window, capacity
+local reply = {}
+local a, k, n = 2, 1, #ARGV
+while a <= n do
+  -- One step's arguments: limit, window, cost, lease.
+  if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
+    limit_arg, window_arg = ARGV[a], ARGV[a + 1]
+    limit, window = limit_arg + 0, window_arg + 0
+  end
+  local cost, lease = ARGV[a + 2] + 0, ARGV[a + 3]
+  a = a + 4
+  local peek = cost < 0
+  if peek then
+    cost = -1 - cost
+  end
+  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
+  -- the first time the call names the key (`fresh`), since a step decided before may have written it.
+  local key, block_key = KEYS[k], KEYS[k + 1]
+  local fresh = false
+  if pre then
+    fresh = not seen[key]
+    seen[key] = true
+  end
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
+  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
+  -- wait) and keeps a dead state's key (shared/drop.lua).
+  local blocked_until
+  if fresh then
+    blocked_until = pre[k + 1]
+  else
+    blocked_until = redis.call('GET', block_key)
+  end
+  blocked_until = blocked_until and blocked_until + 0 or 0
+  local held = blocked_until > now
+  local leases
+  -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+  -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+  local raw
+  if fresh then
+    raw = pre[k]
+  else
+    raw = redis.call('GET', key)
+  end
+  if raw then
+    leases = cmsgpack.unpack(raw)
+    local last = now
+    for i = 1, #leases, 3 do
+      if leases[i] > last then
+        last = leases[i]
+      end
+    end
+    if last <= now then
+      leases = nil
+    end
+  end
+  local stored, live = raw ~= false, leases ~= nil
+  -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+  -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+  -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+  if not held then
+    if stored and not live then
+      redis.call('DEL', key)
+    end
+    if not live and blocked_until > 0 then
+      redis.call('DEL', block_key)
+    end
+  end
+  -- The live leases: units held, the last expiry (at least now), whether any stored lease has expired
+  -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
+  local used, last = 0, now
+  local expired, ordered = false, true
+  if leases ~= nil then
+    local previous = now
+    for i = 1, #leases, 3 do
+      local expires = leases[i]
+      if expires > now then
+        used = used + leases[i + 1]
+        if expires > last then
+          last = expires
+        end
+        if expires < previous then
+          ordered = false
+        end
+        previous = expires
+      else
+        expired = true
+      end
+    end
+  end
+  local allowed = used + cost <= limit
+  local retry = 0
+  if not allowed then
+    -- At the latest, enough leases time out: earliest expiries first.
+    local free = limit - used
+    if leases ~= nil and ordered then
+      for i = 1, #leases, 3 do
+        local expires = leases[i]
+        if expires > now then
+          free = free + leases[i + 1]
+          if free >= cost then
+            retry = expires - now
+            break
+          end
+        end
+      end
+    elseif leases ~= nil then
+      -- Units freed at each expiry, and the expiries in order (no comparator function: plain numbers).
+      local freed, times = {}, {}
+      for i = 1, #leases, 3 do
+        local expires = leases[i]
+        if expires > now then
+          if freed[expires] == nil then
+            freed[expires] = 0
+            times[#times + 1] = expires
+          end
+          freed[expires] = freed[expires] + leases[i + 1]
+        end
+      end
+      table.sort(times)
+      for _, expires in ipairs(times) do
+        free = free + freed[expires]
+        if free >= cost then
+          retry = expires - now
+          break
+        end
+      end
+    end
+  end
+  if allowed and not peek and not held then
+    -- The live leases in stored order, then the new one.
+    local nxt = leases
+    if nxt == nil then
+      nxt = {}
+    elseif expired then
+      nxt = {}
+      for i = 1, #leases, 3 do
+        if leases[i] > now then
+          nxt[#nxt + 1] = leases[i]
+          nxt[#nxt + 1] = leases[i + 1]
+          nxt[#nxt + 1] = leases[i + 2]
+        end
+      end
+    end
+    local expires = now + window
+    nxt[#nxt + 1] = expires
+    nxt[#nxt + 1] = cost
+    nxt[#nxt + 1] = lease
+    used = used + cost
+    if expires > last then
+      last = expires
+    end
+    if last <= now then
+      redis.call('DEL', key)
+    else
+      redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
+    end
+  end
+  local remaining = math.max(0, limit - used)
+  local reset = last - now
+  -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
+  -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
+  -- never shortens the one the units impose.
+  local r = #reply
+  if held then
+    local left = blocked_until - now
+    reply[r + 1] = -1
+    reply[r + 2] = math.max(left, reset)
+    reply[r + 3] = -1 - math.max(left, retry)
+  else
+    reply[r + 1] = allowed and remaining or -1 - remaining
+    reply[r + 2] = reset
+    reply[r + 3] = retry
+  end
+  k = k + 2
+end
+return reply

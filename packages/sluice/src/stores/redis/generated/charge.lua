@@ -1,0 +1,692 @@
+-- Built by scripts/build-lua.mjs from packages/sluice/src/stores/redis/scripts/: do not edit.
+-- variants/charge.lua with every algorithm's file.
+-- Sluice charge: commit `cost` units of each step without the admit check, even past the limit
+-- (settle's forced charge: the work is done, later requests pay): each algorithm's decide, its
+-- verdict ignored, then its commit. A block in force is left as it is.
+-- KEYS: per step, the state key then the block key (all in one hash slot).
+-- ARGV: now (ms, or "" for the Redis clock), then per step the algorithm's name and its arguments
+--       as in apply.lua (the cost unsigned).
+-- Reply: the number of steps charged.
+
+-- Every script's setup, once per call: the clock, the call's keys read ahead, and the policy
+-- numbers each algorithm's `args` fills.
+--
+-- The clock: ARGV[1] is now in ms, or "" for the Redis clock. In client clock mode keys live
+-- CLIENT_CLOCK_SLACK_MS longer than they are meaningful (`slack`), to absorb host clock skew.
+-- Cheap forms, measured with callgrind (bench/lua-cost.ts): a numeric string is converted with
+-- `s + 0`, not tonumber(s), which in Redis's Lua 5.1 runs strtod twice; whole numbers are written
+-- with '%d' (a long: exact up to 2^53), not '%.0f', whose float printing costs about 2k instructions
+-- per number (so does passing a number to redis.call: Redis 7.0 prints it with '%.17g'); a state is
+-- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer).
+local CLIENT_CLOCK_SLACK_MS = 1000
+local now, slack
+if ARGV[1] ~= '' then
+  now, slack = ARGV[1] + 0, CLIENT_CLOCK_SLACK_MS
+else
+  local t = redis.call('TIME')
+  now, slack = t[1] * 1000 + math.floor(t[2] / 1000), 0
+end
+-- A call of more than one step reads all its keys with one MGET: one command instead of two per
+-- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
+-- reads its keys itself: an MGET and its table cost more than they save there. MGET answers nil
+-- for a key that holds no string (a sliding log's list), and that algorithm reads its own. A value
+-- read here holds until the call writes its key: see `fresh` in shared/step.lua.
+local pre, seen
+if #KEYS > 2 then
+  pre, seen = redis.call('MGET', unpack(KEYS)), {}
+end
+-- The policy numbers of the step being decided, and the ARGV strings they were read from: each
+-- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
+local limit_arg, window_arg, capacity_arg, limit, window, capacity
+local charged = 0
+local a, k, n = 2, 1, #ARGV
+while a <= n do
+  local algorithm = ARGV[a]
+  a = a + 1
+  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
+  -- the first time the call names the key (`fresh`), since a step decided before may have written it.
+  local key, block_key = KEYS[k], KEYS[k + 1]
+  local fresh = false
+  if pre then
+    fresh = not seen[key]
+    seen[key] = true
+  end
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
+  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
+  -- wait) and keeps a dead state's key (shared/drop.lua).
+  local blocked_until
+  if fresh then
+    blocked_until = pre[k + 1]
+  else
+    blocked_until = redis.call('GET', block_key)
+  end
+  blocked_until = blocked_until and blocked_until + 0 or 0
+  local held = blocked_until > now
+  if algorithm == 'concurrency' then
+    -- One step's arguments: limit, window, cost, lease.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
+      limit_arg, window_arg = ARGV[a], ARGV[a + 1]
+      limit, window = limit_arg + 0, window_arg + 0
+    end
+    local cost, lease = ARGV[a + 2] + 0, ARGV[a + 3]
+    a = a + 4
+    local leases
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      leases = cmsgpack.unpack(raw)
+      local last = now
+      for i = 1, #leases, 3 do
+        if leases[i] > last then
+          last = leases[i]
+        end
+      end
+      if last <= now then
+        leases = nil
+      end
+    end
+    local stored, live = raw ~= false, leases ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not held then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
+    end
+    -- The live leases: units held, the last expiry (at least now), whether any stored lease has expired
+    -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
+    local used, last = 0, now
+    local expired, ordered = false, true
+    if leases ~= nil then
+      local previous = now
+      for i = 1, #leases, 3 do
+        local expires = leases[i]
+        if expires > now then
+          used = used + leases[i + 1]
+          if expires > last then
+            last = expires
+          end
+          if expires < previous then
+            ordered = false
+          end
+          previous = expires
+        else
+          expired = true
+        end
+      end
+    end
+    local allowed = used + cost <= limit
+    local retry = 0
+    if not allowed then
+      -- At the latest, enough leases time out: earliest expiries first.
+      local free = limit - used
+      if leases ~= nil and ordered then
+        for i = 1, #leases, 3 do
+          local expires = leases[i]
+          if expires > now then
+            free = free + leases[i + 1]
+            if free >= cost then
+              retry = expires - now
+              break
+            end
+          end
+        end
+      elseif leases ~= nil then
+        -- Units freed at each expiry, and the expiries in order (no comparator function: plain numbers).
+        local freed, times = {}, {}
+        for i = 1, #leases, 3 do
+          local expires = leases[i]
+          if expires > now then
+            if freed[expires] == nil then
+              freed[expires] = 0
+              times[#times + 1] = expires
+            end
+            freed[expires] = freed[expires] + leases[i + 1]
+          end
+        end
+        table.sort(times)
+        for _, expires in ipairs(times) do
+          free = free + freed[expires]
+          if free >= cost then
+            retry = expires - now
+            break
+          end
+        end
+      end
+    end
+    -- The live leases in stored order, then the new one.
+    local nxt = leases
+    if nxt == nil then
+      nxt = {}
+    elseif expired then
+      nxt = {}
+      for i = 1, #leases, 3 do
+        if leases[i] > now then
+          nxt[#nxt + 1] = leases[i]
+          nxt[#nxt + 1] = leases[i + 1]
+          nxt[#nxt + 1] = leases[i + 2]
+        end
+      end
+    end
+    local expires = now + window
+    nxt[#nxt + 1] = expires
+    nxt[#nxt + 1] = cost
+    nxt[#nxt + 1] = lease
+    used = used + cost
+    if expires > last then
+      last = expires
+    end
+    if last <= now then
+      redis.call('DEL', key)
+    else
+      redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
+    end
+    charged = charged + 1
+  elseif algorithm == 'fixed-window' then
+    -- One step's arguments: limit, window, cost.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
+      limit_arg, window_arg = ARGV[a], ARGV[a + 1]
+      limit, window = limit_arg + 0, window_arg + 0
+    end
+    local cost = ARGV[a + 2] + 0
+    a = a + 3
+    local start, count, finish
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      local c1 = string.find(raw, ':', 1, true)
+      local c2 = string.find(raw, ':', c1 + 1, true)
+      start = string.sub(raw, 1, c1 - 1) + 0
+      finish = start + window
+      if c2 then
+        count = string.sub(raw, c1 + 1, c2 - 1) + 0
+        local span = string.sub(raw, c2 + 1) + 0
+        if span < window then
+          finish = start + span
+        end
+      else
+        count = string.sub(raw, c1 + 1) + 0
+      end
+      if finish <= now then
+        start = nil
+      end
+    end
+    local stored, live = raw ~= false, start ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not held then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
+    end
+    -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
+    if start == nil then
+      start, count, finish = now, 0, now + window
+    end
+    local allowed = count + cost <= limit
+    local retry = 0
+    if not allowed then
+      retry = finish - now
+    end
+    count = count + cost
+    -- finish > now: a live window ends after now, a fresh one at now + window.
+    local value = string.format('%d:%d:%d', start, count, finish - start)
+    redis.call('PSETEX', key, string.format('%d', finish - now + slack), value)
+    charged = charged + 1
+  elseif algorithm == 'gcra' then
+    -- One step's arguments: limit, window, capacity, cost.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= capacity_arg then
+      limit_arg, window_arg, capacity_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+      limit, window, capacity = limit_arg + 0, window_arg + 0, capacity_arg + 0
+    end
+    local cost = ARGV[a + 3] + 0
+    a = a + 4
+    local tat_ms, tat_rem, lead
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      local c1 = string.find(raw, ':', 1, true)
+      if c1 then
+        local c2 = string.find(raw, ':', c1 + 1, true)
+        tat_ms = string.sub(raw, 1, c1 - 1) + 0
+        if c2 then
+          tat_rem, lead = string.sub(raw, c1 + 1, c2 - 1) + 0, string.sub(raw, c2 + 1) + 0
+        else
+          tat_rem, lead = string.sub(raw, c1 + 1) + 0, 0
+        end
+      elseif #raw > 14 and string.byte(raw, 1) == 45 then
+        tat_ms, tat_rem, lead = string.sub(raw, -13) + 0, 0, string.sub(raw, 2, -14) + 0
+      else
+        tat_ms, tat_rem, lead = raw + 0, 0, 0
+      end
+      if tat_rem >= limit then
+        tat_rem = limit - 1
+      end
+      if lead > 0 and lead * limit + tat_rem > capacity * window then
+        local whole = math.floor(capacity * window / limit)
+        tat_ms, tat_rem = tat_ms - lead + whole, capacity * window - whole * limit
+      end
+      local live_until = tat_ms
+      if tat_rem > 0 then
+        live_until = tat_ms + 1
+      end
+      if live_until <= now then
+        tat_ms = nil
+      end
+    end
+    local stored, live = raw ~= false, tat_ms ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not held then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
+    end
+    -- The later of the stored TAT and now; debt = how far it is ahead of now, in 1/limit ms.
+    if tat_ms == nil or tat_ms < now then
+      tat_ms, tat_rem = now, 0
+    end
+    local full = capacity * window
+    local before = (tat_ms - now) * limit + tat_rem
+    local charge = cost * window
+    local allowed = before + charge <= full
+    local retry = 0
+    if not allowed then
+      retry = math.ceil((before + charge - full) / limit)
+    end
+    local after = before
+    after = before + charge
+    local delta = charge
+    -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
+    -- lead: how far it is ahead of now, at most the part within one full refill.
+    local total = tat_rem + delta
+    local whole = math.floor(total / limit)
+    local ms, rem = tat_ms + whole, total - whole * limit
+    local lead_ms = ms - now
+    if lead_ms * limit + rem > full then
+      lead_ms = math.floor((full - rem) / limit)
+    end
+    if lead_ms < 0 then
+      lead_ms = 0
+    end
+    local value, live_until
+    if rem ~= 0 then
+      value, live_until = string.format('%d:%d:%d', ms, rem, lead_ms), ms + 1
+    elseif ms < 0 or ms >= 10000000000000 or lead_ms >= 922336 then
+      value, live_until = string.format('%d:0:%d', ms, lead_ms), ms
+    elseif lead_ms > 0 then
+      value, live_until = string.format('-%d%013d', lead_ms, ms), ms
+    else
+      value, live_until = string.format('%d', ms), ms
+    end
+    if live_until <= now then
+      redis.call('DEL', key)
+    else
+      redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
+    end
+    charged = charged + 1
+  elseif algorithm == 'sliding-window-counter' then
+    -- One step's arguments: limit, window, cost.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
+      limit_arg, window_arg = ARGV[a], ARGV[a + 1]
+      limit, window = limit_arg + 0, window_arg + 0
+    end
+    local cost = ARGV[a + 2] + 0
+    a = a + 3
+    local start, previous, current
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      local c1 = string.find(raw, ':', 1, true)
+      local c2 = string.find(raw, ':', c1 + 1, true)
+      local c3 = string.find(raw, ':', c2 + 1, true)
+      start = string.sub(raw, 1, c1 - 1) + 0
+      previous = string.sub(raw, c1 + 1, c2 - 1) + 0
+      local same_grid
+      if c3 then
+        current = string.sub(raw, c2 + 1, c3 - 1) + 0
+        same_grid = string.sub(raw, c3 + 1) + 0 == window
+      else
+        current = string.sub(raw, c2 + 1) + 0
+        same_grid = start % window == 0
+      end
+      local live_until = start
+      if current > 0 then
+        live_until = start + 2 * window
+      elseif previous > 0 then
+        live_until = start + window
+      end
+      if not same_grid or live_until <= now then
+        start = nil
+      end
+    end
+    local stored, live = raw ~= false, start ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not held then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
+    end
+    -- The view at now: the window holding now, with the previous window's count.
+    local aligned = math.floor(now / window) * window
+    local elapsed = now - aligned
+    if start == nil or aligned >= start + 2 * window then
+      start, previous, current = aligned, 0, 0
+    elseif aligned < start then
+      -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
+      elapsed = 0
+    elseif aligned > start then
+      start, previous, current = aligned, current, 0
+    end
+    -- used x window = previous x (window - elapsed) + current x window
+    local carried = previous * (window - elapsed)
+    local allowed = carried + current * window + cost * window <= limit * window
+    local retry = 0
+    if not allowed then
+      retry = start + elapsed - now
+      local room = limit - current - cost
+      if room >= 0 then
+        retry = retry + window - elapsed - math.floor((room * window) / previous)
+      else
+        retry = retry + window - elapsed + (window - math.floor(((limit - cost) * window) / current))
+      end
+    end
+    current = current + cost
+    -- Write start:previous:current:window, live as read says.
+    local live_until = start
+    if current > 0 then
+      live_until = start + 2 * window
+    elseif previous > 0 then
+      live_until = start + window
+    end
+    if live_until <= now then
+      redis.call('DEL', key)
+    else
+      local value = string.format('%d:%d:%d:%d', start, previous, current, window)
+      redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
+    end
+    charged = charged + 1
+  elseif algorithm == 'sliding-window-log' then
+    -- One step's arguments: limit, window, cost.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
+      limit_arg, window_arg = ARGV[a], ARGV[a + 1]
+      limit, window = limit_arg + 0, window_arg + 0
+    end
+    local cost = ARGV[a + 2] + 0
+    a = a + 3
+    -- Twin of LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts: totals stay small and exact,
+    -- and below any time since 1987, so a list that starts with a number >= TOTAL_MODULUS (a time) is
+    -- the one-time-per-unit list of earlier versions: it reads as no state and is replaced.
+    local TOTAL_MODULUS = 549755813888 -- 2^39
+    -- `first` is the index (0-based) of the oldest entry still in the window, `start` the total before
+    -- it, `count` the live units; `first_total` (the oldest live entry's total) is known when that entry
+    -- is the list's first, `entries` (the entry count) when it was needed; `log_end` is when the log
+    -- ends, its newest entry + `span`.
+    local first, start, count, newest, total, first_total, entries = 0, 0, 0, nil, 0, nil, nil
+    local log_end, span
+    -- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
+    local head = redis.call('LRANGE', key, 0, 3)
+    local stored = #head > 0
+    local head_start
+    if stored then
+      local colon = string.find(head[1], ':', 1, true)
+      if colon then
+        head_start, span = string.sub(head[1], 1, colon - 1) + 0, string.sub(head[1], colon + 1) + 0
+      else
+        head_start, span = head[1] + 0, window
+      end
+    end
+    -- A list that starts with a time (>= TOTAL_MODULUS) is the per-unit layout of earlier versions: it
+    -- reads as no state, so it is deleted, as after a reset.
+    if stored and head_start < TOTAL_MODULUS then
+      if #head == 3 then
+        newest, total = head[2] + 0, head[3]
+      else
+        local tail = redis.call('LRANGE', key, -2, -1)
+        newest, total = tail[1] + 0, tail[2]
+      end
+      log_end = newest + span
+      if newest + window <= now or log_end <= now then
+        newest = nil
+      else
+        total = total + 0
+        if head[2] + window > now then
+          -- The oldest entry is still in the window, so all are: no search.
+          start, first_total = head_start, head[3] + 0
+        else
+          -- The oldest entry has left the window: search for the first that has not.
+          entries = (redis.call('LLEN', key) - 1) / 2
+          local lo, hi = 1, entries - 1
+          while lo < hi do
+            local mid = math.floor((lo + hi) / 2)
+            if redis.call('LINDEX', key, 2 * mid + 1) + window <= now then
+              lo = mid + 1
+            else
+              hi = mid
+            end
+          end
+          first = lo
+          start = redis.call('LINDEX', key, 2 * first) + 0
+        end
+        count = total - start
+        if count < 0 then
+          count = count + TOTAL_MODULUS
+        end
+      end
+    end
+    local live = newest ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not held then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
+    end
+    -- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
+    local at = now
+    if count > 0 then
+      at = math.max(now, newest)
+    end
+    local allowed = count + cost <= limit
+    local retry = 0
+    if not allowed and count > 0 then
+      -- Wait until enough of the oldest units leave the window for `cost` to fit: the time of the entry
+      -- holding the `need`-th oldest live unit (an entry's units all leave together).
+      local need = count + cost - limit
+      -- held_by: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
+      local held_by, search, lo = first, true, first
+      if first_total ~= nil then
+        -- The oldest live entry was read already: often it alone is enough.
+        local units = first_total - start
+        if units < 0 then
+          units = units + TOTAL_MODULUS
+        end
+        search, lo = units < need, first + 1
+      end
+      if search then
+        entries = entries or (redis.call('LLEN', key) - 1) / 2
+        local hi = entries - 1
+        while lo < hi do
+          local mid = math.floor((lo + hi) / 2)
+          local units = redis.call('LINDEX', key, 2 * mid + 2) - start
+          if units < 0 then
+            units = units + TOTAL_MODULUS
+          end
+          if units >= need then
+            hi = mid
+          else
+            lo = mid + 1
+          end
+        end
+        held_by = math.min(lo, hi)
+      end
+      -- Entry 0's time was read with the head.
+      local held_at = held_by == 0 and head[2] or redis.call('LINDEX', key, 2 * held_by + 1)
+      retry = math.min(held_at + window, log_end) - now
+    end
+    if cost > 0 then
+      -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
+      if count == 0 then
+        -- A fresh list: start 0, then this entry.
+        redis.call('RPUSH', key, string.format('0:%d', window), string.format('%d', at), string.format('%d', cost))
+      else
+        if first > 0 then
+          redis.call('LTRIM', key, 2 * first, -1)
+        end
+        local sum = string.format('%d', (total + cost) % TOTAL_MODULUS)
+        if at == newest then
+          redis.call('LSET', key, '-1', sum)
+        else
+          redis.call('RPUSH', key, string.format('%d', at), sum)
+        end
+        -- The log now ends a window after this entry: a trimmed head (a bare total) or another span
+        -- is rewritten.
+        if first > 0 or span ~= window then
+          redis.call('LSET', key, '0', string.format('%d:%d', start, window))
+        end
+      end
+      count = count + cost
+      newest, log_end = at, at + window
+      redis.call('PEXPIRE', key, string.format('%d', at + window - now + slack))
+    end
+    charged = charged + 1
+  elseif algorithm == 'token-bucket' then
+    -- One step's arguments: limit, window, capacity, cost.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= capacity_arg then
+      limit_arg, window_arg, capacity_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+      limit, window, capacity = limit_arg + 0, window_arg + 0, capacity_arg + 0
+    end
+    local cost = ARGV[a + 3] + 0
+    a = a + 4
+    local full = capacity * window
+    local level, at
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      local c1 = string.find(raw, ':', 1, true)
+      if c1 then
+        local c2 = string.find(raw, ':', c1 + 1, true)
+        if c2 then
+          level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1, c2 - 1) + 0
+          local floor = full - (string.sub(raw, c2 + 1) + 0) * limit
+          if floor > level then
+            level = floor
+          end
+        else
+          level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1) + 0
+        end
+      else
+        -- The one-integer layout: its field widths follow the digits of full.
+        local d = #string.format('%d', full)
+        local kd = 18 - d
+        if #raw == 1 + d + kd and kd >= 1 then
+          level = string.sub(raw, 2, 1 + d) + 0
+          local r = string.sub(raw, 2 + d) + 0
+          local m = 10 ^ kd
+          at = r + m * math.floor((now - r) / m + 0.5)
+          if at > now then
+            level = nil
+          end
+        end
+      end
+      if level ~= nil and (level >= full or at + math.ceil((full - level) / limit) <= now) then
+        level = nil
+      end
+    end
+    local stored, live = raw ~= false, level ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not held then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
+    end
+    -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
+    local cur, cur_at = full, now
+    if level ~= nil then
+      cur_at = math.max(now, at)
+      cur = math.min(full, level + (cur_at - at) * limit)
+    end
+    local need = cost * window
+    local lag = cur_at - now
+    local allowed = cur >= need
+    local retry = 0
+    if not allowed then
+      retry = lag + math.ceil((need - cur) / limit)
+    end
+    local after = cur
+    after = cur - need
+    -- Write `after` tokens x window at cur_at, live until the bucket is full again.
+    if after >= full then
+      redis.call('DEL', key)
+    else
+      local span = math.ceil((full - after) / limit)
+      if cur_at + span <= now then
+        redis.call('DEL', key)
+      else
+        local value = string.format('%d:%d:%d', after, cur_at, span)
+        redis.call('PSETEX', key, string.format('%d', cur_at + span - now + slack), value)
+      end
+    end
+    charged = charged + 1
+  else
+    return redis.error_reply('ERR sluice: unknown algorithm ' .. tostring(algorithm))
+  end
+  k = k + 2
+end
+return charged
