@@ -9,6 +9,7 @@
 // change nothing.
 import { algorithms } from '../../packages/sluice/src/algorithms/index.js'
 import { vectors } from '../../packages/sluice/src/conformance/vectors.js'
+import { UnsupportedError } from '../../packages/sluice/src/errors.js'
 import type { Step, StepResult, Store } from '../../packages/sluice/src/store.js'
 import { runConformance } from './suite.js'
 
@@ -51,7 +52,11 @@ function pureStore(now: () => number, withExpiry: boolean): Store {
   }
   return {
     name: withExpiry ? 'pure-expiry' : 'pure',
+    inProcess: false,
     now,
+    async charge() {
+      throw new UnsupportedError('pure store: the vectors make no forced charge')
+    },
     async apply(steps, mode) {
       const at = now()
       const evaluated = steps.map((s) => evaluate(s, at, mode === 'peek'))
