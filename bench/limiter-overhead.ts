@@ -11,10 +11,13 @@ import type { StepResult, Store } from '../packages/sluice/src/store.js'
 const answer: StepResult[] = [{ allowed: true, remaining: 5, resetMs: 10, retryAfterMs: 0, blocked: false }]
 const store: Omit<Store, 'apply'> & { apply(...args: unknown[]): Promise<StepResult[]> } = {
   name: 'instant',
+  inProcess: false,
   apply: () => Promise.resolve(answer),
   refund: async () => {},
+  charge: async () => {},
   block: async () => {},
   reset: async () => {},
+  now: Date.now,
   close: async () => {},
 }
 const policies = { tb: { algorithm: 'token-bucket', limit: 1_000_000, window: '1h' } } as const

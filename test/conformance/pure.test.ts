@@ -9,6 +9,7 @@
 // change nothing.
 import { decideAll, decideStep, refundStep } from '../../packages/sluice/src/algorithms/rules.js'
 import { vectors } from '../../packages/sluice/src/conformance/vectors.js'
+import { UnsupportedError } from '../../packages/sluice/src/errors.js'
 import type { Step, Store } from '../../packages/sluice/src/store.js'
 import { runConformance } from './suite.js'
 
@@ -31,7 +32,11 @@ function pureStore(now: () => number, withExpiry: boolean): Store {
   }
   return {
     name: withExpiry ? 'pure-expiry' : 'pure',
+    inProcess: false,
     now,
+    async charge() {
+      throw new UnsupportedError('pure store: the vectors make no forced charge')
+    },
     async apply(steps, mode) {
       const at = now()
       const all = decideAll(steps.length, mode, (i, peek) => decide(steps[i]!, at, peek))

@@ -39,7 +39,7 @@ sources.set(
   `import { createLimiter, memoryStore, SluiceError, type Decision, type HybridBackend, type LayeredDecision, type MemoryStore } from 'sluice'
 import { withSluice } from 'sluice/node'
 import { hybridRedis, redisStore, type RedisClient, type RedisStore } from 'sluice/redis'
-import type { Step, StepResult, Store } from 'sluice/store'
+import { forwardStore, type Step, type StepResult, type Store } from 'sluice/store'
 import { memcachedStore, type MemcachedStore, type MemjsClientLike } from 'sluice/memcached'
 import { postgresStore, type PostgresStore } from 'sluice/postgres'
 
@@ -78,14 +78,10 @@ export function memcached(client: MemjsClientLike): MemcachedStore {
 }
 // A store author's side: the contract from sluice/store, handed to createLimiter from the root.
 export function named(inner: Store, name: string): Store {
-  return {
+  return forwardStore(inner, {
     name,
     apply: (steps: readonly Step[], mode: 'consume' | 'peek') => inner.apply(steps, mode),
-    block: (steps, durationMs) => inner.block(steps, durationMs),
-    refund: (steps) => inner.refund(steps),
-    reset: (steps) => inner.reset(steps),
-    close: () => inner.close(),
-  }
+  })
 }
 export async function authored(): Promise<StepResult[]> {
   const store = named(memoryStore(), 'mine')

@@ -4,7 +4,7 @@
 // undecodable message, a bad timeout), never INTERNAL. The real service on a memory store.
 import { constants } from 'node:http2'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { Store } from '../../packages/sluice/src/store.js'
+import { forwardStore } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.js'
 import { MAX_REQUEST_BYTES, RLS_PATH } from '../../packages/sluice-server/src/envoy/grpc.js'
@@ -28,17 +28,14 @@ afterEach(async () => {
 /** A real memory store whose decisions answer `delayMs` late, so a call is in flight meanwhile. */
 function slowStore(delayMs: number): StoreHandle {
   const inner = memoryStore()
-  const store: Store = {
+  const store = forwardStore(inner, {
     name: 'slow-memory',
+    inProcess: false,
     apply: async (steps, mode) => {
       await new Promise((resolve) => setTimeout(resolve, delayMs))
-      return inner.applySync(steps, mode)
+      return inner.apply(steps, mode)
     },
-    refund: (steps) => inner.refund(steps),
-    block: (steps, ms) => inner.block(steps, ms),
-    reset: (steps) => inner.reset(steps),
-    close: () => inner.close(),
-  }
+  })
   return { store, description: 'slow memory', ping: async () => {} }
 }
 

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { afterEach, describe, expect, inject, it } from 'vitest'
-import type { Store } from '../../packages/sluice/src/store.js'
+import { forwardStore } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import type { EnvoyRules } from '../../packages/sluice-server/src/envoy/config.js'
 import { loadEnvoyConfig, parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.js'
@@ -339,17 +339,14 @@ describe('lifecycle of the gRPC listener', () => {
   function slowStore(): StoreHandle {
     const inner = memoryStore()
     const later = () => new Promise((r) => setTimeout(r, 40))
-    const store: Store = {
+    const store = forwardStore(inner, {
       name: 'slow-memory',
+      inProcess: false,
       apply: async (steps, mode) => {
         await later()
-        return inner.applySync(steps, mode)
+        return inner.apply(steps, mode)
       },
-      refund: (steps) => inner.refund(steps),
-      block: (steps, ms) => inner.block(steps, ms),
-      reset: (steps) => inner.reset(steps),
-      close: () => inner.close(),
-    }
+    })
     return { store, description: 'slow memory', ping: async () => {} }
   }
 

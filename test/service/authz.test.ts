@@ -1,7 +1,7 @@
 // GET /v1/authz: the client address under the HTTP core's rules (trusted proxies, forwarding header,
 // IPv6 grouping), and what it answers when the store fails (503 by default, 429 when configured).
 import { describe, expect, it } from 'vitest'
-import type { Store } from '../../packages/sluice/src/store.js'
+import { forwardStore } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
@@ -145,17 +145,14 @@ describe('/v1/authz during a reload', () => {
     // A store that holds each decision until released, so a reload lands between check and answer.
     const inner = memoryStore()
     const waiting: (() => void)[] = []
-    const held: Store = {
+    const held = forwardStore(inner, {
       name: 'held',
+      inProcess: false,
       async apply(steps, mode) {
         await new Promise<void>((release) => waiting.push(release))
         return inner.apply(steps, mode)
       },
-      refund: (steps) => inner.refund(steps),
-      block: (steps, ms) => inner.block(steps, ms),
-      reset: (steps) => inner.reset(steps),
-      close: () => inner.close(),
-    }
+    })
     const r = await service(POLICY, {
       store: { store: held, description: 'held', ping: async () => {} },
     })

@@ -133,10 +133,13 @@ describe('run-time errors leave every stored key as it was', () => {
     // A third-party store written as a plain object returning promises, as a network store does.
     const asyncStore: Store = {
       name: 'async-test',
+      inProcess: false,
       apply: async (steps, mode) => inner.apply(steps, mode),
       refund: (steps) => inner.refund(steps),
+      charge: (steps) => inner.charge(steps),
       block: (steps, ms) => inner.block(steps, ms),
       reset: (steps) => inner.reset(steps),
+      now: () => inner.now(),
       close: () => inner.close(),
     }
     const limiter = createLimiter({
@@ -152,13 +155,16 @@ describe('run-time errors leave every stored key as it was', () => {
 
   it('a third-party store returning plain values decides synchronously through the chain', async () => {
     const inner = memoryStore()
-    // No `inProcess`: the failover layer wraps it, and passes its plain answers straight through.
+    // Not `inProcess`: the failover layer wraps it, and passes its plain answers straight through.
     const plainStore: Store = {
       name: 'plain-test',
+      inProcess: false,
       apply: (steps, mode) => inner.apply(steps, mode),
       refund: (steps) => inner.refund(steps),
+      charge: (steps) => inner.charge(steps),
       block: (steps, ms) => inner.block(steps, ms),
       reset: (steps) => inner.reset(steps),
+      now: () => inner.now(),
       close: () => inner.close(),
     }
     const limiter = createLimiter({

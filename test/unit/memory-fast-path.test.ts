@@ -32,6 +32,7 @@ function wrapped(now: () => number): { store: Store; applies: () => number } {
       return inner.apply(steps, mode)
     },
     refund: (steps) => inner.refund(steps),
+    charge: (steps) => inner.charge(steps),
     block: (steps, ms) => inner.block(steps, ms),
     reset: (steps) => inner.reset(steps),
     close: () => inner.close(),

@@ -2,9 +2,11 @@
 // the waiters' deadlines and their sleeps all move only when the test advances them): FIFO, bounds,
 // the up-front timeout, abort, the forced charge of settle and its overshoot.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { UnsupportedError } from '../../packages/sluice/src/errors.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import type { Policy } from '../../packages/sluice/src/policy.js'
 import type { Step, Store } from '../../packages/sluice/src/store.js'
+import { forwardStore } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { fakeClock, fakeStore } from './helpers.js'
 
@@ -36,6 +38,7 @@ function countingStore(): Store & { calls: number } {
   const inner = memoryStore()
   const counted = {
     name: 'counted',
+    inProcess: false,
     calls: 0,
     apply(steps: readonly Step[], mode: 'consume' | 'peek') {
       counted.calls++
@@ -45,6 +48,7 @@ function countingStore(): Store & { calls: number } {
     block: (steps: readonly Step[], ms: number) => inner.block(steps, ms),
     reset: (steps: readonly Step[]) => inner.reset(steps),
     charge: (steps: readonly Step[]) => inner.charge(steps),
+    now: () => inner.now(),
     close: () => inner.close(),
   }
   return counted
@@ -316,14 +320,14 @@ describe('reserve / settle', () => {
     await expect(limiter.reserve('jobs', 'k')).rejects.toMatchObject({ code: 'SLUICE_INVALID_OPTIONS' })
 
     const inner = memoryStore()
-    const noCharge: Store = {
+    // A store that cannot charge past the limit refuses it itself.
+    const noCharge = forwardStore(inner, {
       name: 'plain',
-      apply: (steps, mode) => inner.apply(steps, mode),
-      refund: (steps) => inner.refund(steps),
-      block: (steps, ms) => inner.block(steps, ms),
-      reset: (steps) => inner.reset(steps),
-      close: () => inner.close(),
-    }
+      inProcess: false,
+      async charge() {
+        throw new UnsupportedError('plain store: no forced charge')
+      },
+    })
     const plain = createLimiter({ store: noCharge, policies })
     const r = await plain.reserve('tokens', 't', { cost: 10 })
     await expect(r.settle(20)).rejects.toMatchObject({ code: 'SLUICE_UNSUPPORTED' })

@@ -1,10 +1,12 @@
 // `sluice/store`: what a store author writes against. The contract every store implements (one
 // atomic step or several, peek, refund, block, reset, charge, now, close), the step a limiter hands
-// it, the policy as the store sees it (resolved to whole milliseconds), and the conformance suite
-// every store Sluice ships passes, to run against a store of your own.
+// it, the policy as the store sees it (resolved to whole milliseconds), `forwardStore` for a store
+// that wraps another, and the conformance suite every store Sluice ships passes, to run against a
+// store of your own.
 export type { ConformanceCase, ConformanceOptions, StoreFactory } from './conformance/run.js'
 export { ConformanceError, checkStore, conformanceCases } from './conformance/run.js'
 export type { ExpectedResult, Vector, VectorStep } from './conformance/vectors.js'
 export { vectors } from './conformance/vectors.js'
 export type { AlgorithmName, ResolvedPolicy } from './policy.js'
-export type { MaybePromise, Step, StepResult, Store } from './store.js'
+export type { MaybePromise, Step, StepResult, Store, StoreChanges } from './store.js'
+export { forwardStore } from './store.js'

@@ -42,36 +42,64 @@ export interface Store {
   /**
    * True for a store that decides in this process and cannot fail the way a network store does
    * (the memory store): the limiter calls it directly, without the failover layer's timeouts and
-   * breaker, and puts no deny cache in front of it. Leave it unset for anything that does I/O.
+   * breaker, and puts no deny cache in front of it. False for anything that does I/O.
    */
-  readonly inProcess?: boolean
+  readonly inProcess: boolean
   /**
-   * Evaluate every step; with `consume`, commit all of them only if every step admits.
-   * One atomic unit: no other decision on these keys interleaves. Answer with the results
-   * themselves when they are known at once (an in-process store), or with a promise of them.
+   * Evaluate every step; with `consume`, commit all of them only if every step admits (`peek`
+   * commits nothing). One atomic unit: no other decision on these keys interleaves. Answer with the
+   * results themselves when they are known at once (an in-process store), or with a promise of them.
    */
   apply(steps: readonly Step[], mode: 'consume' | 'peek'): MaybePromise<StepResult[]>
   /** Give back `cost` units of each step (concurrency: release `leaseId`). */
   refund(steps: readonly Step[]): Promise<void>
   /**
-   * Optional: commit `cost` units of each step without the admit check, even past the limit (a
-   * forced charge: `reserve(...).settle(actual)` charging the part of the true cost above the
-   * estimate). A store without it cannot serve `settle` above the estimate
-   * (`SLUICE_UNSUPPORTED`). Blocks are left as they are.
+   * Commit `cost` units of each step without the admit check, even past the limit (a forced
+   * charge: `reserve(...).settle(actual)` charging the part of the true cost above the estimate).
+   * Blocks are left as they are. A store that cannot rejects with `UnsupportedError`
+   * (`SLUICE_UNSUPPORTED`) and changes nothing.
    */
-  charge?(steps: readonly Step[]): Promise<void>
+  charge(steps: readonly Step[]): Promise<void>
   /** Deny every request for these keys for `durationMs`, whatever their units. */
   block(steps: readonly Step[], durationMs: number): Promise<void>
   /** Forget everything stored for these keys, blocks included. */
   reset(steps: readonly Step[]): Promise<void>
-  close(): Promise<void>
   /**
-   * The store's clock (ms), for a store that decides on this process's clock (the memory store,
-   * Redis with `clock: 'client'`). The limiter's local deny cache times its denials with it, so a
-   * cached denial ends when the store's would; without it the cache uses `Date.now`.
+   * The clock the store's answers are measured on, in whole ms, as this process sees it: its own
+   * clock when it decides on one (the memory store, Redis with `clock: 'client'`), `Date.now()`
+   * when the server's clock decides. The limiter's local deny cache times its denials with it, so a
+   * cached denial ends when the store's would.
    */
-  now?(): number
+  now(): number
+  close(): Promise<void>
 }
+
+/** What a link of the chain may change of the store it wraps: any member of the contract. */
+export type StoreChanges = Partial<Store>
+
+/**
+ * A store that forwards every capability of the contract to `inner`, except those `changes`
+ * replaces (`changes` may also add members of its own, getters included). Every link of the
+ * decision chain and every wrapper is made with it: a capability added to the contract is then
+ * forwarded by every link, or the typecheck fails here.
+ * @example
+ * const counted = forwardStore(store, { apply: (steps, mode) => (calls++, store.apply(steps, mode)) })
+ */
+export function forwardStore<const C extends StoreChanges>(inner: Store, changes: C): Store & C {
+  const link: Store = {
+    name: inner.name,
+    inProcess: inner.inProcess,
+    apply: (steps, mode) => inner.apply(steps, mode),
+    refund: (steps) => inner.refund(steps),
+    charge: (steps) => inner.charge(steps),
+    block: (steps, durationMs) => inner.block(steps, durationMs),
+    reset: (steps) => inner.reset(steps),
+    now: () => inner.now(),
+    close: () => inner.close(),
+  }
+  return Object.defineProperties(link, Object.getOwnPropertyDescriptors(changes)) as Store & C
+}
+
 
 /**
  * A store whose `applySync` answers synchronously: the memory store. Kept for code written against

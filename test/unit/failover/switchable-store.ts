@@ -9,7 +9,7 @@ export type Behaviour = 'answer' | 'fail' | 'hang'
 export interface SwitchableStore extends Store {
   behaviour: Behaviour
   /** Calls that reached this store, by method. */
-  readonly calls: { apply: number; refund: number; block: number; reset: number }
+  readonly calls: { apply: number; refund: number; charge: number; block: number; reset: number }
   /** Calls currently hanging. */
   readonly hanging: number
   /** Settle every hanging call: answer, or fail (what a hung Redis does when its socket dies). */
@@ -18,7 +18,7 @@ export interface SwitchableStore extends Store {
 
 export function switchableStore(behaviour: Behaviour = 'answer', now?: () => number): SwitchableStore {
   const inner = now === undefined ? memoryStore() : memoryStore({ now })
-  const calls = { apply: 0, refund: 0, block: 0, reset: 0 }
+  const calls = { apply: 0, refund: 0, charge: 0, block: 0, reset: 0 }
   let waiting: { run: () => void; fail: (e: Error) => void }[] = []
 
   function run<T>(method: keyof typeof calls, work: () => Promise<T>): Promise<T> {
@@ -32,6 +32,7 @@ export function switchableStore(behaviour: Behaviour = 'answer', now?: () => num
 
   const store: SwitchableStore = {
     name: 'switchable',
+    inProcess: false,
     now: inner.now,
     behaviour,
     calls,
@@ -49,6 +50,7 @@ export function switchableStore(behaviour: Behaviour = 'answer', now?: () => num
     apply: (steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]> =>
       run('apply', async () => inner.apply(steps, mode)),
     refund: (steps) => run('refund', () => inner.refund(steps)),
+    charge: (steps) => run('charge', () => inner.charge(steps)),
     block: (steps, ms) => run('block', () => inner.block(steps, ms)),
     reset: (steps) => run('reset', () => inner.reset(steps)),
     close: () => inner.close(),

@@ -4,7 +4,7 @@
 // memjs, PostgreSQL with pg) as the StoreHandle the service decides on.
 import { InvalidConfigError, memoryStore, StoreError } from 'sluice'
 import type { MemjsClientLike } from 'sluice/memcached'
-import type { Store } from 'sluice/store'
+import { forwardStore } from 'sluice/store'
 import type { StoreHandle } from './types.js'
 
 export interface HostPort {
@@ -304,17 +304,13 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
       cause: error,
     })
   }
-  const owned: Store = {
-    name: store.name,
-    apply: (steps, mode) => store.apply(steps, mode),
-    refund: (steps) => store.refund(steps),
-    block: (steps, durationMs) => store.block(steps, durationMs),
-    reset: (steps) => store.reset(steps),
+  // The service's handle owns the client: closing the store also closes it.
+  const owned = forwardStore(store, {
     async close() {
       await store.close()
       await client.quit().catch(() => client.disconnect())
     },
-  }
+  })
   return {
     store: owned,
     description: spec.redacted,
@@ -365,18 +361,12 @@ async function openMemcached(
     throw new StoreError(`cannot connect to ${spec.redacted}: ${(error as Error).message}`, { cause: error })
   }
   const store = memcachedStore(client, { prefix: options.prefix })
-  const owned: Store = {
-    name: store.name,
-    now: () => store.now(),
-    apply: (steps, mode) => store.apply(steps, mode),
-    refund: (steps) => store.refund(steps),
-    block: (steps, durationMs) => store.block(steps, durationMs),
-    reset: (steps) => store.reset(steps),
+  const owned = forwardStore(store, {
     async close() {
       await store.close()
       client.close()
     },
-  }
+  })
   return {
     store: owned,
     description: spec.redacted,
@@ -417,17 +407,12 @@ async function openPostgres(connectionString: string, redacted: string): Promise
     // pg's messages never hold the password; the URL is printed redacted.
     throw new StoreError(`cannot connect to ${redacted}: ${(error as Error).message}`, { cause: error })
   }
-  const owned: Store = {
-    name: store.name,
-    apply: (steps, mode) => store.apply(steps, mode),
-    refund: (steps) => store.refund(steps),
-    block: (steps, durationMs) => store.block(steps, durationMs),
-    reset: (steps) => store.reset(steps),
+  const owned = forwardStore(store, {
     async close() {
       await store.close()
       await pool.end().catch(() => {})
     },
-  }
+  })
   return {
     store: owned,
     description: redacted,

@@ -2,10 +2,17 @@
 // circuit breaker, a bound on calls in flight, and each policy's fallback when the store fails
 // (`open`: admit, marked degraded; `closed`: deny as store_unavailable; `memory`: decide in-process).
 // It never rejects a decision and never leaves a rejection unhandled.
-import { SluiceError, StoreError, StoreTimeoutError, StoreUnavailableError } from '../errors.js'
+import {
+  SluiceError,
+  StoreError,
+  StoreTimeoutError,
+  StoreUnavailableError,
+  UnsupportedError,
+} from '../errors.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy, StoreErrorMode } from '../policy.js'
 import type { MaybePromise, Step, StepResult, Store } from '../store.js'
+import { forwardStore } from '../store.js'
 import type { MemoryStore } from '../stores/memory.js'
 import { memoryStore } from '../stores/memory.js'
 import type { CircuitState } from './breaker.js'
@@ -270,6 +277,12 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     cause: unknown,
     fail: (error: SluiceError) => MaybePromise<R>,
   ): MaybePromise<R> {
+    if (cause instanceof UnsupportedError) {
+      // The store answered that it cannot do this (a charge on a store without one): an answer,
+      // not a failure, so no breaker count and no fallback; the caller is told as it is.
+      succeeded(probe)
+      throw cause
+    }
     counts.errors++
     const error =
       cause instanceof SluiceError
@@ -340,8 +353,8 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
   const memorySteps = (steps: readonly Step[]): Step[] =>
     steps.filter((s) => modeOf(s) === 'memory').map(toFallback)
 
-  const protectedStore: ProtectedStore = {
-    name: store.name,
+  // Every capability not overridden here (now, and any added later) goes straight to the store.
+  const protectedStore = forwardStore(store, {
     primary: store,
     get inFlight() {
       return inFlight
@@ -373,11 +386,15 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       if (mirror.length > 0 && fallback !== undefined) await fallback.reset(mirror)
       await call('reset', () => store.reset(steps), same, raise)
     },
+    // A failure rejects: settle can be retried.
+    async charge(steps) {
+      await call('charge', () => store.charge(steps), same, raise)
+    },
     async close() {
       await fallback?.close()
       await store.close()
     },
-    health() {
+    health(): StoreHealth {
       const circuit = breaker.state
       if (circuit === 'closed' && !lastCallFailed) return { status: 'ok', circuit, counts: { ...counts } }
       const closedPolicies = policies
@@ -392,16 +409,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
         : `store ${store.name} failing (circuit ${circuit})${cause}; decisions fall back`
       return { status: down ? 'down' : 'degraded', reason, circuit, counts: { ...counts } }
     },
-  }
-  // waiting: settle's forced charge, when the store has one. A failure rejects: settle can be retried.
-  const primaryCharge = store.charge
-  if (primaryCharge !== undefined)
-    protectedStore.charge = async (steps) => {
-      await call('charge', () => primaryCharge.call(store, steps), same, raise)
-    }
-  // The limiter's deny cache reads the store's clock through this layer.
-  const primaryNow = store.now
-  if (primaryNow !== undefined) protectedStore.now = () => primaryNow.call(store)
+  })
   return protectedStore
 }
 

@@ -2,7 +2,7 @@
 //   validate -> steps -> hybrid? -> deny cache? -> failover? -> store
 // Each optional link is a Store decorator with the store's own contract, so a link that is not
 // configured costs nothing, and no call re-decides which links apply.
-import type { FailoverSettings, ProtectedStore, StoreHealth } from '../failover/index.js'
+import type { FailoverSettings, StoreHealth } from '../failover/index.js'
 import { protectStore } from '../failover/index.js'
 import type { ResolvedPolicy } from '../policy.js'
 import { LocalDenyCache, type LocalDenyCacheOptions } from '../scale/deny-cache.js'
@@ -24,8 +24,7 @@ export interface ChainOptions {
 export interface Chain {
   /** The head of the chain: what the limiter calls. */
   readonly store: Store
-  /** The failover link when there is one (its health); undefined for an in-process store. */
-  readonly failover: ProtectedStore | undefined
+  /** The failover link's health; always `ok` for an in-process store, which has none. */
   health(): StoreHealth
 }
 
@@ -33,16 +32,13 @@ export function buildChain(options: ChainOptions): Chain {
   const { store, policies } = options
   // In-process stores cannot fail the way a network store does, and answer as fast as a cache
   // would: remote ones alone get timeouts, a breaker, fallbacks (src/failover/) and the deny cache.
-  const remote = store.inProcess !== true
+  const remote = !store.inProcess
   const failover = remote
     ? protectStore(store, { ...options.failover, policies: policies.values() })
     : undefined
   let head: Store = failover ?? store
-  if (remote && options.denyCache !== undefined) {
-    const storeNow = store.now
-    const clock: () => number = storeNow === undefined ? Date.now : () => storeNow.call(store)
-    head = denyCacheStore(head, new LocalDenyCache(options.denyCache), clock)
-  }
+  if (remote && options.denyCache !== undefined)
+    head = denyCacheStore(head, new LocalDenyCache(options.denyCache), () => store.now())
   const hybrids = new Map<string, HybridPolicy>()
   for (const p of policies.values())
     if (p.syncEveryMs !== undefined && options.hybrid !== undefined)
@@ -50,7 +46,6 @@ export function buildChain(options: ChainOptions): Chain {
   if (hybrids.size > 0) head = hybridStore(head, hybrids)
   return {
     store: head,
-    failover,
     health: () =>
       failover?.health() ?? {
         status: 'ok',

@@ -2,6 +2,7 @@
 // answers a key it knows to be denied without asking the store, and learns from the store's answers.
 import type { LocalDenyCache } from '../scale/deny-cache.js'
 import type { MaybePromise, Step, StepResult, Store } from '../store.js'
+import { forwardStore } from '../store.js'
 
 /**
  * `inner` behind the deny cache. The cache runs on `clock` (the store's own when it has one): a
@@ -24,8 +25,9 @@ export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () =>
   function forget(steps: readonly Step[]): void {
     for (const s of steps) if (s.policy.algorithm !== 'concurrency') cache.forget(s)
   }
-  const store: Store = {
-    name: inner.name,
+  // A change of a key's units (refund, charge, block, reset) forgets its cached denial; the rest
+  // goes straight down.
+  return forwardStore(inner, {
     apply(steps, mode): MaybePromise<StepResult[]> {
       const sentAt = clock()
       const hit = cachedResults(cache, steps, sentAt)
@@ -39,6 +41,10 @@ export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () =>
       forget(steps)
       return changing(steps, inner.refund(steps))
     },
+    charge(steps) {
+      forget(steps)
+      return changing(steps, inner.charge(steps))
+    },
     block(steps, durationMs) {
       forget(steps)
       return changing(steps, inner.block(steps, durationMs))
@@ -47,17 +53,7 @@ export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () =>
       forget(steps)
       return changing(steps, inner.reset(steps))
     },
-    close: () => inner.close(),
-  }
-  // waiting: settle's forced charge goes down the chain like a refund.
-  const charge = inner.charge
-  if (charge !== undefined)
-    store.charge = (steps) => {
-      forget(steps)
-      return changing(steps, charge.call(inner, steps))
-    }
-  if (inner.now !== undefined) store.now = inner.now.bind(inner)
-  return store
+  })
 }
 
 /**

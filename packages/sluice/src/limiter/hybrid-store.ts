@@ -4,14 +4,15 @@
 import { InvalidOptionsError } from '../errors.js'
 import type { HybridPolicy } from '../scale/hybrid.js'
 import type { Step, Store } from '../store.js'
+import { forwardStore } from '../store.js'
 
 /** `inner` with the hybrid policies in front, by policy name. */
 export function hybridStore(inner: Store, hybrids: ReadonlyMap<string, HybridPolicy>): Store {
   // Layered checks never hold a hybrid policy (refused at validation): one step or none.
   const hybridOf = (steps: readonly Step[]): HybridPolicy | undefined =>
     steps.length === 1 ? hybrids.get(steps[0]!.policy.name) : undefined
-  const store: Store = {
-    name: inner.name,
+  // charge, now and anything else go straight down: reserve refuses hybrid policies.
+  return forwardStore(inner, {
     apply(steps, mode) {
       const hybrid = hybridOf(steps)
       return hybrid === undefined ? inner.apply(steps, mode) : [hybrid.decide(steps[0]!, mode)]
@@ -37,10 +38,5 @@ export function hybridStore(inner: Store, hybrids: ReadonlyMap<string, HybridPol
       await Promise.all([...hybrids.values()].map((h) => h.close()))
       await inner.close()
     },
-  }
-  // waiting: settle's forced charge (never a hybrid policy: reserve refuses them).
-  const charge = inner.charge
-  if (charge !== undefined) store.charge = (steps) => charge.call(inner, steps)
-  if (inner.now !== undefined) store.now = inner.now.bind(inner)
-  return store
+  })
 }

@@ -4,7 +4,7 @@
 // decision on the memory store is a plain call all the way down.
 import { randomUUID } from 'node:crypto'
 import { parseDuration } from '../duration.js'
-import { InvalidOptionsError, UnsupportedError } from '../errors.js'
+import { InvalidOptionsError } from '../errors.js'
 import type { FailoverLimiterOptions } from '../failover/index.js'
 import { resolveFailover } from '../failover/index.js'
 import { FAILOVER_OPTION_KEYS } from '../failover/options.js'
@@ -245,17 +245,12 @@ export function createLimiter<const P extends Record<string, Policy>>(
     }
   }
   // waiting: wait / reserve / throttle over the methods above; settle's forced charge goes down the
-  // chain to the store's optional `charge` (costs were checked by reserve; a charge may pass the
-  // capacity, so its steps skip the validator's cost bound).
+  // chain to the store's `charge`, which a store that cannot refuses itself (costs were checked by
+  // reserve; a charge may pass the capacity, so its steps skip the validator's cost bound).
   const waiting = createWaiting(
     base,
     async (checks) => {
-      if (store.charge === undefined)
-        throw new UnsupportedError(
-          `settle: the ${userStore.name} store cannot charge past the limit (it has no charge method); settle at most the estimate`,
-        )
-      const steps = checks.map((c) => ({ ...validate.step(c.policy, c.key), cost: c.cost }))
-      await store.charge(steps)
+      await store.charge(checks.map((c) => ({ ...validate.step(c.policy, c.key), cost: c.cost })))
     },
     waitingBounds,
   )

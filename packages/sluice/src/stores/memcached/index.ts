@@ -3,7 +3,7 @@
 // of times. A single-step decision is one CAS, so it is exact; a layered one commits its layers one
 // CAS at a time and gives back what it took if a later layer loses (see docs/stores.md#memcached).
 import { decideAll, decideStep, refundStep, resultOf, type StepDecision } from '../../algorithms/rules.js'
-import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
+import { InvalidOptionsError, StoreClosedError, StoreError, UnsupportedError } from '../../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { type CasItem, isMemjsClient, MemcachedCommands, type MemjsClientLike } from './client.js'
@@ -378,7 +378,14 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
 
   return {
     name: 'memcached',
+    inProcess: false,
     now: clock,
+    // No forced charge over gets + CAS yet: settle above the estimate is refused, nothing written.
+    async charge() {
+      throw new UnsupportedError(
+        'memcached store: no forced charge (settle above the estimate); settle at most the estimate',
+      )
+    },
     async apply(steps, mode) {
       check()
       if (mode === 'peek') return guard('a peek', () => peek(steps))

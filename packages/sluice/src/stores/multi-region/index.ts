@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto'
 import type { Duration } from '../../duration.js'
 import { parseDuration } from '../../duration.js'
-import { InvalidOptionsError } from '../../errors.js'
+import { InvalidOptionsError, UnsupportedError } from '../../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
 import type { ResolvedPolicy } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
@@ -149,7 +149,15 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
 
   const store: MultiRegionStore = {
     name: 'multi-region',
+    inProcess: false,
+    now: Date.now,
     region,
+    // A forced charge would have to reach the other regions' shares too: refused, nothing written.
+    async charge() {
+      throw new UnsupportedError(
+        'multi-region store: no forced charge (settle above the estimate); settle at most the estimate',
+      )
+    },
     async apply(steps, mode) {
       if (closed) return local.apply(steps, mode)
       const nowMs = Date.now()

@@ -2,7 +2,7 @@
 // one round trip and one transaction, per decision; layered steps are all or nothing inside it. Works
 // with node-postgres (`pg`) `Pool` or `Client`, or anything with the same `query(text, values)`.
 import { createHash } from 'node:crypto'
-import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
+import { InvalidOptionsError, StoreClosedError, StoreError, UnsupportedError } from '../../errors.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { postgresStoreSettings } from './options.js'
 import { postgresSchemaSql, schemaNames } from './schema.js'
@@ -234,6 +234,15 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
 
   const store: PostgresStore = {
     name: 'postgres',
+    inProcess: false,
+    // Client clock: the functions decide on `now`, so the limiter's deny cache must time with it too.
+    now: clientClock ? () => Math.floor(now()) : Date.now,
+    // No plpgsql forced charge yet: settle above the estimate is refused, nothing written.
+    async charge() {
+      throw new UnsupportedError(
+        'postgres store: no forced charge (settle above the estimate); settle at most the estimate',
+      )
+    },
     async apply(steps, mode) {
       if (steps.length === 0) return []
       const reply = await query(sql.apply, [mode === 'peek', clock(), ...columns(steps)])
@@ -270,7 +279,5 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
       await cleaning?.catch(() => {})
     },
   }
-  // Client clock: the functions decide on `now`, so the limiter's deny cache must time with it too.
-  if (clientClock) store.now = () => Math.floor(now())
   return store
 }

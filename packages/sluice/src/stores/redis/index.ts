@@ -448,6 +448,9 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
 
   const store: RedisStore = {
     name: adapter.cluster ? 'redis-cluster' : 'redis',
+    inProcess: false,
+    // Client clock: the scripts decide on `now`, so the limiter's deny cache must time with it too.
+    now: clientClock ? () => Math.floor(now()) : Date.now,
     client: { library: adapter.library, cluster: adapter.cluster },
     // Not async: the one-slot path returns its call's promise as is, without another layer.
     apply(steps, mode) {
@@ -529,7 +532,5 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       closed = true
     },
   }
-  // Client clock: the scripts decide on `now`, so the limiter's deny cache must time with it too.
-  if (clientClock) store.now = () => Math.floor(now())
   return store
 }
