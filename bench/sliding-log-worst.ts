@@ -17,8 +17,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Redis } from 'ioredis'
 import { type ResolvedPolicy, resolvePolicy } from '../packages/sluice/src/policy.js'
-import type { Step, Store, SyncStore } from '../packages/sluice/src/store.js'
-import { memoryStore } from '../packages/sluice/src/stores/memory.js'
+import type { Step, Store } from '../packages/sluice/src/store.js'
+import { type MemoryStore, memoryStore } from '../packages/sluice/src/stores/memory.js'
 import { redisStore } from '../packages/sluice/src/stores/redis/index.js'
 import { startRedis } from '../test/helpers/redis-harness.js'
 
@@ -41,7 +41,7 @@ if (gc === undefined) {
 interface Implementation {
   label: string
   redisStore: (client: Redis, options: object) => Store
-  memoryStore: (options: object) => SyncStore
+  memoryStore: (options: object) => MemoryStore
 }
 
 const T0 = 1_700_000_000_000
@@ -102,11 +102,11 @@ async function measure(
   const rows: Row[] = []
   const perRequest = impl.memoryStore({ now: () => clock, maxKeys: 1000 })
   let clock = T0
-  for (let i = 0; i < 100; i++) perRequest.applySync([{ policy, key: `warm-${i}`, cost: 1 }], 'consume')
+  for (let i = 0; i < 100; i++) perRequest.apply([{ policy, key: `warm-${i}`, cost: 1 }], 'consume')
   const start = heap()
   for (let r = 0; r < 1000; r++) {
     clock++
-    for (let i = 0; i < 100; i++) perRequest.applySync([{ policy, key: `many-${i}`, cost: 1 }], 'consume')
+    for (let i = 0; i < 100; i++) perRequest.apply([{ policy, key: `many-${i}`, cost: 1 }], 'consume')
   }
   const memoryBytesPerRequest = Math.round(((heap() - start) / 100_000) * 10) / 10
   await perRequest.close()
@@ -157,9 +157,9 @@ async function measure(
     const memory = impl.memoryStore({ now: () => T0, maxKeys: memoryKeys * 4 })
     const names = Array.from({ length: memoryKeys }, (_, i) => `user-${String(i).padStart(6, '0')}`)
     // Warm the path on other keys first, so the measurement sees only what the states hold.
-    for (let i = 0; i < 100; i++) memory.applySync([step(`warm-${i}`, 1)], 'consume')
+    for (let i = 0; i < 100; i++) memory.apply([step(`warm-${i}`, 1)], 'consume')
     const before = heap()
-    for (const name of names) memory.applySync([step(name)], 'consume')
+    for (const name of names) memory.apply([step(name)], 'consume')
     const memoryBytesPerKey = Math.round((heap() - before) / memoryKeys)
     await memory.close()
 

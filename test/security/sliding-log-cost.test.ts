@@ -72,11 +72,11 @@ describe('sliding-window-log: the memory store under requests of cost 1,000,000'
     const store = memoryStore({ now: () => T0 })
     const step = (key: string, cost: number): Step => ({ policy: log, key, cost })
     // Warm the paths first so the measurement sees only what the states hold.
-    for (let i = 0; i < REQUESTS; i++) store.applyOneSync(step(`warm-${i}`, 1), 'consume')
+    for (let i = 0; i < REQUESTS; i++) store.apply([step(`warm-${i}`, 1)], 'consume')
     collect()
     const before = process.memoryUsage().heapUsed
     for (let i = 0; i < REQUESTS; i++) {
-      expect(store.applyOneSync(step(`big-${i}`, BIG), 'consume').allowed).toBe(true)
+      expect(store.apply([step(`big-${i}`, BIG)], 'consume')[0]!.allowed).toBe(true)
     }
     collect()
     const grownMb = (process.memoryUsage().heapUsed - before) / 2 ** 20

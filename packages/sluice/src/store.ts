@@ -8,6 +8,15 @@ import type { ResolvedPolicy } from './policy.js'
  */
 export type MaybePromise<T> = T | Promise<T>
 
+/**
+ * Whether an answer of the decision path is still to come: the one test of "is this answer
+ * synchronous?" everywhere. A promise of any library counts (anything with a `then`); the values
+ * themselves never have one (results are arrays, decisions and outcomes plain objects).
+ */
+export function isPending<T>(answer: MaybePromise<T>): answer is Promise<T> {
+  return typeof (answer as { then?: unknown } | null | undefined)?.then === 'function'
+}
+
 /** One (policy, key, cost) unit of work. Layered decisions pass several steps at once. */
 export interface Step {
   readonly policy: ResolvedPolicy
@@ -98,14 +107,4 @@ export function forwardStore<const C extends StoreChanges>(inner: Store, changes
     close: () => inner.close(),
   }
   return Object.defineProperties(link, Object.getOwnPropertyDescriptors(changes)) as Store & C
-}
-
-
-/**
- * A store whose `applySync` answers synchronously: the memory store. Kept for code written against
- * it; `apply` itself answers synchronously on such a store now, so nothing needs to probe for this.
- * @deprecated use `apply`, which returns the results themselves on an in-process store.
- */
-export interface SyncStore extends Store {
-  applySync(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[]
 }

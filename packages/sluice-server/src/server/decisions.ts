@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from 'sluice'
 import { rateLimitBody, rateLimitHeaders } from 'sluice'
-import { hashedApiKey } from 'sluice/internal'
+import { hashedApiKey, isPending } from 'sluice/internal'
 import { send } from './plumbing.js'
 import type { DecisionRequest } from './requests.js'
 import { ClientError, checkCost, checkKey, entryFor } from './requests.js'
@@ -25,7 +25,7 @@ export async function decide(
     if (mode === 'peek') d = await limiter.peek(check.policy, check.key, options)
     else {
       const now = limiter.decide(check.policy, check.key, options)
-      d = now instanceof Promise ? await now : now
+      d = isPending(now) ? await now : now
     }
     return JSON.stringify(present(d, request.entries[0]!))
   }

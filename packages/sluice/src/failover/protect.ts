@@ -12,7 +12,7 @@ import {
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy, StoreErrorMode } from '../policy.js'
 import type { MaybePromise, Step, StepResult, Store } from '../store.js'
-import { forwardStore } from '../store.js'
+import { forwardStore, isPending } from '../store.js'
 import type { MemoryStore } from '../stores/memory.js'
 import { memoryStore } from '../stores/memory.js'
 import type { CircuitState } from './breaker.js'
@@ -226,7 +226,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     } catch (cause) {
       return storeFailed(probe, what, cause, fail)
     }
-    if (!isThenable(answer)) {
+    if (!isPending(answer)) {
       succeeded(probe)
       return ok(answer)
     }
@@ -437,15 +437,6 @@ interface InFlight extends Deadline {
   readonly what: string
   readonly probe: boolean
   failWith(error: SluiceError): void
-}
-
-/** A promise of any library (the store contract says Promise; a thenable is treated the same). */
-function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {
-  return (
-    value !== null &&
-    (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as { then?: unknown }).then === 'function'
-  )
 }
 
 function messageOf(error: unknown): string {

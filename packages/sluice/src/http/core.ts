@@ -3,7 +3,7 @@
 // options.ts (validated once), checks.ts (request -> checks), outcome.ts (decision -> outcome); this
 // file spends the checks on the limiter and hands the outcome over.
 import type { Decision, LayeredDecision } from '../limiter.js'
-import type { MaybePromise } from '../store.js'
+import { isPending, type MaybePromise } from '../store.js'
 import { checksReader, RequestChecks, type RequestRead } from './checks.js'
 import { defaultLogger, resolveHttpOptions } from './options.js'
 import { failureOutcome, outcomeWriter } from './outcome.js'
@@ -87,7 +87,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
     } catch (error) {
       return receive(outcomes.ofFailure(request, error), a, b)
     }
-    if (decision instanceof Promise)
+    if (isPending(decision))
       return decision.then(
         (d) => receive(outcomes.ofDecision(read, d), a, b),
         (error: unknown) => receive(outcomes.ofFailure(request, error), a, b),
@@ -110,7 +110,7 @@ export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
       return receive(outcomes.ofFailure(request, error), a, b)
     }
     // Only a tier look-up makes reading the request wait.
-    if (read instanceof Promise)
+    if (isPending(read))
       return read.then(
         (r) => spendAndDeliver(request, r, receive, a, b),
         (error: unknown) => receive(outcomes.ofFailure(request, error), a, b),
@@ -147,7 +147,7 @@ export function deliveryOf(http: HttpLimiter): Delivery {
     } catch (error) {
       return receive(failureOutcome(logger, onError, request, error), a, b)
     }
-    if (outcome instanceof Promise)
+    if (isPending(outcome))
       return outcome.then(
         (o) => receive(o, a, b),
         (error: unknown) => receive(failureOutcome(logger, onError, request, error), a, b),

@@ -2,7 +2,7 @@
 // answers a key it knows to be denied without asking the store, and learns from the store's answers.
 import type { LocalDenyCache } from '../scale/deny-cache.js'
 import type { MaybePromise, Step, StepResult, Store } from '../store.js'
-import { forwardStore } from '../store.js'
+import { forwardStore, isPending } from '../store.js'
 
 /**
  * `inner` behind the deny cache. The cache runs on `clock` (the store's own when it has one): a
@@ -34,7 +34,7 @@ export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () =>
       if (hit !== undefined) return hit
       const epoch = cache.epoch
       const answer = inner.apply(steps, mode)
-      if (Array.isArray(answer)) return remember(steps, answer, sentAt, epoch)
+      if (!isPending(answer)) return remember(steps, answer, sentAt, epoch)
       return answer.then((results) => remember(steps, results, sentAt, epoch))
     },
     refund(steps) {

@@ -2,7 +2,7 @@
 // and tells them. The limiter swaps the wrapper in while anyone listens and out when nobody does,
 // so the decision code itself never asks whether someone is listening.
 import type { ResolvedPolicy } from '../policy.js'
-import type { MaybePromise, Step } from '../store.js'
+import { isPending, type MaybePromise, type Step } from '../store.js'
 import type { Decision, DecisionEvent, DecisionListener } from './types.js'
 
 /** One decision down the chain and back: the steps, and whether they are a layered check. */
@@ -62,9 +62,7 @@ export function decisionEvents(
     d: MaybePromise<Decision>,
     started: number,
   ): MaybePromise<Decision> {
-    return d instanceof Promise
-      ? d.then((value) => emit(operation, value, started))
-      : emit(operation, d, started)
+    return isPending(d) ? d.then((value) => emit(operation, value, started)) : emit(operation, d, started)
   }
   const observed: Decide = (operation, steps, mode, layered) => {
     const started = performance.now()

@@ -12,7 +12,7 @@ import { checkKnownKeys, keysOf } from '../options.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import { denyCacheOptions } from '../scale/deny-cache.js'
-import type { MaybePromise, Step, StepResult } from '../store.js'
+import { isPending, type MaybePromise, type Step, type StepResult } from '../store.js'
 import { memoryStore, singleStepOf } from '../stores/memory.js'
 import { createWaiting, waitBounds } from '../waiting/index.js' // waiting:
 import { buildChain } from './chain.js'
@@ -106,7 +106,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
   /** Down the chain and back: the results as a Decision, at once when the chain answered at once. */
   const plain: Decide = (_operation, steps, mode, layered) => {
     const answer = store.apply(steps, mode)
-    if (Array.isArray(answer)) return layered ? layeredDecision(steps, answer) : singleDecision(steps, answer)
+    if (!isPending(answer)) return layered ? layeredDecision(steps, answer) : singleDecision(steps, answer)
     return answer.then((results) =>
       layered ? layeredDecision(steps, results) : singleDecision(steps, results),
     )
@@ -114,7 +114,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
   // A single check: straight to the memory store's single-step path when the chain is that store
   // alone (no Step, no arrays, one result object reused: the Decision copies it at once); otherwise
   // down the chain as a one-step list.
-  const single = store === userStore ? singleStepOf(store) : undefined
+  const single = singleStepOf(store)
   const scratch: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
   const plainOne: DecideOne =
     single !== undefined
@@ -186,7 +186,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     consumeSync(policy, key, opts) {
       const cost = opts?.cost === undefined ? 1 : opts.cost
       const d = events.decideOne('consume', validate.check(policy, key, cost), key, cost, 'consume')
-      if (d instanceof Promise) {
+      if (isPending(d)) {
         // The store has the call; its answer is not ours to return. Settled, never left unhandled.
         d.catch(() => {})
         throw new InvalidOptionsError(

@@ -54,21 +54,15 @@ export interface MemoryStore extends Store {
   readonly inProcess: true
   /** Answers at once: the results themselves, never a promise. */
   apply(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[]
-  /** The same function as `apply` (the name of earlier versions). */
-  applySync(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[]
   /** The store's clock: whole ms of `options.now` (default `Date.now`). */
   now(): number
   /** Keys currently held (live or not yet swept). Never above `maxKeys`. */
   readonly size: number
-  /** The forced charge of `settle` (see Store.charge): always there in memory. */
-  charge(steps: readonly Step[]): Promise<void>
-  /** `applySync` for a single step, without the arrays. */
-  applyOneSync(step: Step, mode: 'consume' | 'peek'): StepResult
 }
 
 /**
  * The limiter's hot path: one step given as its parts, its result written into `out` (the caller's,
- * reused from call to call) and returned. Decides exactly as `applyOneSync`.
+ * reused from call to call) and returned. Decides exactly as `apply` of that one step.
  */
 export type SingleStep = (
   policy: ResolvedPolicy,
@@ -77,6 +71,27 @@ export type SingleStep = (
   mode: 'consume' | 'peek',
   out: StepResult,
 ) => StepResult
+
+/**
+ * Where a store made by `memoryStore` keeps its single-step path, for the limiter alone, beside the
+ * `apply` it shortcuts. The property is not enumerable, so a copy (`{ ...store, apply }`) and a link
+ * made with `forwardStore` do not carry it.
+ */
+export const SINGLE_STEP: unique symbol = Symbol('sluice.singleStep')
+
+interface SingleStepSlot {
+  readonly apply: Store['apply']
+  readonly single: SingleStep
+}
+
+/**
+ * The single-step path of `store` when it is a store made by `memoryStore` whose `apply` nobody
+ * replaced since (a replaced `apply` is what must run); undefined for anything else.
+ */
+export function singleStepOf(store: Store): SingleStep | undefined {
+  const slot = (store as { [SINGLE_STEP]?: SingleStepSlot })[SINGLE_STEP]
+  return slot !== undefined && slot.apply === store.apply ? slot.single : undefined
+}
 
 const dead = (entry: Entry, at: number): boolean => entry.expiresAt <= at && entry.blockedUntil <= at
 const tableSize = (table: Table): number => table.open.size + table.held.size
@@ -113,22 +128,6 @@ class Cursor {
       this.entries = this.map.entries()
     }
   }
-}
-
-/**
- * The single-step path of each store made by `memoryStore` (the object itself, untouched): the
- * limiter's hot path calls it directly, without the steps and results arrays of `apply`. A copy
- * or wrapper of a store (`{ ...store, apply }`) is not in here, so its own `apply` is what runs.
- */
-const singleSteps = new WeakMap<Store, SingleStep>()
-
-/**
- * The single-step function of `store` when it is a store made by `memoryStore` whose `apply` nobody
- * replaced (the limiter asks once, at createLimiter); undefined for anything else.
- */
-export function singleStepOf(store: Store): SingleStep | undefined {
-  const one = singleSteps.get(store)
-  return one !== undefined && store.apply === (store as MemoryStore).applySync ? one : undefined
 }
 
 /**
@@ -413,13 +412,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const decideInto: SingleStep = (policy, key, cost, mode, out) =>
     decideOne(policy, key, cost, undefined, mode, out)
 
-  function applyOneSync(step: Step, mode: 'consume' | 'peek'): StepResult {
+  function applyOne(step: Step, mode: 'consume' | 'peek'): StepResult {
     const out: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
     return decideOne(step.policy, step.key, step.cost, step.leaseId, mode, out)
   }
 
-  function applySync(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[] {
-    if (steps.length === 1) return [applyOneSync(steps[0]!, mode)]
+  function apply(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[] {
+    if (steps.length === 1) return [applyOne(steps[0]!, mode)]
     const at = clock()
     const peek = mode === 'peek'
     const tablesOf = steps.map((step) => tableOf(step.policy.id))
@@ -457,9 +456,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     get size() {
       return size
     },
-    apply: applySync,
-    applySync,
-    applyOneSync,
+    apply,
     async refund(steps) {
       const at = clock()
       for (const step of steps) {
@@ -533,6 +530,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       sweeper = new Cursor(tables)
     },
   }
-  singleSteps.set(store, decideInto)
+  const slot: SingleStepSlot = { apply, single: decideInto }
+  Object.defineProperty(store, SINGLE_STEP, { value: slot, enumerable: false })
   return store
 }
