@@ -12,12 +12,12 @@ import { checkKnownKeys, keysOf } from '../options.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
 import { denyCacheOptions } from '../scale/deny-cache.js'
-import { isPending, type MaybePromise, type Step, type StepResult } from '../store.js'
+import { isPending, type MaybePromise, type Step, type StepResult, type Store } from '../store.js'
 import { memoryStore, singleStepOf } from '../stores/memory.js'
-import { createWaiting, waitBounds } from '../waiting/index.js' // waiting:
-import { buildChain } from './chain.js'
+import { createWaiting, waitBounds } from '../waiting/index.js'
+import { buildChain, type Chain } from './chain.js'
 import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
-import { type Decide, type DecideOne, decisionEvents } from './events.js'
+import { type Decide, type DecideOne, type DecisionEvents, decisionEvents } from './events.js'
 import type {
   AcquireDecision,
   Check,
@@ -28,7 +28,7 @@ import type {
   LimiterOptions,
   WaitingMethod,
 } from './types.js'
-import { validator } from './validate.js'
+import { type Validator, validator } from './validate.js'
 
 export type {
   AcquireDecision,
@@ -53,7 +53,7 @@ const LIMITER_OPTION_KEYS = [
     onDecision: true,
     localDenyCache: true,
     hybrid: true,
-    waiting: true, // waiting:
+    waiting: true,
   }),
   ...FAILOVER_OPTION_KEYS,
 ]
@@ -68,6 +68,45 @@ export function createLimiter<const P extends Record<string, Policy>>(
   options: LimiterOptions<P>,
 ): Limiter<keyof P & string> {
   type Name = keyof P & string
+  const settings = limiterSettings(options)
+  const userStore = options.store ?? memoryStore()
+  const chain = buildChain({
+    store: userStore,
+    policies: settings.policies,
+    failover: settings.failover,
+    denyCache: settings.denyCache,
+    hybrid: options.hybrid,
+  })
+  const validate = validator(settings.policies)
+  const events = decisionPath(chain.store, userStore.name, options.onDecision)
+  const base = limiterMethods<Name>(
+    chain,
+    userStore,
+    validate,
+    events,
+    settings.policies,
+    (policyId: string, key: string): void => waiting.queues.released(policyId, key),
+  )
+  // wait / reserve / throttle over the methods above; settle's forced charge goes down the chain to
+  // the store's `charge`, which a store that cannot refuses itself (costs were checked by reserve; a
+  // charge may pass the capacity, so its steps skip the validator's cost bound).
+  const waiting = createWaiting(
+    base,
+    async (checks) => {
+      await chain.store.charge(checks.map((c) => ({ ...validate.step(c.policy, c.key), cost: c.cost })))
+    },
+    settings.waitingBounds,
+  )
+  const limiter: Limiter<Name> = Object.assign(base, {
+    wait: waiting.wait,
+    reserve: waiting.reserve,
+    throttle: waiting.throttle,
+  })
+  return limiter
+}
+
+/** createLimiter's options, checked once and resolved: everything but the store and the listeners. */
+function limiterSettings(options: LimiterOptions<Record<string, Policy>>) {
   if (
     options === null ||
     typeof options !== 'object' ||
@@ -77,8 +116,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
     throw new InvalidOptionsError('createLimiter: pass { policies: { name: { algorithm, limit, window } } }')
   }
   checkKnownKeys('createLimiter', options, LIMITER_OPTION_KEYS)
-  const denyCacheSettings = denyCacheOptions(options.localDenyCache)
-  const waitingBounds = waitBounds(options.waiting) // waiting:
+  const denyCache = denyCacheOptions(options.localDenyCache)
+  const waitingBounds = waitBounds(options.waiting)
   const policies = new Map<string, ResolvedPolicy>()
   for (const [name, policy] of Object.entries(options.policies))
     policies.set(name, resolvePolicy(name, policy))
@@ -91,19 +130,23 @@ export function createLimiter<const P extends Record<string, Policy>>(
       )
     }
   }
-  const failover = resolveFailover(options)
-  const userStore = options.store ?? memoryStore()
-  const chain = buildChain({
-    store: userStore,
+  return {
     policies,
-    failover,
-    denyCache: options.localDenyCache === false ? undefined : denyCacheSettings,
-    hybrid: options.hybrid,
-  })
-  const store = chain.store
-  const validate = validator(policies)
+    failover: resolveFailover(options),
+    denyCache: options.localDenyCache === false ? undefined : denyCache,
+    waitingBounds,
+  }
+}
 
-  /** Down the chain and back: the results as a Decision, at once when the chain answered at once. */
+/**
+ * The decision path over the head of the chain: steps down, Decisions back, at once when the chain
+ * answered at once, and timed for the listeners while anyone listens.
+ */
+function decisionPath(
+  store: Store,
+  storeName: string,
+  onDecision: LimiterOptions<Record<string, Policy>>['onDecision'],
+): DecisionEvents {
   const plain: Decide = (_operation, steps, mode, layered) => {
     const answer = store.apply(steps, mode)
     if (!isPending(answer)) return layered ? layeredDecision(steps, answer) : singleDecision(steps, answer)
@@ -121,7 +164,19 @@ export function createLimiter<const P extends Record<string, Policy>>(
       ? (_operation, policy, key, cost, mode) =>
           decisionFor(policy, key, single(policy, key, cost, mode, scratch))
       : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
-  const events = decisionEvents(plain, plainOne, userStore.name, options.onDecision)
+  return decisionEvents(plain, plainOne, storeName, onDecision)
+}
+
+/** The limiter's own methods (all but wait, reserve and throttle), over the decision path. */
+function limiterMethods<Name extends string>(
+  chain: Chain,
+  userStore: Store,
+  validate: Validator,
+  events: DecisionEvents,
+  policies: ReadonlyMap<string, ResolvedPolicy>,
+  released: (policyId: string, key: string) => void,
+): Omit<Limiter<Name>, WaitingMethod> {
+  const store = chain.store
 
   function decide(
     mode: 'consume' | 'peek',
@@ -133,7 +188,6 @@ export function createLimiter<const P extends Record<string, Policy>>(
     const cost = opts?.cost === undefined ? 1 : opts.cost
     return events.decideOne(mode, validate.check(a, key, cost), key as string, cost, mode)
   }
-
   /** A promise of the decision; bad input rejects like any other failure, never throws. */
   function promised(
     mode: 'consume' | 'peek',
@@ -177,7 +231,10 @@ export function createLimiter<const P extends Record<string, Policy>>(
     return decide('consume', a, key, opts)
   }
 
-  const base: Omit<Limiter<Name>, WaitingMethod> = {
+  /** Releasing a lease frees units a waiter of this process may fit in now. */
+  const freed = (s: Step): void => released(s.policy.id, s.key)
+
+  const methods: Omit<Limiter<Name>, WaitingMethod> = {
     store: userStore,
     policies: Object.fromEntries(policies) as Record<Name, ResolvedPolicy>,
     consume,
@@ -222,7 +279,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
         throw new InvalidOptionsError('release: pass the lease id from acquire')
       const s = validate.step(policy, key, 1, leaseId)
       await store.refund([s])
-      waiting.queues.released(s.policy.id, s.key) // waiting: a waiter may fit now
+      freed(s)
     },
     subscribe: (listener) => events.subscribe(listener),
     health: () => chain.health(),
@@ -230,34 +287,19 @@ export function createLimiter<const P extends Record<string, Policy>>(
   }
 
   function lease(s: Step, id: string): NonNullable<AcquireDecision['lease']> {
-    let released = false
+    let done = false
     return {
       id,
       policy: s.policy.name,
       key: s.key,
       cost: s.cost,
       async release() {
-        if (released) return
-        released = true
+        if (done) return
+        done = true
         await store.refund([s])
-        waiting.queues.released(s.policy.id, s.key) // waiting: a waiter may fit now
+        freed(s)
       },
     }
   }
-  // waiting: wait / reserve / throttle over the methods above; settle's forced charge goes down the
-  // chain to the store's `charge`, which a store that cannot refuses itself (costs were checked by
-  // reserve; a charge may pass the capacity, so its steps skip the validator's cost bound).
-  const waiting = createWaiting(
-    base,
-    async (checks) => {
-      await store.charge(checks.map((c) => ({ ...validate.step(c.policy, c.key), cost: c.cost })))
-    },
-    waitingBounds,
-  )
-  const limiter: Limiter<Name> = Object.assign(base, {
-    wait: waiting.wait,
-    reserve: waiting.reserve,
-    throttle: waiting.throttle,
-  })
-  return limiter
+  return methods
 }

@@ -5,7 +5,6 @@ import type { Policy, ResolvedPolicy } from '../policy.js'
 import type { LocalDenyCacheOptions } from '../scale/deny-cache.js'
 import type { HybridBackend } from '../scale/hybrid.js'
 import type { MaybePromise, Store } from '../store.js'
-// waiting: wait / reserve / throttle live in src/waiting/
 import type {
   LayeredReserveDecision,
   LayeredWaitDecision,
@@ -17,69 +16,17 @@ import type {
   WaitingOptions,
   WaitOptions,
 } from '../waiting/types.js'
+import type { AcquireDecision, Check, ConsumeOptions, Decision, LayeredDecision } from './decision-types.js'
 
-/** Why a request was denied. */
-export type DenyReason = 'limit' | 'blocked' | 'store_unavailable' | 'timeout' // waiting: timeout (wait)
-
-/** The answer to one check. Times are whole milliseconds. */
-export interface Decision {
-  allowed: boolean
-  /** The most the key can spend at once: `burst` for token bucket and GCRA, `limit` otherwise. */
-  limit: number
-  /** Units left after this decision; never negative. */
-  remaining: number
-  /** Wait until the key is back to full. */
-  resetMs: number
-  /** Wait until this request would pass; 0 when allowed. */
-  retryAfterMs: number
-  policy: string
-  key: string
-  /** Present when denied. */
-  reason?: DenyReason
-  /** True when the store failed and the policy's `onStoreError` fallback decided. */
-  degraded?: boolean
-  /** True when the local deny cache answered without asking the store. */
-  cached?: boolean
-  /**
-   * True on a layer of a layered decision that the local deny cache answered: another layer's
-   * cached denial decided, this one was not evaluated (nor charged). Its numbers are placeholders
-   * (full `remaining`), not its state; the rate-limit headers leave it out of `RateLimit`.
-   */
-  notEvaluated?: boolean
-}
-
-/** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */
-export interface LayeredDecision extends Decision {
-  /** One decision per check, in the order given. */
-  results: Decision[]
-  /** The policy of the first layer that denied, when denied. */
-  deniedBy?: string
-}
-
-/** A concurrency lease; call `release()` when the work is done. */
-export interface Lease {
-  readonly id: string
-  readonly policy: string
-  readonly key: string
-  readonly cost: number
-  release(): Promise<void>
-}
-
-export interface AcquireDecision extends Decision {
-  /** Present when allowed. */
-  lease?: Lease
-}
-
-export interface Check<Name extends string = string> {
-  policy: Name
-  key: string
-  cost?: number
-}
-
-export interface ConsumeOptions {
-  /** Units this request spends (weight). Default 1. */
-  cost?: number
-}
+export type {
+  AcquireDecision,
+  Check,
+  ConsumeOptions,
+  Decision,
+  DenyReason,
+  LayeredDecision,
+  Lease,
+} from './decision-types.js'
 
 /** One event per decision, for metrics, top keys and the dashboard. */
 export interface DecisionEvent {

@@ -2,7 +2,7 @@
 // on the limiter's public methods plus one store capability: the forced charge of `settle`.
 import { parseDuration } from '../duration.js'
 import { InvalidOptionsError } from '../errors.js'
-import type { Limiter, WaitingMethod } from '../limiter.js'
+import type { Limiter, WaitingMethod } from '../limiter/types.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import { type Charge, reserve } from './reserve.js'
 import { throttle } from './throttle.js'

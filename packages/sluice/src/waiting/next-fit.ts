@@ -3,7 +3,7 @@
 // the window's end; token bucket and GCRA: the refill, within 1 ms), unknown for the others. It
 // saves the waiter behind an admitted one the store call that would only be denied. Another
 // process taking units meanwhile is fine: the waiter then asks, is denied and sleeps again.
-import type { Decision } from '../limiter.js'
+import type { Decision } from '../limiter/types.js'
 import type { ResolvedPolicy } from '../policy.js'
 
 /** Ms from `admitted` until `cost` units fit: 0 when they fit now, undefined when the numbers do not say. */

@@ -10,7 +10,7 @@ import {
   ReservationSettledError,
   UnknownPolicyError,
 } from '../errors.js'
-import type { Check, Decision, LayeredDecision, Limiter, WaitingMethod } from '../limiter.js'
+import type { Check, Decision, LayeredDecision, Limiter, WaitingMethod } from '../limiter/types.js'
 import type { ResolvedPolicy } from '../policy.js'
 import type { LayeredReserveDecision, ReserveDecision, ReserveOptions, Settlement } from './types.js'
 

@@ -2,7 +2,7 @@
 // store. A call first takes one of this throttle's `concurrency` slots (FIFO), then waits for the
 // limit (wait(), so it shares the key's queue), then runs; what the function throws passes through.
 import { InvalidOptionsError, RateLimitedError, ThrottleStoppedError, WaitAbortedError } from '../errors.js'
-import type { AcquireDecision } from '../limiter.js'
+import type { AcquireDecision } from '../limiter/types.js'
 import type { Throttled, ThrottleOptions, WaitOptions } from './types.js'
 
 type WaitFn = (policy: string, key: string, options: WaitOptions) => Promise<AcquireDecision>

@@ -1,7 +1,7 @@
 // Public types of waiting for capacity (wait), charging late-known costs (reserve/settle) and
 // throttling outbound calls (throttle). docs/waiting.md explains each and its bound.
 import type { Duration } from '../duration.js'
-import type { AcquireDecision, ConsumeOptions, Decision, LayeredDecision } from '../limiter/types.js'
+import type { AcquireDecision, ConsumeOptions, Decision, LayeredDecision } from '../limiter/decision-types.js'
 
 /** The limiter's bounds on waiters: `createLimiter({ waiting: { ... } })`. */
 export interface WaitingOptions {

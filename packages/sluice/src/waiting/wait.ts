@@ -2,7 +2,14 @@
 // process: only the waiter at its head asks the store, sleeps exactly the store's retryAfterMs and
 // asks again, so a burst of waiters costs the store one call per wake-up, not one per waiter.
 import { InvalidOptionsError, TooManyWaitersError, UnknownPolicyError, WaitAbortedError } from '../errors.js'
-import type { AcquireDecision, Check, Decision, LayeredDecision, Limiter, WaitingMethod } from '../limiter.js'
+import type {
+  AcquireDecision,
+  Check,
+  Decision,
+  LayeredDecision,
+  Limiter,
+  WaitingMethod,
+} from '../limiter/types.js'
 import type { ResolvedPolicy } from '../policy.js'
 import { nextFitMs } from './next-fit.js'
 import type { WaitOptions } from './types.js'
