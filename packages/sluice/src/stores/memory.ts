@@ -3,6 +3,7 @@
 // blocked, so evicting is never the cheap way to lift a lockout. Expiry needs no timer per key:
 // expired entries are swept a little on every write.
 import { algorithms } from '../algorithms/index.js'
+import { decideAll, decideStep, refundStep, type StepDecision } from '../algorithms/rules.js'
 import { InvalidOptionsError } from '../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
@@ -305,54 +306,26 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     }
   }
 
-  interface Evaluated extends StepResult {
-    state: unknown
-  }
-
-  function evaluate(
+  /** One step decided on its entry (src/algorithms/rules.ts: the block rule). */
+  function decideEntry(
     policy: ResolvedPolicy,
     cost: number,
     leaseId: string | undefined,
     entry: Entry | undefined,
     at: number,
     peek: boolean,
-  ): Evaluated {
-    const state = entry !== undefined && entry.expiresAt > at ? entry.state : undefined
-    const endsInMs = state === undefined ? undefined : entry!.expiresAt - at
-    const algorithm = algorithms[policy.algorithm]
-    if (entry !== undefined && entry.blockedUntil > at) {
-      // A block adds a wait; it never shortens the one the units already impose (nothing is charged
-      // while blocked, so the state's own wait still holds when the block ends).
-      const left = entry.blockedUntil - at
-      const units = algorithm.consume(state, policy, at, cost, true, undefined, undefined, endsInMs)
-      return {
-        allowed: false,
-        remaining: 0,
-        resetMs: Math.max(left, units.resetMs),
-        retryAfterMs: Math.max(left, units.retryAfterMs),
-        blocked: true,
-        state: entry.state,
-      }
-    }
-    const outcome = algorithm.consume(state, policy, at, cost, peek, leaseId, undefined, endsInMs)
-    return {
-      allowed: outcome.allowed,
-      remaining: outcome.remaining,
-      resetMs: outcome.resetMs,
-      retryAfterMs: outcome.retryAfterMs,
-      blocked: false,
-      state: outcome.state,
-    }
-  }
-
-  function strip(result: Evaluated): StepResult {
-    return {
-      allowed: result.allowed,
-      remaining: result.remaining,
-      resetMs: result.resetMs,
-      retryAfterMs: result.retryAfterMs,
-      blocked: result.blocked,
-    }
+  ): StepDecision {
+    const live = entry !== undefined && entry.expiresAt > at
+    return decideStep(
+      policy,
+      cost,
+      leaseId,
+      live ? entry.state : undefined,
+      live ? entry.expiresAt - at : undefined,
+      entry === undefined ? NOT_BLOCKED : entry.blockedUntil,
+      at,
+      peek,
+    )
   }
 
   /** One step, its result written into `out`: no steps or results arrays, no Step object. */
@@ -369,7 +342,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const table = tableOf(policy.id)
     const entry = read(table, key)
     if (entry !== undefined && entry.blockedUntil > at) {
-      const r = evaluate(policy, cost, leaseId, entry, at, peek)
+      const r = decideEntry(policy, cost, leaseId, entry, at, peek)
       out.allowed = r.allowed
       out.remaining = r.remaining
       out.resetMs = r.resetMs
@@ -420,33 +393,27 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   function apply(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[] {
     if (steps.length === 1) return [applyOne(steps[0]!, mode)]
     const at = clock()
-    const peek = mode === 'peek'
     const tablesOf = steps.map((step) => tableOf(step.policy.id))
     const entries = steps.map((step, i) => read(tablesOf[i]!, step.key))
-    const results = steps.map((step, i) =>
-      evaluate(step.policy, step.cost, step.leaseId, entries[i], at, peek),
-    )
-    if (peek) return results.map(strip)
-    if (results.every((r) => r.allowed)) {
-      for (let i = 0; i < results.length; i++) {
-        const r = results[i]!
+    const all = decideAll(steps.length, mode, (i, peek) => {
+      const step = steps[i]!
+      return decideEntry(step.policy, step.cost, step.leaseId, entries[i], at, peek)
+    })
+    if (all.commit) {
+      for (let i = 0; i < steps.length; i++) {
+        const d = all.decisions[i]!
         const step = steps[i]!
-        write(tablesOf[i]!, step.key, step.policy.maxKeys, entries[i], r.state, r.resetMs, r.remaining, at)
+        write(tablesOf[i]!, step.key, step.policy.maxKeys, entries[i], d.state, d.resetMs, d.remaining, at)
       }
-      return results.map(strip)
+    } else if (mode === 'consume') {
+      // Nothing was charged: each entry moves to the map its answer calls for.
+      for (let i = 0; i < steps.length; i++) {
+        const entry = entries[i]
+        const r = all.results[i]!
+        if (entry !== undefined) mark(tablesOf[i]!, steps[i]!.key, entry, r.remaining === 0 || r.blocked)
+      }
     }
-    // All or nothing: nothing is charged, and layers that would admit report their state as it is.
-    const out = results.map((r, i) =>
-      r.allowed
-        ? strip(evaluate(steps[i]!.policy, steps[i]!.cost, steps[i]!.leaseId, entries[i], at, true))
-        : strip(r),
-    )
-    for (let i = 0; i < steps.length; i++) {
-      const entry = entries[i]
-      if (entry !== undefined)
-        mark(tablesOf[i]!, steps[i]!.key, entry, out[i]!.remaining === 0 || out[i]!.blocked)
-    }
-    return out
+    return all.results
   }
 
   const store: MemoryStore = {
@@ -463,20 +430,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         const table = tableOf(step.policy.id)
         const entry = read(table, step.key)
         if (entry === undefined || entry.expiresAt <= at) continue
-        const algorithm = algorithms[step.policy.algorithm]
-        const untilMs = entry.expiresAt
-        const state = algorithm.refund(entry.state, step.policy, at, step.cost, step.leaseId, untilMs - at)
-        // The new time to live: how long until the refunded state is back to full, and never later
-        // than it was (giving units back never makes a state last longer).
-        const probe = state === undefined ? undefined : algorithm.consume(state, step.policy, at, 1, true)
-        entry.state = state
-        entry.expiresAt = probe === undefined ? at : Math.min(at + probe.resetMs, untilMs)
-        mark(
-          table,
-          step.key,
-          entry,
-          entry.blockedUntil > at || (probe !== undefined && probe.remaining === 0),
-        )
+        const r = refundStep(step.policy, step.cost, step.leaseId, entry.state, entry.expiresAt, at)
+        entry.state = r.state
+        entry.expiresAt = r.endsAt
+        mark(table, step.key, entry, entry.blockedUntil > at || r.remaining === 0)
       }
     },
     async charge(steps) {
