@@ -94,6 +94,20 @@ export function singleStepOf(store: Store): SingleStep | undefined {
   return slot !== undefined && slot.apply === store.apply ? slot.single : undefined
 }
 
+/** `out` (the caller's, reused) holding a decided step's answer. */
+function answerInto(
+  out: StepResult,
+  r: { allowed: boolean; remaining: number; resetMs: number; retryAfterMs: number },
+  blocked: boolean,
+): StepResult {
+  out.allowed = r.allowed
+  out.remaining = r.remaining
+  out.resetMs = r.resetMs
+  out.retryAfterMs = r.retryAfterMs
+  out.blocked = blocked
+  return out
+}
+
 const dead = (entry: Entry, at: number): boolean => entry.expiresAt <= at && entry.blockedUntil <= at
 const tableSize = (table: Table): number => table.open.size + table.held.size
 
@@ -342,13 +356,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const table = tableOf(policy.id)
     const entry = read(table, key)
     if (entry !== undefined && entry.blockedUntil > at) {
-      const r = decideEntry(policy, cost, leaseId, entry, at, peek)
-      out.allowed = r.allowed
-      out.remaining = r.remaining
-      out.resetMs = r.resetMs
-      out.retryAfterMs = r.retryAfterMs
-      out.blocked = true
-      return out
+      return answerInto(out, decideEntry(policy, cost, leaseId, entry, at, peek), true)
     }
     // The ms the state has left: when it was written to end is what a state written under other
     // parameters is held to (read only with a state). Always a small integer: an absolute time, or
@@ -374,12 +382,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     // Every insert sweeps (in write); every 8th decision too, denied ones included, so keys that
     // went idle are cleared even when the traffic left is all hitting its limits.
     if ((++decisions & 7) === 0) sweepSome(at)
-    out.allowed = o.allowed
-    out.remaining = o.remaining
-    out.resetMs = o.resetMs
-    out.retryAfterMs = o.retryAfterMs
-    out.blocked = false
-    return out
+    return answerInto(out, o, false)
   }
 
   const decideInto: SingleStep = (policy, key, cost, mode, out) =>
