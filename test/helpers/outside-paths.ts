@@ -100,9 +100,9 @@ class Scanner implements PathSink {
       if (word.startsWith('/')) {
         const normal = posix.normalize(word).split('/')
         const top = normal[1] ?? ''
-        // A folder beside the clone (`/<top of the root>/x`), not the bare top, which is a route
-        // such as `/check` when the clone sits under /check.
-        const besideRoot = top === rootTop && normal.length > 2
+        // Under the root's top folder: a folder beside the clone (`/<top>/x`), or the top itself when
+        // climbed to; the bare word `/<top>` is a route such as `/check` (a clone under /check).
+        const besideRoot = top === rootTop && (normal.length > 2 || segments.includes(CLIMB))
         if (FS_ROOTS.has(top) || besideRoot || FS_ROOTS.has(segments[1] ?? ''))
           this.check(file, line, word, word)
       } else if (segments.includes(CLIMB) && (!inCode || segments.length > 1 || text.trim() === CLIMB))

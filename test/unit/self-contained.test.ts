@@ -172,12 +172,32 @@ describe('the scan lets through', () => {
 })
 
 describe('a clone whose top folder is also a route', () => {
-  const root = '/check/sluice'
-  const scanAt = (code: string) =>
-    scanSource(root, `${root}/test/unit/planted.ts`, spelled(code)).findings.map((f) => f.resolved)
+  // The clone sits at /check/sluice (spelled, so that a scan of this file from a clone under /check
+  // does not find the paths themselves).
+  const root = spelled('{abs}check/sluice')
+  const scanAt = (code: string) => [
+    ...new Set(
+      scanSource(root, join(root, 'test', 'unit', 'planted.ts'), spelled(code)).findings.map(
+        (f) => f.resolved,
+      ),
+    ),
+  ]
 
-  it('lets the route through and catches a folder beside the clone', () => {
-    expect(scanAt("const route = '{abs}check'\nconst other = '{abs}v1/{up}/check'\n")).toEqual([])
-    expect(scanAt("const beside = '{abs}check/shared/x.yaml'\n")).toEqual(['/check/shared/x.yaml'])
+  it('lets the route through and catches the folder holding the clone and a folder beside it', () => {
+    expect(scanAt("const route = '{abs}check'\nconst api = '{abs}v1/check'\n")).toEqual([])
+    expect(scanAt("const beside = '{abs}check/shared/x.yaml'\n")).toEqual([
+      spelled('{abs}check/shared/x.yaml'),
+    ])
+    expect(scanAt("const up = join(import.meta.dirname, '{up}', '{up}', '{up}')\n")).toEqual([
+      spelled('{abs}check'),
+    ])
+  })
+
+  it('catches a shell script that climbs out of the clone', () => {
+    expect(
+      scanSource(root, join(root, '.ci', 'run'), spelled('cd "$(dirname "$0")/{up}/{up}"\n')).findings.map(
+        (f) => f.resolved,
+      ),
+    ).toEqual([spelled('{abs}check')])
   })
 })
