@@ -164,3 +164,30 @@ describe('through a whole limiter: failover, deny cache, hybrid and a listener i
     expect(events).toEqual(['consume', 'consume', 'peek', 'consume'])
   })
 })
+
+describe('createLimiter takes only a whole store', () => {
+  it.each([
+    ['charge', 'charge (function)'],
+    ['now', 'now (function)'],
+    ['inProcess', 'inProcess (boolean)'],
+  ] as const)('a store without %s is refused at once, naming what it lacks', (member, named) => {
+    const store: Record<string, unknown> = { ...recordingStore() }
+    delete store[member]
+    const make = () =>
+      createLimiter({
+        store: store as unknown as Store,
+        policies: { api: { algorithm: 'fixed-window', limit: 10, window: '1s' } },
+      })
+    expect(make).toThrow(expect.objectContaining({ code: 'SLUICE_INVALID_OPTIONS' }))
+    expect(make).toThrow(named)
+  })
+
+  it('a wrapper made with forwardStore is whole', async () => {
+    const store = recordingStore()
+    const limiter = createLimiter({
+      store: forwardStore(store, {}),
+      policies: { api: { algorithm: 'fixed-window', limit: 10, window: '1s' } },
+    })
+    expect((await limiter.consume('api', 'k')).allowed).toBe(true)
+  })
+})

@@ -69,7 +69,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
 ): Limiter<keyof P & string> {
   type Name = keyof P & string
   const settings = limiterSettings(options)
-  const userStore = options.store ?? memoryStore()
+  const userStore = options.store === undefined ? memoryStore() : sealedStore(options.store)
   const chain = buildChain({
     store: userStore,
     policies: settings.policies,
@@ -103,6 +103,36 @@ export function createLimiter<const P extends Record<string, Policy>>(
     throttle: waiting.throttle,
   })
   return limiter
+}
+
+/** Every member of the Store contract, and what it must be. */
+const STORE_MEMBERS = {
+  name: 'string',
+  inProcess: 'boolean',
+  apply: 'function',
+  refund: 'function',
+  charge: 'function',
+  block: 'function',
+  reset: 'function',
+  now: 'function',
+  close: 'function',
+} as const satisfies Record<keyof Store, 'string' | 'boolean' | 'function'>
+
+/**
+ * `store` when it has every member of the contract: a member missing would otherwise fail later, in
+ * the middle of a decision, as a TypeError.
+ */
+function sealedStore(store: Store): Store {
+  if (store === null || typeof store !== 'object')
+    throw new InvalidOptionsError('createLimiter: store must be a Store (see sluice/store)')
+  const wrong = Object.entries(STORE_MEMBERS)
+    .filter(([member, type]) => typeof (store as unknown as Record<string, unknown>)[member] !== type)
+    .map(([member, type]) => `${member} (${type})`)
+  if (wrong.length > 0)
+    throw new InvalidOptionsError(
+      `createLimiter: store ${JSON.stringify(String(store.name))} lacks ${wrong.join(', ')}; every member of the Store contract is required (a capability it cannot serve rejects with UnsupportedError), and forwardStore(inner, changes) from sluice/store makes a wrapper that has them all`,
+    )
+  return store
 }
 
 /** createLimiter's options, checked once and resolved: everything but the store and the listeners. */
