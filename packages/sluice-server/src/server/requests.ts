@@ -35,7 +35,7 @@ export type ClientErrorCode =
   | 'headers_too_large'
   | 'request_timeout'
   | 'too_many_streams'
-  // waiting: /v1/wait, /v1/reserve, /v1/settle/{id} (src/server/waiting.ts)
+  // /v1/wait, /v1/reserve, /v1/settle/{id} (waiting.ts)
   | 'invalid_wait'
   | 'too_many_waiters'
   | 'too_many_reservations'

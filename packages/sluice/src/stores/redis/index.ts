@@ -254,7 +254,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   const layered = script('layered')
   const refundScript = script('refund')
   const blockScript = script('block')
-  const chargeScript = script('charge') // waiting: settle's forced charge
+  const chargeScript = script('charge')
   let closed = false
 
   /** The key layout in force, once known (always, but for a Cluster's first call). */
@@ -479,7 +479,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       const at = clock()
       await Promise.all(group(steps, stepKeys).map((g) => refundGroup(g, at)))
     },
-    // waiting: commit without the admit check (settle's forced charge), one call per hash slot.
+    // Commit without the admit check (settle's forced charge), one call per hash slot.
     async charge(steps) {
       check()
       if (steps.length === 0) return
