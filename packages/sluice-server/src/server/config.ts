@@ -18,7 +18,7 @@ import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './co
 import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js'
 import { parseStoreUrl, redactStoreUrl } from './store-url.js'
 
-export const FAIL_MODES = ['open', 'closed', 'memory'] as const
+const FAIL_MODES = ['open', 'closed', 'memory'] as const
 /** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
 export type FailMode = (typeof FAIL_MODES)[number]
 
@@ -171,10 +171,10 @@ const topSchema = z.strictObject({
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
-export const MIN_ADMIN_TOKEN_LENGTH = 16
+const MIN_ADMIN_TOKEN_LENGTH = 16
 
 /** What is wrong with an admin token (never quoting it), or undefined when it is acceptable. */
-export function adminTokenProblem(token: string): string | undefined {
+function adminTokenProblem(token: string): string | undefined {
   if (token.length < MIN_ADMIN_TOKEN_LENGTH)
     return `must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -hex 24)`
   // A header value loses its surrounding whitespace on the way in: such a token could never match.
