@@ -380,7 +380,7 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
     name: 'memcached',
     inProcess: false,
     now: clock,
-    // No forced charge over gets + CAS yet: settle above the estimate is refused, nothing written.
+    // No forced charge over gets + CAS: settle above the estimate is refused, nothing written.
     async charge() {
       throw new UnsupportedError(
         'memcached store: no forced charge (settle above the estimate); settle at most the estimate',

@@ -1,5 +1,6 @@
-// The Redis store: every algorithm runs as its Lua twin inside Redis, one atomic script call per
-// decision (per hash slot in Cluster). Works with ioredis and node-redis v5, standalone or Cluster.
+// The Redis store: every algorithm runs as its Lua twin inside Redis, a decision's steps of one hash
+// slot in one atomic script call (with coalescing, one call carries several single-slot decisions).
+// Works with ioredis and node-redis v5, standalone or Cluster.
 // The scripts and their registry are in script.ts, the tick coalescer in coalescer.ts.
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
 import { ALGORITHMS, type AlgorithmName, type ResolvedPolicy } from '../../policy.js'
