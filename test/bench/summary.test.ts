@@ -1,4 +1,4 @@
-// The summary table of `npm run bench` (bench/summary.ts): every row of issue 15 filled from rows by
+// The summary table of `npm run bench` (bench/summary.ts): every goal row filled from rows by
 // id, the goal checked, and "not run" where a case did not run. No benchmark runs here.
 import { describe, expect, it } from 'vitest'
 import { summaryTable } from '../../bench/summary.js'

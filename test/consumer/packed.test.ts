@@ -24,7 +24,7 @@ import {
   typecheck,
 } from './packed-helpers.js'
 
-/** Issue 25's budgets for `npm install sluice` alone in a fresh project, and for the tarball. */
+/** The size budgets for `npm install sluice` alone in a fresh project, and for the tarball. */
 const BUDGET = { packages: 3, nodeModulesBytes: 2_000_000, tarballBytes: 300_000 }
 /** What a library user is never handed: gRPC, protobuf, YAML, loggers, schema and metrics packages. */
 const SERVICE_ONLY =

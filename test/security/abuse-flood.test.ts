@@ -1,4 +1,4 @@
-// Issue 20: the abuse patterns under a flood, through the real service over HTTP. An attacker sends
+// The abuse patterns under a flood, through the real service over HTTP. An attacker sends
 // thousands of one-off (address, user) pairs to wash its own accounts out of the bounded tables;
 // memory stays at its bound, and the address with many accounts and the rotating account still show.
 import { describe, expect, it } from 'vitest'

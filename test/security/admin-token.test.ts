@@ -1,4 +1,4 @@
-// Issue 13, finding 8: the admin bearer token. One rule for the YAML `admin.token`, the adminToken
+// The admin bearer token. One rule for the YAML `admin.token`, the adminToken
 // option and SLUICE_ADMIN_TOKEN (at least 16 characters, no surrounding whitespace), refused with
 // SLUICE_INVALID_CONFIG and never echoed; failed attempts logged with the peer address; a compare
 // of fixed-length digests, so no answer depends on how long the given token is.

@@ -1,4 +1,4 @@
-// Issue 13, finding 6: any web page could spend anyone's budget. A page a user visits can POST
+// No web page may spend anyone's budget. A page a user visits can POST
 // text/plain, form and multipart bodies to the service without a CORS preflight; the service must
 // refuse every body that is not application/json (415) and every request with a browser Origin it
 // was not told to allow (403), and store nothing. The dashboard gets an optional token and a bind of

@@ -1,4 +1,4 @@
-// Issue 13, finding 4: a flood of new keys must not erase another key's lockout. The memory store
+// A flood of new keys must not erase another key's lockout. The memory store
 // evicts keys that would admit before keys that deny or are blocked, and a policy's own `maxKeys`
 // caps its share, so a flood of one policy evicts only that policy's keys. Attacked through the
 // library and through the real `sluice serve` process (dist/cli.js, built by `npm test`).

@@ -1,8 +1,9 @@
 // Attack through a real nginx in front of Express 5 and Fastify 5 configured the way their users do
 // (`app.set('trust proxy', '127.0.0.1')`, `Fastify({ trustProxy: '127.0.0.1' })`, no `trustProxy` in
 // Sluice's options). Clients connect from their own loopback addresses (127.0.0.5, ...), nginx appends
-// them to X-Forwarded-For. Before the fix Sluice keyed every request on nginx's 127.0.0.1: one client
-// spending its budget locked out everyone. A client that forges X-Forwarded-For must stay in its own budget.
+// them to X-Forwarded-For. Each client must be keyed on its own address, never on nginx's 127.0.0.1
+// (one client spending its budget would lock out everyone), and a client that forges X-Forwarded-For
+// must stay in its own budget.
 import { once } from 'node:events'
 import { createServer, request, type Server } from 'node:http'
 import express from 'express'

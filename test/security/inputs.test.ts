@@ -1,4 +1,4 @@
-// Issue 13, finding 9: inputs that collide or slip through. Each case is sent to the real service over
+// Inputs that would collide or slip through. Each case is sent to the real service over
 // real sockets (raw bytes where fetch would clean them up), to the library through createLimiter, and
 // to the config parser and the built CLI; each must be refused with a typed error and stored nothing.
 import { execFile } from 'node:child_process'

@@ -1,4 +1,4 @@
-// Issue 13, finding 1: a client must not choose its own tier or address. A real nginx runs the
+// A client must not choose its own tier or address. A real nginx runs the
 // SHIPPED examples/nginx/sluice.conf (ports replaced) in front of the real service running the
 // SHIPPED examples/sluice.yaml (api: token bucket, burst 20; enterprise: burst 2000), and the client
 // sends the headers the service trusts.

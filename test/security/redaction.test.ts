@@ -1,4 +1,4 @@
-// Issue 13, finding 3: store passwords never printed. The real CLI (dist/cli.js, `npm run -s build`
+// Store passwords are never printed. The real CLI (dist/cli.js, `npm run -s build`
 // first) against a real redis-server whose ACL users have passwords holding `/`, `@`, `:` and `%`:
 // the banner, /readyz, the reload warning, `sluice check` and every error message hide them.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'

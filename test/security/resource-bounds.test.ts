@@ -1,4 +1,4 @@
-// Issue 13, finding 7: resource bounds of the service. Dashboard streams are capped and a consumer
+// Resource bounds of the service. Dashboard streams are capped and a consumer
 // that stops reading is dropped once its buffer passes a bound; a client that dribbles its headers
 // or body is cut after the configured timeout; connections are capped; and what Node's HTTP parser
 // answers (400, 408, 431) is JSON like every other error. Real service, real sockets on 127.0.0.1,

@@ -1,4 +1,4 @@
-// Issue 13, finding 2: with authz.keyHeader the client's API key is a secret. Against a real
+// With authz.keyHeader the client's API key is a secret. Against a real
 // redis-server and the real service over HTTP: the raw key must appear in no Redis key, no
 // dashboard snapshot, no /metrics line and no log line; top keys show a short fingerprint.
 import { Writable } from 'node:stream'

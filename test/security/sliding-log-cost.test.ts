@@ -1,9 +1,9 @@
-// Issue 13, finding 5: one request could cost megabytes. A sliding-window-log request of cost c used
-// to store c entries (one per unit): 30 requests of cost 1,000,000 grew a service by hundreds of MB,
-// and on Redis each one held the server for tens of ms. The log now stores one (time, units) entry
-// per admitted request, so its bytes and its script time follow the number of requests, not units.
-// Attacked here on the pure transition, the memory store, a private real redis-server (LLEN, MEMORY
-// USAGE, INFO commandstats) through the flat and the module scripts, and a real `sluice serve`.
+// One request must cost bytes, not megabytes: the sliding window log stores one (time, units) entry
+// per admitted request, never one per unit, so its bytes and its script time follow the number of
+// requests, not their cost (30 requests of cost 1,000,000 would otherwise grow a service by hundreds
+// of MB and hold Redis for tens of ms each). Attacked here on the pure transition, the memory store,
+// a private real redis-server (LLEN, MEMORY USAGE, INFO commandstats) through one-step and layered
+// decisions and refunds, and a real `sluice serve`.
 import type { ChildProcess } from 'node:child_process'
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'

@@ -1,7 +1,7 @@
 // Service identity: the limiter's policies carry the configured names (`api`, `api.pro`,
 // `envoy:<composite key>`) and a storage id (`api._.<shape>`) the store keys on. Decisions, events
-// and headers show the names with no rename step; the ids are the internal names of earlier
-// versions, so counters survive an upgrade, and a reshaped policy gets a fresh id on reload.
+// and headers show the names with no rename step; the stored keys are built from the ids, and a
+// reshaped policy gets a fresh id on reload.
 import { createHash, randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { afterEach, describe, expect, inject, it } from 'vitest'

@@ -1,4 +1,4 @@
-// Multi-region limits (issue 17): three private redis-servers, one per region; three OS processes,
+// Multi-region limits: three private redis-servers, one per region; three OS processes,
 // one per region, each on multiRegionStore with its own Redis direct and the two others behind
 // latency proxies (40 ms each way). They hammer one global key: the measured over-admission must
 // stay within the bound of docs/topologies.md. Then one region's links are cut and healed:

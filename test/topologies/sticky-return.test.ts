@@ -1,4 +1,4 @@
-// Sticky routing (issue 17), the other half of a crash: the killed instance is started again on its
+// Sticky routing, the other half of a crash: the killed instance is started again on its
 // port (empty memory) and, once the shipped fail_timeout has passed, nginx sends its keys back to it.
 // Each move is one more "life" for those keys in docs/topologies.md's bound: up to LIMIT more per
 // move in the same window; keys that never moved stay exact throughout.

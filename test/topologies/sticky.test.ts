@@ -1,4 +1,4 @@
-// Sticky routing without a shared store (issue 17): a real nginx runs the SHIPPED
+// Sticky routing without a shared store: a real nginx runs the SHIPPED
 // examples/nginx/sticky.conf (only its ports replaced) in front of three real `sluice serve`
 // processes, each on its own memory store with the SHIPPED examples/nginx/sticky.yaml
 // (sticky-ring.ts). Per-key limits are exact through nginx; then one instance is SIGKILLed and what

@@ -1,4 +1,4 @@
-// Policy option `scope` (issue 17, multi-region): 'region' (default) or 'global'; global only for
+// Policy option `scope` (multi-region): 'region' (default) or 'global'; global only for
 // the algorithms whose over-admission multiRegionStore can bound (sliding window counter).
 import { describe, expect, it } from 'vitest'
 import { resolvePolicy } from '../../packages/sluice/src/policy.js'

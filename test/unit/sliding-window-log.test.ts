@@ -1,5 +1,5 @@
 // The run-length sliding window log against the plainest model of its semantics: a list holding the
-// time of every admitted unit (what the log stored before issue 13). Random sequences of consumes,
+// time of every admitted unit. Random sequences of consumes,
 // peeks, refunds and clock steps (backwards too) must decide alike, and the log must hold at most
 // one entry per admitted request.
 import { describe, expect, it } from 'vitest'

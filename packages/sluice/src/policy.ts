@@ -24,7 +24,7 @@ export const STORE_ERROR_MODES = ['open', 'closed', 'memory'] as const
 /** Where a policy's limit holds with `multiRegionStore`: per region (default) or across all regions. */
 export type PolicyScope = 'region' | 'global'
 /** The algorithms `scope: 'global'` can bound (their windows are aligned to the clock, so regions count the same windows). */
-export const GLOBAL_ALGORITHMS = ['sliding-window-counter'] as const satisfies readonly AlgorithmName[]
+const GLOBAL_ALGORITHMS = ['sliding-window-counter'] as const satisfies readonly AlgorithmName[]
 
 /** `limit` requests per `window`. For token bucket and GCRA, `burst` is the capacity (default `limit`). */
 export interface RatePolicy {

@@ -279,7 +279,8 @@ function parseLimit(loc: Locator, path: Path, raw: unknown, compositeKey: string
     }
   }
   const policy = {
-    // The id is what earlier versions named the policy: counters survive an upgrade.
+    // Counters are keyed on the id: a reloaded limit with the same composite key, algorithm and
+    // window keeps its counters, and a changed algorithm or window starts fresh ones.
     id: `envoy.${hash6(compositeKey)}.${hash6(`${algorithm}|${windowMs}`)}`,
     algorithm,
     limit: rpu,

@@ -8,7 +8,7 @@ import { UNITS } from './config.js'
 import type { EnvoySettings } from './settings.js'
 
 /** Request bounds: what one Envoy call may carry (docs/envoy.md, "Bounds"). */
-export const BOUNDS = {
+const BOUNDS = {
   domainBytes: 255,
   descriptors: 64,
   entries: 16,
@@ -18,7 +18,7 @@ export const BOUNDS = {
 } as const
 
 /** gRPC status codes this service answers with (the numbers of the gRPC status code list). */
-export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, UNAVAILABLE: 14 } as const
+const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, UNAVAILABLE: 14 } as const
 
 /** A request refused with a gRPC status and a message saying what to send instead. */
 export class EnvoyRequestError extends Error {
@@ -86,7 +86,7 @@ function checkText(what: string, text: unknown, max: number): string {
 }
 
 /** The request's shape checked against BOUNDS; throws EnvoyRequestError (INVALID_ARGUMENT). */
-export function checkRequest(request: WireRequest): number {
+function checkRequest(request: WireRequest): number {
   const { domain, descriptors } = request
   if (typeof domain !== 'string' || domain === '')
     throw new EnvoyRequestError(

@@ -6,12 +6,12 @@ import { parseDuration, SluiceError } from 'sluice'
 import { z } from 'zod'
 import type { Locator } from '../server/config-errors.js'
 
-export const CHARGE_MODES = ['all-or-nothing', 'every'] as const
+const CHARGE_MODES = ['all-or-nothing', 'every'] as const
 /** `all-or-nothing`: no descriptor is charged when one is over; `every`: envoyproxy/ratelimit's way. */
 export type ChargeMode = (typeof CHARGE_MODES)[number]
 
 /** The gRPC listener's bounds by default: the HTTP listener's where one applies (docs/security.md). */
-export const GRPC_DEFAULTS = {
+const GRPC_DEFAULTS = {
   maxConnections: 1024,
   handshakeTimeoutMs: 10_000,
   idleTimeoutMs: 300_000,
@@ -69,13 +69,13 @@ export const envoySchema = z
   .optional()
 
 /** Per-request limits (a descriptor's `limit`) kept as policies at once, by default. */
-export const DEFAULT_MAX_OVERRIDE_POLICIES = 256
+const DEFAULT_MAX_OVERRIDE_POLICIES = 256
 
 /**
  * Descriptor keys whose values are secrets whatever the config says: the names Envoy's
  * `request_headers` action is given for API-key and credential headers. Compared ignoring case.
  */
-export const DEFAULT_SECRET_KEYS: readonly string[] = [
+const DEFAULT_SECRET_KEYS: readonly string[] = [
   'api_key',
   'apikey',
   'api-key',

@@ -7,7 +7,7 @@ import { z } from 'zod'
 import type { Locator } from './config-errors.js'
 
 /** Defaults, well under Node's (60 s for headers, 300 s for a request, no connection cap). */
-export const HTTP_DEFAULTS = {
+const HTTP_DEFAULTS = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
   maxConnections: 1024,

@@ -16,7 +16,7 @@ export interface WaitingSettings {
   readonly maxWaiters: number
 }
 
-export const WAITING_DEFAULTS: WaitingSettings = {
+const WAITING_DEFAULTS: WaitingSettings = {
   maxWaitMs: 10_000,
   maxReservations: 10_000,
   maxWaitersPerKey: 1_000,

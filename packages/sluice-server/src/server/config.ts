@@ -15,10 +15,10 @@ import type { Path } from './config-errors.js'
 import { dotted, type Locator, parseYamlDocument, suggestDuration, toPlain } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
-import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js' // waiting:
+import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js'
 import { parseStoreUrl, redactStoreUrl } from './store-url.js'
 
-export const FAIL_MODES = ['open', 'closed', 'memory'] as const
+const FAIL_MODES = ['open', 'closed', 'memory'] as const
 /** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
 export type FailMode = (typeof FAIL_MODES)[number]
 
@@ -95,7 +95,7 @@ export interface ServiceConfig {
   readonly envoy: EnvoySettings
   /** The abuse patterns' window, thresholds and policy kinds (config-abuse.ts). */
   readonly abuse: AbuseSettings
-  /** waiting: /v1/wait's cap and the open reservations' bound (src/server/waiting.ts). */
+  /** /v1/wait's cap and the open reservations' bound (waiting.ts). */
   readonly waiting: WaitingSettings
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
@@ -167,14 +167,14 @@ const topSchema = z.strictObject({
   grpc: grpcSchema,
   envoy: envoySchema,
   abuse: abuseSchema,
-  waiting: waitingSchema, // waiting:
+  waiting: waitingSchema,
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
-export const MIN_ADMIN_TOKEN_LENGTH = 16
+const MIN_ADMIN_TOKEN_LENGTH = 16
 
 /** What is wrong with an admin token (never quoting it), or undefined when it is acceptable. */
-export function adminTokenProblem(token: string): string | undefined {
+function adminTokenProblem(token: string): string | undefined {
   if (token.length < MIN_ADMIN_TOKEN_LENGTH)
     return `must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -hex 24)`
   // A header value loses its surrounding whitespace on the way in: such a token could never match.
@@ -244,7 +244,8 @@ function resolveEntry(
     throw loc.error(path, message, error)
   }
   const probe = resolvePolicy(name, policy)
-  // The id is what earlier versions named the limiter policy: counters survive an upgrade.
+  // Counters are keyed on the id, not the name: a reload that keeps the policy's shape keeps its
+  // counters, and a changed algorithm or window starts fresh ones (shapeTag).
   const id = `${name}.${tier ?? BASE_TIER}.${shapeTag(probe)}`
   const displayName = tier === undefined ? name : `${name}.${tier}`
   return {
@@ -436,7 +437,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     grpc,
     envoy: resolveEnvoy(top.envoy, file),
     abuse,
-    waiting: resolveWaiting(loc, top.waiting), // waiting:
+    waiting: resolveWaiting(loc, top.waiting),
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined

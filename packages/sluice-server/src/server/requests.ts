@@ -5,9 +5,9 @@ import type { Check } from 'sluice'
 import type { PolicyEntry, ServiceConfig } from './config.js'
 import { isRecord } from './config.js'
 
-export const MAX_BODY_BYTES = 16 * 1024
+const MAX_BODY_BYTES = 16 * 1024
 export const MAX_KEY_BYTES = 1024
-export const MAX_CHECKS = 32
+const MAX_CHECKS = 32
 
 /** Stable error codes of the HTTP API (the `error` field of every error body). */
 export type ClientErrorCode =
@@ -35,7 +35,7 @@ export type ClientErrorCode =
   | 'headers_too_large'
   | 'request_timeout'
   | 'too_many_streams'
-  // waiting: /v1/wait, /v1/reserve, /v1/settle/{id} (src/server/waiting.ts)
+  // /v1/wait, /v1/reserve, /v1/settle/{id} (waiting.ts)
   | 'invalid_wait'
   | 'too_many_waiters'
   | 'too_many_reservations'
@@ -72,7 +72,7 @@ function decodeUtf8(bytes: Buffer): string {
  * Read a request body of at most MAX_BODY_BYTES; larger bodies are refused without buffering them,
  * bodies that are not UTF-8 are refused, and a connection that closes mid-body rejects.
  */
-export function readBody(req: IncomingMessage): Promise<string> {
+function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length'])
     if (declared > MAX_BODY_BYTES) {
@@ -112,7 +112,7 @@ function tooLarge(): ClientError {
 }
 
 /** JSON.parse that turns a syntax error into `invalid_json`. */
-export function parseJson(text: string): unknown {
+function parseJson(text: string): unknown {
   try {
     return JSON.parse(text)
   } catch (error) {

@@ -9,7 +9,7 @@ import { finished } from './observe.js'
 import { send } from './plumbing.js'
 import { ClientError, jsonBody, parseDecisionRequest } from './requests.js'
 import type { ServiceContext } from './types.js'
-import { settle, waiting } from './waiting.js' // waiting:
+import { settle, waiting } from './waiting.js'
 
 /** Throw 405 unless the request's method is one of `methods`. */
 function allow(method: string, ...methods: string[]): void {
@@ -119,7 +119,7 @@ export async function route(
       allow(method, 'POST')
       await admin(ctx, req, res, path === '/v1/reset' ? 'reset' : 'block', id)
       return
-    case '/v1/wait': // waiting: src/server/waiting.ts
+    case '/v1/wait':
     case '/v1/reserve':
       allow(method, 'POST')
       await waiting(ctx, req, res, path)
@@ -152,7 +152,6 @@ export async function route(
     }
     default:
       if (path.startsWith('/v1/settle/')) {
-        // waiting: POST /v1/settle/{id}
         allow(method, 'POST')
         await settle(ctx, req, res, path)
         return

@@ -113,7 +113,7 @@ export function createService(options: ServiceOptions): Service {
       policies: { ...limiterPolicies(next), ...envoyPolicies },
       onDecision: forward,
       onStoreHealth,
-      waiting: { maxWaitersPerKey: next.waiting.maxWaitersPerKey, maxWaiters: next.waiting.maxWaiters }, // waiting:
+      waiting: { maxWaitersPerKey: next.waiting.maxWaitersPerKey, maxWaiters: next.waiting.maxWaiters },
       // Failover warnings (store failing, recovered) go to the service log, at most one per 10 s.
       logger,
     })

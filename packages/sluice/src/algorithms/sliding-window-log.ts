@@ -8,8 +8,8 @@ import type { Algorithm } from './types.js'
  * Running totals of units wrap here, so they stay small and exact on a key that never goes idle. A
  * difference of two totals is still right while a window holds fewer units than this, and it holds
  * at most `limit` <= 1,000,000 (MAX_LOG_LIMIT in src/policy.ts). 2^39 ms is in 1987, so in Redis a
- * stored total is never mistaken for a time: a list that starts with a number >= 2^39 was written
- * by the per-unit log of earlier versions (see the Lua twin). Twin of TOTAL_MODULUS in the scripts.
+ * stored total is never mistaken for a time: a list that starts with a number >= 2^39 is not a log
+ * of this layout and reads as no state (see the Lua twin). Twin of TOTAL_MODULUS in the scripts.
  */
 export const LOG_TOTAL_MODULUS = 2 ** 39
 

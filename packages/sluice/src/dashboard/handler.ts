@@ -19,7 +19,7 @@ export interface DashboardOptions<S> {
   maxStreamBufferBytes?: number
 }
 
-export const DASHBOARD_DEFAULTS = { maxStreams: 16, maxStreamBufferBytes: 256 * 1024 } as const
+const DASHBOARD_DEFAULTS = { maxStreams: 16, maxStreamBufferBytes: 256 * 1024 } as const
 
 function positiveInteger(value: number | undefined, fallback: number, what: string): number {
   if (value === undefined) return fallback

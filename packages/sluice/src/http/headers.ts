@@ -20,7 +20,7 @@ export interface RateLimitHeaderOptions {
 }
 
 /** The layers of a decision: every layer of a layered decision, or the single decision itself. */
-export function layersOf(decision: Decision | LayeredDecision): readonly Decision[] {
+function layersOf(decision: Decision | LayeredDecision): readonly Decision[] {
   return 'results' in decision && Array.isArray(decision.results) && decision.results.length > 0
     ? decision.results
     : [decision]

@@ -12,7 +12,7 @@ const RULE_KEYS = keysOf<Rule>({ policy: true, key: true, routes: true, cost: tr
 const ROUTE_KEYS = keysOf<RouteOptions>({ cost: true, rules: true, skip: true })
 
 /** A bounded-cardinality method: the standard ones as is, anything else as `OTHER`. */
-export function methodOf(raw: string): string {
+function methodOf(raw: string): string {
   const upper = typeof raw === 'string' ? raw.toUpperCase() : ''
   return METHODS.has(upper) ? upper : 'OTHER'
 }

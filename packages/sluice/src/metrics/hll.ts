@@ -3,12 +3,12 @@
 import { fnv1a } from './topk.js'
 
 /** Registers of the dense form: 2^PRECISION. */
-export const HLL_PRECISION = 9
-export const HLL_REGISTER_COUNT = 1 << HLL_PRECISION
+const HLL_PRECISION = 9
+const HLL_REGISTER_COUNT = 1 << HLL_PRECISION
 /** Relative standard error of a dense estimate: 1.04 / sqrt(m), about 4.6% with 512 registers. */
 export const HLL_STANDARD_ERROR = 1.04 / Math.sqrt(HLL_REGISTER_COUNT)
 /** Distinct hashes kept exactly before the sketch turns dense (32 x 4 bytes < 512 bytes). */
-export const SPARSE_LIMIT = 32
+const SPARSE_LIMIT = 32
 /** Upper bound on the bytes one sketch holds (the registers; the sparse list is smaller). */
 export const SKETCH_BYTES = HLL_REGISTER_COUNT
 

@@ -16,7 +16,7 @@ export type { CircuitState }
 export type DecisionOutcome = 'allowed' | 'denied' | 'degraded'
 
 /** The failover layer's circuit states; `sluice_circuit_state` exports them as 0, 1 and 2. */
-export const CIRCUIT_STATE_VALUE: Readonly<Record<CircuitState, number>> = {
+const CIRCUIT_STATE_VALUE: Readonly<Record<CircuitState, number>> = {
   closed: 0,
   'half-open': 1,
   open: 2,
@@ -25,7 +25,7 @@ export const CIRCUIT_STATE_VALUE: Readonly<Record<CircuitState, number>> = {
 const OUTCOMES: readonly DecisionOutcome[] = ['allowed', 'denied', 'degraded']
 
 /** Label value used once a label has seen `maxLabelValues` distinct values. */
-export const OTHER_LABEL = '_other'
+const OTHER_LABEL = '_other'
 
 export interface MetricsOptions {
   /** Where the metrics are registered. Default: a new Registry (not prom-client's global one). */

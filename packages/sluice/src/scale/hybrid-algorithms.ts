@@ -132,7 +132,7 @@ const TABLE: Readonly<Record<HybridAlgorithmName, HybridAlgorithm>> = {
   gcra: gcraHybrid,
 }
 
-export function isHybridAlgorithm(name: AlgorithmName): name is HybridAlgorithmName {
+function isHybridAlgorithm(name: AlgorithmName): name is HybridAlgorithmName {
   return (HYBRID_ALGORITHMS as readonly string[]).includes(name)
 }
 

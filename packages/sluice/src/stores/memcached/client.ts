@@ -43,7 +43,7 @@ export interface CasItem {
 export type WriteOutcome = { stored: true; cas: Buffer } | { stored: false }
 
 /** A reply status memcached should not give to these commands: a typed failure upstream. */
-export class MemcachedReplyError extends Error {
+class MemcachedReplyError extends Error {
   readonly status: number
   constructor(command: string, status: number) {
     super(`memcached ${command}: ${NAMES[status] ?? `status ${status}`}`)

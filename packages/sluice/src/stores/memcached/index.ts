@@ -36,7 +36,7 @@ const OPTION_KEYS = keysOf<MemcachedStoreOptions>({ prefix: true, clock: true, n
  * with a StoreError (the failover layer then follows the policy's `onStoreError`). Decisions on
  * one key from one process share rounds (see lanes), so only other processes make a round lose.
  */
-export const MAX_CAS_ROUNDS = 32
+const MAX_CAS_ROUNDS = 32
 /**
  * Keys whose last written item (and CAS value) the store remembers, so the next admit on such a
  * key is one CAS instead of a read and a CAS. A few hundred bytes each.
@@ -380,7 +380,7 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
     name: 'memcached',
     inProcess: false,
     now: clock,
-    // No forced charge over gets + CAS yet: settle above the estimate is refused, nothing written.
+    // No forced charge over gets + CAS: settle above the estimate is refused, nothing written.
     async charge() {
       throw new UnsupportedError(
         'memcached store: no forced charge (settle above the estimate); settle at most the estimate',

@@ -237,7 +237,7 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
     inProcess: false,
     // Client clock: the functions decide on `now`, so the limiter's deny cache must time with it too.
     now: clientClock ? () => Math.floor(now()) : Date.now,
-    // No plpgsql forced charge yet: settle above the estimate is refused, nothing written.
+    // No plpgsql forced charge: settle above the estimate is refused, nothing written.
     async charge() {
       throw new UnsupportedError(
         'postgres store: no forced charge (settle above the estimate); settle at most the estimate',

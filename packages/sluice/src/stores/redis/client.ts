@@ -83,7 +83,7 @@ interface Corkable {
 }
 
 /** Most EVALSHA calls one coalesced socket write carries. */
-export const WRITE_CHUNK = 16
+const WRITE_CHUNK = 16
 
 /**
  * Socket write coalescing for ioredis, which writes every command with its own system call. The

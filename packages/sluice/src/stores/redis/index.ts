@@ -1,5 +1,6 @@
-// The Redis store: every algorithm runs as its Lua twin inside Redis, one atomic script call per
-// decision (per hash slot in Cluster). Works with ioredis and node-redis v5, standalone or Cluster.
+// The Redis store: every algorithm runs as its Lua twin inside Redis, a decision's steps of one hash
+// slot in one atomic script call (with coalescing, one call carries several single-slot decisions).
+// Works with ioredis and node-redis v5, standalone or Cluster.
 // The scripts and their registry are in script.ts, the tick coalescer in coalescer.ts.
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
 import { ALGORITHMS, type AlgorithmName, type ResolvedPolicy } from '../../policy.js'
@@ -254,7 +255,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
   const layered = script('layered')
   const refundScript = script('refund')
   const blockScript = script('block')
-  const chargeScript = script('charge') // waiting: settle's forced charge
+  const chargeScript = script('charge')
   let closed = false
 
   /** The key layout in force, once known (always, but for a Cluster's first call). */
@@ -479,7 +480,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       const at = clock()
       await Promise.all(group(steps, stepKeys).map((g) => refundGroup(g, at)))
     },
-    // waiting: commit without the admit check (settle's forced charge), one call per hash slot.
+    // Commit without the admit check (settle's forced charge), one call per hash slot.
     async charge(steps) {
       check()
       if (steps.length === 0) return

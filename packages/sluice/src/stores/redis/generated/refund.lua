@@ -396,8 +396,8 @@ while a <= n do
     local cost = ARGV[a + 2] + 0
     a = a + 3
     -- Twin of LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts: totals stay small and exact,
-    -- and below any time since 1987, so a list that starts with a number >= TOTAL_MODULUS (a time) is
-    -- the one-time-per-unit list of earlier versions: it reads as no state and is replaced.
+    -- and below any time since 1987, so a list that starts with a number >= TOTAL_MODULUS (a time, not
+    -- a total) is not a log of this layout: it reads as no state and is replaced, never misread.
     local TOTAL_MODULUS = 549755813888 -- 2^39
     -- `first` is the index (0-based) of the oldest entry still in the window, `start` the total before
     -- it, `count` the live units; `first_total` (the oldest live entry's total) is known when that entry
@@ -417,8 +417,8 @@ while a <= n do
         head_start, span = head[1] + 0, window
       end
     end
-    -- A list that starts with a time (>= TOTAL_MODULUS) is the per-unit layout of earlier versions: it
-    -- reads as no state, so it is deleted, as after a reset.
+    -- A list that starts with a time (>= TOTAL_MODULUS) is not in this layout: it reads as no state, so
+    -- it is deleted, as after a reset.
     if stored and head_start < TOTAL_MODULUS then
       if #head == 3 then
         newest, total = head[2] + 0, head[3]
