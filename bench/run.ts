@@ -92,7 +92,7 @@ const lines = rows.map((r) => [
 console.log(`| ${header.join(' | ')} |`)
 console.log(`| ${header.map(() => '---').join(' | ')} |`)
 for (const line of lines) console.log(`| ${line.join(' | ')} |`)
-console.log('\n## Summary (issue 15)\n')
+console.log('\n## Summary\n')
 for (const line of summaryTable(rows)) console.log(line)
 const seconds = Math.round((performance.now() - began) / 1000)
 console.log(

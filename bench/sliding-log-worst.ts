@@ -1,4 +1,4 @@
-// Sliding window log, worst case per key (issue 13): bytes per key and Redis script time per call
+// Sliding window log, worst case per key: bytes per key and Redis script time per call
 // as the cost of a request grows, on a private redis-server and in the memory store. A policy of
 // limit 1,000,000 (the most sliding-window-log takes) per hour; per cost, `--keys` keys each get one
 // admitted request of that cost (flat script, then the module apply script in a layered call), one

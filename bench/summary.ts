@@ -1,4 +1,4 @@
-// The summary table printed at the end of `npm run bench`: issue 15's rows with its columns
+// The summary table printed at the end of `npm run bench`: one row per measure that has a goal
 // (measure, Sluice, peer, goal, met?), filled from the rows of this one run by their `id`.
 import type { BenchRow } from './types.js'
 

@@ -1,4 +1,4 @@
-// The side-by-side suite of issue 8: Sluice over Redis (exact, hybrid, local deny cache) next to
+// Side by side: Sluice over Redis (exact, hybrid, local deny cache) next to
 // every peer on one private redis-server, in one process: rate-limiter-flexible (memory and Redis),
 // express-rate-limit's rate-limit-redis store, @fastify/rate-limit's Redis store, a plain Map and
 // redis-benchmark EVALSHA of Sluice's own script. Run: npm run bench -- --only scale [--quick]
@@ -200,7 +200,7 @@ export const benchCase: BenchCase = {
         return r
       }
 
-      // The issue 8 comparison, interleaved: each Redis-backed subject once per round at 64 in
+      // The comparison, interleaved: each Redis-backed subject once per round at 64 in
       // flight, its ratio to rate-limiter-flexible in the same round, the median over rounds. The
       // best-of rows below measure each subject alone, which this machine's drift can skew 2x.
       const contenders: [string, Decide][] = [
@@ -266,7 +266,7 @@ export const benchCase: BenchCase = {
         'x RLF Redis',
       )
       await measure('@fastify/rate-limit RedisStore.incr', fastifyIncr, 64, rlf, 'x RLF Redis')
-      // Hybrid against plain Redis mode, algorithm by algorithm (issue 17: goal >= 10x each). The
+      // Hybrid against plain Redis mode, algorithm by algorithm (goal: >= 10x each). The
       // token bucket's plain row is the one above; the others get theirs here.
       for (const algorithm of HYBRID_BENCH_ALGORITHMS) {
         const plainOf =

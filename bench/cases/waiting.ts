@@ -1,4 +1,4 @@
-// Store calls per admitted waiter under contention (issue 19's goal: at most 2 on average). A real
+// Store calls per admitted waiter under contention (goal: at most 2 on average). A real
 // redis-server; "processes" are separate limiters (each its own per-key queue, as separate OS
 // processes would have), all waiting on one hot key. Calls are counted by Redis itself (INFO
 // commandstats: EVALSHA + EVAL), with coalescing off so one decision is one script call. Beside it,

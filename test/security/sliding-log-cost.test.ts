@@ -289,10 +289,10 @@ describe('sliding-window-log on a real Redis: bytes and script time do not grow 
       await client.lrange('sec-log-wm:{k}:p', 0, -1),
     )
   })
-  it('a list in the per-unit layout of earlier versions is replaced, not misread (upgrade)', async () => {
-    // Earlier versions stored one time per unit. After an upgrade the scripts meet such lists: they
-    // must neither fail (a script error is a store failure: `closed` policies would deny everyone)
-    // nor count them; the key starts over, as after a reset.
+  it('a list that starts with a time (not this layout) reads as no state and is replaced, not misread', async () => {
+    // A list of one time per unit is not a log of this layout. The scripts must neither fail on it
+    // (a script error is a store failure: `closed` policies would deny everyone) nor count it; the
+    // key starts over, as after a reset.
     const now = T0
     const policy = resolvePolicy('p', { algorithm: 'sliding-window-log', limit: 10, window: '1m' })
     const pad = resolvePolicy('pad', { algorithm: 'fixed-window', limit: 100, window: '1m' })

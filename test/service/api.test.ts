@@ -155,7 +155,7 @@ describe('GET /v1/authz', () => {
     expect((await get(at('/v1/authz?policy=api&tier=pro'), { 'x-real-ip': '1.1.1.1' })).body).toMatchObject({
       remaining: 8,
     })
-    // A tier the config does not define, from the header: the default tier (issue 13), not an error.
+    // A tier the config does not define, from the header: the default tier, not an error.
     const unknown = await get(at('/v1/authz?policy=api'), { 'x-real-ip': '1.1.1.2', 'x-sluice-tier': 'gold' })
     expect(unknown.status).toBe(200)
     expect(unknown.headers.get('x-ratelimit-limit')).not.toBe('10')

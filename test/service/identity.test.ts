@@ -22,7 +22,7 @@ tiers:
   pro: { api: { limit: 10 } }
 authz: { tierHeader: x-sluice-tier }
 `
-// The storage id of earlier versions' internal names: `<policy>.<tier or _>.<sha1(algorithm|windowMs)>`.
+// The storage id: `<policy>.<tier or _>.<sha1(algorithm|windowMs)>`.
 const shape = (algorithm: string, windowMs: number) =>
   createHash('sha1').update(`${algorithm}|${windowMs}`).digest('hex').slice(0, 6)
 const API_ID = `api._.${shape('fixed-window', 60_000)}`
@@ -129,7 +129,7 @@ describe('the store keys on the id (real Redis)', () => {
     return { r: await start(yaml, { store }), prefix }
   }
 
-  it("keys are the earlier versions' internal names, so counters survive an upgrade", async () => {
+  it('keys are <policy>.<tier>.<hash of the algorithm and window>, so a reload that keeps them keeps the counters', async () => {
     const { r, prefix } = await onRedis(CONFIG)
     await post(`${r.url}/v1/check`, { policy: 'api', key: 'u1' })
     await post(`${r.url}/v1/check`, { policy: 'api', tier: 'pro', key: 'u1' })

@@ -4,7 +4,7 @@ import type { Step, StepResult } from '../store.js'
 import type { Decision, LayeredDecision } from './types.js'
 
 /** The decision for one step (one layer). */
-export function decisionOf(s: Step, r: StepResult): Decision {
+function decisionOf(s: Step, r: StepResult): Decision {
   return decisionFor(s.policy, s.key, r)
 }
 

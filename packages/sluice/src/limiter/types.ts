@@ -56,7 +56,7 @@ export interface LimiterOptions<P extends Record<string, Policy>> extends Failov
   localDenyCache?: boolean | LocalDenyCacheOptions
   /** Where `mode: 'hybrid'` policies sync their counts: `hybridRedis(client)` from `sluice/redis`. */
   hybrid?: HybridBackend
-  /** waiting: bounds on `wait` / `throttle` waiters in this process (docs/waiting.md). */
+  /** Bounds on `wait` / `throttle` waiters in this process (docs/waiting.md). */
   waiting?: WaitingOptions
 }
 
@@ -100,7 +100,6 @@ export interface Limiter<Name extends string = string> {
   /** Is the store answering? `ok`, `degraded` (fallbacks decide) or `down` (a `closed` policy denies). */
   health(): StoreHealth
   close(): Promise<void>
-  // waiting: the methods of src/waiting/ (docs/waiting.md)
   /**
    * Wait until the request fits, or give up: `reason: 'timeout'` when it cannot fit within
    * `maxWaitMs` (decided up front when the store's `retryAfterMs` already passes it). A concurrency
@@ -123,5 +122,5 @@ export interface Limiter<Name extends string = string> {
   ): Throttled<A, R>
 }
 
-/** waiting: the methods createLimiter adds after the rest (src/waiting/ builds on the rest). */
+/** The methods src/waiting/ adds to a limiter, built on the rest of its interface (docs/waiting.md). */
 export type WaitingMethod = 'wait' | 'reserve' | 'throttle'

@@ -65,7 +65,7 @@ export interface MemoryStore extends Store {
  * The limiter's hot path: one step given as its parts, its result written into `out` (the caller's,
  * reused from call to call) and returned. Decides exactly as `apply` of that one step.
  */
-export type SingleStep = (
+type SingleStep = (
   policy: ResolvedPolicy,
   key: string,
   cost: number,
@@ -78,7 +78,7 @@ export type SingleStep = (
  * `apply` it shortcuts. The property is not enumerable, so a copy (`{ ...store, apply }`) and a link
  * made with `forwardStore` do not carry it.
  */
-export const SINGLE_STEP: unique symbol = Symbol('sluice.singleStep')
+const SINGLE_STEP: unique symbol = Symbol('sluice.singleStep')
 
 interface SingleStepSlot {
   readonly apply: Store['apply']
