@@ -170,7 +170,7 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
 
   const clock = (): number => Math.floor(now())
 
-  function check(): void {
+  function assertOpen(): void {
     if (closed) throw new StoreClosedError('memcachedStore: the store is closed')
   }
 
@@ -283,10 +283,10 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       for (const key of [...new Set(keys)].sort()) {
         const before = locks.get(key)
         let release: () => void = () => {}
-        const held = new Promise<void>((resolve) => {
+        const released = new Promise<void>((resolve) => {
           release = resolve
         })
-        const mine = before === undefined ? held : before.then(() => held)
+        const mine = before === undefined ? released : before.then(() => released)
         locks.set(key, mine)
         releases.push(() => {
           release()
@@ -387,7 +387,7 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       )
     },
     async apply(steps, mode) {
-      check()
+      assertOpen()
       if (mode === 'peek') return guard('a peek', () => peek(steps))
       if (steps.length === 1) return [await consumeOne(steps[0]!)]
       return guard('a layered decision', () =>
@@ -398,19 +398,19 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       )
     },
     async refund(steps) {
-      check()
+      assertOpen()
       await guard('a refund', () =>
         Promise.all(steps.map((step) => refundOne(step, itemKey(prefix, step)))).then(() => {}),
       )
     },
     async block(steps, durationMs) {
-      check()
+      assertOpen()
       await guard('a block', () =>
         Promise.all(steps.map((step) => blockOne(itemKey(prefix, step), durationMs))).then(() => {}),
       )
     },
     async reset(steps) {
-      check()
+      assertOpen()
       await guard('a reset', () =>
         Promise.all(
           steps.map((step) => {
