@@ -86,7 +86,7 @@ function ttlSeconds(item: Item, at: number): number {
 
 /** The step decided on `item` at `at` (src/algorithms/rules.ts). */
 function evaluate(step: Step, item: Item, at: number, peek: boolean): StepDecision {
-  // `e` is when the state was written to end: what a state written under other parameters is held to.
+  // `e` is when the state was written to end: what a state written under other parameters is bound by.
   const state = item.e > at ? item.s : undefined
   const endsInMs = state === undefined ? undefined : item.e - at
   return decideStep(step.policy, step.cost, step.leaseId, state, endsInMs, item.b ?? 0, at, peek)
@@ -116,7 +116,7 @@ interface Pending {
 
 /** Single-step decisions on one key from this process: decided in rounds, one round at a time. */
 interface Lane {
-  waiting: Pending[]
+  queued: Pending[]
 }
 
 export interface MemcachedStore extends Store {
@@ -198,10 +198,10 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
     return read === undefined ? commands.add(key, value, ttl) : commands.cas(key, value, ttl, read.cas)
   }
 
-  /** One round after another for a lane's waiting decisions, until none is left. */
+  /** One round after another for a lane's queued decisions, until none is left. */
   async function drain(key: string, lane: Lane): Promise<void> {
-    while (lane.waiting.length > 0) {
-      const batch = lane.waiting.splice(0, MAX_BATCH)
+    while (lane.queued.length > 0) {
+      const batch = lane.queued.splice(0, MAX_BATCH)
       try {
         const results = await guard('a decision', () => decideBatch(key, batch))
         for (let i = 0; i < batch.length; i++) batch[i]!.resolve(results[i]!)
@@ -262,10 +262,10 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       const pending = { step, resolve, reject }
       const lane = lanes.get(key)
       if (lane !== undefined) {
-        lane.waiting.push(pending)
+        lane.queued.push(pending)
         return
       }
-      const fresh: Lane = { waiting: [pending] }
+      const fresh: Lane = { queued: [pending] }
       lanes.set(key, fresh)
       // Decisions on this key issued in the same tick join the first round.
       queueMicrotask(() => void drain(key, fresh))
