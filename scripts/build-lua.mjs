@@ -113,7 +113,7 @@ const carried = (algorithm) => [
   'key',
   ...algorithm.args,
   'blocked_until',
-  'held',
+  'blocked',
   'allowed',
   'retry',
   ...algorithm.carry,

@@ -12,7 +12,7 @@ import { InvalidConfigError, SluiceError } from 'sluice'
 import type { EnvoyRules } from './envoy/config.js'
 import { describeEnvoyConfig, loadEnvoyConfig } from './envoy/config.js'
 import type { ServiceConfig } from './server/config.js'
-import { checkAdminToken, describeConfig, loadConfig, parseConfig } from './server/config.js'
+import { describeConfig, loadConfig, parseConfig, validateAdminToken } from './server/config.js'
 import { createService } from './server/service.js'
 import { openStore, redactStoreUrl } from './server/store-url.js'
 
@@ -257,7 +257,7 @@ async function serve(argv: string[]): Promise<void> {
     if (envoyPath !== undefined) envoy = await loadEnvoyConfig(envoyPath)
     const store = await openStore(storeUrl, { prefix: config.prefix })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
-    checkAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
+    validateAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
     service = createService({
       config,
       store,

@@ -1,8 +1,8 @@
-// Small checks of option values, composed into the shape of each options object: what the library
-// validates at construction without a schema library. Each check names the first problem it finds.
-// A check given no message of its own names what was expected and what was given
+// Small validators of option values, composed into the shape of each options object: what the
+// library validates at construction without a schema library. Each validator names the first problem
+// it finds. A validator given no message of its own names what was expected and what was given
 // (`Invalid input: expected string, received number`). test/fixtures/option-outcomes.json holds the
-// outcome of every validator built on these checks for a large seeded set of inputs.
+// outcome of every options validator built on these for a large seeded set of inputs.
 import { isOptionsObject } from './options.js'
 
 /** Why a value does not fit: where (the keys down to it) and what is wrong, or the keys not known. */
@@ -13,11 +13,11 @@ export interface Problem {
   readonly unknownKeys?: readonly string[]
 }
 
-/** One value's check: undefined when it fits. */
-export type Check = (value: unknown) => Problem | undefined
+/** One value's validator: undefined when it fits. */
+export type Validator = (value: unknown) => Problem | undefined
 
-/** The checks of an options object's keys, run in this order: the first problem is the one reported. */
-export type Shape = Readonly<Record<string, Check>>
+/** The validators of an options object's keys, run in this order: the first problem is the one reported. */
+export type Shape = Readonly<Record<string, Validator>>
 
 const problem = (message: string): Problem => ({ path: [], message })
 
@@ -45,20 +45,20 @@ const wrongType = (expected: string, value: unknown) =>
 const isFiniteNumber = (value: unknown): value is number =>
   typeof value === 'number' && Number.isFinite(value)
 
-/** `undefined` fits (the caller applies the default); any other value goes to `check`. */
+/** `undefined` fits (the caller applies the default); any other value goes to `validate`. */
 export const optional =
-  (check: Check): Check =>
+  (validate: Validator): Validator =>
   (value) =>
-    value === undefined ? undefined : check(value)
+    value === undefined ? undefined : validate(value)
 
-/** A check from a test and the message when it fails. */
+/** A validator from a test and the message when it fails. */
 export const must =
-  (fits: (value: unknown) => boolean, message: string): Check =>
+  (fits: (value: unknown) => boolean, message: string): Validator =>
   (value) =>
     fits(value) ? undefined : problem(message)
 
 /** One of `values`; the message defaults to listing them. */
-export function oneOf(values: readonly (string | number)[], message?: string): Check {
+export function oneOf(values: readonly (string | number)[], message?: string): Validator {
   const listed = values.map((v) => (typeof v === 'string' ? `"${v}"` : String(v))).join('|')
   return must(
     (value) => values.includes(value as string),
@@ -68,13 +68,13 @@ export function oneOf(values: readonly (string | number)[], message?: string): C
 
 /** `true` or `false`. */
 export const boolean =
-  (message?: string): Check =>
+  (message?: string): Validator =>
   (value) =>
     typeof value === 'boolean' ? undefined : problem(message ?? wrongType('boolean', value))
 
 /** A positive safe integer, as a count is: `<what> must be a number`, `... a positive whole number`. */
 export const count =
-  (what: string): Check =>
+  (what: string): Validator =>
   (value) => {
     if (!isFiniteNumber(value)) return problem(`${what} must be a number`)
     return Number.isSafeInteger(value) && value > 0
@@ -83,12 +83,12 @@ export const count =
   }
 
 /** A duration as written (a finite number or a string); `parseDuration` reads it afterwards. */
-export const duration = (message: string): Check =>
+export const duration = (message: string): Validator =>
   must((value) => isFiniteNumber(value) || typeof value === 'string', message)
 
 /** A string matching `pattern`. Each message defaults to a generic one. */
 export const text =
-  (pattern: RegExp, messages: { notText?: string; mismatch?: string } = {}): Check =>
+  (pattern: RegExp, messages: { notText?: string; mismatch?: string } = {}): Validator =>
   (value) => {
     if (typeof value !== 'string') return problem(messages.notText ?? wrongType('string', value))
     return pattern.test(value)
@@ -98,7 +98,7 @@ export const text =
 
 /** A whole number from `min` to `max`; `message` for every failure, or a generic one for each. */
 export const wholeNumber =
-  (min: number, max: number, message?: string): Check =>
+  (min: number, max: number, message?: string): Validator =>
   (value) => {
     const fail = (generic: string) => problem(message ?? generic)
     if (!isFiniteNumber(value)) return fail(wrongType('number', value))
@@ -117,7 +117,7 @@ export const wholeNumber =
  * it); with `strict`, then any other enumerable key, inherited ones included, is a problem.
  */
 export const object =
-  (shape: Shape, strict = false): Check =>
+  (shape: Shape, strict = false): Validator =>
   (value) => {
     if (!isOptionsObject(value)) return problem(wrongType('object', value))
     for (const key of Object.keys(shape)) {

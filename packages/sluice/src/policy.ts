@@ -2,7 +2,16 @@
 import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
 import { InvalidPolicyError } from './errors.js'
-import { type Check, count, duration, object, oneOf, optional, type Shape, text } from './option-checks.js'
+import {
+  count,
+  duration,
+  object,
+  oneOf,
+  optional,
+  type Shape,
+  text,
+  type Validator,
+} from './option-checks.js'
 import { checkKnownKeys, isOptionsObject, unknownOptionMessage } from './options.js'
 import { HYBRID_ALGORITHMS } from './scale/hybrid-algorithms.js'
 
@@ -140,7 +149,7 @@ const RATE_SHAPE = {
   syncEvery: optional(durationCheck),
   scope: optional(oneOf(['region', 'global'], "must be 'region' or 'global'")),
   maxKeys: maxKeysCheck,
-} satisfies Record<keyof RatePolicy, Check>
+} satisfies Record<keyof RatePolicy, Validator>
 
 const CONCURRENCY_SHAPE = {
   id: idCheck,
@@ -150,7 +159,7 @@ const CONCURRENCY_SHAPE = {
   onStoreError: storeErrorCheck,
   scope: optional(oneOf(['region'], "must be 'region': concurrency leases are held per region")),
   maxKeys: maxKeysCheck,
-} satisfies Record<keyof ConcurrencyPolicy, Check>
+} satisfies Record<keyof ConcurrencyPolicy, Validator>
 
 // The keys a policy may have, checked before its shape so a misspelling (`windw`) is named as such
 // rather than reported as the key it left missing.

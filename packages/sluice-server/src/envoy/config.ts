@@ -130,7 +130,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 const hash6 = (text: string) => createHash('sha1').update(text).digest('hex').slice(0, 6)
 
 /** Refuse a key that is not a string (`0.25: test-domain`), as envoyproxy/ratelimit does. */
-function checkStringKeys(loc: Locator, doc: Document): void {
+function validateStringKeys(loc: Locator, doc: Document): void {
   let bad: InvalidConfigError | undefined
   visit(doc, {
     Pair(_, pair) {
@@ -170,7 +170,7 @@ interface ParsedFile {
 
 function parseFile(file: string, text: string): ParsedFile {
   const { doc, loc } = parseYamlDocument(text, file)
-  checkStringKeys(loc, doc)
+  validateStringKeys(loc, doc)
   const raw = toPlain(loc, doc)
   if (!isRecord(raw)) throw loc.error([], 'the file must be a map with domain and descriptors')
   unknownKeys(loc, [], raw, TOP_KEYS)

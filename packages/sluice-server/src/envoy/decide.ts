@@ -72,7 +72,7 @@ export interface EnvoyContext {
 // Invalid UTF-8 arrives as U+FFFD (protobuf strings are UTF-8); NUL would end a C string in a log.
 const holdsNulOrInvalid = (text: string) => text.includes('\u0000') || text.includes('\ufffd')
 
-function checkText(what: string, text: unknown, max: number): string {
+function validateText(what: string, text: unknown, max: number): string {
   if (typeof text !== 'string' || text === '')
     throw new EnvoyRequestError(
       GRPC.INVALID_ARGUMENT,
@@ -86,7 +86,7 @@ function checkText(what: string, text: unknown, max: number): string {
 }
 
 /** The request's shape checked against BOUNDS; throws EnvoyRequestError (INVALID_ARGUMENT). */
-function checkRequest(request: WireRequest): number {
+function validateRequest(request: WireRequest): number {
   const { domain, descriptors } = request
   if (typeof domain !== 'string' || domain === '')
     throw new EnvoyRequestError(
@@ -111,8 +111,8 @@ function checkRequest(request: WireRequest): number {
         `descriptors[${i}] has ${d.entries.length} entries; at most ${BOUNDS.entries}`,
       )
     d.entries.forEach((e, j) => {
-      checkText(`descriptors[${i}].entries[${j}].key`, e.key, BOUNDS.keyBytes)
-      checkText(`descriptors[${i}].entries[${j}].value`, e.value, BOUNDS.valueBytes)
+      validateText(`descriptors[${i}].entries[${j}].key`, e.key, BOUNDS.keyBytes)
+      validateText(`descriptors[${i}].entries[${j}].value`, e.value, BOUNDS.valueBytes)
     })
   })
   const hits = request.hits_addend === 0 ? 1 : request.hits_addend
@@ -412,7 +412,7 @@ async function allOrNothing(limiter: Limiter, plans: readonly CheckPlan[]): Prom
 
 /** Answer a validated ShouldRateLimit request. Throws EnvoyRequestError for what it refuses. */
 export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): Promise<WireResponse> {
-  const hits = checkRequest(request)
+  const hits = validateRequest(request)
   const { plans, extra } = plan(ctx, request, hits)
   const limiter = Object.keys(extra).length === 0 ? ctx.limiter : ctx.limiterWith(extra)
   const enforced: number[] = []

@@ -186,7 +186,7 @@ function adminTokenProblem(token: string): string | undefined {
  * Throw `InvalidConfigError` naming `where` (`SLUICE_ADMIN_TOKEN`, `adminToken`) unless `token`
  * follows the admin token rule. The token itself is never in the message.
  */
-export function checkAdminToken(token: string | undefined, where: string): void {
+export function validateAdminToken(token: string | undefined, where: string): void {
   if (token === undefined) return
   const problem = adminTokenProblem(token)
   if (problem !== undefined) throw new InvalidConfigError(`${where}: ${problem}`)

@@ -6,12 +6,12 @@ import { rateLimitBody, rateLimitHeaders } from 'sluice'
 import { hashedApiKey, isPending } from 'sluice/internal'
 import { send } from './plumbing.js'
 import type { DecisionRequest } from './requests.js'
-import { ClientError, checkCost, checkKey, entryFor } from './requests.js'
+import { ClientError, entryFor, validateCost, validateKey } from './requests.js'
 import { present, presentLayered } from './responses.js'
 import type { ServiceContext } from './types.js'
 
 /** The JSON answer to a validated /v1/check (`consume`) or /v1/peek (`peek`) request. */
-export async function decide(
+export async function decisionJson(
   ctx: ServiceContext,
   request: DecisionRequest,
   mode: 'consume' | 'peek',
@@ -36,7 +36,7 @@ export async function decide(
 const DECIMAL = /^[0-9]{1,16}$/
 
 /** Only policy, tier and cost, each at most once (which of two values wins is nobody's guess). */
-function checkQuery(query: URLSearchParams): void {
+function validateQuery(query: URLSearchParams): void {
   const seen = new Set<string>()
   for (const name of query.keys()) {
     if (name !== 'policy' && name !== 'tier' && name !== 'cost')
@@ -60,7 +60,7 @@ export async function authz(
   res: ServerResponse,
   query: URLSearchParams,
 ): Promise<void> {
-  checkQuery(query)
+  validateQuery(query)
   const { config } = ctx
   // The tier and key headers speak for the client: believed only from authz.trustedPeers (nginx),
   // never from whoever connects. From anyone else the tier is the default and the key the address.
@@ -77,7 +77,7 @@ export async function authz(
   }
   // An API key is a secret: only its hash reaches the store, metrics, top keys and logs (the HTTP
   // core's `apikey:<hash>` form, so one key has one name everywhere).
-  const key = keyHeader === undefined ? checkKey(rawKey, 'client address') : hashedApiKey(rawKey)
+  const key = keyHeader === undefined ? validateKey(rawKey, 'client address') : hashedApiKey(rawKey)
   const costText = query.get('cost')
   // Decimal digits only, like the JSON API's whole numbers: Number() would read 0x10, 1e1, +3 and " 5".
   if (costText !== null && !DECIMAL.test(costText))
@@ -85,7 +85,7 @@ export async function authz(
       'invalid_cost',
       `query: cost must be a positive whole number, got ${JSON.stringify(costText)}`,
     )
-  const cost = checkCost(costText === null ? undefined : Number(costText), entry, 'query')
+  const cost = validateCost(costText === null ? undefined : Number(costText), entry, 'query')
   // The policies of the limiter this check was made under: a reload during the await may drop or
   // reshape the policy.
   const { limiter } = ctx

@@ -179,7 +179,7 @@ export function entryFor(config: ServiceConfig, policy: unknown, tier: unknown, 
 // With the u flag a well-formed pair is one code point, so only unpaired surrogates match.
 const LONE_SURROGATE = /\p{Cs}/u
 
-export function checkKey(key: unknown, where: string): string {
+export function validateKey(key: unknown, where: string): string {
   if (typeof key !== 'string' || key.length === 0)
     throw new ClientError('invalid_key', `${where}: key must be a non-empty string`)
   // Cheap bound first: a UTF-8 string takes at most 3 bytes per UTF-16 unit.
@@ -195,7 +195,7 @@ export function checkKey(key: unknown, where: string): string {
   return key
 }
 
-export function checkCost(cost: unknown, entry: PolicyEntry, where: string): number {
+export function validateCost(cost: unknown, entry: PolicyEntry, where: string): number {
   if (cost === undefined) return 1
   if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost <= 0)
     throw new ClientError(
@@ -231,8 +231,8 @@ export function parseDecisionRequest(config: ServiceConfig, body: unknown): Deci
   if (body.checks === undefined) {
     rejectUnknown(body, SINGLE_FIELDS, 'body')
     const entry = entryFor(config, body.policy, body.tier, 'body')
-    const key = checkKey(body.key, 'body')
-    const cost = checkCost(body.cost, entry, 'body')
+    const key = validateKey(body.key, 'body')
+    const cost = validateCost(body.cost, entry, 'body')
     return { layered: false, checks: [{ policy: entry.displayName, key, cost }], entries: [entry] }
   }
   rejectUnknown(body, LAYERED_FIELDS, 'body')
@@ -253,8 +253,8 @@ export function parseDecisionRequest(config: ServiceConfig, body: unknown): Deci
     rejectUnknown(item, SINGLE_FIELDS, where)
     // Only a missing tier falls back to the body's: `"tier": null` is a mistake, not "the outer tier".
     const entry = entryFor(config, item.policy, item.tier === undefined ? body.tier : item.tier, where)
-    const key = checkKey(item.key, where)
-    const cost = checkCost(item.cost, entry, where)
+    const key = validateKey(item.key, where)
+    const cost = validateCost(item.cost, entry, where)
     const id = `${entry.name}\u0000${key}`
     if (seen.has(id)) {
       throw new ClientError(
@@ -281,7 +281,7 @@ export function parseAdminRequest(
     throw new ClientError('invalid_body', 'the body must be a JSON object: {"policy","key"}')
   rejectUnknown(body, ADMIN_FIELDS[kind], 'body')
   const base = entryFor(config, body.policy, undefined, 'body')
-  const key = checkKey(body.key, 'body')
+  const key = validateKey(body.key, 'body')
   if (kind === 'block' && body.duration === undefined)
     throw new ClientError('invalid_duration', 'body: duration is required, e.g. "15m"')
   const entries = [...config.entries.values()].filter((e) => e.name === base.name)

@@ -4,7 +4,7 @@
 // (Origin, CORS preflight) and the dashboard's token.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { admin, ready, sameSecret } from './admin.js'
-import { authz, decide } from './decisions.js'
+import { authz, decisionJson } from './decisions.js'
 import { finished } from './observe.js'
 import { send } from './plumbing.js'
 import { ClientError, jsonBody, parseDecisionRequest } from './requests.js'
@@ -107,7 +107,7 @@ export async function route(
       // The hot path: these two awaits and no per-request closure (npm run bench -- --only service).
       allow(method, 'POST')
       const request = parseDecisionRequest(ctx.config, await jsonBody(req))
-      send(ctx, res, 200, await decide(ctx, request, path === '/v1/peek' ? 'peek' : 'consume'))
+      send(ctx, res, 200, await decisionJson(ctx, request, path === '/v1/peek' ? 'peek' : 'consume'))
       return
     }
     case '/v1/authz':

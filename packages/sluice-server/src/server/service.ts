@@ -13,7 +13,7 @@ import type { EnvoyContext } from '../envoy/decide.js'
 import { grpcFront } from '../envoy/grpc.js'
 import { overridePolicies } from '../envoy/overrides.js'
 import type { ServiceConfig } from './config.js'
-import { checkAdminToken, limiterPolicies } from './config.js'
+import { limiterPolicies, validateAdminToken } from './config.js'
 import { abuseOptions } from './config-abuse.js'
 import { authzIpResolver, authzPeerTrusted } from './observe.js'
 import { serve } from './plumbing.js'
@@ -58,7 +58,7 @@ function abuseKey(config: ServiceConfig): string {
  */
 export function createService(options: ServiceOptions): Service {
   checkKnownKeys('createService', options, OPTION_KEYS)
-  checkAdminToken(options.adminToken, 'adminToken')
+  validateAdminToken(options.adminToken, 'adminToken')
   const handle = options.store ?? memoryStoreHandle()
   const logger = options.logger ?? pino({ level: process.env.SLUICE_LOG_LEVEL ?? 'info' })
   const registry = new Registry()

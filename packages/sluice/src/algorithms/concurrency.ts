@@ -21,19 +21,19 @@ function live(state: ConcurrencyState | undefined, nowMs: number): Lease[] {
 export const concurrency: Algorithm<ConcurrencyState> = {
   consume(state, policy, nowMs, cost, peek, leaseId) {
     const leases = live(state, nowMs)
-    let held = 0
-    for (const lease of leases) held += lease.cost
-    const allowed = held + cost <= policy.limit
+    let inUse = 0
+    for (const lease of leases) inUse += lease.cost
+    const allowed = inUse + cost <= policy.limit
     let next = leases
     if (allowed && !peek) {
       next = leases.concat({ id: leaseId ?? '', expiresAt: nowMs + policy.windowMs, cost })
-      held += cost
+      inUse += cost
     }
     let retryAfterMs = 0
     if (!allowed) {
       // At the latest, enough leases time out: earliest expiries first.
       const byExpiry = leases.slice().sort((a, b) => a.expiresAt - b.expiresAt)
-      let free = policy.limit - held
+      let free = policy.limit - inUse
       for (const lease of byExpiry) {
         free += lease.cost
         if (free >= cost) {
@@ -47,22 +47,22 @@ export const concurrency: Algorithm<ConcurrencyState> = {
     return {
       allowed,
       state: { leases: next },
-      remaining: Math.max(0, policy.limit - held),
+      remaining: Math.max(0, policy.limit - inUse),
       retryAfterMs,
       resetMs: lastExpiry - nowMs,
     }
   },
   charge(state, policy, nowMs, cost) {
-    // An anonymous lease (like consume's) held past the limit; it ends with the policy's timeout.
+    // An anonymous lease (like consume's) taken past the limit; it ends with the policy's timeout.
     const leases = live(state, nowMs).concat({ id: '', expiresAt: nowMs + policy.windowMs, cost })
-    let held = 0
-    for (const lease of leases) held += lease.cost
+    let inUse = 0
+    for (const lease of leases) inUse += lease.cost
     let lastExpiry = nowMs
     for (const lease of leases) lastExpiry = Math.max(lastExpiry, lease.expiresAt)
     return {
       allowed: true,
       state: { leases },
-      remaining: Math.max(0, policy.limit - held),
+      remaining: Math.max(0, policy.limit - inUse),
       retryAfterMs: 0,
       resetMs: lastExpiry - nowMs,
     }

@@ -1,7 +1,7 @@
 // The rules every store applies around the algorithms, once for TypeScript: a block in force denies
 // a step, a decision of several steps commits all of them or none, and a refunded state ends no
 // later than it was written to. The TypeScript stores decide with these; their twins are the Lua
-// pieces of src/stores/redis/scripts/shared/ and the plpgsql `decide` and `apply` functions of
+// pieces of src/stores/redis/scripts/shared/ and the plpgsql `step` and `apply` functions of
 // src/stores/postgres/schema.ts.
 import type { ResolvedPolicy } from '../policy.js'
 import type { StepResult } from '../store.js'
@@ -20,7 +20,7 @@ export interface StepDecision extends StepResult {
  *
  * While a block is in force the step is denied with `blocked`, nothing left, and the longer of the
  * block's wait and the one its units impose: a block adds a wait and never shortens one, since
- * nothing is charged while it holds and the units' own wait still stands when it ends.
+ * nothing is committed while it is in force and the units' own wait still stands when it ends.
  */
 export function decideStep(
   policy: ResolvedPolicy,
@@ -80,7 +80,7 @@ export interface AllOrNothing<D extends StepResult> {
 /**
  * One decision of `count` steps, all or nothing: `decide(i, peek)` decides step i on what its store
  * read for it (decideStep). A peek answers every step as it is. A consume commits only when every
- * step admits; otherwise nothing is charged, a step that would admit reports its state as it is
+ * step admits; otherwise nothing is committed, a step that would admit reports its state as it is
  * (decided again, as a peek) and a step that denies reports its denial.
  */
 export function decideAll<D extends StepResult>(

@@ -45,7 +45,7 @@ export interface Algorithm<S> {
     endsInMs?: number,
   ): Outcome<S>
   /**
-   * Commit `cost` units without the admit check: a forced charge that may take the key past its
+   * Commit `cost` units whether they fit or not: a forced charge that may take the key past its
    * limit (reserve/settle charges the true cost of work already done). `allowed` is always true;
    * later requests wait until the overshoot has drained. `endsInMs` as for consume.
    */

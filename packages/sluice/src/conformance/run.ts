@@ -29,32 +29,32 @@ export class ConformanceError extends Error {
 
 const T0 = 1_700_000_000_000
 
-function check(condition: boolean, where: string, what: string): void {
+function expectThat(condition: boolean, where: string, what: string): void {
   if (!condition) throw new ConformanceError(`${where}: ${what}`)
 }
 
 /** Each field `expected` names has exactly that value in `actual`. */
 function matches(actual: object | undefined, expected: ExpectedResult, where: string): void {
-  check(actual !== undefined, where, 'no result')
+  expectThat(actual !== undefined, where, 'no result')
   for (const [field, value] of Object.entries(expected)) {
     const got = (actual as Record<string, unknown>)[field]
-    check(got === value, where, `${field} is ${JSON.stringify(got)}, expected ${JSON.stringify(value)}`)
+    expectThat(got === value, where, `${field} is ${JSON.stringify(got)}, expected ${JSON.stringify(value)}`)
   }
 }
 
 /** What holds for every result of every store, whatever the vector expects. */
 function checkInvariants(result: StepResult | undefined, capacity: number, where: string): void {
-  check(result !== undefined, where, 'no result')
+  expectThat(result !== undefined, where, 'no result')
   const r = result!
   for (const field of ['remaining', 'retryAfterMs', 'resetMs'] as const)
-    check(
+    expectThat(
       Number.isSafeInteger(r[field]) && r[field] >= 0,
       where,
       `${field} = ${r[field]}, not a whole number >= 0`,
     )
-  check(r.remaining <= capacity, where, `remaining ${r.remaining} is above the capacity ${capacity}`)
-  if (r.allowed) check(r.retryAfterMs === 0, where, `allowed with retryAfterMs ${r.retryAfterMs}`)
-  else check(r.retryAfterMs > 0, where, 'denied with retryAfterMs 0')
+  expectThat(r.remaining <= capacity, where, `remaining ${r.remaining} is above the capacity ${capacity}`)
+  if (r.allowed) expectThat(r.retryAfterMs === 0, where, `allowed with retryAfterMs ${r.retryAfterMs}`)
+  else expectThat(r.retryAfterMs > 0, where, 'denied with retryAfterMs 0')
 }
 
 /**
@@ -79,7 +79,7 @@ export function longestWaitMs(policy: ResolvedPolicy): number {
  * policy in force (a lease keeps the timeout it was taken with, so concurrency is held to the
  * longest timeout the vector used).
  */
-function checkBounded(
+function expectBounded(
   result: StepResult,
   policy: ResolvedPolicy,
   used: ResolvedPolicy[],
@@ -88,8 +88,8 @@ function checkBounded(
   if (result.blocked) return
   const bound =
     policy.algorithm === 'concurrency' ? Math.max(...used.map(longestWaitMs)) : longestWaitMs(policy)
-  check(result.retryAfterMs <= bound, where, `retryAfterMs ${result.retryAfterMs} is above ${bound}`)
-  check(result.resetMs <= bound, where, `resetMs ${result.resetMs} is above ${bound}`)
+  expectThat(result.retryAfterMs <= bound, where, `retryAfterMs ${result.retryAfterMs} is above ${bound}`)
+  expectThat(result.resetMs <= bound, where, `resetMs ${result.resetMs} is above ${bound}`)
 }
 
 async function runVector(makeStore: StoreFactory, vector: Vector): Promise<void> {
@@ -130,10 +130,14 @@ async function runVector(makeStore: StoreFactory, vector: Vector): Promise<void>
         case 'consume':
         case 'peek': {
           const results = await store.apply(steps, s.op === 'peek' ? 'peek' : 'consume')
-          check(results.length === steps.length, where, `${results.length} results for ${steps.length} steps`)
+          expectThat(
+            results.length === steps.length,
+            where,
+            `${results.length} results for ${steps.length} steps`,
+          )
           for (const [i, result] of results.entries()) {
             checkInvariants(result, steps[i]!.policy.capacity, `${where}, layer ${i}`)
-            if (changed) checkBounded(result, steps[i]!.policy, used, `${where}, layer ${i}`)
+            if (changed) expectBounded(result, steps[i]!.policy, used, `${where}, layer ${i}`)
           }
           if (s.expect !== undefined) matches(results[0], s.expect, where)
           for (const [i, expected] of (s.expectLayers ?? []).entries())

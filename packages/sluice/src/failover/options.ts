@@ -100,7 +100,7 @@ const consoleLogger: FailoverLogger = {
 const durationCheck = optional(duration('must be a duration like 100ms or 2s'))
 
 // Not strict: the other keys of createLimiter's options are the limiter's to check.
-const checkOptions = object({
+const validateOptions = object({
   onStoreError: optional(oneOf(STORE_ERROR_MODES, "must be 'open', 'closed' or 'memory'")),
   storeTimeout: durationCheck,
   breaker: optional(object({ failures: optional(count('breaker.failures')), cooldown: durationCheck })),
@@ -123,7 +123,7 @@ const checkOptions = object({
 export function resolveFailover(options: FailoverLimiterOptions): FailoverSettings {
   if (isOptionsObject(options.breaker))
     checkKnownKeys('createLimiter: breaker', options.breaker, BREAKER_KEYS)
-  const problem = checkOptions(options)
+  const problem = validateOptions(options)
   if (problem !== undefined)
     throw new InvalidOptionsError(`createLimiter: ${problem.path.join('.')}: ${problem.message}`)
   try {

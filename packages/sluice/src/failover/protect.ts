@@ -317,7 +317,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
   function decideWithoutStore(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[] {
     const modes = steps.map(modeOf)
     if (modes.includes('closed')) {
-      // All or nothing: one closed layer denies the whole check, and nothing is charged anywhere
+      // All or nothing: one closed layer denies the whole check, and nothing is committed anywhere
       // (memory layers are not even evaluated; the other layers report what they would do).
       counts.unavailable++
       const t = now()
@@ -339,7 +339,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     counts.degraded++
     const inMemory: Step[] = []
     for (let i = 0; i < steps.length; i++) if (modes[i] === 'memory') inMemory.push(toFallback(steps[i]!))
-    // The memory store commits its layers only if all of them admit; `open` layers charge nothing,
+    // The memory store commits its layers only if all of them admit; `open` layers commit nothing,
     // so the check stays all-or-nothing across modes.
     const memoryResults = inMemory.length > 0 ? fallbackStore().apply(inMemory, mode) : []
     let next = 0
@@ -413,7 +413,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
   return protectedStore
 }
 
-/** An `open` layer's answer without a store: admitted, charged nothing, marked degraded. */
+/** An `open` layer's answer without a store: admitted, nothing committed, marked degraded. */
 function admitted(step: Step, mode: 'consume' | 'peek'): StepResult {
   return {
     allowed: true,

@@ -1,7 +1,7 @@
 // Request -> checks: what one request spends. Skipped and denied requests are answered here, without
 // the limiter; any other request's rules (the global ones and its route's, with its tier's policies)
 // become checks, a policy, a key and a cost each, that the limiter decides together: every layer
-// admits or none is charged. Who is asking (the keys) is keys.ts; which rules apply, rules.ts.
+// admits or none is committed. Who is asking (the keys) is keys.ts; which rules apply, rules.ts.
 import type { Check } from '../limiter.js'
 import { RequestKeys } from './keys.js'
 import type { ResolvedHttpOptions } from './options.js'

@@ -154,7 +154,7 @@ export interface ResolvedHttpOptions {
   readonly skipPaths: ReadonlySet<string>
   readonly skipRoutes: ((routeId: string) => boolean) | undefined
   readonly denyIp: ((ip: string | undefined) => boolean) | undefined
-  /** `queue: { maxWaitMs }`: held instead of refused. Never in shadow mode. */
+  /** `queue: { maxWaitMs }`: queued instead of refused. Never in shadow mode. */
   readonly queue: RequestQueue | undefined
   readonly tiers: TierResolver | undefined
 }
@@ -175,7 +175,7 @@ export function resolveHttpOptions(options: HttpLimiterOptions): ResolvedHttpOpt
   const skipRoutes =
     options.skip?.routes === undefined ? undefined : routeMatcher(options.skip.routes, 'skip.routes')
   const denyIp = options.deny?.ips === undefined ? undefined : ipMatcher(options.deny.ips, 'deny.ips')
-  // A held request is admitted; in shadow mode nothing is refused, so nothing is held.
+  // A queued request is admitted; in shadow mode nothing is refused, so nothing is queued.
   const queue = settings.shadow ? undefined : requestQueue(limiter, options.queue)
   let tiers: TierResolver | undefined
   if (options.tiers !== undefined) {

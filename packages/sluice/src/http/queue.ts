@@ -7,9 +7,9 @@ import type { Check, Decision, LayeredDecision, Limiter } from '../limiter.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 
 export interface QueueOptions {
-  /** The longest a request is held, in ms. A request that cannot fit within it is answered 429 at once. */
+  /** The longest a request is queued, in ms. A request that cannot fit within it is answered 429 at once. */
   maxWaitMs: number
-  /** Requests held at once by this middleware, all keys together. Default 1,000. */
+  /** Requests queued at once by this middleware, all keys together. Default 1,000. */
   maxQueued?: number
 }
 
@@ -17,7 +17,7 @@ const QUEUE_KEYS = keysOf<QueueOptions>({ maxWaitMs: true, maxQueued: true })
 
 export interface RequestQueue {
   consume(checks: readonly Check[]): Promise<Decision | LayeredDecision>
-  /** Requests held now. */
+  /** Requests queued now. */
   readonly size: number
 }
 
@@ -36,18 +36,18 @@ export function requestQueue(limiter: Limiter, options: QueueOptions | undefined
     throw new InvalidOptionsError(
       `createHttpLimiter: queue.maxQueued must be a whole number >= 0, got ${String(maxQueued)}`,
     )
-  let held = 0
+  let queued = 0
   const plain = (checks: readonly Check[]) =>
     checks.length === 1
       ? limiter.consume(checks[0]!.policy, checks[0]!.key, { cost: checks[0]!.cost ?? 1 })
       : limiter.consume(checks)
   return {
     get size() {
-      return held
+      return queued
     },
     async consume(checks) {
-      if (held >= maxQueued) return plain(checks)
-      held++
+      if (queued >= maxQueued) return plain(checks)
+      queued++
       try {
         const d =
           checks.length === 1
@@ -61,7 +61,7 @@ export function requestQueue(limiter: Limiter, options: QueueOptions | undefined
         if (error instanceof SluiceError && error.code === 'SLUICE_TOO_MANY_WAITERS') return plain(checks)
         throw error
       } finally {
-        held--
+        queued--
       }
     },
   }

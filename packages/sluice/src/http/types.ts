@@ -167,8 +167,8 @@ export interface HttpLimiterOptions {
   /** Custom response for a refused request; return undefined to send the default. */
   onLimited?: (context: LimitedContext) => HttpResponseSpec | undefined
   /**
-   * Hold a request that would be refused while it can fit within `maxWaitMs` (limiter.wait),
-   * instead of answering 429; at most `maxQueued` (default 1,000) held at once. See docs/waiting.md.
+   * Queue a request that would be refused while it can fit within `maxWaitMs` (limiter.wait),
+   * instead of answering 429; at most `maxQueued` (default 1,000) queued at once. See docs/waiting.md.
    */
   queue?: QueueOptions
   /** Called after every decision (also in shadow mode). Errors thrown by it are ignored. */

@@ -106,8 +106,8 @@ export function outcomeOf(decision: Decision): DecisionOutcome {
 
 /**
  * The (policy, outcome) pairs one decision counts for. A plain decision counts once. A layered one
- * that passed counts as allowed under every layer (each was charged); a denied one counts as denied
- * under the layer that denied only (the others were not charged and did not decide).
+ * that passed counts as allowed under every layer (each was committed); a denied one counts as denied
+ * under the layer that denied only (the others were not committed and did not decide).
  */
 export function countedLayers(
   decision: Decision | LayeredDecision,
@@ -277,7 +277,7 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
       const d = event.decision
       recordLocalCacheHit('deniedBy' in d && d.deniedBy !== undefined ? d.deniedBy : d.policy)
     } else storeDuration.observe(event.store, event.operation, event.storeSeconds, storeLabel)
-    // A peek charges nothing and decides nothing: it is timed, not counted as a decision.
+    // A peek commits nothing and decides nothing: it is timed, not counted as a decision.
     if (event.operation === 'peek') return
     const d = event.decision
     if (!('results' in d)) countDecision(d.policy, outcomeOf(d))

@@ -86,7 +86,7 @@ function ttlSeconds(item: Item, at: number): number {
 
 /** The step decided on `item` at `at` (src/algorithms/rules.ts). */
 function evaluate(step: Step, item: Item, at: number, peek: boolean): StepDecision {
-  // `e` is when the state was written to end: what a state written under other parameters is held to.
+  // `e` is when the state was written to end: what a state written under other parameters is bound by.
   const state = item.e > at ? item.s : undefined
   const endsInMs = state === undefined ? undefined : item.e - at
   return decideStep(step.policy, step.cost, step.leaseId, state, endsInMs, item.b ?? 0, at, peek)
@@ -116,7 +116,7 @@ interface Pending {
 
 /** Single-step decisions on one key from this process: decided in rounds, one round at a time. */
 interface Lane {
-  waiting: Pending[]
+  queued: Pending[]
 }
 
 export interface MemcachedStore extends Store {
@@ -170,7 +170,7 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
 
   const clock = (): number => Math.floor(now())
 
-  function check(): void {
+  function assertOpen(): void {
     if (closed) throw new StoreClosedError('memcachedStore: the store is closed')
   }
 
@@ -198,10 +198,10 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
     return read === undefined ? commands.add(key, value, ttl) : commands.cas(key, value, ttl, read.cas)
   }
 
-  /** One round after another for a lane's waiting decisions, until none is left. */
+  /** One round after another for a lane's queued decisions, until none is left. */
   async function drain(key: string, lane: Lane): Promise<void> {
-    while (lane.waiting.length > 0) {
-      const batch = lane.waiting.splice(0, MAX_BATCH)
+    while (lane.queued.length > 0) {
+      const batch = lane.queued.splice(0, MAX_BATCH)
       try {
         const results = await guard('a decision', () => decideBatch(key, batch))
         for (let i = 0; i < batch.length; i++) batch[i]!.resolve(results[i]!)
@@ -262,10 +262,10 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       const pending = { step, resolve, reject }
       const lane = lanes.get(key)
       if (lane !== undefined) {
-        lane.waiting.push(pending)
+        lane.queued.push(pending)
         return
       }
-      const fresh: Lane = { waiting: [pending] }
+      const fresh: Lane = { queued: [pending] }
       lanes.set(key, fresh)
       // Decisions on this key issued in the same tick join the first round.
       queueMicrotask(() => void drain(key, fresh))
@@ -283,10 +283,10 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       for (const key of [...new Set(keys)].sort()) {
         const before = locks.get(key)
         let release: () => void = () => {}
-        const held = new Promise<void>((resolve) => {
+        const released = new Promise<void>((resolve) => {
           release = resolve
         })
-        const mine = before === undefined ? held : before.then(() => held)
+        const mine = before === undefined ? released : before.then(() => released)
         locks.set(key, mine)
         releases.push(() => {
           release()
@@ -387,7 +387,7 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       )
     },
     async apply(steps, mode) {
-      check()
+      assertOpen()
       if (mode === 'peek') return guard('a peek', () => peek(steps))
       if (steps.length === 1) return [await consumeOne(steps[0]!)]
       return guard('a layered decision', () =>
@@ -398,19 +398,19 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
       )
     },
     async refund(steps) {
-      check()
+      assertOpen()
       await guard('a refund', () =>
         Promise.all(steps.map((step) => refundOne(step, itemKey(prefix, step)))).then(() => {}),
       )
     },
     async block(steps, durationMs) {
-      check()
+      assertOpen()
       await guard('a block', () =>
         Promise.all(steps.map((step) => blockOne(itemKey(prefix, step), durationMs))).then(() => {}),
       )
     },
     async reset(steps) {
-      check()
+      assertOpen()
       await guard('a reset', () =>
         Promise.all(
           steps.map((step) => {

@@ -17,8 +17,8 @@ import { subjectTag } from '../redis/keys.js'
 const WRITE = `local field, ttl = ARGV[1], ARGV[2]
 for i, key in ipairs(KEYS) do
   local count = tonumber(ARGV[i + 2])
-  local held = tonumber(redis.call('HGET', key, field) or '-1')
-  if count ~= held then redis.call('HSET', key, field, count) end
+  local stored = tonumber(redis.call('HGET', key, field) or '-1')
+  if count ~= stored then redis.call('HSET', key, field, count) end
   redis.call('PEXPIRE', key, ttl)
 end
 return 0`

@@ -179,7 +179,7 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
             resetMs: Math.max(r.resetMs, untilWindowEnd),
           }
         }
-        // A layered check is all or nothing: with one layer full, none was charged (peek).
+        // A layered check is all or nothing: with one layer full, none was committed (peek).
         return results
       }
       if (mode === 'consume' && results.every((r) => r.allowed)) {

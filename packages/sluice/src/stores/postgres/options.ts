@@ -28,7 +28,7 @@ const OPTION_KEYS = keysOf<PostgresStoreOptions>({
 })
 
 // Checked in this order (not OPTION_KEYS's): the first problem is the one reported.
-const checkOptions = object(
+const validateOptions = object(
   {
     table: optional(
       text(TABLE_NAME, {
@@ -51,7 +51,7 @@ const checkOptions = object(
 export function postgresStoreSettings(options: PostgresStoreOptions): PostgresStoreSettings {
   if (!isOptionsObject(options)) throw new InvalidOptionsError('postgresStore: options must be an object')
   checkKnownKeys('postgresStore', options, OPTION_KEYS)
-  const problem = checkOptions(options)
+  const problem = validateOptions(options)
   if (problem !== undefined) throw new InvalidOptionsError(`postgresStore: ${problem.message}`)
   if (options.clock === 'server' && options.now !== undefined) {
     throw new InvalidOptionsError("postgresStore: now is only used with clock: 'client'; remove one of them")

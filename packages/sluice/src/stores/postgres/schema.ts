@@ -345,7 +345,7 @@ DECLARE
   exps bigint[] := '{}';
   costs bigint[] := '{}';
   names text[] := '{}';
-  held bigint := 0;
+  in_use bigint := 0;
   free_units bigint;
   left_units bigint;
   i int;
@@ -356,7 +356,7 @@ BEGIN
   FOR i IN 1 .. n LOOP
     IF r.log[2 * i - 1] > now_ms THEN
       exps := exps || r.log[2 * i - 1]; costs := costs || r.log[2 * i]; names := names || r.ids[i];
-      held := held + r.log[2 * i];
+      in_use := in_use + r.log[2 * i];
     END IF;
   END LOOP;
   n := coalesce(array_length(names, 1), 0);
@@ -387,20 +387,20 @@ BEGIN
       END LOOP;
     END IF;
   ELSE
-    allowed := held + cost <= lim;
+    allowed := in_use + cost <= lim;
     retry_ms := 0;
     IF NOT allowed THEN
       -- At the latest, enough leases time out: earliest expiries first.
-      free_units := lim - held;
+      free_units := lim - in_use;
       FOR e_ms, c_units IN SELECT u.x, u.y FROM unnest(exps, costs) AS u(x, y) ORDER BY u.x LOOP
         free_units := free_units + c_units;
         IF free_units >= cost THEN retry_ms := e_ms - now_ms; EXIT; END IF;
       END LOOP;
     ELSIF NOT peek THEN
       exps := exps || (now_ms + win); costs := costs || cost; names := names || lease;
-      held := held + cost;
+      in_use := in_use + cost;
     END IF;
-    remaining := greatest(0, lim - held);
+    remaining := greatest(0, lim - in_use);
   END IF;
   nxt.log := '{}'; nxt.ids := names;
   nxt.state_until := 0;
@@ -414,7 +414,7 @@ END $$;
 -- One step of any algorithm on its row, the one place that picks the algorithm's function: a
 -- consume or peek (refund false), or cost units given back (refund true); nxt is the row after it.
 -- A consume or peek under a block in force is denied with blocked and nothing left: nothing is
--- charged, and it waits for the longer of the block and the units' own wait (a block adds a wait,
+-- committed, and it waits for the longer of the block and the units' own wait (a block adds a wait,
 -- never shortens one).
 CREATE OR REPLACE FUNCTION ${fn('step')}(r ${t}, alg text, lim bigint, win bigint, cap bigint,
   cost bigint, lease text, now_ms bigint, peek boolean, refund boolean,
@@ -549,7 +549,7 @@ BEGIN
     RETURN ARRAY[1, o.remaining, o.reset_ms, o.retry_ms, 0];
   END IF;
   SELECT * INTO loaded, created FROM ${fn('load')}(policies, keys, NOT peek, NOT peek);
-  -- The clock is read once every row is held, so no decision sees a time before one it waited for.
+  -- The clock is read once every row is loaded, so no decision sees a time before one it waited for.
   now_ms := ${fn('now')}(p_now);
   nexts := loaded;
   ok := array_fill(false, ARRAY[n]);
@@ -566,7 +566,7 @@ BEGIN
       PERFORM ${fn('save')}(nexts[i], now_ms);
     ELSE
       IF ok[i] THEN
-        -- Nothing is charged: layers that would admit report their state as it is.
+        -- Nothing is committed: layers that would admit report their state as it is.
         o := ${fn('step')}(loaded[i], algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
         res[5 * i - 4 : 5 * i] := ARRAY[1, o.remaining, o.reset_ms, o.retry_ms, 0]::bigint[];
       END IF;

@@ -97,10 +97,10 @@ function writeCoalescer(streams: () => Corkable[]): { before(): void; after(): v
   let corked: Corkable[] | undefined
   let count = 0
   const release = (): void => {
-    const held = corked
+    const uncorking = corked
     corked = undefined
     count = 0
-    if (held !== undefined) for (const s of held) s.uncork()
+    if (uncorking !== undefined) for (const s of uncorking) s.uncork()
   }
   return {
     before() {

@@ -9,7 +9,7 @@ export const MAX_BATCH = 128
 /** Coalesced script calls the store aims to keep in flight (see dispatch). */
 const PIPELINE = 4
 
-/** One decision waiting for its call: what the store groups (`G`), its mode and its promise. */
+/** One decision pending its call: what the store groups (`G`), its mode and its promise. */
 export interface Pending<G> {
   group: G
   mode: 'consume' | 'peek'
@@ -53,12 +53,12 @@ export interface Coalescer<G> {
     mode: 'consume' | 'peek',
     at: string,
   ): Promise<StepResult[]>
-  /** Send what waits now: the store calls it before a command that does not go through here. */
+  /** Send what is pending now: the store calls it before a command that does not go through here. */
   flush(): void
 }
 
 export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
-  /** Decisions waiting for the end of the tick, by hash slot group. */
+  /** Decisions pending until the end of the tick, by hash slot group. */
   const pending = new Map<string, Batch<G>>()
   /** Coalesced decisions sent and not yet answered. */
   let sent = 0
@@ -91,7 +91,7 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
   /**
    * Send a batch as calls of at most `size` decisions, in order. The size keeps about PIPELINE calls
    * in flight: while Redis runs one call, this process reads the last reply and builds the next, so
-   * the two overlap instead of taking turns (which one call of every waiting decision would cause).
+   * the two overlap instead of taking turns (which one call of every pending decision would cause).
    */
   function dispatch(batch: Batch<G>, shareWrite: boolean): void {
     const { entries } = batch
@@ -103,7 +103,7 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
   }
 
   /**
-   * When the waiting decisions leave. Idle: at the end of the tick, so a lone decision waits one
+   * When the pending decisions leave. Idle: at the end of the tick, so a lone decision waits one
    * process.nextTick. With calls in flight the reply is not here before the next poll of the event
    * loop anyway, so they wait for the end of this turn (setImmediate): an HTTP server handles each
    * request of a turn in its own tick, and their decisions then share calls instead of one call,

@@ -277,7 +277,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return clientClock ? String(Math.floor(now())) : ''
   }
 
-  function check(): void {
+  function assertOpen(): void {
     if (closed) throw new StoreClosedError('redisStore: the store is closed')
   }
 
@@ -456,7 +456,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     // Not async: the one-slot path returns its call's promise as is, without another layer.
     apply(steps, mode) {
       try {
-        check()
+        assertOpen()
         if (steps.length === 0) return Promise.resolve([])
         const stepKeys = layoutNow()
         if (stepKeys === undefined) return layout().then(() => store.apply(steps, mode))
@@ -473,7 +473,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       }
     },
     async refund(steps) {
-      check()
+      assertOpen()
       if (steps.length === 0) return
       const stepKeys = layoutNow() ?? (await layout())
       coalescer.flush() // decisions issued before this command leave before it
@@ -482,7 +482,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     },
     // Commit without the admit check (settle's forced charge), one call per hash slot.
     async charge(steps) {
-      check()
+      assertOpen()
       if (steps.length === 0) return
       const stepKeys = layoutNow() ?? (await layout())
       coalescer.flush() // decisions issued before this command leave before it
@@ -494,7 +494,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       )
     },
     async block(steps, durationMs) {
-      check()
+      assertOpen()
       if (steps.length === 0) return
       if (!Number.isSafeInteger(durationMs) || durationMs <= 0) {
         throw new InvalidOptionsError(
@@ -511,7 +511,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       )
     },
     async reset(steps) {
-      check()
+      assertOpen()
       if (steps.length === 0) return
       const stepKeys = layoutNow() ?? (await layout())
       coalescer.flush() // decisions issued before this command leave before it
@@ -522,7 +522,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       }
     },
     async ready() {
-      check()
+      assertOpen()
       try {
         await Promise.all([adapter.loadMissing(STORE_SCRIPTS), shared?.sync()])
       } catch (error) {

@@ -28,7 +28,7 @@ const OPTION_KEYS = keysOf<RedisStoreOptions>({
   scriptRetryMs: true,
 })
 
-const checkOptions = object(
+const validateOptions = object(
   {
     prefix: optional(text(/^[^{}]{1,64}$/, { mismatch: 'prefix must be 1-64 characters without { or }' })),
     clock: optional(oneOf(['server', 'client'], "clock must be 'server' or 'client'")),
@@ -53,7 +53,7 @@ const checkOptions = object(
 export function redisStoreSettings(options: RedisStoreOptions): RedisStoreSettings {
   if (!isOptionsObject(options)) throw new InvalidOptionsError('redisStore: options must be an object')
   checkKnownKeys('redisStore', options, OPTION_KEYS)
-  const problem = checkOptions(options)
+  const problem = validateOptions(options)
   if (problem !== undefined) throw new InvalidOptionsError(`redisStore: ${problem.message}`)
   if (options.clock === 'server' && options.now !== undefined) {
     throw new InvalidOptionsError("redisStore: now is only used with clock: 'client'; remove one of them")

@@ -51,9 +51,9 @@ while a <= n do
     fresh = not seen[key]
     seen[key] = true
   end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
-  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
-  -- wait) and keeps a dead state's key (shared/drop.lua).
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
   local blocked_until
   if fresh then
     blocked_until = pre[k + 1]
@@ -61,7 +61,7 @@ while a <= n do
     blocked_until = redis.call('GET', block_key)
   end
   blocked_until = blocked_until and blocked_until + 0 or 0
-  local held = blocked_until > now
+  local blocked = blocked_until > now
   if algorithm == 'concurrency' then
     -- One step's arguments: limit, window, cost, lease.
     if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
@@ -95,7 +95,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -142,7 +142,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -201,7 +201,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -254,7 +254,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -334,7 +334,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -395,7 +395,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -407,7 +407,7 @@ while a <= n do
     return redis.error_reply('ERR sluice: unknown algorithm ' .. tostring(algorithm))
   end
   local target = until_ms
-  if held and blocked_until > target then
+  if blocked and blocked_until > target then
     target = blocked_until
   end
   redis.call('PSETEX', block_key, string.format('%d', target - now + slack), string.format('%d', target))

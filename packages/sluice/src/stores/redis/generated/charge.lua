@@ -1,6 +1,6 @@
 -- Built by scripts/build-lua.mjs from packages/sluice/src/stores/redis/scripts/: do not edit.
 -- variants/charge.lua with every algorithm's file.
--- Sluice charge: commit `cost` units of each step without the admit check, even past the limit
+-- Sluice charge: commit `cost` units of each step whether it admits or not, even past the limit
 -- (settle's forced charge: the work is done, later requests pay): each algorithm's decide, its
 -- verdict ignored, then its commit. A block in force is left as it is.
 -- KEYS: per step, the state key then the block key (all in one hash slot).
@@ -51,9 +51,9 @@ while a <= n do
     fresh = not seen[key]
     seen[key] = true
   end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
-  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
-  -- wait) and keeps a dead state's key (shared/drop.lua).
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
   local blocked_until
   if fresh then
     blocked_until = pre[k + 1]
@@ -61,7 +61,7 @@ while a <= n do
     blocked_until = redis.call('GET', block_key)
   end
   blocked_until = blocked_until and blocked_until + 0 or 0
-  local held = blocked_until > now
+  local blocked = blocked_until > now
   if algorithm == 'concurrency' then
     -- One step's arguments: limit, window, cost, lease.
     if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
@@ -95,7 +95,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -103,16 +103,16 @@ while a <= n do
         redis.call('DEL', block_key)
       end
     end
-    -- The live leases: units held, the last expiry (at least now), whether any stored lease has expired
+    -- The live leases: units in use, the last expiry (at least now), whether any stored lease has expired
     -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
-    local used, last = 0, now
+    local in_use, last = 0, now
     local expired, ordered = false, true
     if leases ~= nil then
       local previous = now
       for i = 1, #leases, 3 do
         local expires = leases[i]
         if expires > now then
-          used = used + leases[i + 1]
+          in_use = in_use + leases[i + 1]
           if expires > last then
             last = expires
           end
@@ -125,11 +125,11 @@ while a <= n do
         end
       end
     end
-    local allowed = used + cost <= limit
+    local allowed = in_use + cost <= limit
     local retry = 0
     if not allowed then
       -- At the latest, enough leases time out: earliest expiries first.
-      local free = limit - used
+      local free = limit - in_use
       if leases ~= nil and ordered then
         for i = 1, #leases, 3 do
           local expires = leases[i]
@@ -182,7 +182,7 @@ while a <= n do
     nxt[#nxt + 1] = expires
     nxt[#nxt + 1] = cost
     nxt[#nxt + 1] = lease
-    used = used + cost
+    in_use = in_use + cost
     if expires > last then
       last = expires
     end
@@ -231,7 +231,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -304,7 +304,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -318,15 +318,15 @@ while a <= n do
     end
     local full = capacity * window
     local before = (tat_ms - now) * limit + tat_rem
-    local charge = cost * window
-    local allowed = before + charge <= full
+    local cost_debt = cost * window
+    local allowed = before + cost_debt <= full
     local retry = 0
     if not allowed then
-      retry = math.ceil((before + charge - full) / limit)
+      retry = math.ceil((before + cost_debt - full) / limit)
     end
     local after = before
-    after = before + charge
-    local delta = charge
+    after = before + cost_debt
+    local delta = cost_debt
     -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
     -- lead: how far it is ahead of now, at most the part within one full refill.
     local total = tat_rem + delta
@@ -400,7 +400,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -519,7 +519,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -538,8 +538,8 @@ while a <= n do
       -- Wait until enough of the oldest units leave the window for `cost` to fit: the time of the entry
       -- holding the `need`-th oldest live unit (an entry's units all leave together).
       local need = count + cost - limit
-      -- held_by: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
-      local held_by, search, lo = first, true, first
+      -- holder: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
+      local holder, search, lo = first, true, first
       if first_total ~= nil then
         -- The oldest live entry was read already: often it alone is enough.
         local units = first_total - start
@@ -563,11 +563,11 @@ while a <= n do
             lo = mid + 1
           end
         end
-        held_by = math.min(lo, hi)
+        holder = math.min(lo, hi)
       end
       -- Entry 0's time was read with the head.
-      local held_at = held_by == 0 and head[2] or redis.call('LINDEX', key, 2 * held_by + 1)
-      retry = math.min(held_at + window, log_end) - now
+      local holder_at = holder == 0 and head[2] or redis.call('LINDEX', key, 2 * holder + 1)
+      retry = math.min(holder_at + window, log_end) - now
     end
     if cost > 0 then
       -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
@@ -648,7 +648,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end

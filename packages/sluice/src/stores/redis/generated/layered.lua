@@ -58,9 +58,9 @@ while a <= n do
       fresh = not seen[key]
       seen[key] = true
     end
-    -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
-    -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
-    -- wait) and keeps a dead state's key (shared/drop.lua).
+    -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+    -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+    -- adds its wait) and keeps a dead state's key (shared/drop.lua).
     local blocked_until
     if fresh then
       blocked_until = pre[k + 1]
@@ -68,7 +68,7 @@ while a <= n do
       blocked_until = redis.call('GET', block_key)
     end
     blocked_until = blocked_until and blocked_until + 0 or 0
-    local held = blocked_until > now
+    local blocked = blocked_until > now
     if algorithm == 'concurrency' then
       -- One step's arguments: limit, window, cost, lease.
       if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
@@ -105,7 +105,7 @@ while a <= n do
       -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
       -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
       -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-      if not held then
+      if not blocked then
         if stored and not live then
           redis.call('DEL', key)
         end
@@ -113,16 +113,16 @@ while a <= n do
           redis.call('DEL', block_key)
         end
       end
-      -- The live leases: units held, the last expiry (at least now), whether any stored lease has expired
+      -- The live leases: units in use, the last expiry (at least now), whether any stored lease has expired
       -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
-      local used, last = 0, now
+      local in_use, last = 0, now
       local expired, ordered = false, true
       if leases ~= nil then
         local previous = now
         for i = 1, #leases, 3 do
           local expires = leases[i]
           if expires > now then
-            used = used + leases[i + 1]
+            in_use = in_use + leases[i + 1]
             if expires > last then
               last = expires
             end
@@ -135,11 +135,11 @@ while a <= n do
           end
         end
       end
-      local allowed = used + cost <= limit
+      local allowed = in_use + cost <= limit
       local retry = 0
       if not allowed then
         -- At the latest, enough leases time out: earliest expiries first.
-        local free = limit - used
+        local free = limit - in_use
         if leases ~= nil and ordered then
           for i = 1, #leases, 3 do
             local expires = leases[i]
@@ -175,8 +175,8 @@ while a <= n do
         end
       end
       -- All or nothing: the decision commits only if no step is denied or blocked.
-      all = all and allowed and not held
-      keep[s] = { algorithm, key, limit, window, cost, lease, blocked_until, held, allowed, retry, leases, used, last, expired }
+      all = all and allowed and not blocked
+      keep[s] = { algorithm, key, limit, window, cost, lease, blocked_until, blocked, allowed, retry, leases, in_use, last, expired }
     elseif algorithm == 'fixed-window' then
       -- One step's arguments: limit, window, cost.
       if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
@@ -219,7 +219,7 @@ while a <= n do
       -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
       -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
       -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-      if not held then
+      if not blocked then
         if stored and not live then
           redis.call('DEL', key)
         end
@@ -237,8 +237,8 @@ while a <= n do
         retry = finish - now
       end
       -- All or nothing: the decision commits only if no step is denied or blocked.
-      all = all and allowed and not held
-      keep[s] = { algorithm, key, limit, window, cost, blocked_until, held, allowed, retry, start, count, finish }
+      all = all and allowed and not blocked
+      keep[s] = { algorithm, key, limit, window, cost, blocked_until, blocked, allowed, retry, start, count, finish }
     elseif algorithm == 'gcra' then
       -- One step's arguments: limit, window, capacity, cost.
       if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= capacity_arg then
@@ -293,7 +293,7 @@ while a <= n do
       -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
       -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
       -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-      if not held then
+      if not blocked then
         if stored and not live then
           redis.call('DEL', key)
         end
@@ -307,16 +307,16 @@ while a <= n do
       end
       local full = capacity * window
       local before = (tat_ms - now) * limit + tat_rem
-      local charge = cost * window
-      local allowed = before + charge <= full
+      local cost_debt = cost * window
+      local allowed = before + cost_debt <= full
       local retry = 0
       if not allowed then
-        retry = math.ceil((before + charge - full) / limit)
+        retry = math.ceil((before + cost_debt - full) / limit)
       end
       local after = before
       -- All or nothing: the decision commits only if no step is denied or blocked.
-      all = all and allowed and not held
-      keep[s] = { algorithm, key, limit, window, capacity, cost, blocked_until, held, allowed, retry, tat_ms, tat_rem, full, charge, before, after }
+      all = all and allowed and not blocked
+      keep[s] = { algorithm, key, limit, window, capacity, cost, blocked_until, blocked, allowed, retry, tat_ms, tat_rem, full, cost_debt, before, after }
     elseif algorithm == 'sliding-window-counter' then
       -- One step's arguments: limit, window, cost.
       if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
@@ -365,7 +365,7 @@ while a <= n do
       -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
       -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
       -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-      if not held then
+      if not blocked then
         if stored and not live then
           redis.call('DEL', key)
         end
@@ -398,8 +398,8 @@ while a <= n do
         end
       end
       -- All or nothing: the decision commits only if no step is denied or blocked.
-      all = all and allowed and not held
-      keep[s] = { algorithm, key, limit, window, cost, blocked_until, held, allowed, retry, start, previous, current, elapsed, carried }
+      all = all and allowed and not blocked
+      keep[s] = { algorithm, key, limit, window, cost, blocked_until, blocked, allowed, retry, start, previous, current, elapsed, carried }
     elseif algorithm == 'sliding-window-log' then
       -- One step's arguments: limit, window, cost.
       if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
@@ -475,7 +475,7 @@ while a <= n do
       -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
       -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
       -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-      if not held then
+      if not blocked then
         if stored and not live then
           redis.call('DEL', key)
         end
@@ -494,8 +494,8 @@ while a <= n do
         -- Wait until enough of the oldest units leave the window for `cost` to fit: the time of the entry
         -- holding the `need`-th oldest live unit (an entry's units all leave together).
         local need = count + cost - limit
-        -- held_by: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
-        local held_by, search, lo = first, true, first
+        -- holder: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
+        local holder, search, lo = first, true, first
         if first_total ~= nil then
           -- The oldest live entry was read already: often it alone is enough.
           local units = first_total - start
@@ -519,15 +519,15 @@ while a <= n do
               lo = mid + 1
             end
           end
-          held_by = math.min(lo, hi)
+          holder = math.min(lo, hi)
         end
         -- Entry 0's time was read with the head.
-        local held_at = held_by == 0 and head[2] or redis.call('LINDEX', key, 2 * held_by + 1)
-        retry = math.min(held_at + window, log_end) - now
+        local holder_at = holder == 0 and head[2] or redis.call('LINDEX', key, 2 * holder + 1)
+        retry = math.min(holder_at + window, log_end) - now
       end
       -- All or nothing: the decision commits only if no step is denied or blocked.
-      all = all and allowed and not held
-      keep[s] = { algorithm, key, limit, window, cost, blocked_until, held, allowed, retry, TOTAL_MODULUS, first, start, count, newest, total, at, log_end, span }
+      all = all and allowed and not blocked
+      keep[s] = { algorithm, key, limit, window, cost, blocked_until, blocked, allowed, retry, TOTAL_MODULUS, first, start, count, newest, total, at, log_end, span }
     elseif algorithm == 'token-bucket' then
       -- One step's arguments: limit, window, capacity, cost.
       if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= capacity_arg then
@@ -584,7 +584,7 @@ while a <= n do
       -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
       -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
       -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-      if not held then
+      if not blocked then
         if stored and not live then
           redis.call('DEL', key)
         end
@@ -607,8 +607,8 @@ while a <= n do
       end
       local after = cur
       -- All or nothing: the decision commits only if no step is denied or blocked.
-      all = all and allowed and not held
-      keep[s] = { algorithm, key, limit, window, capacity, cost, blocked_until, held, allowed, retry, full, cur, cur_at, need, lag, after }
+      all = all and allowed and not blocked
+      keep[s] = { algorithm, key, limit, window, capacity, cost, blocked_until, blocked, allowed, retry, full, cur, cur_at, need, lag, after }
     else
       return redis.error_reply('ERR sluice: unknown algorithm ' .. tostring(algorithm))
     end
@@ -618,8 +618,8 @@ while a <= n do
     local saved = keep[s]
     local algorithm = saved[1]
     if algorithm == 'concurrency' then
-      local key, limit, window, cost, lease, blocked_until, held, allowed, retry, leases, used, last, expired = unpack(saved, 2, 14)
-      -- Nothing is charged unless every step admits: steps that would admit report their state as it is.
+      local key, limit, window, cost, lease, blocked_until, blocked, allowed, retry, leases, in_use, last, expired = unpack(saved, 2, 14)
+      -- Nothing is committed unless every step admits: steps that would admit report their state as it is.
       if all and not peek then
         -- The live leases in stored order, then the new one.
         local nxt = leases
@@ -639,7 +639,7 @@ while a <= n do
         nxt[#nxt + 1] = expires
         nxt[#nxt + 1] = cost
         nxt[#nxt + 1] = lease
-        used = used + cost
+        in_use = in_use + cost
         if expires > last then
           last = expires
         end
@@ -649,13 +649,13 @@ while a <= n do
           redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
         end
       end
-      local remaining = math.max(0, limit - used)
+      local remaining = math.max(0, limit - in_use)
       local reset = last - now
       -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
       local r = #reply
-      if held then
+      if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
         reply[r + 2] = math.max(left, reset)
@@ -666,8 +666,8 @@ while a <= n do
         reply[r + 3] = retry
       end
     elseif algorithm == 'fixed-window' then
-      local key, limit, window, cost, blocked_until, held, allowed, retry, start, count, finish = unpack(saved, 2, 12)
-      -- Nothing is charged unless every step admits: steps that would admit report their state as it is.
+      local key, limit, window, cost, blocked_until, blocked, allowed, retry, start, count, finish = unpack(saved, 2, 12)
+      -- Nothing is committed unless every step admits: steps that would admit report their state as it is.
       if all and not peek then
         count = count + cost
         -- finish > now: a live window ends after now, a fresh one at now + window.
@@ -683,7 +683,7 @@ while a <= n do
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
       local r = #reply
-      if held then
+      if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
         reply[r + 2] = math.max(left, reset)
@@ -694,11 +694,11 @@ while a <= n do
         reply[r + 3] = retry
       end
     elseif algorithm == 'gcra' then
-      local key, limit, window, capacity, cost, blocked_until, held, allowed, retry, tat_ms, tat_rem, full, charge, before, after = unpack(saved, 2, 16)
-      -- Nothing is charged unless every step admits: steps that would admit report their state as it is.
+      local key, limit, window, capacity, cost, blocked_until, blocked, allowed, retry, tat_ms, tat_rem, full, cost_debt, before, after = unpack(saved, 2, 16)
+      -- Nothing is committed unless every step admits: steps that would admit report their state as it is.
       if all and not peek then
-        after = before + charge
-        local delta = charge
+        after = before + cost_debt
+        local delta = cost_debt
         -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
         -- lead: how far it is ahead of now, at most the part within one full refill.
         local total = tat_rem + delta
@@ -733,7 +733,7 @@ while a <= n do
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
       local r = #reply
-      if held then
+      if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
         reply[r + 2] = math.max(left, reset)
@@ -744,8 +744,8 @@ while a <= n do
         reply[r + 3] = retry
       end
     elseif algorithm == 'sliding-window-counter' then
-      local key, limit, window, cost, blocked_until, held, allowed, retry, start, previous, current, elapsed, carried = unpack(saved, 2, 14)
-      -- Nothing is charged unless every step admits: steps that would admit report their state as it is.
+      local key, limit, window, cost, blocked_until, blocked, allowed, retry, start, previous, current, elapsed, carried = unpack(saved, 2, 14)
+      -- Nothing is committed unless every step admits: steps that would admit report their state as it is.
       if all and not peek then
         current = current + cost
         -- Write start:previous:current:window, live as read says.
@@ -773,7 +773,7 @@ while a <= n do
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
       local r = #reply
-      if held then
+      if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
         reply[r + 2] = math.max(left, reset)
@@ -784,8 +784,8 @@ while a <= n do
         reply[r + 3] = retry
       end
     elseif algorithm == 'sliding-window-log' then
-      local key, limit, window, cost, blocked_until, held, allowed, retry, TOTAL_MODULUS, first, start, count, newest, total, at, log_end, span = unpack(saved, 2, 18)
-      -- Nothing is charged unless every step admits: steps that would admit report their state as it is.
+      local key, limit, window, cost, blocked_until, blocked, allowed, retry, TOTAL_MODULUS, first, start, count, newest, total, at, log_end, span = unpack(saved, 2, 18)
+      -- Nothing is committed unless every step admits: steps that would admit report their state as it is.
       if all and not peek then
         if cost > 0 then
           -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
@@ -822,7 +822,7 @@ while a <= n do
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
       local r = #reply
-      if held then
+      if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
         reply[r + 2] = math.max(left, reset)
@@ -833,8 +833,8 @@ while a <= n do
         reply[r + 3] = retry
       end
     elseif algorithm == 'token-bucket' then
-      local key, limit, window, capacity, cost, blocked_until, held, allowed, retry, full, cur, cur_at, need, lag, after = unpack(saved, 2, 16)
-      -- Nothing is charged unless every step admits: steps that would admit report their state as it is.
+      local key, limit, window, capacity, cost, blocked_until, blocked, allowed, retry, full, cur, cur_at, need, lag, after = unpack(saved, 2, 16)
+      -- Nothing is committed unless every step admits: steps that would admit report their state as it is.
       if all and not peek then
         after = cur - need
         -- Write `after` tokens x window at cur_at, live until the bucket is full again.
@@ -860,7 +860,7 @@ while a <= n do
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
       local r = #reply
-      if held then
+      if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
         reply[r + 2] = math.max(left, reset)

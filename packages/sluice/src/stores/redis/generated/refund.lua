@@ -50,9 +50,9 @@ while a <= n do
     fresh = not seen[key]
     seen[key] = true
   end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
-  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
-  -- wait) and keeps a dead state's key (shared/drop.lua).
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
   local blocked_until
   if fresh then
     blocked_until = pre[k + 1]
@@ -60,7 +60,7 @@ while a <= n do
     blocked_until = redis.call('GET', block_key)
   end
   blocked_until = blocked_until and blocked_until + 0 or 0
-  local held = blocked_until > now
+  local blocked = blocked_until > now
   if algorithm == 'concurrency' then
     -- One step's arguments: limit, window, cost, lease.
     if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
@@ -94,7 +94,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -187,7 +187,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -256,7 +256,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -346,7 +346,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -459,7 +459,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end
@@ -474,8 +474,8 @@ while a <= n do
       if need <= 0 then
         redis.call('DEL', key)
       else
-        -- held_by: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
-        local held_by, search, lo = first, true, first
+        -- holder: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
+        local holder, search, lo = first, true, first
         if first_total ~= nil then
           -- The oldest live entry was read already: often it alone is enough.
           local units = first_total - start
@@ -499,9 +499,9 @@ while a <= n do
               lo = mid + 1
             end
           end
-          held_by = math.min(lo, hi)
+          holder = math.min(lo, hi)
         end
-        redis.call('LTRIM', key, 2 * first, 2 * held_by + 2)
+        redis.call('LTRIM', key, 2 * first, 2 * holder + 2)
         redis.call('LSET', key, '-1', string.format('%d', (start + need) % TOTAL_MODULUS))
         -- The log ends a window after its new newest entry, never later than it was to.
         local kept = redis.call('LINDEX', key, -2) + 0
@@ -564,7 +564,7 @@ while a <= n do
     -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
     -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
     -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-    if not held then
+    if not blocked then
       if stored and not live then
         redis.call('DEL', key)
       end

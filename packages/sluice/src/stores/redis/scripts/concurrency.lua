@@ -3,7 +3,7 @@
 -- State: a MessagePack array { expiresAt1, cost1, id1, expiresAt2, ... } of leases, live until the
 -- last lease expires. A consume without a lease id takes a lease with the id ''.
 --- @args limit window cost lease
---- @carry leases used last expired
+--- @carry leases in_use last expired
 
 --- @section read
 local leases
@@ -23,16 +23,16 @@ end
 local stored, live = raw ~= false, leases ~= nil
 
 --- @section decide
--- The live leases: units held, the last expiry (at least now), whether any stored lease has expired
+-- The live leases: units in use, the last expiry (at least now), whether any stored lease has expired
 -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
-local used, last = 0, now
+local in_use, last = 0, now
 local expired, ordered = false, true
 if leases ~= nil then
   local previous = now
   for i = 1, #leases, 3 do
     local expires = leases[i]
     if expires > now then
-      used = used + leases[i + 1]
+      in_use = in_use + leases[i + 1]
       if expires > last then
         last = expires
       end
@@ -45,11 +45,11 @@ if leases ~= nil then
     end
   end
 end
-local allowed = used + cost <= limit
+local allowed = in_use + cost <= limit
 local retry = 0
 if not allowed then
   -- At the latest, enough leases time out: earliest expiries first.
-  local free = limit - used
+  local free = limit - in_use
   if leases ~= nil and ordered then
     for i = 1, #leases, 3 do
       local expires = leases[i]
@@ -104,7 +104,7 @@ local expires = now + window
 nxt[#nxt + 1] = expires
 nxt[#nxt + 1] = cost
 nxt[#nxt + 1] = lease
-used = used + cost
+in_use = in_use + cost
 if expires > last then
   last = expires
 end
@@ -115,7 +115,7 @@ else
 end
 
 --- @section report
-local remaining = math.max(0, limit - used)
+local remaining = math.max(0, limit - in_use)
 local reset = last - now
 
 --- @section refund

@@ -9,7 +9,7 @@
 -- Read under other parameters (the twin's arrival()): a remainder is cut below the new limit, and
 -- the TAT is at most a full refill of the new burst after the step that wrote it (ms - lead).
 --- @args limit window capacity cost
---- @carry tat_ms tat_rem full charge before after
+--- @carry tat_ms tat_rem full cost_debt before after
 
 --- @section read
 local tat_ms, tat_rem, lead
@@ -85,17 +85,17 @@ end
 
 --- @section decide
 --- @include "base"
-local charge = cost * window
-local allowed = before + charge <= full
+local cost_debt = cost * window
+local allowed = before + cost_debt <= full
 local retry = 0
 if not allowed then
-  retry = math.ceil((before + charge - full) / limit)
+  retry = math.ceil((before + cost_debt - full) / limit)
 end
 local after = before
 
 --- @section commit
-after = before + charge
-local delta = charge
+after = before + cost_debt
+local delta = cost_debt
 --- @include "shift"
 
 --- @section report

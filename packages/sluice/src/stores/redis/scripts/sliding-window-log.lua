@@ -76,8 +76,8 @@ end
 local live = newest ~= nil
 
 --- @section holding
--- held_by: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
-local held_by, search, lo = first, true, first
+-- holder: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
+local holder, search, lo = first, true, first
 if first_total ~= nil then
   -- The oldest live entry was read already: often it alone is enough.
   local units = first_total - start
@@ -101,7 +101,7 @@ if search then
       lo = mid + 1
     end
   end
-  held_by = math.min(lo, hi)
+  holder = math.min(lo, hi)
 end
 
 --- @section decide
@@ -118,8 +118,8 @@ if not allowed and count > 0 then
   local need = count + cost - limit
   --- @include "holding"
   -- Entry 0's time was read with the head.
-  local held_at = held_by == 0 and head[2] or redis.call('LINDEX', key, 2 * held_by + 1)
-  retry = math.min(held_at + window, log_end) - now
+  local holder_at = holder == 0 and head[2] or redis.call('LINDEX', key, 2 * holder + 1)
+  retry = math.min(holder_at + window, log_end) - now
 end
 
 --- @section commit
@@ -164,7 +164,7 @@ if need <= 0 then
   redis.call('DEL', key)
 else
   --- @include "holding"
-  redis.call('LTRIM', key, 2 * first, 2 * held_by + 2)
+  redis.call('LTRIM', key, 2 * first, 2 * holder + 2)
   redis.call('LSET', key, '-1', string.format('%d', (start + need) % TOTAL_MODULUS))
   -- The log ends a window after its new newest entry, never later than it was to.
   local kept = redis.call('LINDEX', key, -2) + 0

@@ -63,9 +63,9 @@ while a <= n do
     fresh = not seen[key]
     seen[key] = true
   end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
-  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
-  -- wait) and keeps a dead state's key (shared/drop.lua).
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
   local blocked_until
   if fresh then
     blocked_until = pre[k + 1]
@@ -73,7 +73,7 @@ while a <= n do
     blocked_until = redis.call('GET', block_key)
   end
   blocked_until = blocked_until and blocked_until + 0 or 0
-  local held = blocked_until > now
+  local blocked = blocked_until > now
   local leases
   -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
   -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
@@ -99,7 +99,7 @@ while a <= n do
   -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
   -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
   -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not held then
+  if not blocked then
     if stored and not live then
       redis.call('DEL', key)
     end
@@ -107,16 +107,16 @@ while a <= n do
       redis.call('DEL', block_key)
     end
   end
-  -- The live leases: units held, the last expiry (at least now), whether any stored lease has expired
+  -- The live leases: units in use, the last expiry (at least now), whether any stored lease has expired
   -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
-  local used, last = 0, now
+  local in_use, last = 0, now
   local expired, ordered = false, true
   if leases ~= nil then
     local previous = now
     for i = 1, #leases, 3 do
       local expires = leases[i]
       if expires > now then
-        used = used + leases[i + 1]
+        in_use = in_use + leases[i + 1]
         if expires > last then
           last = expires
         end
@@ -129,11 +129,11 @@ while a <= n do
       end
     end
   end
-  local allowed = used + cost <= limit
+  local allowed = in_use + cost <= limit
   local retry = 0
   if not allowed then
     -- At the latest, enough leases time out: earliest expiries first.
-    local free = limit - used
+    local free = limit - in_use
     if leases ~= nil and ordered then
       for i = 1, #leases, 3 do
         local expires = leases[i]
@@ -168,7 +168,7 @@ while a <= n do
       end
     end
   end
-  if allowed and not peek and not held then
+  if allowed and not peek and not blocked then
     -- The live leases in stored order, then the new one.
     local nxt = leases
     if nxt == nil then
@@ -187,7 +187,7 @@ while a <= n do
     nxt[#nxt + 1] = expires
     nxt[#nxt + 1] = cost
     nxt[#nxt + 1] = lease
-    used = used + cost
+    in_use = in_use + cost
     if expires > last then
       last = expires
     end
@@ -197,13 +197,13 @@ while a <= n do
       redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
     end
   end
-  local remaining = math.max(0, limit - used)
+  local remaining = math.max(0, limit - in_use)
   local reset = last - now
   -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
   -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
   -- never shortens the one the units impose.
   local r = #reply
-  if held then
+  if blocked then
     local left = blocked_until - now
     reply[r + 1] = -1
     reply[r + 2] = math.max(left, reset)

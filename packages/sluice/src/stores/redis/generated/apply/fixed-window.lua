@@ -63,9 +63,9 @@ while a <= n do
     fresh = not seen[key]
     seen[key] = true
   end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
-  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
-  -- wait) and keeps a dead state's key (shared/drop.lua).
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
   local blocked_until
   if fresh then
     blocked_until = pre[k + 1]
@@ -73,7 +73,7 @@ while a <= n do
     blocked_until = redis.call('GET', block_key)
   end
   blocked_until = blocked_until and blocked_until + 0 or 0
-  local held = blocked_until > now
+  local blocked = blocked_until > now
   local start, count, finish
   -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
   -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
@@ -105,7 +105,7 @@ while a <= n do
   -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
   -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
   -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not held then
+  if not blocked then
     if stored and not live then
       redis.call('DEL', key)
     end
@@ -122,7 +122,7 @@ while a <= n do
   if not allowed then
     retry = finish - now
   end
-  if allowed and not peek and not held then
+  if allowed and not peek and not blocked then
     count = count + cost
     -- finish > now: a live window ends after now, a fresh one at now + window.
     local value = string.format('%d:%d:%d', start, count, finish - start)
@@ -137,7 +137,7 @@ while a <= n do
   -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
   -- never shortens the one the units impose.
   local r = #reply
-  if held then
+  if blocked then
     local left = blocked_until - now
     reply[r + 1] = -1
     reply[r + 2] = math.max(left, reset)

@@ -63,9 +63,9 @@ while a <= n do
     fresh = not seen[key]
     seen[key] = true
   end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
-  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
-  -- wait) and keeps a dead state's key (shared/drop.lua).
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
   local blocked_until
   if fresh then
     blocked_until = pre[k + 1]
@@ -73,7 +73,7 @@ while a <= n do
     blocked_until = redis.call('GET', block_key)
   end
   blocked_until = blocked_until and blocked_until + 0 or 0
-  local held = blocked_until > now
+  local blocked = blocked_until > now
   local tat_ms, tat_rem, lead
   -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
   -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
@@ -117,7 +117,7 @@ while a <= n do
   -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
   -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
   -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not held then
+  if not blocked then
     if stored and not live then
       redis.call('DEL', key)
     end
@@ -131,16 +131,16 @@ while a <= n do
   end
   local full = capacity * window
   local before = (tat_ms - now) * limit + tat_rem
-  local charge = cost * window
-  local allowed = before + charge <= full
+  local cost_debt = cost * window
+  local allowed = before + cost_debt <= full
   local retry = 0
   if not allowed then
-    retry = math.ceil((before + charge - full) / limit)
+    retry = math.ceil((before + cost_debt - full) / limit)
   end
   local after = before
-  if allowed and not peek and not held then
-    after = before + charge
-    local delta = charge
+  if allowed and not peek and not blocked then
+    after = before + cost_debt
+    local delta = cost_debt
     -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
     -- lead: how far it is ahead of now, at most the part within one full refill.
     local total = tat_rem + delta
@@ -175,7 +175,7 @@ while a <= n do
   -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
   -- never shortens the one the units impose.
   local r = #reply
-  if held then
+  if blocked then
     local left = blocked_until - now
     reply[r + 1] = -1
     reply[r + 2] = math.max(left, reset)

@@ -63,9 +63,9 @@ while a <= n do
     fresh = not seen[key]
     seen[key] = true
   end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
-  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
-  -- wait) and keeps a dead state's key (shared/drop.lua).
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
   local blocked_until
   if fresh then
     blocked_until = pre[k + 1]
@@ -73,7 +73,7 @@ while a <= n do
     blocked_until = redis.call('GET', block_key)
   end
   blocked_until = blocked_until and blocked_until + 0 or 0
-  local held = blocked_until > now
+  local blocked = blocked_until > now
   -- Twin of LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts: totals stay small and exact,
   -- and below any time since 1987, so a list that starts with a number >= TOTAL_MODULUS (a time, not
   -- a total) is not a log of this layout: it reads as no state and is replaced, never misread.
@@ -138,7 +138,7 @@ while a <= n do
   -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
   -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
   -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not held then
+  if not blocked then
     if stored and not live then
       redis.call('DEL', key)
     end
@@ -157,8 +157,8 @@ while a <= n do
     -- Wait until enough of the oldest units leave the window for `cost` to fit: the time of the entry
     -- holding the `need`-th oldest live unit (an entry's units all leave together).
     local need = count + cost - limit
-    -- held_by: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
-    local held_by, search, lo = first, true, first
+    -- holder: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
+    local holder, search, lo = first, true, first
     if first_total ~= nil then
       -- The oldest live entry was read already: often it alone is enough.
       local units = first_total - start
@@ -182,13 +182,13 @@ while a <= n do
           lo = mid + 1
         end
       end
-      held_by = math.min(lo, hi)
+      holder = math.min(lo, hi)
     end
     -- Entry 0's time was read with the head.
-    local held_at = held_by == 0 and head[2] or redis.call('LINDEX', key, 2 * held_by + 1)
-    retry = math.min(held_at + window, log_end) - now
+    local holder_at = holder == 0 and head[2] or redis.call('LINDEX', key, 2 * holder + 1)
+    retry = math.min(holder_at + window, log_end) - now
   end
-  if allowed and not peek and not held then
+  if allowed and not peek and not blocked then
     if cost > 0 then
       -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
       if count == 0 then
@@ -224,7 +224,7 @@ while a <= n do
   -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
   -- never shortens the one the units impose.
   local r = #reply
-  if held then
+  if blocked then
     local left = blocked_until - now
     reply[r + 1] = -1
     reply[r + 2] = math.max(left, reset)

@@ -63,9 +63,9 @@ while a <= n do
     fresh = not seen[key]
     seen[key] = true
   end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none) and is in force
-  -- while `held`. A block in force denies the step whatever its units say (shared/reply.lua adds its
-  -- wait) and keeps a dead state's key (shared/drop.lua).
+  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
   local blocked_until
   if fresh then
     blocked_until = pre[k + 1]
@@ -73,7 +73,7 @@ while a <= n do
     blocked_until = redis.call('GET', block_key)
   end
   blocked_until = blocked_until and blocked_until + 0 or 0
-  local held = blocked_until > now
+  local blocked = blocked_until > now
   local full = capacity * window
   local level, at
   -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
@@ -119,7 +119,7 @@ while a <= n do
   -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
   -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
   -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not held then
+  if not blocked then
     if stored and not live then
       redis.call('DEL', key)
     end
@@ -141,7 +141,7 @@ while a <= n do
     retry = lag + math.ceil((need - cur) / limit)
   end
   local after = cur
-  if allowed and not peek and not held then
+  if allowed and not peek and not blocked then
     after = cur - need
     -- Write `after` tokens x window at cur_at, live until the bucket is full again.
     if after >= full then
@@ -166,7 +166,7 @@ while a <= n do
   -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
   -- never shortens the one the units impose.
   local r = #reply
-  if held then
+  if blocked then
     local left = blocked_until - now
     reply[r + 1] = -1
     reply[r + 2] = math.max(left, reset)

@@ -2,7 +2,7 @@
 -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
 -- never shortens the one the units impose.
 local r = #reply
-if held then
+if blocked then
   local left = blocked_until - now
   reply[r + 1] = -1
   reply[r + 2] = math.max(left, reset)

@@ -19,11 +19,11 @@ while a <= n do
     cost = -1 - cost
   end
   --- @include "shared/step"
-  --- @include "shared/held"
+  --- @include "shared/blocked"
   --- @include "read"
   --- @include "shared/drop"
   --- @include "decide"
-  if allowed and not peek and not held then
+  if allowed and not peek and not blocked then
     --- @include "commit"
   end
   --- @include "report"

@@ -13,14 +13,14 @@ while a <= n do
   local algorithm = ARGV[a]
   a = a + 1
   --- @include "shared/step"
-  --- @include "shared/held"
+  --- @include "shared/blocked"
   --- @each-algorithm
   --- @include "args"
   --- @include "read"
   --- @include "shared/drop"
   --- @end
   local target = until_ms
-  if held and blocked_until > target then
+  if blocked and blocked_until > target then
     target = blocked_until
   end
   redis.call('PSETEX', block_key, string.format('%d', target - now + slack), string.format('%d', target))

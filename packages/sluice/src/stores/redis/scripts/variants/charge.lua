@@ -1,4 +1,4 @@
--- Sluice charge: commit `cost` units of each step without the admit check, even past the limit
+-- Sluice charge: commit `cost` units of each step whether it admits or not, even past the limit
 -- (settle's forced charge: the work is done, later requests pay): each algorithm's decide, its
 -- verdict ignored, then its commit. A block in force is left as it is.
 -- KEYS: per step, the state key then the block key (all in one hash slot).
@@ -13,7 +13,7 @@ while a <= n do
   local algorithm = ARGV[a]
   a = a + 1
   --- @include "shared/step"
-  --- @include "shared/held"
+  --- @include "shared/blocked"
   --- @each-algorithm
   --- @include "args"
   --- @include "read"

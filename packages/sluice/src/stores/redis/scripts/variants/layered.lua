@@ -20,7 +20,7 @@ while a <= n do
     local algorithm = ARGV[a]
     a = a + 1
     --- @include "shared/step"
-    --- @include "shared/held"
+    --- @include "shared/blocked"
     --- @each-algorithm
     --- @include "args"
     if cost < 0 then
@@ -30,7 +30,7 @@ while a <= n do
     --- @include "shared/drop"
     --- @include "decide"
     -- All or nothing: the decision commits only if no step is denied or blocked.
-    all = all and allowed and not held
+    all = all and allowed and not blocked
     --- @include "keep"
     --- @end
     k = k + 2
@@ -40,7 +40,7 @@ while a <= n do
     local algorithm = saved[1]
     --- @each-algorithm
     --- @include "restore"
-    -- Nothing is charged unless every step admits: steps that would admit report their state as it is.
+    -- Nothing is committed unless every step admits: steps that would admit report their state as it is.
     if all and not peek then
       --- @include "commit"
     end

@@ -12,7 +12,7 @@ while a <= n do
   local algorithm = ARGV[a]
   a = a + 1
   --- @include "shared/step"
-  --- @include "shared/held"
+  --- @include "shared/blocked"
   --- @each-algorithm
   --- @include "args"
   --- @include "read"
