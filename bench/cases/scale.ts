@@ -90,7 +90,7 @@ export function localEntryBytes(): BenchRow[] {
   const backend = { add: async () => [], remove: async () => {}, keyOf: () => '' }
   before = heap()
   const hybrid = new HybridPolicy(hybridPolicy, backend)
-  for (const key of keys) hybrid.decide({ policy: hybridPolicy, key, cost: 1 }, 'consume')
+  for (const key of keys) hybrid.apply({ policy: hybridPolicy, key, cost: 1 }, 'consume')
   const hybridBytes = (heap() - before) / n
   void hybrid.close()
   return [

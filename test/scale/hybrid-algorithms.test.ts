@@ -24,7 +24,7 @@ function pair(policy: Omit<RatePolicy, 'mode' | 'syncEvery'>, startMs: number) {
   const step = { policy: resolved, key: 'k', cost: 1 }
   const take = (h: HybridPolicy, n: number) => {
     let admitted = 0
-    for (let i = 0; i < n; i++) if (h.decide(step, 'consume').allowed) admitted++
+    for (let i = 0; i < n; i++) if (h.apply(step, 'consume').allowed) admitted++
     return admitted
   }
   return { a, b, clock, step, take, backend, close: () => Promise.all([a.close(), b.close()]) }
@@ -69,24 +69,24 @@ describe('sliding-window-counter, hybrid', () => {
     await a.flush()
     await b.flush()
     // b has seen a's 6: 9 used of 10.
-    expect(b.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 1 })
+    expect(b.apply(step, 'peek')).toMatchObject({ allowed: true, remaining: 1 })
     expect(take(b, 2)).toBe(1)
     await b.flush()
     // Only a key decided on since the last flush is pulled: a touches it first.
-    a.decide(step, 'peek')
+    a.apply(step, 'peek')
     await a.flush()
-    expect(a.decide(step, 'peek')).toMatchObject({ allowed: false, remaining: 0 })
+    expect(a.apply(step, 'peek')).toMatchObject({ allowed: false, remaining: 0 })
     // Halfway into the next window the 10 of the previous one weigh 5.
     clock.now = T0 + 15_000
-    expect(a.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 5 })
+    expect(a.apply(step, 'peek')).toMatchObject({ allowed: true, remaining: 5 })
     expect(take(a, 4)).toBe(4)
     await a.flush()
-    b.decide(step, 'peek')
+    b.apply(step, 'peek')
     await b.flush()
     // b: previous 10 x 0.5 + a's 4 in this window = 9.
-    expect(b.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 1 })
+    expect(b.apply(step, 'peek')).toMatchObject({ allowed: true, remaining: 1 })
     expect(take(b, 3)).toBe(1)
-    const denied = b.decide(step, 'consume')
+    const denied = b.apply(step, 'consume')
     expect(denied.allowed).toBe(false)
     expect(denied.retryAfterMs).toBeGreaterThan(0)
     await close()
@@ -104,15 +104,15 @@ describe('sliding-window-counter, hybrid', () => {
     // a admits 3 more that it has not flushed when the window ends.
     expect(take(a, 3)).toBe(3)
     clock.now = T0 + 101_000
-    b.decide(step, 'peek')
+    b.apply(step, 'peek')
     await b.flush()
     // b knows 6 of the previous window (weight 0.99): 5.94 used.
-    expect(b.decide(step, 'peek')).toMatchObject({ remaining: 4 })
+    expect(b.apply(step, 'peek')).toMatchObject({ remaining: 4 })
     // a's next flush carries its 3 into the ended window; b's next pull (within 4 syncs) sees them.
-    a.decide(step, 'peek')
+    a.apply(step, 'peek')
     await a.flush()
     await b.flush()
-    expect(b.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 1 })
+    expect(b.apply(step, 'peek')).toMatchObject({ allowed: true, remaining: 1 })
     await close()
   })
 
@@ -125,9 +125,9 @@ describe('sliding-window-counter, hybrid', () => {
     await a.flush()
     clock.now = T0 + 12_000
     // b never saw the key: its first decision is optimistic, its first pull reads both windows.
-    b.decide(step, 'peek')
+    b.apply(step, 'peek')
     await b.flush()
-    expect(b.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 2 })
+    expect(b.apply(step, 'peek')).toMatchObject({ allowed: true, remaining: 2 })
     await close()
   })
 })
@@ -140,22 +140,22 @@ for (const algorithm of ['token-bucket', 'gcra'] as const)
       expect(take(a, 7)).toBe(7)
       await a.flush()
       // b decides on the key once (on a full bucket: it knows nothing yet), its pull brings a's 7.
-      expect(b.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 10 })
+      expect(b.apply(step, 'peek')).toMatchObject({ allowed: true, remaining: 10 })
       await b.flush()
       // b sees a's 7 spent: 3 left.
-      expect(b.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 3 })
+      expect(b.apply(step, 'peek')).toMatchObject({ allowed: true, remaining: 3 })
       expect(take(b, 5)).toBe(3)
       await b.flush()
-      a.decide(step, 'peek')
+      a.apply(step, 'peek')
       await a.flush()
-      expect(a.decide(step, 'peek')).toMatchObject({ allowed: false, remaining: 0 })
+      expect(a.apply(step, 'peek')).toMatchObject({ allowed: false, remaining: 0 })
       // Two seconds refill two units, on both instances.
       clock.now += 2000
       expect(take(a, 5)).toBe(2)
       await a.flush()
-      b.decide(step, 'peek')
+      b.apply(step, 'peek')
       await b.flush()
-      expect(b.decide(step, 'peek')).toMatchObject({ allowed: false, remaining: 0 })
+      expect(b.apply(step, 'peek')).toMatchObject({ allowed: false, remaining: 0 })
       await close()
     })
 
@@ -165,11 +165,11 @@ for (const algorithm of ['token-bucket', 'gcra'] as const)
       expect(take(b, 10)).toBe(10)
       await a.flush()
       await b.flush()
-      a.decide(step, 'peek')
+      a.apply(step, 'peek')
       await a.flush()
       // 20 spent of a bucket of 10: the next unit is 11 s away on both (10 s of debt + 1 s).
       for (const h of [a, b]) {
-        const d = h.decide(step, 'consume')
+        const d = h.apply(step, 'consume')
         expect(d).toMatchObject({ allowed: false, remaining: 0 })
         expect(d.retryAfterMs).toBe(11_000)
       }
@@ -182,15 +182,15 @@ for (const algorithm of ['token-bucket', 'gcra'] as const)
       const { a, b, step, take, close } = pair({ algorithm, limit: 10, window: '10s' }, T0 + 500)
       expect(take(a, 10)).toBe(10)
       await a.flush()
-      b.decide(step, 'peek')
+      b.apply(step, 'peek')
       await b.flush()
-      expect(b.decide(step, 'peek').allowed).toBe(false)
+      expect(b.apply(step, 'peek').allowed).toBe(false)
       a.refund({ ...step, cost: 3 })
-      expect(a.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 3 })
+      expect(a.apply(step, 'peek')).toMatchObject({ allowed: true, remaining: 3 })
       await a.flush()
-      b.decide(step, 'peek')
+      b.apply(step, 'peek')
       await b.flush()
-      expect(b.decide(step, 'peek')).toMatchObject({ allowed: true, remaining: 3 })
+      expect(b.apply(step, 'peek')).toMatchObject({ allowed: true, remaining: 3 })
       await close()
     })
 
@@ -237,11 +237,11 @@ describe('hybrid: a failed flush', () => {
       () => clock.now,
     )
     const step = { policy, key: 'k', cost: 1 }
-    for (let i = 0; i < 4; i++) h.decide(step, 'consume')
+    for (let i = 0; i < 4; i++) h.apply(step, 'consume')
     await h.flush()
     expect(h.lastError).toBeDefined()
     clock.now += h.sliceMs
-    for (let i = 0; i < 2; i++) h.decide(step, 'consume')
+    for (let i = 0; i < 2; i++) h.apply(step, 'consume')
     await h.flush()
     expect(h.lastError).toBeDefined()
     backend = live

@@ -63,7 +63,7 @@ export interface Store {
   /** Give back `cost` units of each step (concurrency: release `leaseId`). */
   refund(steps: readonly Step[]): Promise<void>
   /**
-   * Commit `cost` units of each step without the admit check, even past the limit (a forced
+   * Commit `cost` units of each step whether it fits or not, even past the limit (a forced
    * charge: `reserve(...).settle(actual)` charging the part of the true cost above the estimate).
    * Blocks are left as they are. A store that cannot rejects with `UnsupportedError`
    * (`SLUICE_UNSUPPORTED`) and changes nothing.

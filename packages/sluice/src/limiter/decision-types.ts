@@ -28,7 +28,7 @@ export interface Decision {
   cached?: boolean
   /**
    * True on a layer of a layered decision that the local deny cache answered: another layer's
-   * cached denial decided, this one was not evaluated (nor charged). Its numbers are placeholders
+   * cached denial decided, this one was not evaluated (nor committed). Its numbers are placeholders
    * (full `remaining`), not its state; the rate-limit headers leave it out of `RateLimit`.
    */
   notEvaluated?: boolean

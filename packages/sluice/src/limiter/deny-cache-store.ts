@@ -58,7 +58,7 @@ export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () =>
 
 /**
  * Store-shaped results for a check the deny cache can answer, every one marked `cached`: the cached
- * denial for the first cached layer, and for the other layers (not evaluated, not charged) a full
+ * denial for the first cached layer, and for the other layers (not evaluated, not committed) a full
  * allowance marked `notEvaluated`, so that nobody reads it as their state.
  */
 function cachedResults(cache: LocalDenyCache, steps: readonly Step[], now: number): StepResult[] | undefined {

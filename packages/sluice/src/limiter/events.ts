@@ -6,15 +6,15 @@ import { isPending, type MaybePromise, type Step } from '../store.js'
 import type { Decision, DecisionEvent, DecisionListener } from './types.js'
 
 /** One decision down the chain and back: the steps, and whether they are a layered check. */
-export type Decide = (
+export type Run = (
   operation: DecisionEvent['operation'],
   steps: readonly Step[],
   mode: 'consume' | 'peek',
   layered: boolean,
 ) => MaybePromise<Decision>
 
-/** One single check down the chain and back: `Decide` for one validated step, given as its parts. */
-export type DecideOne = (
+/** One single check down the chain and back: `Run` for one validated step, given as its parts. */
+export type RunOne = (
   operation: DecisionEvent['operation'],
   policy: ResolvedPolicy,
   key: string,
@@ -23,20 +23,20 @@ export type DecideOne = (
 ) => MaybePromise<Decision>
 
 export interface DecisionEvents {
-  /** How the limiter decides right now: plainly, or timed and told to the listeners. */
-  readonly decide: Decide
+  /** How the limiter runs a decision right now: plainly, or timed and told to the listeners. */
+  readonly run: Run
   /** The same for a single check. */
-  readonly decideOne: DecideOne
+  readonly runOne: RunOne
   subscribe(listener: DecisionListener): () => void
 }
 
 /**
- * `plain` and `plainOne` decide; while anyone listens, `decide` and `decideOne` are them timed and
+ * `plain` and `plainOne` run a decision; while anyone listens, `run` and `runOne` are them timed and
  * told to the listeners.
  */
 export function decisionEvents(
-  plain: Decide,
-  plainOne: DecideOne,
+  plain: Run,
+  plainOne: RunOne,
   storeName: string,
   first: DecisionListener | undefined,
 ): DecisionEvents {
@@ -64,22 +64,22 @@ export function decisionEvents(
   ): MaybePromise<Decision> {
     return isPending(d) ? d.then((value) => emit(operation, value, started)) : emit(operation, d, started)
   }
-  const observed: Decide = (operation, steps, mode, layered) => {
+  const observed: Run = (operation, steps, mode, layered) => {
     const started = performance.now()
     return told(operation, plain(operation, steps, mode, layered), started)
   }
-  const observedOne: DecideOne = (operation, policy, key, cost, mode) => {
+  const observedOne: RunOne = (operation, policy, key, cost, mode) => {
     const started = performance.now()
     return told(operation, plainOne(operation, policy, key, cost, mode), started)
   }
 
-  type Swapped = { decide: Decide; decideOne: DecideOne }
+  type Swapped = { run: Run; runOne: RunOne }
   function swap(to: Swapped): void {
-    ;(events as Swapped).decide = to.decide
-    ;(events as Swapped).decideOne = to.decideOne
+    ;(events as Swapped).run = to.run
+    ;(events as Swapped).runOne = to.runOne
   }
-  const quiet: Swapped = { decide: plain, decideOne: plainOne }
-  const timed: Swapped = { decide: observed, decideOne: observedOne }
+  const quiet: Swapped = { run: plain, runOne: plainOne }
+  const timed: Swapped = { run: observed, runOne: observedOne }
   const events: DecisionEvents = {
     ...(listeners.length > 0 ? timed : quiet),
     subscribe(listener) {

@@ -15,7 +15,7 @@ export function hybridStore(inner: Store, hybrids: ReadonlyMap<string, HybridPol
   return forwardStore(inner, {
     apply(steps, mode) {
       const hybrid = hybridOf(steps)
-      return hybrid === undefined ? inner.apply(steps, mode) : [hybrid.decide(steps[0]!, mode)]
+      return hybrid === undefined ? inner.apply(steps, mode) : [hybrid.apply(steps[0]!, mode)]
     },
     async refund(steps) {
       const hybrid = hybridOf(steps)

@@ -17,7 +17,7 @@ import { memoryStore, singleStepOf } from '../stores/memory.js'
 import { createWaiting, waitBounds } from '../waiting/index.js'
 import { buildChain, type Chain } from './chain.js'
 import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
-import { type Decide, type DecideOne, type DecisionEvents, decisionEvents } from './events.js'
+import { type DecisionEvents, decisionEvents, type Run, type RunOne } from './events.js'
 import type {
   AcquireDecision,
   Check,
@@ -177,7 +177,7 @@ function decisionPath(
   storeName: string,
   onDecision: LimiterOptions<Record<string, Policy>>['onDecision'],
 ): DecisionEvents {
-  const plain: Decide = (_operation, steps, mode, layered) => {
+  const plain: Run = (_operation, steps, mode, layered) => {
     const answer = store.apply(steps, mode)
     if (!isPending(answer)) return layered ? layeredDecision(steps, answer) : singleDecision(steps, answer)
     return answer.then((results) =>
@@ -189,7 +189,7 @@ function decisionPath(
   // down the chain as a one-step list.
   const single = singleStepOf(store)
   const scratch: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
-  const plainOne: DecideOne =
+  const plainOne: RunOne =
     single !== undefined
       ? (_operation, policy, key, cost, mode) =>
           decisionFor(policy, key, single(policy, key, cost, mode, scratch))
@@ -214,9 +214,9 @@ function limiterMethods<Name extends string>(
     key?: unknown,
     opts?: ConsumeOptions,
   ): MaybePromise<Decision | LayeredDecision> {
-    if (Array.isArray(a)) return events.decide(mode, validate.steps(a), mode, true)
+    if (Array.isArray(a)) return events.run(mode, validate.steps(a), mode, true)
     const cost = opts?.cost === undefined ? 1 : opts.cost
-    return events.decideOne(mode, validate.check(a, key, cost), key as string, cost, mode)
+    return events.runOne(mode, validate.single(a, key, cost), key as string, cost, mode)
   }
   /** A promise of the decision; bad input rejects like any other failure, never throws. */
   function promised(
@@ -272,7 +272,7 @@ function limiterMethods<Name extends string>(
     decide: decideNow,
     consumeSync(policy, key, opts) {
       const cost = opts?.cost === undefined ? 1 : opts.cost
-      const d = events.decideOne('consume', validate.check(policy, key, cost), key, cost, 'consume')
+      const d = events.runOne('consume', validate.single(policy, key, cost), key, cost, 'consume')
       if (isPending(d)) {
         // The store has the call; its answer is not ours to return. Settled, never left unhandled.
         d.catch(() => {})
@@ -300,7 +300,7 @@ function limiterMethods<Name extends string>(
           `acquire: policy ${s.policy.name} is ${s.policy.algorithm}; acquire needs a concurrency policy, use consume`,
         )
       }
-      const d: AcquireDecision = await events.decide('acquire', [s], 'consume', false)
+      const d: AcquireDecision = await events.run('acquire', [s], 'consume', false)
       if (d.allowed) d.lease = lease(s, id)
       return d
     },

@@ -66,7 +66,7 @@ export interface Limiter<Name extends string = string> {
   readonly policies: Readonly<Record<Name, ResolvedPolicy>>
   /** Spend `cost` (default 1) units of `policy` for `key`. */
   consume(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
-  /** Layered: every check admits or none is charged. */
+  /** Layered: every check admits or none is committed. */
   consume(checks: readonly Check<Name>[]): Promise<LayeredDecision>
   /**
    * Synchronous consume; only for stores that decide in-process (the memory store). Throws
@@ -82,7 +82,7 @@ export interface Limiter<Name extends string = string> {
    */
   decide(policy: Name, key: string, options?: ConsumeOptions): MaybePromise<Decision>
   decide(checks: readonly Check<Name>[]): MaybePromise<LayeredDecision>
-  /** What consume would decide, charging nothing. */
+  /** What consume would decide, committing nothing. */
   peek(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
   peek(checks: readonly Check<Name>[]): Promise<LayeredDecision>
   /** Give back `amount` (default 1) units, e.g. when the request turned out not to count. */
@@ -109,7 +109,7 @@ export interface Limiter<Name extends string = string> {
   wait(policy: Name, key: string, options?: WaitOptions): Promise<WaitDecision>
   wait(checks: readonly Check<Name>[], options?: WaitOptions): Promise<LayeredWaitDecision>
   /**
-   * Charge an estimate now and settle the true cost later with `r.settle(actual)`.
+   * Consume an estimate now and settle the true cost later with `r.settle(actual)`.
    * @example const r = await limiter.reserve('tokens', tenant, { cost: 2_000 })
    */
   reserve(policy: Name, key: string, options?: ReserveOptions): Promise<ReserveDecision>

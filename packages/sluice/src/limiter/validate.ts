@@ -10,8 +10,8 @@ export interface Validator {
    * The policy of one check whose key and cost are valid (the single-check path, which needs no
    * Step); throws UnknownPolicyError, InvalidKeyError or InvalidCostError.
    */
-  check(name: unknown, key: unknown, cost: unknown): ResolvedPolicy
-  /** One step; throws what `check` throws. */
+  single(name: unknown, key: unknown, cost: unknown): ResolvedPolicy
+  /** One step; throws what `single` throws. */
   step(name: unknown, key: unknown, cost?: unknown, leaseId?: string): Step
   /** The steps of a layered check; throws InvalidOptionsError for a malformed list. */
   steps(checks: unknown): Step[]
@@ -35,7 +35,7 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
     return policy
   }
 
-  function check(name: unknown, key: unknown, cost: unknown): ResolvedPolicy {
+  function single(name: unknown, key: unknown, cost: unknown): ResolvedPolicy {
     const policy = policyOf(name)
     if (typeof key !== 'string' || key.length === 0) {
       throw new InvalidKeyError(
@@ -56,7 +56,7 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
   }
 
   function step(name: unknown, key: unknown, cost: unknown = 1, leaseId?: string): Step {
-    const policy = check(name, key, cost)
+    const policy = single(name, key, cost)
     const k = key as string
     const c = cost as number
     return leaseId === undefined ? { policy, key: k, cost: c } : { policy, key: k, cost: c, leaseId }
@@ -96,5 +96,5 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
     return out
   }
 
-  return { check, step, steps }
+  return { single, step, steps }
 }

@@ -110,7 +110,7 @@ export class HybridPolicy {
   }
 
   /** Decide one step locally (synchronously). */
-  decide(step: Step, mode: 'consume' | 'peek'): StepResult {
+  apply(step: Step, mode: 'consume' | 'peek'): StepResult {
     const nowMs = this.now()
     const e = this.entry(step.key, nowMs)
     e.touched = true

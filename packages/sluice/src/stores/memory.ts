@@ -13,7 +13,7 @@ export interface MemoryStoreOptions {
   /** The clock, in ms. Default `Date.now`. Tests pass a fake clock. */
   now?: () => number
   /**
-   * The most keys held at once, all policies together. Default 1,000,000. When full, the policy
+   * The most keys stored at once, all policies together. Default 1,000,000. When full, the policy
    * holding the most keys gives one up (see docs/stores.md#eviction); a policy's own `maxKeys`
    * bounds its share.
    */
@@ -29,8 +29,8 @@ interface Entry {
   blockedUntil: number
   /** Read since the sweeper or the evictor last looked: a hot key is not the one to drop. */
   touched: boolean
-  /** Out of units or blocked at its last decision: kept in its table's `held` map. */
-  held: boolean
+  /** Out of units or blocked at its last decision: kept in its table's `exhausted` map. */
+  exhausted: boolean
 }
 
 /**
@@ -41,10 +41,10 @@ interface Table {
   /** Keys that would admit at their last decision: forgetting one only forgives part of a count. */
   readonly open: Map<string, Entry>
   /** Keys that denied (no units left) or are blocked: evicted only when `open` is empty. */
-  readonly held: Map<string, Entry>
+  readonly exhausted: Map<string, Entry>
   /** Where eviction stands in each map (see `oldest`). */
   openCursor?: Iterator<[string, Entry]> | undefined
-  heldCursor?: Iterator<[string, Entry]> | undefined
+  exhaustedCursor?: Iterator<[string, Entry]> | undefined
 }
 
 const NOT_BLOCKED = 0
@@ -57,7 +57,7 @@ export interface MemoryStore extends Store {
   apply(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[]
   /** The store's clock: whole ms of `options.now` (default `Date.now`). */
   now(): number
-  /** Keys currently held (live or not yet swept). Never above `maxKeys`. */
+  /** Keys currently stored (live or not yet swept). Never above `maxKeys`. */
   readonly size: number
 }
 
@@ -109,14 +109,14 @@ function answerInto(
 }
 
 const dead = (entry: Entry, at: number): boolean => entry.expiresAt <= at && entry.blockedUntil <= at
-const tableSize = (table: Table): number => table.open.size + table.held.size
+const tableSize = (table: Table): number => table.open.size + table.exhausted.size
 
 /** Walks every table's entries, one at a time, without allocating per step. */
 class Cursor {
   private readonly tables: Iterator<Table>
   private entries: Iterator<[string, Entry]> | undefined
   private table: Table | undefined
-  private inHeld = false
+  private inExhausted = false
   /** The map the last entry came from (to delete it). */
   map: Map<string, Entry> | undefined
   constructor(tables: Map<string, Table>) {
@@ -128,9 +128,9 @@ class Cursor {
       if (this.entries !== undefined) {
         const r = this.entries.next()
         if (!r.done) return r.value
-        if (!this.inHeld && this.table !== undefined) {
-          this.inHeld = true
-          this.map = this.table.held
+        if (!this.inExhausted && this.table !== undefined) {
+          this.inExhausted = true
+          this.map = this.table.exhausted
           this.entries = this.map.entries()
           continue
         }
@@ -138,7 +138,7 @@ class Cursor {
       const t = this.tables.next()
       if (t.done) return undefined
       this.table = t.value
-      this.inHeld = false
+      this.inExhausted = false
       this.map = t.value.open
       this.entries = this.map.entries()
     }
@@ -177,7 +177,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     if (policy === lastPolicy && lastTable !== undefined) return lastTable
     let table = tables.get(policy)
     if (table === undefined) {
-      table = { open: new Map(), held: new Map() }
+      table = { open: new Map(), exhausted: new Map() }
       tables.set(policy, table)
     }
     lastPolicy = policy
@@ -191,20 +191,20 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
    * otherwise churn the Map on every decision. The sweeper deletes the ones nobody touches.
    */
   function read(table: Table, key: string): Entry | undefined {
-    const entry = table.open.get(key) ?? table.held.get(key)
+    const entry = table.open.get(key) ?? table.exhausted.get(key)
     if (entry !== undefined) entry.touched = true
     return entry
   }
 
-  /** Keep `entry` in the map its last decision calls for (`held`: no units left, or blocked). */
-  function mark(table: Table, key: string, entry: Entry, held: boolean): void {
-    if (entry.held === held) return
-    entry.held = held
-    if (held) {
+  /** Keep `entry` in the map its last decision calls for (`exhausted`: no units left, or blocked). */
+  function mark(table: Table, key: string, entry: Entry, exhausted: boolean): void {
+    if (entry.exhausted === exhausted) return
+    entry.exhausted = exhausted
+    if (exhausted) {
       table.open.delete(key)
-      table.held.set(key, entry)
+      table.exhausted.set(key, entry)
     } else {
-      table.held.delete(key)
+      table.exhausted.delete(key)
       table.open.set(key, entry)
     }
   }
@@ -214,7 +214,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     // holding the most keys pays (a flood of one policy is the largest table, so it pays itself).
     if (policyMaxKeys !== undefined && tableSize(table) >= policyMaxKeys) evictFrom(table)
     else if (size >= maxKeys) evictFrom(largestTable())
-    ;(entry.held ? table.held : table.open).set(key, entry)
+    ;(entry.exhausted ? table.exhausted : table.open).set(key, entry)
     size++
   }
 
@@ -232,14 +232,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
    * so each map keeps one long-lived iterator that only moves forward. It sees keys added after it
    * was made; everything it passes is deleted or moved to the back, so it never skips a key.
    */
-  function oldest(table: Table, held: boolean): [string, Entry] | undefined {
-    const map = held ? table.held : table.open
+  function oldest(table: Table, exhausted: boolean): [string, Entry] | undefined {
+    const map = exhausted ? table.exhausted : table.open
     if (map.size === 0) return undefined
-    let r = (held ? table.heldCursor : table.openCursor)?.next()
+    let r = (exhausted ? table.exhaustedCursor : table.openCursor)?.next()
     if (r === undefined || r.done) {
       // A finished iterator stays finished: start another from the front.
       const cursor = map.entries()
-      if (held) table.heldCursor = cursor
+      if (exhausted) table.exhaustedCursor = cursor
       else table.openCursor = cursor
       r = cursor.next()
     }
@@ -248,7 +248,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   /**
    * Drop one key of `table`: the oldest open key not read lately, else (nothing else can go) the
-   * oldest held key. Only a full store or a full share gets here: one insert's work, never a
+   * oldest exhausted key. Only a full store or a full share gets here: one insert's work, never a
    * decision's. Expired keys are the sweeper's (sweepSome), which also runs on every insert.
    */
   function evictFrom(table: Table): void {
@@ -268,7 +268,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     }
     const first = oldest(table, true)
     if (first !== undefined) {
-      table.held.delete(first[0])
+      table.exhausted.delete(first[0])
       size--
     }
   }
@@ -308,7 +308,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
             expiresAt: at + resetMs,
             blockedUntil: NOT_BLOCKED,
             touched: false,
-            held: remaining === 0,
+            exhausted: remaining === 0,
           },
           policyMaxKeys,
         )
@@ -316,7 +316,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     } else {
       entry.state = resetMs > 0 ? state : undefined
       entry.expiresAt = at + resetMs
-      if (entry.held !== (remaining === 0)) mark(table, key, entry, remaining === 0)
+      if (entry.exhausted !== (remaining === 0)) mark(table, key, entry, remaining === 0)
     }
   }
 
@@ -343,7 +343,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   }
 
   /** One step, its result written into `out`: no steps or results arrays, no Step object. */
-  function decideOne(
+  function applyInto(
     policy: ResolvedPolicy,
     key: string,
     cost: number,
@@ -359,7 +359,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return answerInto(out, decideEntry(policy, cost, leaseId, entry, at, peek), true)
     }
     // The ms the state has left: when it was written to end is what a state written under other
-    // parameters is held to (read only with a state). Always a small integer: an absolute time, or
+    // parameters is bound by (read only with a state). Always a small integer: an absolute time, or
     // `undefined` for no entry, is a boxed number on every call, which costs more instructions per
     // decision than the check it feeds (counted with callgrind).
     const endsInMs = entry === undefined ? 0 : entry.expiresAt - at
@@ -377,7 +377,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       endsInMs,
     )
     if (o.allowed && !peek) write(table, key, policy.maxKeys, entry, o.state, o.resetMs, o.remaining, at)
-    else if (entry !== undefined && entry.held !== (o.remaining === 0))
+    else if (entry !== undefined && entry.exhausted !== (o.remaining === 0))
       mark(table, key, entry, o.remaining === 0)
     // Every insert sweeps (in write); every 8th decision too, denied ones included, so keys that
     // went idle are cleared even when the traffic left is all hitting its limits.
@@ -386,11 +386,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   }
 
   const decideInto: SingleStep = (policy, key, cost, mode, out) =>
-    decideOne(policy, key, cost, undefined, mode, out)
+    applyInto(policy, key, cost, undefined, mode, out)
 
   function applyOne(step: Step, mode: 'consume' | 'peek'): StepResult {
     const out: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
-    return decideOne(step.policy, step.key, step.cost, step.leaseId, mode, out)
+    return applyInto(step.policy, step.key, step.cost, step.leaseId, mode, out)
   }
 
   function apply(steps: readonly Step[], mode: 'consume' | 'peek'): StepResult[] {
@@ -409,7 +409,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         write(tablesOf[i]!, step.key, step.policy.maxKeys, entries[i], d.state, d.resetMs, d.remaining, at)
       }
     } else if (mode === 'consume') {
-      // Nothing was charged: each entry moves to the map its answer calls for.
+      // Nothing was committed: each entry moves to the map its answer calls for.
       for (let i = 0; i < steps.length; i++) {
         const entry = entries[i]
         const r = all.results[i]!
@@ -466,7 +466,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
             expiresAt: at,
             blockedUntil: at + durationMs,
             touched: false,
-            held: true,
+            exhausted: true,
           }
           insert(table, step.key, blocked, step.policy.maxKeys)
         } else {
@@ -480,7 +480,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         const table = tables.get(step.policy.id)
         if (table === undefined) continue
         if (table.open.delete(step.key)) size--
-        if (table.held.delete(step.key)) size--
+        if (table.exhausted.delete(step.key)) size--
       }
     },
     async close() {

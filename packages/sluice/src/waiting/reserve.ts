@@ -1,4 +1,4 @@
-// reserve/settle: charge an estimate now (an ordinary consume, so it never takes a key past its
+// reserve/settle: consume an estimate now (an ordinary consume, so it never takes a key past its
 // limit), then settle the true cost once it is known: a refund when it was less, a forced charge of
 // the difference when it was more (the work is done; later requests pay for the overshoot).
 import { randomUUID } from 'node:crypto'
@@ -14,7 +14,7 @@ import type { Check, Decision, LayeredDecision, Limiter, WaitingMethod } from '.
 import type { ResolvedPolicy } from '../policy.js'
 import type { LayeredReserveDecision, ReserveDecision, ReserveOptions, Settlement } from './types.js'
 
-/** A forced charge of the store (commit without the admit check); the limiter supplies it. */
+/** A forced charge of the store (commit whether it fits or not); the limiter supplies it. */
 export type Charge = (checks: readonly Required<Check>[]) => Promise<void>
 
 export function reserve<Name extends string>(
