@@ -7,7 +7,7 @@ import type { Policy } from '../../packages/sluice/src/policy.js'
 import type { Store } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
-import { freshPrefix, ioredis, ioredisCluster } from './clients.js'
+import { freshPrefix, ioredis, ioredisCluster } from '../helpers/redis-clients.js'
 
 const standalone = ioredis()
 const cluster = ioredisCluster()

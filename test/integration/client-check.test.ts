@@ -8,7 +8,7 @@ import { SluiceError } from '../../packages/sluice/src/errors.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { hybridRedis } from '../../packages/sluice/src/stores/redis/hybrid.js'
 import { type RedisClient, redisStore } from '../../packages/sluice/src/stores/redis/index.js'
-import { freshPrefix, ioredis, nodeRedis } from './clients.js'
+import { freshPrefix, ioredis, nodeRedis } from '../helpers/redis-clients.js'
 
 const policies = { api: { algorithm: 'gcra', limit: 5, window: '1m' } } as const
 const url = () => inject('redis').url

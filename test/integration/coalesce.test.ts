@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ALGORITHMS, type AlgorithmName, resolvePolicy } from '../../packages/sluice/src/policy.js'
 import type { Step } from '../../packages/sluice/src/store.js'
 import { type RedisClient, redisStore } from '../../packages/sluice/src/stores/redis/index.js'
+import { freshPrefix, ioredisCluster } from '../helpers/redis-clients.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
-import { freshPrefix, ioredisCluster } from './clients.js'
 
 let server: RedisServer
 let client: Redis

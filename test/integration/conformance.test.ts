@@ -3,7 +3,13 @@ import { afterAll } from 'vitest'
 import { vectors } from '../../packages/sluice/src/conformance/vectors.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { runConformance } from '../conformance/suite.js'
-import { freshPrefix, ioredis, ioredisCluster, nodeRedis, nodeRedisCluster } from './clients.js'
+import {
+  freshPrefix,
+  ioredis,
+  ioredisCluster,
+  nodeRedis,
+  nodeRedisCluster,
+} from '../helpers/redis-clients.js'
 
 const standalone = ioredis()
 const cluster = ioredisCluster()

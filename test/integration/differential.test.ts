@@ -5,8 +5,8 @@ import { afterAll, describe, it } from 'vitest'
 import { postgresStore } from '../../packages/sluice/src/stores/postgres/index.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { compareWithMemory as compare, policies } from '../helpers/differential.js'
-import { freshPrefix, ioredis, ioredisCluster } from './clients.js'
-import { freshTable, postgresPool } from './postgres-clients.js'
+import { freshTable, postgresPool } from '../helpers/postgres-clients.js'
+import { freshPrefix, ioredis, ioredisCluster } from '../helpers/redis-clients.js'
 
 const standalone = ioredis()
 const cluster = ioredisCluster()

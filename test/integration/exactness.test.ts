@@ -5,7 +5,7 @@ import { promisify } from 'node:util'
 import { describe, expect, inject, it } from 'vitest'
 import { resolvePolicy } from '../../packages/sluice/src/policy.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
-import { freshPrefix, ioredis, ioredisCluster } from './clients.js'
+import { freshPrefix, ioredis, ioredisCluster } from '../helpers/redis-clients.js'
 
 const run = promisify(execFile)
 const EXACT = ['fixed-window', 'sliding-window-log', 'token-bucket', 'gcra'] as const

@@ -6,8 +6,8 @@ import type { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createLimiter, type Decision } from '../../packages/sluice/src/limiter.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
-import { limiterClient } from '../fault/clients.js'
-import { type RedisProcess, startRedisProcess } from '../fault/redis-process.js'
+import { limiterClient } from '../helpers/failover-clients.js'
+import { type RedisProcess, startRedisProcess } from '../helpers/redis-process.js'
 
 const IN_FLIGHT = 64
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

@@ -14,7 +14,7 @@ import type { Step } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { luaSources } from '../../packages/sluice/src/stores/redis/lua.generated.js'
-import { freshPrefix, ioredis, storedKeys } from './clients.js'
+import { freshPrefix, ioredis, storedKeys } from '../helpers/redis-clients.js'
 
 const client = ioredis()
 afterAll(() => client.disconnect())

@@ -11,7 +11,7 @@ import {
 import type { Step, StepResult } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
-import { freshPrefix, ioredis, storedKeys } from './clients.js'
+import { freshPrefix, ioredis, storedKeys } from '../helpers/redis-clients.js'
 
 const client = ioredis()
 afterAll(() => client.disconnect())

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { ALGORITHMS, resolvePolicy } from '../../packages/sluice/src/policy.js'
 import { hybridRedis } from '../../packages/sluice/src/stores/redis/hybrid.js'
 import { luaAlgorithms, luaSources } from '../../packages/sluice/src/stores/redis/lua.generated.js'
-import { freshPrefix, ioredis } from './clients.js'
+import { freshPrefix, ioredis } from '../helpers/redis-clients.js'
 
 const run = promisify(execFile)
 const SCRIPTS = 'packages/sluice/src/stores/redis/scripts'

@@ -14,7 +14,7 @@ import type { Step } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { stepKeys } from '../../packages/sluice/src/stores/redis/keys.js'
-import { freshPrefix, ioredis } from './clients.js'
+import { freshPrefix, ioredis } from '../helpers/redis-clients.js'
 
 const client = ioredis()
 afterAll(() => client.disconnect())

@@ -3,7 +3,7 @@
 import { afterAll } from 'vitest'
 import { postgresStore } from '../../packages/sluice/src/stores/postgres/index.js'
 import { runConformance } from '../conformance/suite.js'
-import { freshTable, postgresPool } from './postgres-clients.js'
+import { freshTable, postgresPool } from '../helpers/postgres-clients.js'
 
 const pool = postgresPool()
 const table = freshTable('conf')

@@ -7,7 +7,7 @@ import { promisify } from 'node:util'
 import pg from 'pg'
 import { expect, inject, it } from 'vitest'
 import { postgresSchemaSql } from '../../packages/sluice/src/stores/postgres/index.js'
-import { freshTable } from './postgres-clients.js'
+import { freshTable } from '../helpers/postgres-clients.js'
 
 const run = promisify(execFile)
 const EXACT = ['fixed-window', 'sliding-window-log', 'token-bucket', 'gcra'] as const

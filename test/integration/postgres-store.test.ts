@@ -12,7 +12,7 @@ import {
   postgresSchemaSql,
   postgresStore,
 } from '../../packages/sluice/src/stores/postgres/index.js'
-import { freshTable, postgresPool, rowCount } from './postgres-clients.js'
+import { freshTable, postgresPool, rowCount } from '../helpers/postgres-clients.js'
 
 const pool = postgresPool()
 afterAll(() => pool.end())

@@ -8,7 +8,7 @@ import { type Policy, resolvePolicy } from '../../packages/sluice/src/policy.js'
 import type { Step } from '../../packages/sluice/src/store.js'
 import { type RedisStore, redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { keyedLayout, slotSecretKey, stepKeys } from '../../packages/sluice/src/stores/redis/keys.js'
-import { freshPrefix, ioredis, ioredisCluster, nodeRedisCluster } from './clients.js'
+import { freshPrefix, ioredis, ioredisCluster, nodeRedisCluster } from '../helpers/redis-clients.js'
 
 const cluster = ioredisCluster()
 const standalone = ioredis()

@@ -9,8 +9,8 @@ import { describe, expect, inject, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/index.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { luaSources } from '../../packages/sluice/src/stores/redis/lua.generated.js'
+import { ioredisCluster, nodeRedisCluster } from '../helpers/redis-clients.js'
 import { startRedis } from '../helpers/redis-harness.js'
-import { ioredisCluster, nodeRedisCluster } from './clients.js'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 

@@ -6,8 +6,14 @@ import { type Policy, resolvePolicy } from '../../packages/sluice/src/policy.js'
 import type { Step } from '../../packages/sluice/src/store.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { stepKeys } from '../../packages/sluice/src/stores/redis/keys.js'
+import {
+  freshPrefix,
+  ioredis,
+  ioredisCluster,
+  nodeRedis,
+  nodeRedisCluster,
+} from '../helpers/redis-clients.js'
 import { startRedis } from '../helpers/redis-harness.js'
-import { freshPrefix, ioredis, ioredisCluster, nodeRedis, nodeRedisCluster } from './clients.js'
 
 const standalone = ioredis()
 const cluster = ioredisCluster()

@@ -5,7 +5,7 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { resolvePolicy } from '../../packages/sluice/src/policy.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
-import { freshPrefix, ioredis } from './clients.js'
+import { freshPrefix, ioredis } from '../helpers/redis-clients.js'
 
 const client = ioredis()
 afterAll(() => {

@@ -3,7 +3,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, inject, it } from 'vitest'
-import { freshPrefix } from './clients.js'
+import { freshPrefix } from '../helpers/redis-clients.js'
 import { expectWithinRate, workers } from './waiting-workers.js'
 
 describe('throttle across processes', () => {

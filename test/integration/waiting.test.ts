@@ -3,7 +3,7 @@
 import { describe, expect, inject, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
-import { freshPrefix, ioredis, ioredisCluster } from './clients.js'
+import { freshPrefix, ioredis, ioredisCluster } from '../helpers/redis-clients.js'
 import { expectWithinRate, workers } from './waiting-workers.js'
 
 describe('wait across processes', () => {

@@ -2,7 +2,7 @@
 import { afterAll } from 'vitest'
 import { memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
 import { runConformance } from '../conformance/suite.js'
-import { freshPrefix, memcachedClient } from './clients.js'
+import { freshPrefix, memcachedClient } from '../helpers/memcached-clients.js'
 
 const client = memcachedClient()
 afterAll(() => client.close())

@@ -7,7 +7,7 @@ import type { Policy } from '../../packages/sluice/src/policy.js'
 import { memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { compareWithMemory, random, policies as shared } from '../helpers/differential.js'
-import { freshPrefix, memcachedClient } from './clients.js'
+import { freshPrefix, memcachedClient } from '../helpers/memcached-clients.js'
 
 const client = memcachedClient()
 afterAll(() => client.close())

@@ -3,7 +3,7 @@
 // whose update is one compare-and-swap of one item (all of them, single-step), and no call fails.
 import { spawn } from 'node:child_process'
 import { describe, expect, inject, it } from 'vitest'
-import { freshPrefix } from './clients.js'
+import { freshPrefix } from '../helpers/memcached-clients.js'
 
 /** Start one worker; resolves with its ready promise and its final counts. */
 function worker(config: object): {

@@ -6,8 +6,8 @@ import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { resolvePolicy } from '../../packages/sluice/src/policy.js'
 import type { Step } from '../../packages/sluice/src/store.js'
 import { itemKey, memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
-import { freshPrefix, memcachedClient } from './clients.js'
-import { dumpKeys, itemTtl } from './text-protocol.js'
+import { freshPrefix, memcachedClient } from '../helpers/memcached-clients.js'
+import { dumpKeys, itemTtl } from '../helpers/memcached-text-protocol.js'
 
 const client = memcachedClient()
 const other = memcachedClient()

@@ -14,7 +14,7 @@ import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import type { Policy } from '../../packages/sluice/src/policy.js'
 import type { Store } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
-import { fakeClock, fakeStore, snapshot } from './helpers.js'
+import { fakeClock, fakeStore, snapshot } from '../helpers/fake-clock.js'
 
 /** Run `fn`, expect a SluiceError of `code`, and return it for more checks. */
 async function rejects(fn: () => unknown, code: string): Promise<SluiceError> {

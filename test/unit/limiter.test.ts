@@ -1,7 +1,7 @@
 // The limiter's behaviour above the store: layered all-or-nothing, block, leases, consumeSync, events.
 import { describe, expect, it } from 'vitest'
 import { createLimiter, type DecisionEvent } from '../../packages/sluice/src/limiter.js'
-import { fakeClock, fakeStore } from './helpers.js'
+import { fakeClock, fakeStore } from '../helpers/fake-clock.js'
 
 function setup() {
   const clock = fakeClock()

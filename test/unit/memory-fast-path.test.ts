@@ -8,7 +8,7 @@ import { createLimiter, type DecisionEvent } from '../../packages/sluice/src/lim
 import { resolvePolicy } from '../../packages/sluice/src/policy.js'
 import type { Store } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
-import { fakeClock } from './helpers.js'
+import { fakeClock } from '../helpers/fake-clock.js'
 
 const POLICIES = {
   bucket: { algorithm: 'token-bucket', limit: 5, window: '1s', burst: 8 },

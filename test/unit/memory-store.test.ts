@@ -2,7 +2,7 @@
 // timers. Its heap per key and under a million distinct keys are budgets of `npm run bench -- --check`.
 import { describe, expect, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
-import { fakeClock, fakeStore } from './helpers.js'
+import { fakeClock, fakeStore } from '../helpers/fake-clock.js'
 
 describe('bounded by maxKeys, least recently used first', () => {
   it('never holds more than maxKeys; a hot key survives, cold ones go', async () => {

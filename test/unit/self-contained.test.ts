@@ -33,7 +33,7 @@ describe('the repository', () => {
   it('computes the paths the suite uses (the scan sees them, from where each file is)', () => {
     const at = (file: string) =>
       scan.resolved.filter((r) => r.where.startsWith(`${file}:`)).map((r) => r.path)
-    expect(at('test/envoy/helpers.ts')).toContain(join(ROOT, 'test', 'fixtures', 'envoy-ratelimit'))
+    expect(at('test/helpers/envoy.ts')).toContain(join(ROOT, 'test', 'fixtures', 'envoy-ratelimit'))
     expect(at('test/envoy/cli.test.ts')).toContain(join(ROOT, 'packages', 'sluice-server', 'dist', 'cli.js'))
     expect(at('test/consumer/exports.test.ts')).toContain(ROOT)
     expect(at('.ci/run')).toContain(ROOT)

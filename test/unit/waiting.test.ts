@@ -8,7 +8,7 @@ import type { Policy } from '../../packages/sluice/src/policy.js'
 import type { Step, Store } from '../../packages/sluice/src/store.js'
 import { forwardStore } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
-import { fakeClock, fakeStore } from './helpers.js'
+import { fakeClock, fakeStore } from '../helpers/fake-clock.js'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 /** Let `ms` pass on the fake clock, running the timers due and the promise jobs they start. */

@@ -3,7 +3,7 @@
 
 import { protectStore } from '../../../packages/sluice/src/failover/index.js'
 import { runConformance } from '../../conformance/suite.js'
-import { switchableStore } from './switchable-store.js'
+import { switchableStore } from '../../helpers/switchable-store.js'
 
 runConformance('memory behind protectStore', (now) =>
   protectStore(switchableStore('answer', now), { onStoreError: 'closed', timeoutMs: 1000 }),

@@ -1,8 +1,8 @@
 // A Store whose behaviour the test switches at will: answer (through a real memory store), fail,
 // or hang until released. Not a Redis mock: a contract test double for the protection layer,
 // which must work the same over any asynchronous store.
-import type { Step, StepResult, Store } from '../../../packages/sluice/src/store.js'
-import { memoryStore } from '../../../packages/sluice/src/stores/memory.js'
+import type { Step, StepResult, Store } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 
 export type Behaviour = 'answer' | 'fail' | 'hang'
 

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort } from '../helpers/redis-harness.js'
+import { freePort } from './redis-harness.js'
 
 const live = new Set<ChildProcess>()
 process.once('exit', () => {

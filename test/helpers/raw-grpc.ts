@@ -5,7 +5,7 @@ import type { ClientHttp2Session, ClientHttp2Stream, OutgoingHttpHeaders } from 
 import { connect } from 'node:http2'
 import { loadSync } from '@grpc/proto-loader'
 import { PROTO_OPTIONS, RLS_PATH, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
-import type { RlsRequest } from '../envoy/helpers.js'
+import type { RlsRequest } from './envoy.js'
 
 const serializeRequest = (
   loadSync(rlsProtoPath(), PROTO_OPTIONS)['envoy.service.ratelimit.v3.RateLimitService'] as Record<
