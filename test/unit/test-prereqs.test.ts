@@ -48,7 +48,7 @@ describe('the pre-test check', () => {
     )
   })
 
-  it('names memcached (test/memcached starts one) when it is missing', () => {
+  it('names memcached (test/stores/memcached starts one) when it is missing', () => {
     const r = run({ PATH: '/nonexistent', SLUICE_NO_INSTALL: '1', SLUICE_PREREQS_SBIN: '/nonexistent' })
     expect(r.status).toBe(1)
     expect(r.stderr).toMatch(/need [^;]*\bmemcached\b[^;]*;/)
