@@ -2,7 +2,7 @@
 // timers: each call times out its own timeout after it was made, by the clock it is given, with
 // one timer pending for all of them.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { createDeadlines, type Deadline } from '../../../packages/sluice/src/failover/deadlines.js'
+import { createDeadlines, type Deadline } from '../../packages/sluice/src/failover/deadlines.js'
 
 interface Call extends Deadline {
   readonly name: string

@@ -1,9 +1,9 @@
 // A clone with nothing beside it runs its own suite: no test, script or config resolves a path
-// outside the repository root (test/helpers/outside-paths.ts computes each path from the file's
+// outside the repository root (test/repository/outside-paths.ts computes each path from the file's
 // own location). Planted snippets show what the scan catches and what it lets through.
 import { join, resolve } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { ALLOWED, scanRepository, scanSource, TMPDIR } from '../helpers/outside-paths.js'
+import { ALLOWED, scanRepository, scanSource, TMPDIR } from './outside-paths.js'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 
@@ -65,8 +65,8 @@ describe('the scan catches', () => {
       "const b = join(fileURLToPath(new URL('.', import.meta.url)), '{up}/{up}/{up}/x')",
       "const c = join(__dirname, '{up}', '{up}', '{up}', 'x')",
     ].join('\n')
-    expect(plant('test/unit/planted.ts', code)).toEqual(
-      [3, 4, 5].map((line) => ({ where: `test/unit/planted.ts:${line}`, resolved: outside('{up}/x') })),
+    expect(plant('test/repository/planted.ts', code)).toEqual(
+      [3, 4, 5].map((line) => ({ where: `test/repository/planted.ts:${line}`, resolved: outside('{up}/x') })),
     )
   })
 
@@ -79,9 +79,9 @@ describe('the scan catches', () => {
       'const shared = `${root}/{up}/shared`',
       "const other = to(root, '{up}', 'other')",
     ].join('\n')
-    expect(plant('test/unit/planted.ts', code)).toEqual([
-      { where: 'test/unit/planted.ts:4', resolved: outside('{up}/shared') },
-      { where: 'test/unit/planted.ts:5', resolved: outside('{up}/other') },
+    expect(plant('test/repository/planted.ts', code)).toEqual([
+      { where: 'test/repository/planted.ts:4', resolved: outside('{up}/shared') },
+      { where: 'test/repository/planted.ts:5', resolved: outside('{up}/other') },
     ])
   })
 
@@ -94,13 +94,16 @@ describe('the scan catches', () => {
       "spawn('node', ['x.js'], { cwd: '{up}' })",
       "const allowedThenClimbed = '{abs}usr/bin/{up}/{up}/shared'",
     ].join('\n')
-    expect(plant('test/unit/planted.ts', code)).toEqual([
-      { where: 'test/unit/planted.ts:1', resolved: outside('{up}/shared/envoy-ratelimit/README.md') },
-      { where: 'test/unit/planted.ts:2', resolved: spelled('{abs}work/shared/envoy-ratelimit/README.md') },
-      { where: 'test/unit/planted.ts:3', resolved: spelled('{abs}home/ci/secrets.env') },
-      { where: 'test/unit/planted.ts:4', resolved: outside('{up}/shared/envoy-ratelimit') },
-      { where: 'test/unit/planted.ts:5', resolved: outside('{up}') },
-      { where: 'test/unit/planted.ts:6', resolved: spelled('{abs}shared') },
+    expect(plant('test/repository/planted.ts', code)).toEqual([
+      { where: 'test/repository/planted.ts:1', resolved: outside('{up}/shared/envoy-ratelimit/README.md') },
+      {
+        where: 'test/repository/planted.ts:2',
+        resolved: spelled('{abs}work/shared/envoy-ratelimit/README.md'),
+      },
+      { where: 'test/repository/planted.ts:3', resolved: spelled('{abs}home/ci/secrets.env') },
+      { where: 'test/repository/planted.ts:4', resolved: outside('{up}/shared/envoy-ratelimit') },
+      { where: 'test/repository/planted.ts:5', resolved: outside('{up}') },
+      { where: 'test/repository/planted.ts:6', resolved: spelled('{abs}shared') },
     ])
   })
 
@@ -110,7 +113,7 @@ describe('the scan catches', () => {
       "export * from '{up}/{up}/{up}/shared/index.js'",
       "const later = await import('{up}/{up}/{up}/shared/later.js')",
     ].join('\n')
-    expect(plant('test/unit/planted.ts', code).map((f) => f.resolved)).toEqual([
+    expect(plant('test/repository/planted.ts', code).map((f) => f.resolved)).toEqual([
       outside('{up}/shared/data.json'),
       outside('{up}/shared/index.js'),
       outside('{up}/shared/later.js'),
@@ -124,9 +127,9 @@ describe('the scan catches', () => {
       "const escaped = join(tmpdir(), '{up}', 'shared')",
       "const cache = join(homedir(), '.npm')",
     ].join('\n')
-    expect(plant('test/unit/planted.ts', code)).toEqual([
-      { where: 'test/unit/planted.ts:3', resolved: spelled('{abs}shared') },
-      { where: 'test/unit/planted.ts:4', resolved: expect.stringMatching(/homedir.*\/\.npm$/) },
+    expect(plant('test/repository/planted.ts', code)).toEqual([
+      { where: 'test/repository/planted.ts:3', resolved: spelled('{abs}shared') },
+      { where: 'test/repository/planted.ts:4', resolved: expect.stringMatching(/homedir.*\/\.npm$/) },
     ])
   })
 
@@ -166,7 +169,7 @@ describe('the scan lets through', () => {
       "const lua = 'return a {up} b'",
       "import { x } from '{up}/{up}/src/index.js'",
     ].join('\n')
-    expect(plant('test/unit/planted.ts', code)).toEqual([])
+    expect(plant('test/repository/planted.ts', code)).toEqual([])
     expect(TMPDIR).not.toMatch(/^\/tmp\b/)
   })
 })
@@ -174,7 +177,7 @@ describe('the scan lets through', () => {
 describe('a clone whose top folder is also a route', () => {
   const root = '/check/sluice'
   const scanAt = (code: string) =>
-    scanSource(root, `${root}/test/unit/planted.ts`, spelled(code)).findings.map((f) => f.resolved)
+    scanSource(root, `${root}/test/repository/planted.ts`, spelled(code)).findings.map((f) => f.resolved)
 
   it('lets the route through and catches a folder beside the clone', () => {
     expect(scanAt("const route = '{abs}check'\nconst other = '{abs}v1/{up}/check'\n")).toEqual([])

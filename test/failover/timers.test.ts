@@ -1,7 +1,7 @@
 // The failover layer's timeouts against a real, paused redis-server (SIGSTOP): every call of a store
 // has the same timeout, so one timer armed for the oldest call in flight serves them all, and each
 // call still times out, never before its own storeTimeout. How soon after it is a budget of
-// `npm run bench -- --check`; test/unit/failover/deadlines.test.ts pins the exact times on fake timers.
+// `npm run bench -- --check`; test/failover/deadlines.test.ts pins the exact times on fake timers.
 import type { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createLimiter, type Decision } from '../../packages/sluice/src/limiter.js'

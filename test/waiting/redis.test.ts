@@ -55,7 +55,7 @@ describe('wait across processes', () => {
     const d = await limiter.wait('api', 'k', { maxWaitMs: 8_000 })
     expect(d).toMatchObject({ allowed: false, reason: 'timeout' })
     // At once: a wait to the deadline would take its 8 s; half of that leaves a slow machine room
-    // (test/unit/waiting.test.ts pins "at once" exactly on fake timers).
+    // (test/waiting/memory.test.ts pins "at once" exactly on fake timers).
     expect(performance.now() - started).toBeLessThan(4_000)
     client.disconnect()
   })

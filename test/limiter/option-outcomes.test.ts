@@ -2,12 +2,12 @@
 // (wrong types, NaN, Infinity, negative, fractional and huge numbers, null, arrays, class instances,
 // missing, misspelled, extra and inherited keys, `__proto__`): the resolved value, or the error's
 // class, code and message. test/fixtures/option-outcomes.json holds the recorded outcomes, one case
-// a line; after a deliberate change of an outcome, `npx vitest run test/unit/option-outcomes.test.ts -u`
+// a line; after a deliberate change of an outcome, `npx vitest run test/limiter/option-outcomes.test.ts -u`
 // records them again, and the fixture's diff shows every input whose outcome changed.
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { outcomeLines, replay } from '../helpers/option-cases.js'
+import { outcomeLines, replay } from './option-cases.js'
 
 const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'option-outcomes.json')
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { createBreaker } from '../../../packages/sluice/src/failover/breaker.js'
+import { createBreaker } from '../../packages/sluice/src/failover/breaker.js'
 
 describe('circuit breaker', () => {
   it('opens after N consecutive failures, probes once after the cool-down, closes on success', () => {

@@ -18,7 +18,7 @@ export async function workers(processes: number, config: Record<string, unknown>
   const all = Array.from({ length: processes }, () =>
     run(
       'node',
-      ['--import', 'tsx', 'test/integration/waiting-worker.ts', JSON.stringify({ ...config, startAt })],
+      ['--import', 'tsx', 'test/waiting/waiting-worker.ts', JSON.stringify({ ...config, startAt })],
       {
         timeout: 30_000,
       },

@@ -1,13 +1,13 @@
 // Seeded option objects, valid and not, for every validator of the library's options, and the
 // outcome of each (the resolved value, or the error's class, code and message) as one line of JSON.
-// test/unit/option-outcomes.test.ts compares every line with test/fixtures/option-outcomes.json.
+// test/limiter/option-outcomes.test.ts compares every line with test/fixtures/option-outcomes.json.
 import { resolveFailover } from '../../packages/sluice/src/failover/options.js'
 import { httpSettings } from '../../packages/sluice/src/http/options.js'
 import type { HttpLimiterOptions } from '../../packages/sluice/src/http/types.js'
 import { resolvePolicy } from '../../packages/sluice/src/policy.js'
 import { postgresStoreSettings } from '../../packages/sluice/src/stores/postgres/options.js'
 import { redisStoreSettings } from '../../packages/sluice/src/stores/redis/options.js'
-import { random } from './differential.js'
+import { random } from '../helpers/differential.js'
 
 /** The validators under test, by the name a case gives. Each takes the decoded input. */
 const VALIDATORS = {

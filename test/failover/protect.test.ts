@@ -6,13 +6,13 @@ import {
   InvalidOptionsError,
   InvalidPolicyError,
   type SluiceError,
-} from '../../../packages/sluice/src/errors.js'
-import type { FailoverLogger } from '../../../packages/sluice/src/failover/index.js'
-import { protectStore } from '../../../packages/sluice/src/failover/index.js'
-import { createLimiter } from '../../../packages/sluice/src/limiter.js'
-import { resolvePolicy } from '../../../packages/sluice/src/policy.js'
-import { memoryStore } from '../../../packages/sluice/src/stores/memory.js'
-import { type SwitchableStore, switchableStore } from '../../helpers/switchable-store.js'
+} from '../../packages/sluice/src/errors.js'
+import type { FailoverLogger } from '../../packages/sluice/src/failover/index.js'
+import { protectStore } from '../../packages/sluice/src/failover/index.js'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { resolvePolicy } from '../../packages/sluice/src/policy.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { type SwitchableStore, switchableStore } from '../helpers/switchable-store.js'
 
 /** Let `ms` pass on the fake clock, running the timers due and the promise jobs they start. */
 const pass = (ms: number) => vi.advanceTimersByTimeAsync(ms)
