@@ -7,10 +7,10 @@ import type { Redis } from 'ioredis'
 // The build (dist/), as users run it.
 import { createLimiter, type Decision } from '../../packages/sluice/dist/index.js'
 import { redisStore } from '../../packages/sluice/dist/redis.js'
-import { limiterClient } from '../../test/fault/clients.js'
 import { type Load, sleep, startLoad } from '../../test/fault/load.js'
-import { type RedisProcess, startRedisProcess } from '../../test/fault/redis-process.js'
 import { percentile } from '../../test/fault/results.js'
+import { limiterClient } from '../../test/helpers/failover-clients.js'
+import { type RedisProcess, startRedisProcess } from '../../test/helpers/redis-process.js'
 
 const TIMEOUT_MS = 100 // the default storeTimeout
 const IN_FLIGHT = 64

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { rlsClient } from '../../test/envoy/helpers.js'
+import { rlsClient } from '../../test/helpers/envoy.js'
 import { freePort, load, stopChild } from '../load.js'
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 

@@ -11,7 +11,7 @@ import { hashedApiKey } from '../../packages/sluice/src/http/keys.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { createObservability } from '../../packages/sluice/src/metrics/observability.js'
 import { launchChromium } from '../helpers/chromium.js'
-import { sample } from '../metrics/exposition.js'
+import { sample } from '../helpers/exposition.js'
 
 const limiter = createLimiter({
   policies: {

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { rateLimitBody } from '../../packages/sluice/src/http/headers.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
-import { freePort } from '../service/helpers.js'
+import { freePort } from '../helpers/service.js'
 
 const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
 export const EXAMPLES = fileURLToPath(new URL('../../examples/', import.meta.url))

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
-import { freePort, post } from '../service/helpers.js'
-import { d, FIXTURES, rlsClient } from './helpers.js'
+import { d, FIXTURES, rlsClient } from '../helpers/envoy.js'
+import { freePort, post } from '../helpers/service.js'
 
 const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
 const POLICIES = 'policies:\n  api: { algorithm: fixed-window, limit: 5, window: 1m }\n'

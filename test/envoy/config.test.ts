@@ -13,7 +13,7 @@ import {
 } from '../../packages/sluice-server/src/envoy/config.js'
 import { matchesGlob } from '../../packages/sluice-server/src/envoy/decide.js'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
-import { FIXTURES } from './helpers.js'
+import { FIXTURES } from '../helpers/envoy.js'
 
 const valid = (name: string) => join(FIXTURES, 'valid', name)
 const invalid = (name: string) => join(FIXTURES, 'invalid', name)

@@ -12,9 +12,9 @@ import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import type { Service } from '../../packages/sluice-server/src/server/service.js'
 import { createService } from '../../packages/sluice-server/src/server/service.js'
 import type { StoreHandle } from '../../packages/sluice-server/src/server/types.js'
-import { frame, h2, handshaken, rawCall, userRequest } from '../security/raw-grpc.js'
-import { quietLogger } from '../service/helpers.js'
-import { rlsClient } from './helpers.js'
+import { rlsClient } from '../helpers/envoy.js'
+import { frame, h2, handshaken, rawCall, userRequest } from '../helpers/raw-grpc.js'
+import { quietLogger } from '../helpers/service.js'
 
 const RULES = 'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n'
 const running: { service: Service; close(): void }[] = []

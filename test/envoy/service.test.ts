@@ -13,10 +13,10 @@ import type { Service } from '../../packages/sluice-server/src/server/service.js
 import { createService } from '../../packages/sluice-server/src/server/service.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
 import type { StoreHandle } from '../../packages/sluice-server/src/server/types.js'
+import type { RlsClient } from '../helpers/envoy.js'
+import { d, FIXTURES, rlsClient } from '../helpers/envoy.js'
 import { startRedis } from '../helpers/redis-harness.js'
-import { quietLogger } from '../service/helpers.js'
-import type { RlsClient } from './helpers.js'
-import { d, FIXTURES, rlsClient } from './helpers.js'
+import { quietLogger } from '../helpers/service.js'
 
 const running: { service: Service; client: RlsClient }[] = []
 afterEach(async () => {

@@ -5,6 +5,7 @@ import type { Cluster } from 'ioredis'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
+import { limiterCluster } from '../helpers/failover-clients.js'
 import {
   clusterNodes,
   type RedisClusterServers,
@@ -12,7 +13,6 @@ import {
   startCluster,
   waitForReplicas,
 } from '../helpers/redis-harness.js'
-import { limiterCluster } from './clients.js'
 import { sleep, startLoad } from './load.js'
 import { percentile, record, round } from './results.js'
 

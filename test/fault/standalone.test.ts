@@ -6,10 +6,10 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { createLimiter, type Limiter } from '../../packages/sluice/src/limiter.js'
 import type { StoreErrorMode } from '../../packages/sluice/src/policy.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
-import { heldCommands, limiterClient, offlineQueueLength } from './clients.js'
+import { heldCommands, limiterClient, offlineQueueLength } from '../helpers/failover-clients.js'
+import { type RedisProcess, startRedisProcess } from '../helpers/redis-process.js'
 import { sleep, startLoad } from './load.js'
 import { expectModeHeld, latencyStats, outageSummary } from './outage.js'
-import { type RedisProcess, startRedisProcess } from './redis-process.js'
 import { percentile, record, round } from './results.js'
 
 const TIMEOUT_MS = 100 // the default storeTimeout

@@ -13,7 +13,7 @@ import { HLL_STANDARD_ERROR } from '../../packages/sluice/src/metrics/hll.js'
 import type { Observability } from '../../packages/sluice/src/metrics/observability.js'
 import { createObservability } from '../../packages/sluice/src/metrics/observability.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
-import { sample } from './exposition.js'
+import { sample } from '../helpers/exposition.js'
 
 const policies = {
   perIp: { algorithm: 'fixed-window', limit: 1_000_000, window: '1h' },

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { createObservability } from '../../packages/sluice/src/metrics/observability.js'
 import type { Policy } from '../../packages/sluice/src/policy.js'
-import { sample } from './exposition.js'
+import { sample } from '../helpers/exposition.js'
 
 const POLICIES = 3000
 

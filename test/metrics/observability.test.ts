@@ -3,7 +3,7 @@ import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import type { DashboardSnapshot, Observability } from '../../packages/sluice/src/metrics/observability.js'
 import { createObservability } from '../../packages/sluice/src/metrics/observability.js'
 import type { Spike } from '../../packages/sluice/src/metrics/spikes.js'
-import { sample } from './exposition.js'
+import { sample } from '../helpers/exposition.js'
 import type { Mounted } from './server.js'
 import { mount } from './server.js'
 

@@ -3,7 +3,7 @@ import type { Decision } from '../../packages/sluice/src/limiter.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { countedLayers, createMetrics, outcomeOf } from '../../packages/sluice/src/metrics/prometheus.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
-import { sample } from './exposition.js'
+import { sample } from '../helpers/exposition.js'
 
 function setup(maxLabelValues?: number) {
   let now = 1_000_000

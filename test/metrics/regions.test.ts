@@ -10,8 +10,8 @@ import {
   type DashboardSnapshot,
 } from '../../packages/sluice/src/metrics/observability.js'
 import { multiRegionStore } from '../../packages/sluice/src/stores/multi-region/index.js'
+import { sample } from '../helpers/exposition.js'
 import { freePort } from '../helpers/redis-harness.js'
-import { sample } from './exposition.js'
 import { mount } from './server.js'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

@@ -3,7 +3,7 @@
 // memory stays at its bound, and the address with many accounts and the rotating account still show.
 import { describe, expect, it } from 'vitest'
 import type { AbuseReport } from '../../packages/sluice/src/metrics/abuse.js'
-import { get, post, servicesClosedAfterEach } from '../service/helpers.js'
+import { get, post, servicesClosedAfterEach } from '../helpers/service.js'
 
 const service = servicesClosedAfterEach()
 

@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest'
 import { InvalidConfigError } from '../../packages/sluice/src/errors.js'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { createService } from '../../packages/sluice-server/src/server/service.js'
-import { post, quietLogger, servicesClosedAfterEach } from '../service/helpers.js'
+import { post, quietLogger, servicesClosedAfterEach } from '../helpers/service.js'
 
 const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
 const POLICIES = 'policies:\n  api: { algorithm: fixed-window, limit: 5, window: 1m }\n'

@@ -9,7 +9,7 @@ import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { launchChromium } from '../helpers/chromium.js'
-import { get, post, servicesClosedAfterEach } from '../service/helpers.js'
+import { get, post, servicesClosedAfterEach } from '../helpers/service.js'
 
 const startService = servicesClosedAfterEach()
 

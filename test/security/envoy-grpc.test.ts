@@ -10,9 +10,9 @@ import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import type { Service } from '../../packages/sluice-server/src/server/service.js'
 import { createService } from '../../packages/sluice-server/src/server/service.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
-import type { RlsClient, RlsRequest } from '../envoy/helpers.js'
-import { d, rlsClient } from '../envoy/helpers.js'
-import { quietLogger } from '../service/helpers.js'
+import type { RlsClient, RlsRequest } from '../helpers/envoy.js'
+import { d, rlsClient } from '../helpers/envoy.js'
+import { quietLogger } from '../helpers/service.js'
 
 const prefix = `envoy-sec-${randomBytes(4).toString('hex')}`
 let service: Service

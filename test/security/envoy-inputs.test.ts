@@ -10,8 +10,8 @@ import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import type { Service } from '../../packages/sluice-server/src/server/service.js'
 import { createService } from '../../packages/sluice-server/src/server/service.js'
-import type { RlsClient, RlsRequest } from '../envoy/helpers.js'
-import { d, rlsClient } from '../envoy/helpers.js'
+import type { RlsClient, RlsRequest } from '../helpers/envoy.js'
+import { d, rlsClient } from '../helpers/envoy.js'
 
 interface Started {
   service: Service

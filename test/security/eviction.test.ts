@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { CLI, startCli } from '../helpers/cli-process.js'
-import { freePort, post } from '../service/helpers.js'
+import { freePort, post } from '../helpers/service.js'
 
 const login = { algorithm: 'sliding-window-log', limit: 5, window: '15m' } as const
 const api = { algorithm: 'token-bucket', limit: 1_000_000, window: '1s' } as const

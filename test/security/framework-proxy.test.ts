@@ -14,7 +14,7 @@ import { sluice as sluiceFastify } from '../../packages/sluice/src/adapters/fast
 import type { HttpLimiterOptions } from '../../packages/sluice/src/http/index.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { type RunningNginx, startNginx } from '../helpers/nginx-harness.js'
-import { freePort } from '../service/helpers.js'
+import { freePort } from '../helpers/service.js'
 
 /** Two requests per client per minute; every decision's key is recorded. */
 function options(keys: string[]): HttpLimiterOptions {

@@ -17,12 +17,12 @@ import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.js'
 import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
-import type { RlsClient } from '../envoy/helpers.js'
-import { d, rlsClient } from '../envoy/helpers.js'
 import { CLI } from '../helpers/cli-process.js'
-import { freePort, servicesClosedAfterEach } from '../service/helpers.js'
-import type { CallEnd } from './raw-grpc.js'
-import { frame, handshaken, rawCall, h2 as rawSession } from './raw-grpc.js'
+import type { RlsClient } from '../helpers/envoy.js'
+import { d, rlsClient } from '../helpers/envoy.js'
+import type { CallEnd } from '../helpers/raw-grpc.js'
+import { frame, handshaken, rawCall, h2 as rawSession } from '../helpers/raw-grpc.js'
+import { freePort, servicesClosedAfterEach } from '../helpers/service.js'
 
 const startService = servicesClosedAfterEach()
 const RULES =

@@ -15,7 +15,7 @@ import {
 import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
-import { get, post, servicesClosedAfterEach } from '../service/helpers.js'
+import { get, post, servicesClosedAfterEach } from '../helpers/service.js'
 import { rawPost } from './raw.js'
 
 const run = promisify(execFile)

@@ -6,8 +6,8 @@
 // key stays printable with an expiry.
 import { describe, expect, inject, it } from 'vitest'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
-import { dumpKeys } from '../memcached/text-protocol.js'
-import { post, servicesClosedAfterEach } from '../service/helpers.js'
+import { dumpKeys } from '../helpers/memcached-text-protocol.js'
+import { post, servicesClosedAfterEach } from '../helpers/service.js'
 
 const startService = servicesClosedAfterEach()
 const YAML = 'policies:\n  api: { algorithm: fixed-window, limit: 5, window: 1m }\n'

@@ -12,8 +12,8 @@ import { pino } from 'pino'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import type { RunningNginx } from '../helpers/nginx-harness.js'
 import { startShippedNginx } from '../helpers/nginx-harness.js'
-import type { Running } from '../service/helpers.js'
-import { freePort, get, post, servicesClosedAfterEach, startService } from '../service/helpers.js'
+import type { Running } from '../helpers/service.js'
+import { freePort, get, post, servicesClosedAfterEach, startService } from '../helpers/service.js'
 
 const EXAMPLE_YAML = readFileSync(
   fileURLToPath(new URL('../../packages/sluice-server/examples/sluice.yaml', import.meta.url)),

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { postgresKey } from '../../packages/sluice/src/stores/postgres/index.js'
 import { parseStoreUrl, redactStoreUrl } from '../../packages/sluice-server/src/server/store-url.js'
 import { type CliProcess, startCli } from '../helpers/cli-process.js'
-import { freePort, post } from '../service/helpers.js'
+import { freePort, post } from '../helpers/service.js'
 
 const POLICIES = 'policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\n'
 

@@ -9,7 +9,7 @@ import { parseStoreUrl, redactStoreUrl } from '../../packages/sluice-server/src/
 import { type CliProcess, startCli } from '../helpers/cli-process.js'
 import type { RedisServer } from '../helpers/redis-harness.js'
 import { redisCli, startRedis } from '../helpers/redis-harness.js'
-import { freePort } from '../service/helpers.js'
+import { freePort } from '../helpers/service.js'
 
 const POLICIES = 'policies:\n  api: { algorithm: fixed-window, limit: 5, window: 1m }\n'
 

@@ -8,7 +8,7 @@ import { request } from 'node:http'
 import type { Socket } from 'node:net'
 import { connect } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { post, servicesClosedAfterEach } from '../service/helpers.js'
+import { post, servicesClosedAfterEach } from '../helpers/service.js'
 import { parseAnswer, rawRequest } from './raw.js'
 
 const startService = servicesClosedAfterEach()

@@ -24,7 +24,7 @@ import type { Step, StepResult } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
-import { freePort, post } from '../service/helpers.js'
+import { freePort, post } from '../helpers/service.js'
 
 // The largest limit a sliding-window-log policy may have (src/policy.ts, MAX_LOG_LIMIT), so a single
 // request may cost a million units.

@@ -3,7 +3,7 @@
 // guessed into someone else's reservation.
 import { request } from 'node:http'
 import { describe, expect, it } from 'vitest'
-import { post, servicesClosedAfterEach } from '../service/helpers.js'
+import { post, servicesClosedAfterEach } from '../helpers/service.js'
 
 const start = servicesClosedAfterEach()
 

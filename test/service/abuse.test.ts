@@ -5,9 +5,9 @@ import { InvalidConfigError } from '../../packages/sluice/src/errors.js'
 import { hashedApiKey } from '../../packages/sluice/src/http/keys.js'
 import type { AbuseReport } from '../../packages/sluice/src/metrics/abuse.js'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
-import { sample } from '../metrics/exposition.js'
-import type { Running } from './helpers.js'
-import { get, post, servicesClosedAfterEach } from './helpers.js'
+import { sample } from '../helpers/exposition.js'
+import type { Running } from '../helpers/service.js'
+import { get, post, servicesClosedAfterEach } from '../helpers/service.js'
 
 const service = servicesClosedAfterEach()
 const fast = { observability: { flushMs: 50, pushIntervalMs: 100 } }

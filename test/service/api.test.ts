@@ -3,8 +3,8 @@ import { request } from 'node:http'
 import { Counter } from 'prom-client'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
-import type { Running } from './helpers.js'
-import { get, post, startService } from './helpers.js'
+import type { Running } from '../helpers/service.js'
+import { get, post, startService } from '../helpers/service.js'
 
 const CONFIG = `
 policies:

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest'
 import { CLI, type CliProcess, startCli } from '../helpers/cli-process.js'
-import { freePort, post } from './helpers.js'
+import { freePort, post } from '../helpers/service.js'
 
 const policyYaml = (limit: number, window = '1m') =>
   `policies:\n  api: { algorithm: fixed-window, limit: ${limit}, window: ${window} }\n  other: { algorithm: gcra, limit: 5, window: 1s }\n`

@@ -10,9 +10,9 @@ import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { createService } from '../../packages/sluice-server/src/server/service.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
-import { d, rlsClient } from '../envoy/helpers.js'
-import type { Running } from './helpers.js'
-import { get, post, quietLogger, servicesClosedAfterEach } from './helpers.js'
+import { d, rlsClient } from '../helpers/envoy.js'
+import type { Running } from '../helpers/service.js'
+import { get, post, quietLogger, servicesClosedAfterEach } from '../helpers/service.js'
 
 const CONFIG = `
 policies:

@@ -11,8 +11,8 @@ import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
 import { startRedis } from '../helpers/redis-harness.js'
-import type { Running } from './helpers.js'
-import { get, post, servicesClosedAfterEach } from './helpers.js'
+import type { Running } from '../helpers/service.js'
+import { get, post, servicesClosedAfterEach } from '../helpers/service.js'
 
 const CONFIG = `
 policies:

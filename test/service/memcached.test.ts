@@ -8,9 +8,9 @@ import { afterAll, describe, expect, inject, it } from 'vitest'
 import { openStore, parseStoreUrl } from '../../packages/sluice-server/src/server/store-url.js'
 import { startCli } from '../helpers/cli-process.js'
 import { startMemcached } from '../helpers/memcached-harness.js'
-import { dumpKeys } from '../memcached/text-protocol.js'
-import type { Running } from './helpers.js'
-import { get, post, startService } from './helpers.js'
+import { dumpKeys } from '../helpers/memcached-text-protocol.js'
+import type { Running } from '../helpers/service.js'
+import { get, post, startService } from '../helpers/service.js'
 
 const CONFIG = 'prefix: svc-test\npolicies:\n  api: { algorithm: sliding-window-log, limit: 3, window: 1m }\n'
 

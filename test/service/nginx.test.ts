@@ -7,8 +7,8 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { RunningNginx } from '../helpers/nginx-harness.js'
 import { startShippedNginx } from '../helpers/nginx-harness.js'
-import type { Running } from './helpers.js'
-import { freePort, startService } from './helpers.js'
+import type { Running } from '../helpers/service.js'
+import { freePort, startService } from '../helpers/service.js'
 
 describe('nginx auth_request in front of the service', () => {
   let sluice: Running

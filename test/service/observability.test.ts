@@ -3,9 +3,9 @@
 import { request } from 'node:http'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
-import { sample } from '../metrics/exposition.js'
-import type { Running } from './helpers.js'
-import { get, post, startService } from './helpers.js'
+import { sample } from '../helpers/exposition.js'
+import type { Running } from '../helpers/service.js'
+import { get, post, startService } from '../helpers/service.js'
 
 const CONFIG = `
 policies:

@@ -10,7 +10,7 @@ import { luaSources } from '../../packages/sluice/src/stores/redis/lua.generated
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
 import { startCli } from '../helpers/cli-process.js'
 import { startRedis } from '../helpers/redis-harness.js'
-import { get, post, type Running, startService } from './helpers.js'
+import { get, post, type Running, startService } from '../helpers/service.js'
 
 const storeShas = Object.entries(luaSources)
   .filter(([name]) => !name.startsWith('hybrid/'))

@@ -4,8 +4,8 @@ import { Redis } from 'ioredis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
 import { startRedis } from '../helpers/redis-harness.js'
-import type { Running } from './helpers.js'
-import { get, post, startService } from './helpers.js'
+import type { Running } from '../helpers/service.js'
+import { get, post, startService } from '../helpers/service.js'
 
 const CONFIG = 'prefix: svc-test\npolicies:\n  api: { algorithm: sliding-window-log, limit: 3, window: 1m }\n'
 

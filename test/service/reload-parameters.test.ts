@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { afterEach, describe, expect, inject, it } from 'vitest'
 import { type CliProcess, startCli } from '../helpers/cli-process.js'
-import { freePort, post } from './helpers.js'
+import { freePort, post } from '../helpers/service.js'
 
 async function until(
   what: string,

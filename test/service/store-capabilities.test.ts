@@ -9,7 +9,7 @@ import { resolvePolicy } from '../../packages/sluice/src/policy.js'
 import type { Step, Store } from '../../packages/sluice/src/store.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
 import { startCli } from '../helpers/cli-process.js'
-import { post } from './helpers.js'
+import { post } from '../helpers/service.js'
 
 const policy = resolvePolicy('api', { algorithm: 'fixed-window', limit: 10, window: '1m' })
 const unique = () => `cap-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}`

@@ -8,10 +8,10 @@ import type { StoreHealthEvent } from '../../packages/sluice/src/failover/index.
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
+import { sample } from '../helpers/exposition.js'
 import { startRedis } from '../helpers/redis-harness.js'
-import { sample } from '../metrics/exposition.js'
-import type { Running } from './helpers.js'
-import { get, post, startService } from './helpers.js'
+import type { Running } from '../helpers/service.js'
+import { get, post, startService } from '../helpers/service.js'
 
 const CONFIG = `
 prefix: health-test

@@ -1,7 +1,7 @@
 // The service's waiting endpoints through real sockets: POST /v1/wait (long poll, capped by
 // waiting.maxWait), POST /v1/reserve and POST /v1/settle/{id}.
 import { describe, expect, it } from 'vitest'
-import { post, servicesClosedAfterEach } from './helpers.js'
+import { post, servicesClosedAfterEach } from '../helpers/service.js'
 
 const start = servicesClosedAfterEach()
 

@@ -7,8 +7,8 @@
 import { type ChildProcess, fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type LatencyProxy, startLatencyProxy } from '../helpers/latency-proxy.js'
 import { type RedisServer, redisCli, startRedis } from '../helpers/redis-harness.js'
+import { type LatencyProxy, startLatencyProxy } from './latency-proxy.js'
 import type { Command, RunReport, WorkerPlan } from './multi-region-worker.js'
 
 const REGIONS = ['eu', 'us', 'ap'] as const

@@ -13,7 +13,7 @@ import type { CliProcess } from '../helpers/cli-process.js'
 import { startCli } from '../helpers/cli-process.js'
 import type { RunningNginx } from '../helpers/nginx-harness.js'
 import { startNginx } from '../helpers/nginx-harness.js'
-import { freePort, post } from '../service/helpers.js'
+import { freePort, post } from '../helpers/service.js'
 
 const example = (name: string) => fileURLToPath(new URL(`../../examples/nginx/${name}`, import.meta.url))
 const SHIPPED_CONF = example('sticky.conf')

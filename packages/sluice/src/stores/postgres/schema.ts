@@ -1,6 +1,6 @@
 // The PostgreSQL twin of the algorithms: one table and a few plpgsql functions, generated for a table
 // name. `postgresSchemaSql(table)` is what `migrate` runs and what docs/postgres-schema.sql holds for
-// the default table (test/integration/postgres-store.test.ts keeps the two equal).
+// the default table (test/stores/postgres/store.test.ts keeps the two equal).
 //
 // A row is one (policy id, key). Its columns mean what the Lua twins' values mean
 // (src/stores/redis/scripts/*.lua), per algorithm:

@@ -1,0 +1,90 @@
+// One redis-server child process the fault tests can kill, pause, resume and restart on the same
+// port. Every process started here is killed when the test process exits, whatever happens.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { freePort } from './redis-harness.js'
+
+const live = new Set<ChildProcess>()
+process.once('exit', () => {
+  for (const child of live) child.kill('SIGKILL')
+})
+
+export interface RedisProcess {
+  readonly port: number
+  readonly pid: number
+  /** Send a signal (SIGKILL, SIGSTOP, SIGCONT) to the server. */
+  signal(signal: NodeJS.Signals): void
+  /** Start a fresh server on the same port (after a kill), and wait until it answers. */
+  restart(): Promise<void>
+  /** Kill it for good and remove its folder. */
+  stop(): Promise<void>
+}
+
+/** Resolves when something accepts connections on the port and answers PING. */
+export async function waitForPing(port: number, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = new Socket()
+      const done = (v: boolean) => {
+        socket.destroy()
+        resolve(v)
+      }
+      socket.setTimeout(200, () => done(false))
+      socket.once('error', () => done(false))
+      socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'))
+      socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
+    })
+    if (ok) return
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  throw new Error(`redis on port ${port} did not answer PING within ${timeoutMs} ms`)
+}
+
+export async function startRedisProcess(): Promise<RedisProcess> {
+  const port = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-fault-'))
+  let child: ChildProcess
+
+  async function launch(): Promise<void> {
+    child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+      { stdio: 'ignore' },
+    )
+    live.add(child)
+    const current = child
+    current.once('exit', () => live.delete(current))
+    await waitForPing(port)
+  }
+
+  async function killed(c: ChildProcess): Promise<void> {
+    if (c.exitCode !== null || c.signalCode !== null) return
+    await new Promise<void>((resolve) => {
+      c.once('exit', () => resolve())
+      c.kill('SIGKILL')
+    })
+  }
+
+  await launch()
+  return {
+    port,
+    get pid() {
+      return child.pid ?? -1
+    },
+    signal(signal) {
+      child.kill(signal)
+    },
+    async restart() {
+      await killed(child)
+      await launch()
+    },
+    async stop() {
+      await killed(child)
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}

@@ -1,0 +1,96 @@
+// The memory store's own promises: bounded by maxKeys with LRU, expired idle keys swept without
+// timers. Its heap per key and under a million distinct keys are budgets of `npm run bench -- --check`.
+import { describe, expect, it } from 'vitest'
+import { createLimiter } from '../../../packages/sluice/src/limiter.js'
+import { fakeClock, fakeStore } from '../../helpers/fake-clock.js'
+
+describe('bounded by maxKeys, least recently used first', () => {
+  it('never holds more than maxKeys; a hot key survives, cold ones go', async () => {
+    const clock = fakeClock()
+    const store = fakeStore(clock, 100)
+    const limiter = createLimiter({
+      store,
+      policies: { p: { algorithm: 'fixed-window', limit: 1_000_000, window: '1h' } },
+    })
+    let hotRemaining = 1_000_000
+    for (let i = 0; i < 10_000; i++) {
+      const hot = limiter.consumeSync('p', 'hot')
+      // The hot key's count was never forgotten: exactly one less every time.
+      expect(hot.remaining).toBe(--hotRemaining)
+      limiter.consumeSync('p', `cold-${i}`)
+      expect(store.size).toBeLessThanOrEqual(100)
+    }
+    // An early cold key was evicted: its window starts afresh.
+    expect((await limiter.peek('p', 'cold-0')).remaining).toBe(1_000_000)
+    // A recent cold key is still held.
+    expect((await limiter.peek('p', 'cold-9999')).remaining).toBe(999_999)
+  })
+
+  it('a key read (even by peek) is promoted and outlives keys written after it', async () => {
+    const clock = fakeClock()
+    const store = fakeStore(clock, 10)
+    const limiter = createLimiter({ store, policies: { p: { algorithm: 'gcra', limit: 100, window: '1h' } } })
+    limiter.consumeSync('p', 'kept')
+    for (let i = 0; i < 50; i++) {
+      limiter.consumeSync('p', `k${i}`)
+      if (i % 3 === 0) await limiter.peek('p', 'kept')
+    }
+    expect((await limiter.peek('p', 'kept')).remaining).toBe(99)
+    expect(store.size).toBeLessThanOrEqual(10)
+  })
+
+  it('size counts keys per policy: the same key under two policies is two keys', async () => {
+    const clock = fakeClock()
+    const store = fakeStore(clock)
+    const limiter = createLimiter({
+      store,
+      policies: {
+        a: { algorithm: 'fixed-window', limit: 5, window: '1m' },
+        b: { algorithm: 'sliding-window-log', limit: 5, window: '1m' },
+      },
+    })
+    await limiter.consume('a', 'k')
+    await limiter.consume('b', 'k')
+    expect(store.size).toBe(2)
+    await limiter.reset('a', 'k')
+    expect(store.size).toBe(1)
+    await limiter.close()
+    expect(store.size).toBe(0)
+  })
+})
+
+describe('expiry without timers', () => {
+  it('expired idle keys are swept while traffic moves on to other keys', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length
+    const timersBefore = timers()
+    const clock = fakeClock()
+    const store = fakeStore(clock)
+    const limiter = createLimiter({
+      store,
+      policies: { p: { algorithm: 'sliding-window-counter', limit: 10, window: '1s' } },
+    })
+    for (let i = 0; i < 5000; i++) limiter.consumeSync('p', `idle-${i}`)
+    expect(store.size).toBe(5000)
+    // Two windows later every idle key is empty again; only 50 keys keep getting traffic.
+    clock.advance(2000)
+    // Limit 10/s on 50 keys: most of these are denied, and denied decisions sweep too.
+    for (let i = 0; i < 100_000; i++) {
+      limiter.consumeSync('p', `busy-${i % 50}`)
+      if (i % 1000 === 0) clock.advance(1)
+    }
+    expect(store.size).toBeLessThanOrEqual(50 + 100)
+    // Swept by the decisions themselves: the store started no timer.
+    expect(timers()).toBe(timersBefore)
+  })
+
+  it('a key refilled to full reads as empty even before it is swept', async () => {
+    const clock = fakeClock()
+    const limiter = createLimiter({
+      store: fakeStore(clock),
+      policies: { p: { algorithm: 'token-bucket', limit: 10, window: '1s' } },
+    })
+    await limiter.consume('p', 'k', { cost: 10 })
+    clock.advance(1000)
+    expect(await limiter.peek('p', 'k')).toMatchObject({ remaining: 10, resetMs: 0 })
+  })
+})

@@ -1,0 +1,96 @@
+// multiRegionStore in one process over two real redis-servers (two regions, no latency): options
+// are checked at construction; region-scope policies never cross regions; a global limit used up
+// in one region denies in the other after a sync, charging nothing there.
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createLimiter } from '../../../packages/sluice/src/limiter.js'
+import { multiRegionStore } from '../../../packages/sluice/src/stores/multi-region/index.js'
+import { type RedisServer, startRedis } from '../../helpers/redis-harness.js'
+
+const invalidOptions = expect.objectContaining({ code: 'SLUICE_INVALID_OPTIONS' })
+
+describe('multiRegionStore', () => {
+  let servers: RedisServer[] = []
+  let eu: Redis
+  let us: Redis
+  beforeAll(async () => {
+    servers = await Promise.all([startRedis(), startRedis()])
+    eu = new Redis(servers[0]!.port, '127.0.0.1')
+    us = new Redis(servers[1]!.port, '127.0.0.1')
+  })
+  afterAll(async () => {
+    eu.disconnect()
+    us.disconnect()
+    await Promise.all(servers.map((s) => s.stop()))
+  })
+
+  it('refuses bad options at construction', () => {
+    const regions = { eu, us }
+    expect(() => multiRegionStore({ region: 'ap', regions })).toThrow(invalidOptions)
+    expect(() => multiRegionStore({ region: 'eu', regions, syncEvry: '1s' } as never)).toThrow(/syncEvery/)
+    expect(() => multiRegionStore({ region: 'eu', regions: {} })).toThrow(invalidOptions)
+    expect(() => multiRegionStore({ region: 'eu', regions: { eu, us: {} as never } })).toThrow(invalidOptions)
+    expect(() => multiRegionStore({ region: 'eu', regions: { eu, 'u s': us } })).toThrow(invalidOptions)
+    expect(() => multiRegionStore({ region: 'eu', regions, syncEvery: '1s', staleAfter: '1s' })).toThrow(
+      invalidOptions,
+    )
+    expect(() => multiRegionStore({ region: 'eu', regions, syncEvery: 'often' })).toThrow(
+      expect.objectContaining({ code: 'SLUICE_INVALID_DURATION' }),
+    )
+  })
+
+  it('region scope stays in its region; global scope is shared after a sync, and a full global limit charges nothing', async () => {
+    const prefix = `mrs${Date.now()}`
+    const policies = {
+      api: { algorithm: 'sliding-window-counter', limit: 5, window: '1h', scope: 'global' },
+      login: { algorithm: 'sliding-window-counter', limit: 5, window: '1h' },
+    } as const
+    // staleAfter is also the exchange calls' timeout: 5 s, so a loaded machine (a 100 ms stall, the
+    // default 5 x syncEvery) cannot turn a sync this test relies on into a timed-out one.
+    const options = { regions: { eu, us }, syncEvery: '20ms', staleAfter: '5s', prefix }
+    const storeEu = multiRegionStore({ region: 'eu', ...options })
+    const storeUs = multiRegionStore({ region: 'us', ...options })
+    // A decision that timed out would be answered open (allowed): 5 s so a loaded machine cannot.
+    const a = createLimiter({ store: storeEu, policies, localDenyCache: false, storeTimeout: '5s' })
+    const b = createLimiter({ store: storeUs, policies, localDenyCache: false, storeTimeout: '5s' })
+    try {
+      for (let i = 0; i < 4; i++) {
+        expect((await a.consume('api', 'k')).allowed).toBe(true)
+        expect((await a.consume('login', 'k')).allowed).toBe(true)
+      }
+      // A region reads the other regions' totals of the keys it has decided on: the first sight of a
+      // key in us sees nothing of eu (docs/topologies.md counts this in the bound), the next sync does.
+      expect(await b.peek('api', 'k')).toMatchObject({ remaining: 5 })
+      await storeEu.sync()
+      await storeUs.sync()
+      // us sees eu's 4 of the global limit, none of its regional one.
+      expect(await b.peek('api', 'k')).toMatchObject({ allowed: true, remaining: 1 })
+      expect(await b.peek('login', 'k')).toMatchObject({ allowed: true, remaining: 5 })
+      expect((await b.consume('api', 'k')).remaining).toBe(0)
+      await storeUs.sync()
+      await storeEu.sync()
+      const denied = await a.consume('api', 'k')
+      expect(denied).toMatchObject({ allowed: false, reason: 'limit', remaining: 0 })
+      expect(denied.retryAfterMs).toBeGreaterThan(0)
+      // A layered check with the global layer full charges no layer.
+      const layered = await a.consume([
+        { policy: 'login', key: 'k' },
+        { policy: 'api', key: 'k' },
+      ])
+      expect(layered).toMatchObject({ allowed: false, deniedBy: 'api' })
+      expect(await a.peek('login', 'k')).toMatchObject({ remaining: 1 })
+      // What each region stored is what it admitted.
+      const index = Math.floor(Date.now() / 3_600_000)
+      const sum = async (c: Redis) => (await c.hvals(`${prefix}:mr:{k}:api:${index}`)).map(Number)
+      expect(await sum(eu)).toEqual([4])
+      expect(await sum(us)).toEqual([1])
+      expect(storeEu.regions()).toMatchObject([
+        { region: 'eu', local: true, stale: false },
+        { region: 'us', local: false, stale: false },
+      ])
+    } finally {
+      await a.close()
+      await b.close()
+    }
+  })
+})
