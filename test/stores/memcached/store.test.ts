@@ -161,7 +161,9 @@ describe('items carry an expiry', () => {
     await store.apply([step], 'consume')
     const ttl = await itemTtl(port(), itemKey(prefix, step))
     expect(ttl).toBeGreaterThan(39 * 86_400)
-    expect(ttl).toBeLessThanOrEqual(40 * 86_400 + 3)
+    // The window and the store's slack (2 s), on memcached's own clock, which ticks once a second
+    // and falls behind the wall clock on a loaded machine: a minute of room, far below a second window.
+    expect(ttl).toBeLessThanOrEqual(40 * 86_400 + 60)
   })
 })
 
