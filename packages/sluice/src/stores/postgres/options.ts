@@ -2,8 +2,34 @@
 import { InvalidOptionsError } from '../../errors.js'
 import { boolean, must, object, oneOf, optional, text, wholeNumber } from '../../option-checks.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
-import type { PostgresStoreOptions } from './index.js'
 import { TABLE_NAME } from './schema.js'
+
+export interface PostgresStoreOptions {
+  /** The table (optionally `schema.table`), lower case `[a-z0-9_]`. Default `sluice_limits`. */
+  table?: string
+  /**
+   * Whose clock decides: `server` (default) reads the database's clock inside the function, so
+   * hosts with skewed clocks agree; `client` uses `now()` of this process (deterministic tests).
+   */
+  clock?: 'server' | 'client'
+  /** The clock in ms for `clock: 'client'` (default `Date.now`). Giving it implies `clock: 'client'`. */
+  now?: () => number
+  /**
+   * Create the table and functions if missing (default `true`), on first use, idempotently. With
+   * `false` run docs/postgres-schema.sql (or `postgresSchemaSql(table)`) yourself beforehand.
+   */
+  migrate?: boolean
+  /** How often dead rows are deleted, in ms (default 60,000; 0 turns the timer off: call `cleanup()`). */
+  cleanupIntervalMs?: number
+  /** Most rows one cleanup statement deletes (default 1,000): bounds how long it holds row locks. */
+  cleanupBatch?: number
+  /**
+   * Named prepared statements (default `true`): each connection parses and plans a statement once.
+   * Names are unique per table and statement text, so two stores never clash. Turn off behind a
+   * pooler in transaction mode (PgBouncer before 1.21), which cannot keep them.
+   */
+  preparedStatements?: boolean
+}
 
 /** What `postgresStore` runs with. */
 export interface PostgresStoreSettings {

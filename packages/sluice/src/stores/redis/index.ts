@@ -9,60 +9,14 @@ import { adaptClient, type ClientAdapter, clientProblem, NOT_A_CLIENT, type Redi
 import { type Pending, tickCoalescer } from './coalescer.js'
 import { type KeyLayout, keyedLayout, type SharedLayout, sharedLayout, subjectLayout } from './keys.js'
 import { luaAlgorithms } from './lua.generated.js'
-import { redisStoreSettings } from './options.js'
+import { type RedisStoreOptions, redisStoreSettings } from './options.js'
 import { type Script, script, scriptRunner } from './script.js'
 
-export type { MultiRegionStore, MultiRegionStoreOptions, RegionHealth } from '../multi-region/index.js'
-export { multiRegionStore } from '../multi-region/index.js'
 export type { IORedisClientLike, NodeRedisClientLike, NodeRedisClusterLike, RedisClient } from './client.js'
 export type { HybridRedisOptions } from './hybrid.js'
 export { hybridRedis } from './hybrid.js'
 export { subjectTag } from './keys.js'
-
-export interface RedisStoreOptions {
-  /** Namespace of every key: `prefix:{subject}:policy`. Default `sluice`. No `{` or `}`. */
-  prefix?: string
-  /**
-   * Whose clock decides: `server` (default) reads Redis `TIME` inside the script, so application
-   * hosts with skewed clocks agree; `client` uses `now()` of this process (deterministic tests).
-   */
-  clock?: 'server' | 'client'
-  /** The clock in ms for `clock: 'client'` (default `Date.now`). Giving it implies `clock: 'client'`. */
-  now?: () => number
-  /**
-   * Coalescing (default `true`): single-slot decisions issued in the same tick go to Redis together,
-   * several per script call (sized to keep about four calls in flight, at most 128 per call),
-   * evaluated in the order they were issued, each one still all or nothing. `false` sends one script
-   * call per decision.
-   */
-  coalesce?: boolean
-  /**
-   * Write coalescing (default `true`): script calls of single decisions issued in the same tick leave
-   * in shared socket writes, 16 calls at most per write, instead of one system call each. Each call
-   * is still its own EVALSHA with its own reply. Applies to ioredis (node-redis already writes a
-   * tick's commands together); other commands issued on the client in that tick share the writes too,
-   * in order.
-   */
-  coalesceWrites?: boolean
-  /**
-   * Where a key's Redis Cluster hash tag (and so its slot and master) comes from.
-   * - default: on a Cluster, a tag derived from the subject with a secret kept in Redis
-   *   (`prefix:slot-secret`, created once with SETNX, shared by every process with this prefix);
-   *   standalone, the subject itself (one server holds every slot).
-   * - a string of at least 16 characters: a tag derived from the subject with this secret, on any
-   *   topology; every process sharing the keys must use the same one.
-   * - `false`: the subject itself, on any topology: a caller who picks its keys picks their slot.
-   * Changing it changes every key name: counts and blocks start over once (docs/stores.md).
-   */
-  slotSecret?: string | false
-  /**
-   * How long (ms) a script call keeps reloading its script and retrying while Redis answers NOSCRIPT
-   * (its script cache lost to a restart, failover or SCRIPT FLUSH), from its first NOSCRIPT. Default
-   * 100, the limiter's default `storeTimeout`; set it to your `storeTimeout`. The first retry is
-   * always made, and at most 32.
-   */
-  scriptRetryMs?: number
-}
+export type { RedisStoreOptions } from './options.js'
 
 export interface RedisStore extends Store {
   /** A network store: always a promise. */
