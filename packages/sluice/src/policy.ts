@@ -13,7 +13,6 @@ import {
   type Validator,
 } from './option-checks.js'
 import { checkKnownKeys, isOptionsObject, unknownOptionMessage } from './options.js'
-import { HYBRID_ALGORITHMS } from './scale/hybrid-algorithms.js'
 
 export const ALGORITHMS = [
   'fixed-window',
@@ -25,6 +24,9 @@ export const ALGORITHMS = [
 ] as const
 export type AlgorithmName = (typeof ALGORITHMS)[number]
 export type RateAlgorithmName = Exclude<AlgorithmName, 'concurrency'>
+/** The algorithms hybrid mode can count: their state is a sum of admissions, which instances can add up. */
+export const HYBRID_ALGORITHMS = ['fixed-window', 'sliding-window-counter', 'token-bucket', 'gcra'] as const
+export type HybridAlgorithmName = (typeof HYBRID_ALGORITHMS)[number]
 
 /** What a policy decides when its store cannot answer (see docs/reliability.md). */
 export type StoreErrorMode = 'open' | 'closed' | 'memory'

@@ -4,8 +4,16 @@
 // memjs, PostgreSQL with pg) as the StoreHandle the service decides on.
 import { InvalidConfigError, memoryStore, StoreError } from 'sluice'
 import type { MemjsClientLike } from 'sluice/memcached'
-import { forwardStore } from 'sluice/store'
-import type { StoreHandle } from './types.js'
+import { forwardStore, type Store } from 'sluice/store'
+
+/** The store the service decides on, with a way to ask whether it answers. */
+export interface StoreHandle {
+  readonly store: Store
+  /** For logs and /readyz: `memory`, or the URL with any password hidden. */
+  readonly description: string
+  /** Resolves when the store answers, rejects when it does not. */
+  ping(): Promise<void>
+}
 
 export interface HostPort {
   readonly host: string

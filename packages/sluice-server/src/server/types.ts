@@ -5,18 +5,11 @@ import type { Logger } from 'pino'
 import type { Registry } from 'prom-client'
 import type { DecisionListener, Limiter } from 'sluice'
 import type { Observability, ObservabilityOptions } from 'sluice/metrics'
-import type { Store } from 'sluice/store'
 import type { EnvoyRules } from '../envoy/config.js'
 import type { ServiceConfig } from './config.js'
+import type { StoreHandle } from './store-url.js'
 
-/** The store the service decides on, with a way to ask whether it answers. */
-export interface StoreHandle {
-  readonly store: Store
-  /** For logs and /readyz: `memory`, or the URL with any password hidden. */
-  readonly description: string
-  /** Resolves when the store answers, rejects when it does not. */
-  ping(): Promise<void>
-}
+export type { StoreHandle } from './store-url.js'
 
 export interface ServiceOptions {
   config: ServiceConfig

@@ -7,11 +7,12 @@ import { type GcraState, gcra } from '../algorithms/gcra.js'
 import { slidingWindowCounter } from '../algorithms/sliding-window-counter.js'
 import { type TokenBucketState, tokenBucket } from '../algorithms/token-bucket.js'
 import type { Outcome } from '../algorithms/types.js'
-import type { AlgorithmName, ResolvedPolicy } from '../policy.js'
-
-/** The algorithms hybrid mode can count: their state is a sum of admissions, which instances can add up. */
-export const HYBRID_ALGORITHMS = ['fixed-window', 'sliding-window-counter', 'token-bucket', 'gcra'] as const
-export type HybridAlgorithmName = (typeof HYBRID_ALGORITHMS)[number]
+import {
+  type AlgorithmName,
+  HYBRID_ALGORITHMS,
+  type HybridAlgorithmName,
+  type ResolvedPolicy,
+} from '../policy.js'
 
 /** One clock-aligned slice of a key's counts (its Redis counter is `keyOf(policy.id, key, index)`). */
 export interface SliceCounts {
