@@ -295,7 +295,7 @@ describe('parseDuration', () => {
     expect(parseDuration(input)).toBe(ms)
   })
 
-  it.each([['10'], ['1.0001s'], ['s'], ['-1s'], ['1w'], ['0s'], [null], [Number.NaN], [2.5]])(
+  it.each([['10'], ['1.0001s'], ['s'], ['-1s'], ['1wk'], ['0s'], [null], [Number.NaN], [2.5]])(
     '%j is SLUICE_INVALID_DURATION',
     async (input) => {
       await rejects(() => parseDuration(input, 'window'), 'SLUICE_INVALID_DURATION')
