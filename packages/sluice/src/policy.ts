@@ -74,6 +74,13 @@ export interface RatePolicy {
    * keys last), so a flood of one policy never evicts another's. Default: only the store's `maxKeys`.
    */
   maxKeys?: number
+  /**
+   * A consume denied for lack of units blocks the key for this long (rate-limiter-flexible's
+   * `blockDuration`): that denial reports `retryAfterMs` = the block, and every request of the key is
+   * denied with `reason: 'blocked'` until it ends. Peek never blocks. Default: no block.
+   * @example { algorithm: 'fixed-window', limit: 5, window: '1m', blockDuration: '5m' }
+   */
+  blockDuration?: Duration
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -123,6 +130,8 @@ export interface ResolvedPolicy {
   readonly scope?: 'global'
   /** Set only when the policy bounds its own keys in the memory store (see src/stores/memory.ts). */
   readonly maxKeys?: number
+  /** Set only when the policy blocks a key denied for lack of units: the block's length in ms. */
+  readonly blockDurationMs?: number
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -151,6 +160,7 @@ const RATE_SHAPE = {
   syncEvery: optional(durationCheck),
   scope: optional(oneOf(['region', 'global'], "must be 'region' or 'global'")),
   maxKeys: maxKeysCheck,
+  blockDuration: optional(durationCheck),
 } satisfies Record<keyof RatePolicy, Validator>
 
 const CONCURRENCY_SHAPE = {
@@ -198,6 +208,15 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   // Concurrency has no `mode` key at all: name the algorithms that do take hybrid, not the key.
   if (concurrency && isOptionsObject(policy) && (policy as { mode?: unknown }).mode === 'hybrid')
     throw hybridRefused(name, algorithm)
+  // Concurrency has no blockDuration either: name why rather than report an unknown key.
+  if (
+    concurrency &&
+    isOptionsObject(policy) &&
+    (policy as { blockDuration?: unknown }).blockDuration !== undefined
+  )
+    throw new InvalidPolicyError(
+      `policies.${name}.blockDuration: a concurrency policy is never out of units for a time, only until a lease is released, so a block after its denial means nothing; remove it, or use limiter.block(policy, key, duration) for a penalty`,
+    )
   if (isOptionsObject(policy))
     checkKnownKeys(
       `policies.${name}`,
@@ -218,7 +237,9 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   // The values as given. A concurrency policy has no window, burst, mode or syncEvery: what it
   // inherits under those names is not read.
   const { id, limit, onStoreError, scope, maxKeys } = policy as Policy
-  const { window, burst, mode, syncEvery }: Partial<RatePolicy> = concurrency ? {} : (policy as RatePolicy)
+  const { window, burst, mode, syncEvery, blockDuration }: Partial<RatePolicy> = concurrency
+    ? {}
+    : (policy as RatePolicy)
   const kind = algorithm as AlgorithmName
   const windowMs = concurrency
     ? parseDuration((policy as ConcurrencyPolicy).timeout, `policies.${name}.timeout`)
@@ -251,6 +272,10 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   } = { name, id: id ?? name, algorithm: kind, limit, windowMs, capacity }
   if (hybrid) {
     if (!(HYBRID_ALGORITHMS as readonly string[]).includes(kind)) throw hybridRefused(name, kind)
+    if (blockDuration !== undefined)
+      throw new InvalidPolicyError(
+        `policies.${name}.blockDuration: a hybrid policy decides on its own counters, which hold no block; use mode 'exact' with blockDuration`,
+      )
     const syncEveryMs = parseDuration(syncEvery ?? '100ms', `policies.${name}.syncEvery`)
     if (syncEveryMs < 1 || syncEveryMs > windowMs) {
       throw new InvalidPolicyError(
@@ -275,5 +300,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   // Optional fields only when given: a resolved policy holds exactly what was chosen.
   if (onStoreError !== undefined) resolved.onStoreError = onStoreError
   if (maxKeys !== undefined) resolved.maxKeys = maxKeys
+  if (blockDuration !== undefined)
+    resolved.blockDurationMs = parseDuration(blockDuration, `policies.${name}.blockDuration`)
   return Object.freeze(resolved)
 }

@@ -1,5 +1,5 @@
 // The decision path, composed once at createLimiter from what is configured:
-//   validate -> steps -> hybrid? -> deny cache? -> failover? -> store
+//   validate -> steps -> hybrid? -> block on deny? -> deny cache? -> failover? -> store
 // Each optional link is a Store decorator with the store's own contract, so a link that is not
 // configured costs nothing, and no call re-decides which links apply.
 import type { FailoverSettings, StoreHealth } from '../failover/index.js'
@@ -9,6 +9,7 @@ import { LocalDenyCache, type LocalDenyCacheOptions } from '../scale/deny-cache.
 import type { HybridBackend } from '../scale/hybrid.js'
 import { HybridPolicy } from '../scale/hybrid.js'
 import type { Store } from '../store.js'
+import { blockOnDenyStore } from './block-on-deny-store.js'
 import { denyCacheStore } from './deny-cache-store.js'
 import { hybridStore } from './hybrid-store.js'
 
@@ -39,6 +40,9 @@ export function buildChain(options: ChainOptions): Chain {
   let head: Store = failover ?? store
   if (remote && options.denyCache !== undefined)
     head = denyCacheStore(head, new LocalDenyCache(options.denyCache), () => store.now())
+  // Above the deny cache: the block goes through it, so the cached denial that called for the
+  // block is forgotten and the next answer is the store's, blocked.
+  if ([...policies.values()].some((p) => p.blockDurationMs !== undefined)) head = blockOnDenyStore(head)
   const hybrids = new Map<string, HybridPolicy>()
   for (const p of policies.values())
     if (p.syncEveryMs !== undefined && options.hybrid !== undefined)
