@@ -173,6 +173,7 @@ describe('outcomes', () => {
     expect(outcomeOf(base)).toBe('allowed')
     expect(outcomeOf({ ...base, allowed: false, reason: 'limit' })).toBe('denied')
     expect(outcomeOf({ ...base, allowed: false, reason: 'blocked' })).toBe('denied')
+    expect(outcomeOf({ ...base, allowed: false, reason: 'cost_above_capacity' })).toBe('denied')
     // The failure-handling work marks decisions made without the store this way (fail open/closed).
     const degraded = { ...base, reason: 'store_unavailable' } as unknown as Decision
     expect(outcomeOf(degraded)).toBe('degraded')

@@ -73,6 +73,7 @@ export { createLimiter } from './limiter.js'
 export type {
   AlgorithmName,
   ConcurrencyPolicy,
+  CostAboveCapacity,
   Policy,
   PolicyScope,
   RatePolicy,

@@ -32,6 +32,9 @@ export type HybridAlgorithmName = (typeof HYBRID_ALGORITHMS)[number]
 export type StoreErrorMode = 'open' | 'closed' | 'memory'
 export const STORE_ERROR_MODES = ['open', 'closed', 'memory'] as const
 
+/** What a cost above a policy's capacity gets: `SLUICE_INVALID_COST` (`error`) or a denial (`deny`). */
+export type CostAboveCapacity = 'error' | 'deny'
+
 /** Where a policy's limit holds with `multiRegionStore`: per region (default) or across all regions. */
 export type PolicyScope = 'region' | 'global'
 /** The algorithms `scope: 'global'` can bound (their windows are aligned to the clock, so regions count the same windows). */
@@ -81,6 +84,12 @@ export interface RatePolicy {
    * @example { algorithm: 'fixed-window', limit: 5, window: '1m', blockDuration: '5m' }
    */
   blockDuration?: Duration
+  /**
+   * A cost this policy can never admit (above its capacity): `error` (default) throws
+   * `SLUICE_INVALID_COST`; `deny` answers a denial with `reason: 'cost_above_capacity'` and the key's
+   * numbers as they are, committing nothing (for costs taken from user input).
+   */
+  costAboveCapacity?: CostAboveCapacity
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -105,6 +114,12 @@ export interface ConcurrencyPolicy {
    * keys last), so a flood of one policy never evicts another's. Default: only the store's `maxKeys`.
    */
   maxKeys?: number
+  /**
+   * A cost this policy can never admit (above its capacity): `error` (default) throws
+   * `SLUICE_INVALID_COST`; `deny` answers a denial with `reason: 'cost_above_capacity'` and the key's
+   * numbers as they are, committing nothing (for costs taken from user input).
+   */
+  costAboveCapacity?: CostAboveCapacity
 }
 
 export type Policy = RatePolicy | ConcurrencyPolicy
@@ -132,6 +147,8 @@ export interface ResolvedPolicy {
   readonly maxKeys?: number
   /** Set only when the policy blocks a key denied for lack of units: the block's length in ms. */
   readonly blockDurationMs?: number
+  /** Set only when a cost above the capacity is answered as a denial rather than an error. */
+  readonly costAboveCapacity?: 'deny'
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -148,6 +165,7 @@ const idCheck = optional(
   text(POLICY_NAME, { notText: 'must be a string', mismatch: "use 1-64 letters, digits, '_', '-' or '.'" }),
 )
 const maxKeysCheck = optional(count('maxKeys'))
+const costAboveCapacityCheck = optional(oneOf(['error', 'deny'], "must be 'error' or 'deny'"))
 
 const RATE_SHAPE = {
   id: idCheck,
@@ -161,6 +179,7 @@ const RATE_SHAPE = {
   scope: optional(oneOf(['region', 'global'], "must be 'region' or 'global'")),
   maxKeys: maxKeysCheck,
   blockDuration: optional(durationCheck),
+  costAboveCapacity: costAboveCapacityCheck,
 } satisfies Record<keyof RatePolicy, Validator>
 
 const CONCURRENCY_SHAPE = {
@@ -171,6 +190,7 @@ const CONCURRENCY_SHAPE = {
   onStoreError: storeErrorCheck,
   scope: optional(oneOf(['region'], "must be 'region': concurrency leases are held per region")),
   maxKeys: maxKeysCheck,
+  costAboveCapacity: costAboveCapacityCheck,
 } satisfies Record<keyof ConcurrencyPolicy, Validator>
 
 // The keys a policy may have, checked before its shape so a misspelling (`windw`) is named as such
@@ -236,7 +256,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   }
   // The values as given. A concurrency policy has no window, burst, mode or syncEvery: what it
   // inherits under those names is not read.
-  const { id, limit, onStoreError, scope, maxKeys } = policy as Policy
+  const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity } = policy as Policy
   const { window, burst, mode, syncEvery, blockDuration }: Partial<RatePolicy> = concurrency
     ? {}
     : (policy as RatePolicy)
@@ -300,6 +320,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   // Optional fields only when given: a resolved policy holds exactly what was chosen.
   if (onStoreError !== undefined) resolved.onStoreError = onStoreError
   if (maxKeys !== undefined) resolved.maxKeys = maxKeys
+  if (costAboveCapacity === 'deny') resolved.costAboveCapacity = 'deny'
   if (blockDuration !== undefined)
     resolved.blockDurationMs = parseDuration(blockDuration, `policies.${name}.blockDuration`)
   return Object.freeze(resolved)

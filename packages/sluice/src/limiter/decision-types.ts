@@ -3,9 +3,10 @@
 
 /**
  * Why a request was denied: out of units, blocked, the store failed with `onStoreError: 'closed'`,
- * or (wait) it could not fit within its longest wait.
+ * (wait) it could not fit within its longest wait, or its cost is above the policy's capacity, so
+ * it never fits (a policy with `costAboveCapacity: 'deny'`).
  */
-export type DenyReason = 'limit' | 'blocked' | 'store_unavailable' | 'timeout'
+export type DenyReason = 'limit' | 'blocked' | 'store_unavailable' | 'timeout' | 'cost_above_capacity'
 
 /** The answer to one check. Times are whole milliseconds. */
 export interface Decision {

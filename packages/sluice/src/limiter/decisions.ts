@@ -3,9 +3,14 @@ import type { ResolvedPolicy } from '../policy.js'
 import type { Step, StepResult } from '../store.js'
 import type { Decision, LayeredDecision } from './types.js'
 
-/** The decision for one step (one layer). */
+/**
+ * The decision for one step (one layer). A step whose cost is above its policy's capacity reached
+ * the store only as a peek (oversized-cost-store.ts) and is denied for that reason.
+ */
 function decisionOf(s: Step, r: StepResult): Decision {
-  return decisionFor(s.policy, s.key, r)
+  const d = decisionFor(s.policy, s.key, r)
+  if (s.cost > s.policy.capacity) d.reason = 'cost_above_capacity'
+  return d
 }
 
 /** `decisionOf` from the step's parts (the single-check path has no Step). */

@@ -216,7 +216,7 @@ function limiterMethods<Name extends string>(
   ): MaybePromise<Decision | LayeredDecision> {
     if (Array.isArray(a)) return events.run(mode, validate.steps(a), mode, true)
     const cost = opts?.cost === undefined ? 1 : opts.cost
-    return events.runOne(mode, validate.single(a, key, cost), key as string, cost, mode)
+    return events.runOne(mode, validate.single(a, key, cost, true), key as string, cost, mode)
   }
   /** A promise of the decision; bad input rejects like any other failure, never throws. */
   function promised(
@@ -272,7 +272,7 @@ function limiterMethods<Name extends string>(
     decide: decideNow,
     consumeSync(policy, key, opts) {
       const cost = opts?.cost === undefined ? 1 : opts.cost
-      const d = events.runOne('consume', validate.single(policy, key, cost), key, cost, 'consume')
+      const d = events.runOne('consume', validate.single(policy, key, cost, true), key, cost, 'consume')
       if (isPending(d)) {
         // The store has the call; its answer is not ours to return. Settled, never left unhandled.
         d.catch(() => {})
@@ -294,7 +294,7 @@ function limiterMethods<Name extends string>(
     },
     async acquire(policy, key, opts) {
       const id = randomUUID()
-      const s = validate.step(policy, key, opts?.cost, id)
+      const s = validate.step(policy, key, opts?.cost, id, true)
       if (s.policy.algorithm !== 'concurrency') {
         throw new InvalidOptionsError(
           `acquire: policy ${s.policy.name} is ${s.policy.algorithm}; acquire needs a concurrency policy, use consume`,

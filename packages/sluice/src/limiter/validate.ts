@@ -8,11 +8,13 @@ import type { Check } from './types.js'
 export interface Validator {
   /**
    * The policy of one check whose key and cost are valid (the single-check path, which needs no
-   * Step); throws UnknownPolicyError, InvalidKeyError or InvalidCostError.
+   * Step); throws UnknownPolicyError, InvalidKeyError or InvalidCostError. With `decision` (a
+   * consume, peek or acquire), a cost above the capacity of a policy with `costAboveCapacity: 'deny'`
+   * passes: the chain answers it as a denial (oversized-cost-store.ts).
    */
-  single(name: unknown, key: unknown, cost: unknown): ResolvedPolicy
+  single(name: unknown, key: unknown, cost: unknown, decision?: boolean): ResolvedPolicy
   /** One step; throws what `single` throws. */
-  step(name: unknown, key: unknown, cost?: unknown, leaseId?: string): Step
+  step(name: unknown, key: unknown, cost?: unknown, leaseId?: string, decision?: boolean): Step
   /** The steps of a layered check; throws InvalidOptionsError for a malformed list. */
   steps(checks: unknown): Step[]
 }
@@ -35,7 +37,7 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
     return policy
   }
 
-  function single(name: unknown, key: unknown, cost: unknown): ResolvedPolicy {
+  function single(name: unknown, key: unknown, cost: unknown, decision = false): ResolvedPolicy {
     const policy = policyOf(name)
     if (typeof key !== 'string' || key.length === 0) {
       throw new InvalidKeyError(
@@ -47,7 +49,7 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
         `policy ${policy.name}: cost must be a positive whole number, got ${String(cost)}`,
       )
     }
-    if (cost > policy.capacity) {
+    if (cost > policy.capacity && !(decision && policy.costAboveCapacity === 'deny')) {
       throw new InvalidCostError(
         `policy ${policy.name}: cost ${cost} can never be admitted (capacity ${policy.capacity}); lower the cost or raise ${policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra' ? 'burst' : 'limit'}`,
       )
@@ -55,8 +57,8 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
     return policy
   }
 
-  function step(name: unknown, key: unknown, cost: unknown = 1, leaseId?: string): Step {
-    const policy = single(name, key, cost)
+  function step(name: unknown, key: unknown, cost: unknown = 1, leaseId?: string, decision = false): Step {
+    const policy = single(name, key, cost, decision)
     const k = key as string
     const c = cost as number
     return leaseId === undefined ? { policy, key: k, cost: c } : { policy, key: k, cost: c, leaseId }
@@ -75,7 +77,7 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
           `layered consume: checks[${i}] is ${c === null ? 'null' : typeof c}; pass { policy, key, cost? }`,
         )
       const check = c as Check
-      out.push(step(check.policy, check.key, check.cost))
+      out.push(step(check.policy, check.key, check.cost, undefined, true))
     }
     // A hybrid policy (syncEveryMs) decides in this process on its own counters: it cannot take
     // part in the store's all-or-nothing commit.

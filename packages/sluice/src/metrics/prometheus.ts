@@ -95,12 +95,13 @@ const DEFAULT_BUCKETS = [
 /**
  * The outcome of a decision. `degraded`: a decision made without the store's say: marked
  * `degraded: true` by the failover layer (fail-open admits, in-memory fallback), or denied with a
- * `reason` other than `limit` or `blocked` (`store_unavailable`, fail-closed).
+ * `reason` other than `limit`, `blocked` or `cost_above_capacity` (`store_unavailable`, fail-closed).
  */
 export function outcomeOf(decision: Decision): DecisionOutcome {
   if (decision.degraded === true) return 'degraded'
   const reason: string | undefined = decision.reason
-  if (reason !== undefined && reason !== 'limit' && reason !== 'blocked') return 'degraded'
+  if (reason !== undefined && reason !== 'limit' && reason !== 'blocked' && reason !== 'cost_above_capacity')
+    return 'degraded'
   return decision.allowed ? 'allowed' : 'denied'
 }
 
