@@ -4,44 +4,17 @@
 // the layers that ran out. The block is the store's own `block`, so each store's block rule decides.
 import { afterAll, describe, expect, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
-import type { Store } from '../../packages/sluice/src/store.js'
-import { memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
-import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
-import { postgresStore } from '../../packages/sluice/src/stores/postgres/index.js'
-import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
-import { memcachedClient, freshPrefix as memcachedPrefix } from '../helpers/memcached-clients.js'
-import { freshTable, postgresPool } from '../helpers/postgres-clients.js'
-import { freshPrefix, ioredis, ioredisCluster } from '../helpers/redis-clients.js'
+import { type LimiterStoreFactory, limiterStores } from './limiter-stores.js'
 
-const standalone = ioredis()
-const cluster = ioredisCluster()
-const pool = postgresPool(2)
-const memcached = memcachedClient()
-afterAll(async () => {
-  standalone.disconnect()
-  cluster.disconnect()
-  memcached.close()
-  await pool.end()
-})
-
-type Factory = (now: () => number) => Store
-const STORES: [string, Factory][] = [
-  ['memory', (now) => memoryStore({ now })],
-  ['redis', (now) => redisStore(standalone, { clock: 'client', now, prefix: freshPrefix('bd') })],
-  ['redis cluster', (now) => redisStore(cluster, { clock: 'client', now, prefix: freshPrefix('bd-c') })],
-  [
-    'postgres',
-    (now) => postgresStore(pool, { table: freshTable('bd'), clock: 'client', now, cleanupIntervalMs: 0 }),
-  ],
-  ['memcached', (now) => memcachedStore(memcached, { clock: 'client', now, prefix: memcachedPrefix('bd') })],
-]
+const { stores, close } = limiterStores('bd')
+afterAll(close)
 
 const policies = {
   login: { algorithm: 'fixed-window', limit: 2, window: '1s', blockDuration: '5s' },
   perIp: { algorithm: 'sliding-window-log', limit: 3, window: '1s', blockDuration: '20s' },
 } as const
 
-function setup(makeStore: Factory, localDenyCache: boolean) {
+function setup(makeStore: LimiterStoreFactory, localDenyCache: boolean) {
   let clock = 1_700_000_000_000
   const limiter = createLimiter({ store: makeStore(() => clock), policies, localDenyCache })
   return {
@@ -52,7 +25,7 @@ function setup(makeStore: Factory, localDenyCache: boolean) {
   }
 }
 
-describe.each(STORES)('blockDuration on the %s store', (_, makeStore) => {
+describe.each(stores)('blockDuration on the %s store', (_, makeStore) => {
   it.each([true, false])(
     'a denial for lack of units blocks for exactly the block and reports it (deny cache %s)',
     async (denyCache) => {
