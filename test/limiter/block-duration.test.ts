@@ -3,7 +3,9 @@
 // ran out; a bad value or a policy where a block means nothing is a typed error.
 import { describe, expect, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { forwardStore } from '../../packages/sluice/src/store.js'
 import { fakeClock, fakeStore } from '../helpers/fake-clock.js'
+import { switchableStore } from '../helpers/switchable-store.js'
 
 function setup() {
   const clock = fakeClock()
@@ -122,6 +124,50 @@ describe('blockDuration', () => {
     expect(await limiter.consume('login', 'u')).toMatchObject({ reason: 'blocked', retryAfterMs: 60_000 })
     clock.advance(59_999)
     expect(await limiter.consume('login', 'u')).toMatchObject({ reason: 'blocked', retryAfterMs: 1 })
+  })
+})
+
+describe('blockDuration when the store did not decide or cannot block', () => {
+  const login = { algorithm: 'fixed-window', limit: 1, window: '1s', blockDuration: '5s' } as const
+
+  it("a denial by the store's fallback blocks nothing", async () => {
+    const clock = fakeClock()
+    const store = switchableStore('fail', clock.now)
+    const limiter = createLimiter({
+      store,
+      policies: { login: { ...login, onStoreError: 'memory' } },
+      localDenyCache: false,
+      logger: { warn: () => {} },
+    })
+    expect((await limiter.consume('login', 'u')).degraded).toBe(true)
+    const denied = await limiter.consume('login', 'u')
+    expect(denied).toMatchObject({ allowed: false, degraded: true, reason: 'limit' })
+    // The fallback's own wait (its memory store keeps real time), not the block's 5 s.
+    expect(denied.retryAfterMs).toBeLessThanOrEqual(1000)
+    expect(store.calls.block).toBe(0)
+    await limiter.close()
+  })
+
+  it('a block the store cannot write leaves the denial as the store gave it', async () => {
+    const clock = fakeClock()
+    const store = forwardStore(switchableStore('answer', clock.now), {
+      block: () => Promise.reject(new Error('connection reset (test)')),
+    })
+    const limiter = createLimiter({
+      store,
+      policies: { login },
+      localDenyCache: false,
+      logger: { warn: () => {} },
+    })
+    await limiter.consume('login', 'u')
+    expect(await limiter.consume('login', 'u')).toMatchObject({
+      allowed: false,
+      reason: 'limit',
+      retryAfterMs: 1000,
+    })
+    clock.advance(1000)
+    expect((await limiter.consume('login', 'u')).allowed).toBe(true)
+    await limiter.close()
   })
 })
 
