@@ -1,7 +1,7 @@
 // Side by side with express-rate-limit: one Express app limited by express-rate-limit, one by
 // Sluice's Express middleware set up the way docs/http.md tells its users to (fixed window, 100 per
 // 15 minutes, the matching `headers` mode), the same requests to both, the same answers: header names
-// and values, status. Reset seconds may differ by the time between the two apps' requests.
+// and values, status and body. Reset seconds may differ by the time between the two apps' requests.
 import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
 import express from 'express'
@@ -81,6 +81,7 @@ function itemsOf(field: string | undefined): Record<string, Record<string, unkno
 /** Both replies say the same, except reset seconds within `slackSeconds` of each other. */
 function expectSameAnswer(peer: Reply, ours: Reply, mode: Mode, slackSeconds: number, what: string): void {
   expect(ours.status, what).toBe(peer.status)
+  expect(ours.body, what).toBe(peer.body)
   const theirs = limitHeaders(peer)
   const mine = limitHeaders(ours)
   expect(Object.keys(theirs).length, what).toBeGreaterThan(0)
@@ -121,7 +122,8 @@ describe('Sluice next to express-rate-limit (fixed window, 100 per 15 minutes)',
   for (const mode of ['draft-6', 'draft-7', 'draft-8'] as const) {
     it(`sends the same ${mode} headers and status on every request, to the 429`, async () => {
       const peer = await serve(peerApp(mode))
-      const ours = await serve(sluiceApp(mode))
+      // express-rate-limit's default refusal, as Sluice's shorthand.
+      const ours = await serve(sluiceApp(mode, { message: 'Too many requests, please try again later.' }))
       const firstAt = Date.now()
       const firstPeer = await call(peer, '/')
       const firstOurs = await call(ours, '/')

@@ -74,6 +74,8 @@ const OPTION_KEYS = keysOf<HttpLimiterOptions>({
   body: true,
   storeUnavailableStatus: true,
   onLimited: true,
+  message: true,
+  statusCode: true,
   onDecision: true,
   onError: true,
   logger: true,
