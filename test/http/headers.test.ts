@@ -163,6 +163,60 @@ describe('rateLimitHeaders', () => {
   })
 })
 
+describe("rateLimitHeaders in express-rate-limit's forms", () => {
+  const layers = [
+    { policy: 'perIp', key: '1.2.3.4' },
+    { policy: 'perUser', key: 'u1' },
+  ] as const
+
+  it('draft-6 describes the layer closest to its limit, in seconds', async () => {
+    const { limiter } = setup()
+    await limiter.consume([...layers])
+    const d = await limiter.consume([...layers])
+    expect(rateLimitHeaders(d, limiter.policies, { headers: 'draft-6', nowMs: NOW })).toEqual({
+      'RateLimit-Policy': '3;w=30',
+      'RateLimit-Limit': '3',
+      'RateLimit-Remaining': '1',
+      'RateLimit-Reset': '30',
+    })
+  })
+
+  it('draft-7 describes the denying layer on a denial, with Retry-After equal to its reset', async () => {
+    const { limiter, advance } = setup()
+    for (let i = 0; i < 3; i++) await limiter.consume([...layers])
+    advance(10_000)
+    const d = await limiter.consume([...layers])
+    expect(d.allowed).toBe(false)
+    expect(rateLimitHeaders(d, limiter.policies, { headers: 'draft-7', nowMs: NOW })).toEqual({
+      'RateLimit-Policy': '3;w=30',
+      RateLimit: 'limit=3, remaining=0, reset=20',
+      'Retry-After': '20',
+    })
+  })
+
+  it('draft-6 and draft-7 state a token bucket as its burst refilled, a concurrency policy without a window', async () => {
+    const { limiter } = setup()
+    const fast = await limiter.consume('fast', 'k')
+    expect(rateLimitHeaders(fast, limiter.policies, { headers: 'draft-7', nowMs: NOW })).toEqual({
+      'RateLimit-Policy': '5;w=1',
+      RateLimit: 'limit=5, remaining=4, reset=1',
+    })
+    const slot = await limiter.acquire('slots', 'k')
+    const h = rateLimitHeaders(slot, limiter.policies, { headers: 'draft-6', nowMs: NOW })
+    expect(h['RateLimit-Policy']).toBe('2')
+    expect(h['RateLimit-Remaining']).toBe('1')
+  })
+
+  it('draft-8 is the Structured Field lists of draft, every layer listed', async () => {
+    const { limiter } = setup()
+    await limiter.consume([...layers])
+    const d = await limiter.consume([...layers])
+    const draft8 = rateLimitHeaders(d, limiter.policies, { headers: 'draft-8', nowMs: NOW })
+    expect(draft8).toEqual(rateLimitHeaders(d, limiter.policies, { headers: 'draft', nowMs: NOW }))
+    expect(draft8.RateLimit).toBe('"perIp";r=8;t=60, "perUser";r=1;t=30')
+  })
+})
+
 describe('rateLimitBody', () => {
   it('builds the default JSON 429 body and the problem+json variant', async () => {
     const { limiter, advance } = setup()

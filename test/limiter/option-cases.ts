@@ -215,7 +215,7 @@ const NEAR: Record<string, unknown[]> = {
   logger: [{ warn: 1 }, { info: given }, { warn: given, info: given }],
   onStoreHealth: [{ call: given }],
   breaker: [{ failures: 3 }, { cooldown: '2s' }, { failures: 0 }, { cooldown: 'soon' }, { failures: '3' }],
-  headers: ['legacy', 'draft', 'both', 'none', 'Both'],
+  headers: ['legacy', 'draft', 'both', 'none', 'Both', 'draft-6', 'draft-7', 'draft-8', 'draft-9'],
   body: ['json', 'problem', 'html'],
   ipv6Prefix: [32, 48, 64, 127, 128, 129],
   missingIp: ['shared', 'reject', 'drop'],

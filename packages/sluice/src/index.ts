@@ -55,7 +55,7 @@ export type {
   TierOptions,
   TrustProxy,
 } from './http/index.js'
-export { createHttpLimiter, rateLimitBody, rateLimitHeaders } from './http/index.js'
+export { createHttpLimiter, ipKey, rateLimitBody, rateLimitHeaders } from './http/index.js'
 export type {
   AcquireDecision,
   Check,

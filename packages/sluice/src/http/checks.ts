@@ -4,6 +4,7 @@
 // admits or none is committed. Who is asking (the keys) is keys.ts; which rules apply, rules.ts.
 import type { Check } from '../limiter.js'
 import { RequestKeys } from './keys.js'
+import type { LimitedShorthand } from './limited.js'
 import type { ResolvedHttpOptions } from './options.js'
 import { pass, refusal } from './outcome.js'
 import { type CompiledRule, routeIdCache } from './rules.js'
@@ -16,6 +17,8 @@ import type { HttpOutcome, HttpRequestInfo, RouteOptions } from './types.js'
  */
 export class RequestChecks extends RequestKeys {
   tier: string | undefined = undefined
+  /** The `message` / `statusCode` of the request's route, or the limiter's. */
+  limited: LimitedShorthand | undefined = undefined
   firstPolicy = ''
   firstKey = ''
   firstCost = 0
@@ -110,6 +113,7 @@ export function checksReader(
     )
       return pass()
     const checks = new RequestChecks(keyMaker, request, routeId)
+    checks.limited = route === undefined ? rules.limited : route.limited
     if (skipIp?.(checks.ip()) === true) return pass()
     if (denyIp?.(checks.ip()) === true || options.deny?.when?.(request) === true) {
       if (!settings.shadow) return refusal(403, 'forbidden', 'This client is not allowed to call this API.')

@@ -8,10 +8,15 @@ import type { ResolvedPolicy } from '../policy.js'
  * - `legacy`: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (Unix seconds);
  * - `draft`: IETF `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers 08 to 11;
  *   docs/http.md says what each number means per algorithm);
- * - `both` (the default in the adapters) or `none`.
+ * - `both` (the default in the adapters) or `none`;
+ * - the forms of express-rate-limit's `standardHeaders`, one family each: `draft-6`
+ *   (`RateLimit-Policy: 100;w=900`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` in
+ *   seconds) and `draft-7` (`RateLimit-Policy: 100;w=900` and `RateLimit: limit=100, remaining=99,
+ *   reset=900`), both describing the headline layer only; `draft-8`, the Structured Field lists of
+ *   `draft`.
  * `Retry-After` is sent on every denial whatever the family, unless `none`.
  */
-export type HeaderFamilies = 'legacy' | 'draft' | 'both' | 'none'
+export type HeaderFamilies = 'legacy' | 'draft' | 'both' | 'none' | 'draft-6' | 'draft-7' | 'draft-8'
 
 export interface RateLimitHeaderOptions {
   headers: HeaderFamilies
@@ -122,12 +127,48 @@ const policyItems = new WeakMap<ResolvedPolicy, string>()
 
 function describePolicy(policy: ResolvedPolicy): string {
   const name = sfString(policy.name)
-  if (policy.algorithm === 'concurrency') return `${name};q=${safe(policy.capacity)};qu="concurrent-requests"`
+  const window = windowSeconds(policy)
+  if (window === undefined) return `${name};q=${safe(policy.capacity)};qu="concurrent-requests"`
+  return `${name};q=${safe(policy.capacity)};w=${window}`
+}
+
+/**
+ * A policy's `w`: how long an empty policy takes to refill its capacity (the window; for token
+ * bucket and GCRA `burst / limit` windows), in whole seconds rounded up so that the advertised rate
+ * is never above the real one. None for concurrency policies, which have no window.
+ */
+function windowSeconds(policy: ResolvedPolicy): number | undefined {
+  if (policy.algorithm === 'concurrency') return undefined
   const refillMs =
     policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra'
       ? (policy.capacity * policy.windowMs) / policy.limit
       : policy.windowMs
-  return `${name};q=${safe(policy.capacity)};w=${Math.max(1, Math.ceil(refillMs / 1000))}`
+  return Math.max(1, Math.ceil(refillMs / 1000))
+}
+
+/**
+ * The single-policy forms of express-rate-limit's `standardHeaders: 'draft-6' | 'draft-7'`, for the
+ * headline layer: `RateLimit-Policy: <q>;w=<w>` (no `w` for a concurrency policy), then either the
+ * three `RateLimit-Limit`, `-Remaining`, `-Reset` (draft-6) or one `RateLimit: limit=<q>,
+ * remaining=<r>, reset=<t>` (draft-7). The numbers are the IETF fields' `q`, `w`, `r` and `t`.
+ */
+function writeSinglePolicy(
+  out: Record<string, string>,
+  headline: Decision,
+  policy: ResolvedPolicy | undefined,
+  draft7: boolean,
+): void {
+  const limit = safe(headline.limit)
+  const remaining = safe(headline.remaining)
+  const reset = seconds(resetInstantMs(headline, policy))
+  const window = policy === undefined ? undefined : windowSeconds(policy)
+  out['RateLimit-Policy'] = window === undefined ? String(limit) : `${limit};w=${window}`
+  if (draft7) out.RateLimit = `limit=${limit}, remaining=${remaining}, reset=${reset}`
+  else {
+    out['RateLimit-Limit'] = String(limit)
+    out['RateLimit-Remaining'] = String(remaining)
+    out['RateLimit-Reset'] = String(reset)
+  }
 }
 
 /** One `RateLimit` item: `"name";r=<remaining>;t=<seconds until the instant of resetInstantMs>`. */
@@ -156,13 +197,15 @@ export function rateLimitHeaders(
   const families = options.headers
   if (families === 'none') return out
   const headline = headlineLayer(decision)
+  if (families === 'draft-6' || families === 'draft-7')
+    writeSinglePolicy(out, headline, policyNamed(policies, headline.policy), families === 'draft-7')
   if (families === 'legacy' || families === 'both') {
     out['X-RateLimit-Limit'] = String(safe(headline.limit))
     out['X-RateLimit-Remaining'] = String(safe(headline.remaining))
     const resetMs = resetInstantMs(headline, policyNamed(policies, headline.policy))
     out['X-RateLimit-Reset'] = String(Math.ceil((safe(options.nowMs) + resetMs) / 1000))
   }
-  if (families === 'draft' || families === 'both') {
+  if (families === 'draft' || families === 'draft-8' || families === 'both') {
     const layers = layersOf(decision)
     let policyField = ''
     let stateField = ''
@@ -318,8 +361,10 @@ export function headerWriter(
     return rateLimitHeaders(decision, policies, options)
   }
   if (families === 'none') return () => ({})
+  // The single-policy forms are for peers' clients, not the hot path this writer is for.
+  if (families === 'draft-6' || families === 'draft-7') return generic
   const legacy = families === 'legacy' || families === 'both'
-  const draft = families === 'draft' || families === 'both'
+  const draft = families === 'draft' || families === 'draft-8' || families === 'both'
   return (decision, nowMs) => {
     const layered = decision as LayeredDecision
     if ('results' in decision && Array.isArray(layered.results) && layered.results.length > 0)

@@ -11,6 +11,7 @@ export type {
 export { headlineLayer, rateLimitBody, rateLimitHeaders, retryAfterSeconds } from './headers.js'
 export type { ClientIpOptions, ClientIpResolver, TrustProxy } from './ip.js'
 export { clientIpResolver, groupIp, ipMatcher, parseIp } from './ip.js'
+export { ipKey } from './keys.js'
 export type { QueueOptions } from './queue.js'
 export type {
   DecisionInfo,

@@ -103,6 +103,33 @@ export class KeyMaker {
   }
 }
 
+/**
+ * The request whose key function the core is calling: `ipKey` answers with that core's settings.
+ * Key functions are synchronous, so one slot (restored after each call) is enough.
+ */
+let calling: RequestKeys | undefined
+
+/** The key maker of `ipKey` outside a core's callbacks: no trusted proxies, IPv6 /64. */
+let defaultKeys: KeyMaker | undefined
+
+/**
+ * The key the `'ip'` key kind gives a request (`ip:203.0.113.9`, IPv6 grouped: `ip:2001:db8:1:2::/64`),
+ * for a key function that falls back to the client address rather than skipping its layer. Called
+ * from a key function of a core (a rule's `key`, `tiers.cacheBy`), it uses that core's `trustProxy`, `proxyHeader` and
+ * `ipv6Prefix`; anywhere else, the defaults (the socket peer, or the framework's resolved client;
+ * IPv6 /64). A request without an address keys as `ip:unknown` (never a 400).
+ * @example
+ * rules: [{ policy: 'perUser', key: (req) => sessionUserId(req.raw) ?? ipKey(req) }]
+ */
+export function ipKey(request: HttpRequestInfo): string {
+  if (calling !== undefined && calling.request === request) return calling.maker.ipKey(calling.ip())
+  defaultKeys ??= new KeyMaker(
+    {},
+    { proxyHeader: 'x-forwarded-for', ipv6Prefix: 64, apiKeyHeader: 'x-api-key', maxKeyLength: 256 },
+  )
+  return defaultKeys.ipKey(defaultKeys.clientIp(request))
+}
+
 /** Per-request memo of the pieces keys are made of. */
 export class RequestKeys {
   #ip: string | undefined | null = null
@@ -144,7 +171,14 @@ export class RequestKeys {
   key(spec: KeySpec): string | undefined {
     let key: string | undefined
     if (typeof spec === 'function') {
-      const value = spec(this.request)
+      const outer = calling
+      calling = this
+      let value: string | undefined
+      try {
+        value = spec(this.request)
+      } finally {
+        calling = outer
+      }
       key = typeof value === 'string' && value.length > 0 ? `fn:${value}` : undefined
     } else if (typeof spec === 'string') key = this.part(spec)
     else {

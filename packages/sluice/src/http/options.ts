@@ -5,7 +5,7 @@ import { InvalidOptionsError } from '../errors.js'
 import type { Limiter } from '../limiter.js'
 import { boolean, object, oneOf, optional, text, wholeNumber } from '../option-checks.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
-import { type HeaderWriter, headerWriter } from './headers.js'
+import { type HeaderFamilies, type HeaderWriter, headerWriter } from './headers.js'
 import { ipMatcher } from './ip.js'
 import { KeyMaker, validateKey } from './keys.js'
 import { type RequestQueue, requestQueue } from './queue.js'
@@ -15,7 +15,7 @@ import type { HttpLimiterOptions, HttpLogger, TierOptions } from './types.js'
 
 /** The plain-value options of one HTTP core, with their defaults applied. */
 export interface HttpSettings {
-  headers: 'legacy' | 'draft' | 'both' | 'none'
+  headers: HeaderFamilies
   body: 'json' | 'problem'
   ipv6Prefix: number
   missingIp: 'shared' | 'reject'
@@ -42,7 +42,7 @@ const DEFAULT_SETTINGS: HttpSettings = {
 
 // Not strict: the other keys are functions and objects, validated where they are compiled.
 const settingsShape = object({
-  headers: optional(oneOf(['legacy', 'draft', 'both', 'none'])),
+  headers: optional(oneOf(['legacy', 'draft', 'both', 'none', 'draft-6', 'draft-7', 'draft-8'])),
   body: optional(oneOf(['json', 'problem'])),
   ipv6Prefix: optional(wholeNumber(1, 128)),
   missingIp: optional(oneOf(['shared', 'reject'])),
@@ -74,6 +74,8 @@ const OPTION_KEYS = keysOf<HttpLimiterOptions>({
   body: true,
   storeUnavailableStatus: true,
   onLimited: true,
+  message: true,
+  statusCode: true,
   onDecision: true,
   onError: true,
   logger: true,

@@ -4,6 +4,7 @@
 // (403 deny, 400 unknown client, 500 failure) are plain JSON answers.
 import type { Decision, LayeredDecision } from '../limiter.js'
 import { rateLimitBody } from './headers.js'
+import type { LimitedShorthand } from './limited.js'
 import type { ResolvedHttpOptions } from './options.js'
 import type { DecisionInfo, HttpLogger, HttpOutcome, HttpRequestInfo, HttpResponseSpec } from './types.js'
 
@@ -42,6 +43,8 @@ export interface DecidedRequest {
   readonly request: HttpRequestInfo
   readonly routeId: string
   readonly tier: string | undefined
+  /** The `message` / `statusCode` that answer a rate-limit refusal of this request. */
+  readonly limited: LimitedShorthand | undefined
 }
 
 export interface OutcomeWriter {
@@ -78,10 +81,13 @@ export function outcomeWriter(resolved: ResolvedHttpOptions): OutcomeWriter {
     }
     // A `closed` policy whose store failed: 503 (or 429) with Retry-After, not a plain 429.
     const body = rateLimitBody(decision, settings.body, bodyOptions)
+    // The shorthands speak for rate limits; a store that failed keeps its own answer (503 or
+    // storeUnavailableStatus), which clients tell apart from a limit.
+    const shorthand = decision.reason === 'store_unavailable' ? undefined : decided.limited
     const response: HttpResponseSpec = {
-      status: body.status,
-      headers: { ...headers, 'Content-Type': body.contentType },
-      body: body.body,
+      status: shorthand?.status ?? body.status,
+      headers: { ...headers, 'Content-Type': shorthand?.body?.contentType ?? body.contentType },
+      body: shorthand?.body?.text ?? body.body,
     }
     const custom = options.onLimited?.({ request, decision, headers, response })
     return { action: 'respond', decision, ...(custom ?? response) }

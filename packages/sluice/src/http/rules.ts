@@ -4,12 +4,19 @@ import { InvalidOptionsError } from '../errors.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
 import { validateKey } from './keys.js'
+import { type LimitedShorthand, limitedShorthand, overlay } from './limited.js'
 import type { HttpLimiterOptions, RouteOptions, Rule } from './types.js'
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'])
 
 const RULE_KEYS = keysOf<Rule>({ policy: true, key: true, routes: true, cost: true })
-const ROUTE_KEYS = keysOf<RouteOptions>({ cost: true, rules: true, skip: true })
+const ROUTE_KEYS = keysOf<RouteOptions>({
+  cost: true,
+  rules: true,
+  skip: true,
+  message: true,
+  statusCode: true,
+})
 
 /** A bounded-cardinality method: the standard ones as is, anything else as `OTHER`. */
 function methodOf(raw: string): string {
@@ -82,6 +89,8 @@ export interface CompiledRoute {
   rules: CompiledRule[]
   /** The global rules, then the route's: what a request on this route checks (built once). */
   all: readonly CompiledRule[]
+  /** The route's own `message` / `statusCode`, then the limiter's. */
+  limited: LimitedShorthand | undefined
 }
 
 export interface RuleBook {
@@ -92,6 +101,8 @@ export interface RuleBook {
    * later add theirs, so pass this very set to the tier resolver.
    */
   readonly tierNames: Set<string>
+  /** The limiter-wide `message` / `statusCode`. */
+  readonly limited: LimitedShorthand | undefined
   /** The route of a request: its entry in `options.routes` merged with the adapter's route options. */
   routeFor(
     routeId: string,
@@ -104,9 +115,11 @@ export interface RuleBook {
 
 /** Validate `options.rules` and `options.routes` against the limiter's policies, once. */
 export function compileRules(
-  options: Pick<HttpLimiterOptions, 'rules' | 'routes' | 'tiers'>,
+  options: Pick<HttpLimiterOptions, 'rules' | 'routes' | 'tiers' | 'message' | 'statusCode' | 'onLimited'>,
   policies: Readonly<Record<string, ResolvedPolicy>>,
 ): RuleBook {
+  const hasOnLimited = options.onLimited !== undefined
+  const limited = limitedShorthand(options, 'createHttpLimiter', hasOnLimited)
   const tierNames = new Set<string>()
   if (options.tiers !== undefined) tierNames.add(options.tiers.default)
 
@@ -166,7 +179,8 @@ export function compileRules(
     if (strict)
       for (const [i, r] of globalRules.entries()) validateRule(r.rule, `rules[${i}] on ${where}`, route.cost)
     const rules = (route.rules ?? []).map((r, i) => validateRule(r, `${where}.rules[${i}]`, route.cost))
-    return { options: route, rules, all: [...globalRules, ...rules] }
+    const own = limitedShorthand(route, where, hasOnLimited)
+    return { options: route, rules, all: [...globalRules, ...rules], limited: overlay(own, limited) }
   }
 
   // Adapter route options arrive per request; compile each distinct object once.
@@ -186,6 +200,7 @@ export function compileRules(
   return {
     globalRules,
     tierNames,
+    limited,
     prepare,
     routeFor(routeId, route, extra) {
       const configured = routeTable.get(routeId) ?? (route === undefined ? undefined : routeTable.get(route))
@@ -201,7 +216,13 @@ export function compileRules(
       let both = byRoute.get(configured)
       if (both === undefined) {
         const rules = [...configured.rules, ...compiled.rules]
-        both = { options: { ...configured.options, ...extra }, rules, all: [...globalRules, ...rules] }
+        both = {
+          options: { ...configured.options, ...extra },
+          rules,
+          all: [...globalRules, ...rules],
+          // Already checked when `extra` was compiled.
+          limited: overlay(limitedShorthand(extra, routeId, false), configured.limited),
+        }
         byRoute.set(configured, both)
       }
       return both

@@ -61,6 +61,10 @@ export interface RouteOptions {
   rules?: readonly Rule[]
   /** Do not limit this route at all. */
   skip?: boolean
+  /** This route's rate-limit refusal body (over the limiter's `message`): a string as text/plain, an object as JSON. */
+  message?: string | Readonly<Record<string, unknown>> | readonly unknown[]
+  /** This route's rate-limit refusal status (over the limiter's `statusCode`), from 400 to 599. */
+  statusCode?: number
 }
 
 /** A response the core asks the adapter to send instead of calling the handler. */
@@ -164,6 +168,13 @@ export interface HttpLimiterOptions {
    * Fail-open (`degraded`) decisions pass as usual.
    */
   storeUnavailableStatus?: 503 | 429
+  /**
+   * The body of a rate-limit refusal instead of Sluice's JSON: a string (sent as
+   * `text/plain; charset=utf-8`) or an object (sent as JSON). The headers stay. Not with `onLimited`.
+   */
+  message?: string | Readonly<Record<string, unknown>> | readonly unknown[]
+  /** The status of a rate-limit refusal instead of 429, from 400 to 599. Not with `onLimited`. */
+  statusCode?: number
   /** Custom response for a refused request; return undefined to send the default. */
   onLimited?: (context: LimitedContext) => HttpResponseSpec | undefined
   /**
