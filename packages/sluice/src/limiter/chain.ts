@@ -26,12 +26,6 @@ export interface ChainOptions {
 export interface Chain {
   /** The head of the chain: what the limiter calls. */
   readonly store: Store
-  /**
-   * The store itself when the only links above it are blockDuration's and costAboveCapacity's
-   * (an in-process store, no hybrid policy): a single check that neither link acts on (a policy
-   * without blockDuration, a cost within capacity) may go straight to it.
-   */
-  readonly bare: Store | undefined
   /** The failover link's health; always `ok` for an in-process store, which has none. */
   health(): StoreHealth
 }
@@ -59,7 +53,6 @@ export function buildChain(options: ChainOptions): Chain {
   if ([...policies.values()].some((p) => p.costAboveCapacity === 'deny')) head = oversizedCostStore(head)
   return {
     store: head,
-    bare: store.inProcess && hybrids.size === 0 ? store : undefined,
     health: () =>
       failover?.health() ?? {
         status: 'ok',

@@ -78,7 +78,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     hybrid: options.hybrid,
   })
   const validate = validator(settings.policies)
-  const events = decisionPath(chain, userStore.name, options.onDecision)
+  const events = decisionPath(chain.store, userStore.name, options.onDecision)
   const base = limiterMethods<Name>(
     chain,
     userStore,
@@ -173,11 +173,10 @@ function limiterSettings(options: LimiterOptions<Record<string, Policy>>) {
  * answered at once, and timed for the listeners while anyone listens.
  */
 function decisionPath(
-  chain: Chain,
+  store: Store,
   storeName: string,
   onDecision: LimiterOptions<Record<string, Policy>>['onDecision'],
 ): DecisionEvents {
-  const store = chain.store
   const plain: Run = (_operation, steps, mode, layered) => {
     const answer = store.apply(steps, mode)
     if (!isPending(answer)) return layered ? layeredDecision(steps, answer) : singleDecision(steps, answer)
@@ -185,29 +184,16 @@ function decisionPath(
       layered ? layeredDecision(steps, results) : singleDecision(steps, results),
     )
   }
-  const chained: RunOne = (operation, policy, key, cost, mode) =>
-    plain(operation, [{ policy, key, cost }], mode, false)
   // A single check: straight to the memory store's single-step path when the chain is that store
   // alone (no Step, no arrays, one result object reused: the Decision copies it at once); otherwise
-  // down the chain as a one-step list. Above a bare memory store, the blockDuration and
-  // costAboveCapacity links act only on their own policies and costs: every other check still
-  // goes straight to the store.
-  const single = singleStepOf(chain.bare ?? store)
+  // down the chain as a one-step list.
+  const single = singleStepOf(store)
   const scratch: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
-  const direct: RunOne | undefined =
-    single === undefined
-      ? undefined
-      : (_operation, policy, key, cost, mode) =>
-          decisionFor(policy, key, single(policy, key, cost, mode, scratch))
   const plainOne: RunOne =
-    direct === undefined
-      ? chained
-      : store === chain.bare
-        ? direct
-        : (operation, policy, key, cost, mode) =>
-            policy.blockDurationMs === undefined && cost <= policy.capacity
-              ? direct(operation, policy, key, cost, mode)
-              : chained(operation, policy, key, cost, mode)
+    single !== undefined
+      ? (_operation, policy, key, cost, mode) =>
+          decisionFor(policy, key, single(policy, key, cost, mode, scratch))
+      : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
   return decisionEvents(plain, plainOne, storeName, onDecision)
 }
 
