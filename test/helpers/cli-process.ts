@@ -31,3 +31,17 @@ export function startCli(args: string[], env: Record<string, string> = {}): CliP
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
   return { child, output: () => out, exited }
 }
+
+/**
+ * The URL `sluice serve` prints once it listens. Rejects when the process exits first or nothing is
+ * printed within `withinMs` (a bound for a loaded machine, not a measurement).
+ */
+export async function servingUrl(cli: CliProcess, withinMs = 20_000): Promise<string> {
+  const deadline = Date.now() + withinMs
+  for (;;) {
+    const m = /sluice serving on (http:\/\/\S+)/.exec(cli.output())
+    if (m !== null) return m[1]!
+    if (Date.now() > deadline || cli.child.exitCode !== null) throw new Error(`not serving: ${cli.output()}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, inject, it } from 'vitest'
 import { openStore, parseStoreUrl } from '../../packages/sluice-server/src/server/store-url.js'
-import { startCli } from '../helpers/cli-process.js'
+import { servingUrl, startCli } from '../helpers/cli-process.js'
 import { startMemcached } from '../helpers/memcached-harness.js'
 import { dumpKeys } from '../helpers/memcached-text-protocol.js'
 import type { Running } from '../helpers/service.js'
@@ -115,17 +115,6 @@ describe('the service on memcached', () => {
 })
 
 describe('sluice serve on memcached (the built CLI)', () => {
-  async function servingUrl(cli: ReturnType<typeof startCli>): Promise<string> {
-    const deadline = Date.now() + 15_000
-    for (;;) {
-      const m = /sluice serving on (http:\/\/\S+)/.exec(cli.output())
-      if (m !== null) return m[1]!
-      if (Date.now() > deadline || cli.child.exitCode !== null)
-        throw new Error(`not serving: ${cli.output()}`)
-      await new Promise((r) => setTimeout(r, 50))
-    }
-  }
-
   it('--store memcached://host:port decides on memcached', async () => {
     const { address } = inject('memcached')
     const cli = startCli(['serve', '--store', `memcached://${address}`, '--port', '0'], {

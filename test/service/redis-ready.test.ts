@@ -8,23 +8,13 @@ import { afterAll, describe, expect, inject, it } from 'vitest'
 import { slotSecretKey } from '../../packages/sluice/src/stores/redis/keys.js'
 import { luaSources } from '../../packages/sluice/src/stores/redis/lua.generated.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
-import { startCli } from '../helpers/cli-process.js'
+import { servingUrl, startCli } from '../helpers/cli-process.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import { get, post, type Running, startService } from '../helpers/service.js'
 
 const storeShas = Object.entries(luaSources)
   .filter(([name]) => !name.startsWith('hybrid/'))
   .map(([, source]) => createHash('sha1').update(source).digest('hex'))
-
-async function servingUrl(cli: ReturnType<typeof startCli>): Promise<string> {
-  const deadline = Date.now() + 15_000
-  for (;;) {
-    const m = /sluice serving on (http:\/\/\S+)/.exec(cli.output())
-    if (m !== null) return m[1]!
-    if (Date.now() > deadline || cli.child.exitCode !== null) throw new Error(`not serving: ${cli.output()}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
 /** Calls and errors Redis counted (INFO commandstats and errorstats). */
 async function counted(client: Redis, line: string, field: string): Promise<number> {

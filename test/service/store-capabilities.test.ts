@@ -8,7 +8,7 @@ import { describe, expect, inject, it } from 'vitest'
 import { resolvePolicy } from '../../packages/sluice/src/policy.js'
 import type { Step, Store } from '../../packages/sluice/src/store.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
-import { startCli } from '../helpers/cli-process.js'
+import { servingUrl, startCli } from '../helpers/cli-process.js'
 import { post } from '../helpers/service.js'
 
 const policy = resolvePolicy('api', { algorithm: 'fixed-window', limit: 10, window: '1m' })
@@ -71,17 +71,6 @@ describe('every store URL of the service: each capability works or is SLUICE_UNS
 
 describe('sluice serve: a reservation settled above its estimate is charged', () => {
   const config = fileURLToPath(new URL('../fixtures/service/reserve.yaml', import.meta.url))
-
-  async function servingUrl(cli: ReturnType<typeof startCli>): Promise<string> {
-    const deadline = Date.now() + 20_000
-    for (;;) {
-      const m = /sluice serving on (http:\/\/\S+)/.exec(cli.output())
-      if (m !== null) return m[1]!
-      if (Date.now() > deadline || cli.child.exitCode !== null)
-        throw new Error(`not serving: ${cli.output()}`)
-      await new Promise((r) => setTimeout(r, 50))
-    }
-  }
 
   for (const [label, url] of [
     ['redis://', () => `${inject('redis').url}/0`],

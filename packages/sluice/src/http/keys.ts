@@ -41,6 +41,14 @@ export interface KeySettings {
   maxKeyLength: number
 }
 
+/** The key settings of a core given none: the HTTP options' defaults, and `ipKey`'s outside a core. */
+export const DEFAULT_KEY_SETTINGS: Readonly<KeySettings> = {
+  proxyHeader: 'x-forwarded-for',
+  ipv6Prefix: 64,
+  apiKeyHeader: 'x-api-key',
+  maxKeyLength: 256,
+}
+
 /** What every request of one HTTP core shares: the settings, the client IP resolver, the IP-key memo. */
 export class KeyMaker {
   readonly #options: Pick<HttpLimiterOptions, 'trustProxy' | 'user'>
@@ -123,10 +131,7 @@ let defaultKeys: KeyMaker | undefined
  */
 export function ipKey(request: HttpRequestInfo): string {
   if (calling !== undefined && calling.request === request) return calling.maker.ipKey(calling.ip())
-  defaultKeys ??= new KeyMaker(
-    {},
-    { proxyHeader: 'x-forwarded-for', ipv6Prefix: 64, apiKeyHeader: 'x-api-key', maxKeyLength: 256 },
-  )
+  defaultKeys ??= new KeyMaker({}, DEFAULT_KEY_SETTINGS)
   return defaultKeys.ipKey(defaultKeys.clientIp(request))
 }
 

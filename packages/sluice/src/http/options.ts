@@ -7,7 +7,7 @@ import { boolean, object, oneOf, optional, text, wholeNumber } from '../option-c
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import { type HeaderFamilies, type HeaderWriter, headerWriter } from './headers.js'
 import { ipMatcher } from './ip.js'
-import { KeyMaker, validateKey } from './keys.js'
+import { DEFAULT_KEY_SETTINGS, KeyMaker, validateKey } from './keys.js'
 import { type RequestQueue, requestQueue } from './queue.js'
 import { compileRules, type RuleBook, routeMatcher } from './rules.js'
 import { type TierResolver, tierResolver } from './tiers.js'
@@ -30,13 +30,13 @@ export interface HttpSettings {
 const DEFAULT_SETTINGS: HttpSettings = {
   headers: 'both',
   body: 'json',
-  ipv6Prefix: 64,
+  ipv6Prefix: DEFAULT_KEY_SETTINGS.ipv6Prefix,
   missingIp: 'shared',
-  maxKeyLength: 256,
+  maxKeyLength: DEFAULT_KEY_SETTINGS.maxKeyLength,
   shadow: false,
   onError: 'fail',
-  apiKeyHeader: 'x-api-key',
-  proxyHeader: 'x-forwarded-for',
+  apiKeyHeader: DEFAULT_KEY_SETTINGS.apiKeyHeader,
+  proxyHeader: DEFAULT_KEY_SETTINGS.proxyHeader,
   storeUnavailableStatus: 503,
 }
 
