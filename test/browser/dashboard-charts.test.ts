@@ -1,0 +1,107 @@
+// The dashboard's charts and key-share line in headless Chromium, on an observability clock the test
+// moves: an idle chart is neutral (nothing red on screen), the charts carry a time axis, and the
+// share of the busiest keys is worded for the number of keys there are.
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Browser, Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createLimiter } from '../../packages/sluice/src/limiter.js'
+import { createObservability } from '../../packages/sluice/src/metrics/observability.js'
+import { launchChromium } from '../helpers/chromium.js'
+
+const limiter = createLimiter({
+  policies: {
+    api: { algorithm: 'fixed-window', limit: 3, window: '1m' },
+    few: { algorithm: 'fixed-window', limit: 100_000, window: '1h' },
+    many: { algorithm: 'fixed-window', limit: 100_000, window: '1h' },
+  },
+})
+let clock = 1_700_000_000_500
+const obs = createObservability({ limiter, pushIntervalMs: 100, now: () => clock })
+const server = createServer((req, res) => obs.dashboardHandler(req, res))
+let base = ''
+let browser: Browser
+let page: Page
+
+// biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what a person reads
+const text = (selector: string) => page.locator(selector).first().innerText()
+
+/** Pixels of the element's screenshot that are plainly red (the page's "denied" colour, #cf222e). */
+async function redPixels(selector: string): Promise<number> {
+  const png = await page.locator(selector).screenshot()
+  return page.evaluate(async (base64) => {
+    const image = new Image()
+    image.src = `data:image/png;base64,${base64}`
+    await image.decode()
+    const canvas = document.createElement('canvas')
+    canvas.width = image.width
+    canvas.height = image.height
+    const context = canvas.getContext('2d')!
+    context.drawImage(image, 0, 0)
+    const data = context.getImageData(0, 0, canvas.width, canvas.height).data
+    let red = 0
+    for (let i = 0; i < data.length; i += 4) if (data[i]! > 150 && data[i + 1]! < 100 && data[i + 2]! < 100) red++
+    return red
+  }, png.toString('base64'))
+}
+
+beforeAll(async () => {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  browser = await launchChromium()
+  page = await browser.newPage({ viewport: { width: 1400, height: 900 } })
+})
+
+afterAll(async () => {
+  await browser?.close()
+  obs.close()
+  server.closeAllConnections()
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+})
+
+describe('dashboard charts in headless Chromium', () => {
+  it('draws traffic in its colours, and an idle chart with nothing red and a "no traffic" legend', async () => {
+    await page.goto(`${base}/dashboard`)
+    await expect.poll(() => text('#status'), { timeout: 5000 }).toBe('live')
+    for (let i = 0; i < 5; i++) limiter.consumeSync('api', 'client-1') // 3 allowed, 2 denied
+    obs.flush()
+    clock += 1000 // that second is complete: the charts show it
+    const chart = '#charts .chart[data-policy="api"]'
+    await expect.poll(() => text('#rate'), { timeout: 5000 }).toBe('3 / 2')
+    expect(await page.locator(`${chart} polyline`).count()).toBe(2)
+    expect(await text(`${chart} .title`)).toContain('denied')
+    // The measure sees red where there is some.
+    expect(await redPixels('#charts')).toBeGreaterThan(0)
+
+    clock += 120_000 // two minutes without a decision: every point of the chart is zero
+    await expect.poll(() => text('#rate'), { timeout: 5000 }).toBe('0 / 0')
+    expect(await page.locator(chart).count()).toBe(1)
+    expect(await redPixels('#charts')).toBe(0)
+    expect(await text(`${chart} .title`)).toContain('no traffic')
+  })
+
+  it('labels each chart with a time axis, from the oldest second on the left to now on the right', async () => {
+    const chart = '#charts .chart[data-policy="api"]'
+    const labels = page.locator(`${chart} svg text.axis`)
+    expect(await labels.allTextContents()).toEqual(['-60 s', '-45 s', '-30 s', '-15 s', 'now'])
+    const svg = (await page.locator(`${chart} svg`).boundingBox())!
+    const oldest = (await labels.first().boundingBox())!
+    const now = (await labels.last().boundingBox())!
+    expect(oldest.x).toBeLessThan(svg.x + svg.width / 4)
+    expect(now.x + now.width).toBeGreaterThan(svg.x + (svg.width * 3) / 4)
+    expect(oldest.y).toBeGreaterThan(svg.y + svg.height / 2) // under the lines
+  })
+
+  it('gives the top 1% share for many keys, and the busiest key’s share for a handful', async () => {
+    // few: 9 keys, one of them sends 10 of the 18 requests. many: 300 keys.
+    for (let i = 0; i < 10; i++) limiter.consumeSync('few', 'f0')
+    for (let i = 1; i < 9; i++) limiter.consumeSync('few', `f${i}`)
+    for (let i = 0; i < 300; i++) limiter.consumeSync('many', `m${i}`)
+    obs.flush()
+    await expect.poll(() => text('#top1'), { timeout: 5000 }).toContain('many:')
+    const line = await text('#top1')
+    expect(line).toContain('few: the busiest of ~9 keys sends 55.6%')
+    expect(line).not.toMatch(/few: top 1%/)
+    expect(line).toMatch(/many: top 1% of ~\d{3} keys send \d+\.\d%/)
+  })
+})
