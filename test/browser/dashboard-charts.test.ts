@@ -26,23 +26,27 @@ let page: Page
 // biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what a person reads
 const text = (selector: string) => page.locator(selector).first().innerText()
 
-/** Pixels of the element's screenshot that are plainly red (the page's "denied" colour, #cf222e). */
+// Runs in the page (the tests are type-checked without the DOM library, hence a string): the number
+// of plainly red pixels (the page's "denied" colour is #cf222e) in a PNG given as base64.
+const COUNT_RED = `async (base64) => {
+  const image = new Image()
+  image.src = 'data:image/png;base64,' + base64
+  await image.decode()
+  const canvas = document.createElement('canvas')
+  canvas.width = image.width
+  canvas.height = image.height
+  const context = canvas.getContext('2d')
+  context.drawImage(image, 0, 0)
+  const data = context.getImageData(0, 0, canvas.width, canvas.height).data
+  let red = 0
+  for (let i = 0; i < data.length; i += 4) if (data[i] > 150 && data[i + 1] < 100 && data[i + 2] < 100) red++
+  return red
+}`
+
+/** Plainly red pixels in a screenshot of the element: what a person sees, not what the DOM says. */
 async function redPixels(selector: string): Promise<number> {
   const png = await page.locator(selector).screenshot()
-  return page.evaluate(async (base64) => {
-    const image = new Image()
-    image.src = `data:image/png;base64,${base64}`
-    await image.decode()
-    const canvas = document.createElement('canvas')
-    canvas.width = image.width
-    canvas.height = image.height
-    const context = canvas.getContext('2d')!
-    context.drawImage(image, 0, 0)
-    const data = context.getImageData(0, 0, canvas.width, canvas.height).data
-    let red = 0
-    for (let i = 0; i < data.length; i += 4) if (data[i]! > 150 && data[i + 1]! < 100 && data[i + 2]! < 100) red++
-    return red
-  }, png.toString('base64'))
+  return (await page.evaluate(`(${COUNT_RED})(${JSON.stringify(png.toString('base64'))})`)) as number
 }
 
 beforeAll(async () => {

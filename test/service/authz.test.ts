@@ -42,10 +42,9 @@ describe('/v1/authz: who is asking', () => {
   })
 
   it('names the address as the HTTP core does (ip:...): one key in the store, top keys and abuse tables', async () => {
-    const r = await service(
-      `${POLICY}  per-user: { algorithm: fixed-window, limit: 100, window: 1m }\n`,
-      { observability: { flushMs: 50, pushIntervalMs: 100 } },
-    )
+    const r = await service(`${POLICY}  per-user: { algorithm: fixed-window, limit: 100, window: 1m }\n`, {
+      observability: { flushMs: 50, pushIntervalMs: 100 },
+    })
     expect(await three(r, { 'x-real-ip': '203.0.113.7' })).toEqual([200, 200, 429])
     // Layered /v1/check calls naming the same client the HTTP core's way spend the same budget.
     for (const user of ['user:a', 'user:b']) {
@@ -63,7 +62,9 @@ describe('/v1/authz: who is asking', () => {
     }
     const denied = snapshot.topDenied.find((t) => t.policy === 'api')!.keys
     expect(denied.map((k) => [k.key, k.count])).toEqual([['ip:203.0.113.7', 3]])
-    expect(snapshot.abuse.identitiesPerAddress.map((e) => [e.key, e.distinct])).toEqual([['ip:203.0.113.7', 2]])
+    expect(snapshot.abuse.identitiesPerAddress.map((e) => [e.key, e.distinct])).toEqual([
+      ['ip:203.0.113.7', 2],
+    ])
   })
 
   it('a peer that is not a trusted proxy cannot choose its key', async () => {
@@ -109,7 +110,9 @@ describe('/v1/authz: who is asking', () => {
       429,
     )
     expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-real-ip': '2001:db8:1:3::1' })).status).toBe(200)
-    expect((await post(`${r.url}/v1/peek`, { policy: 'api', key: 'ip:2001:db8:1:2::/64' })).body).toMatchObject({
+    expect(
+      (await post(`${r.url}/v1/peek`, { policy: 'api', key: 'ip:2001:db8:1:2::/64' })).body,
+    ).toMatchObject({
       allowed: false,
     })
 
