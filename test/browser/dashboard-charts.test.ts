@@ -64,7 +64,7 @@ afterAll(async () => {
 })
 
 describe('dashboard charts in headless Chromium', () => {
-  it('draws traffic in its colours, and an idle chart with nothing red and a "no traffic" legend', async () => {
+  it('draws traffic in its colours; idle, nothing red in the charts or the rates, and a "no traffic" legend', async () => {
     await page.goto(`${base}/dashboard`)
     await expect.poll(() => text('#status'), { timeout: 5000 }).toBe('live')
     for (let i = 0; i < 5; i++) limiter.consumeSync('api', 'client-1') // 3 allowed, 2 denied
@@ -76,24 +76,45 @@ describe('dashboard charts in headless Chromium', () => {
     expect(await text(`${chart} .title`)).toContain('denied')
     // The measure sees red where there is some.
     expect(await redPixels('#charts')).toBeGreaterThan(0)
+    expect(await redPixels('#policies')).toBeGreaterThan(0) // 2 denied/s
 
     clock += 120_000 // two minutes without a decision: every point of the chart is zero
     await expect.poll(() => text('#rate'), { timeout: 5000 }).toBe('0 / 0')
     expect(await page.locator(chart).count()).toBe(1)
     expect(await redPixels('#charts')).toBe(0)
+    expect(await redPixels('#policies')).toBe(0) // 0 denied/s is not red
     expect(await text(`${chart} .title`)).toContain('no traffic')
   })
 
   it('labels each chart with a time axis, from the oldest second on the left to now on the right', async () => {
-    const chart = '#charts .chart[data-policy="api"]'
-    const labels = page.locator(`${chart} svg text.axis`)
-    expect(await labels.allTextContents()).toEqual(['-60 s', '-45 s', '-30 s', '-15 s', 'now'])
-    const svg = (await page.locator(`${chart} svg`).boundingBox())!
-    const oldest = (await labels.first().boundingBox())!
-    const now = (await labels.last().boundingBox())!
-    expect(oldest.x).toBeLessThan(svg.x + svg.width / 4)
-    expect(now.x + now.width).toBeGreaterThan(svg.x + (svg.width * 3) / 4)
-    expect(oldest.y).toBeGreaterThan(svg.y + svg.height / 2) // under the lines
+    // One read in the page: it redraws every push, so boxes read one call apart may belong to
+    // different, detached charts.
+    const axis = (await page.evaluate(`(() => {
+      const svg = document.querySelector('#charts .chart[data-policy="api"] svg')
+      const box = svg.getBoundingClientRect()
+      return {
+        left: box.left, right: box.right, top: box.top, height: box.height,
+        labels: [...svg.querySelectorAll('text.axis')].map((t) => {
+          const b = t.getBoundingClientRect()
+          return { text: t.textContent, left: b.left, right: b.right, top: b.top }
+        }),
+      }
+    })()`)) as {
+      left: number
+      right: number
+      top: number
+      height: number
+      labels: { text: string; left: number; right: number; top: number }[]
+    }
+    expect(axis.labels.map((l) => l.text)).toEqual(['-60 s', '-45 s', '-30 s', '-15 s', 'now'])
+    const width = axis.right - axis.left
+    const oldest = axis.labels[0]!
+    const now = axis.labels.at(-1)!
+    expect(oldest.left).toBeLessThan(axis.left + width / 4)
+    expect(now.right).toBeGreaterThan(axis.left + (width * 3) / 4)
+    expect(oldest.top).toBeGreaterThan(axis.top + axis.height / 2) // under the lines
+    for (let i = 1; i < axis.labels.length; i++)
+      expect(axis.labels[i]!.left).toBeGreaterThan(axis.labels[i - 1]!.left)
   })
 
   it('gives the top 1% share for many keys, and the busiest key’s share for a handful', async () => {

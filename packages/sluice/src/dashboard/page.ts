@@ -111,17 +111,20 @@ function keyShare(t) {
   if (t.distinctKeys <= 1 && t.keys.length <= 1) return t.policy + ': one key sends all';
   return t.policy + ': the busiest of ~' + Math.max(t.distinctKeys, t.keys.length) + ' keys sends ' + pct(busiest.count / t.total);
 }
+// A zero in red reads as failure: the denied colour is for counts above zero.
+const red = (n) => (n > 0 ? 'denied' : '');
 function render(s) {
   let allowed = 0, denied = 0, allowedRate = 0, deniedRate = 0;
   for (const p of [...s.policies, s.otherPolicies]) { allowed += p.totals.allowed; denied += p.totals.denied; allowedRate += p.perSecond.allowed; deniedRate += p.perSecond.denied; }
   $('share').textContent = pct(s.deniedShare10s);
   $('total-allowed').textContent = allowed;
   $('total-denied').textContent = denied;
+  $('total-denied').className = red(denied);
   $('rate').textContent = allowedRate + ' / ' + deniedRate;
   fill($('policies'), s.policies.map((p) => el('tr', { 'data-policy': p.policy },
     el('td', {}, p.policy),
     el('td', { class: 'allowed-rate allowed' }, p.perSecond.allowed),
-    el('td', { class: 'denied-rate denied' }, p.perSecond.denied),
+    el('td', { class: 'denied-rate ' + red(p.perSecond.denied) }, p.perSecond.denied),
     el('td', { class: 'share' }, pct(p.deniedShare10s)),
     el('td', { class: 'allowed-total' }, p.totals.allowed),
     el('td', { class: 'denied-total' }, p.totals.denied),
@@ -129,7 +132,7 @@ function render(s) {
   const o = s.otherPolicies;
   if (o.count > 0 || o.dropped > 0) $('policies').append(el('tr', { class: 'others' },
     el('td', {}, o.count + ' more' + (o.dropped > 0 ? ', ' + o.dropped + ' dropped' : '')),
-    el('td', { class: 'allowed' }, o.perSecond.allowed), el('td', { class: 'denied' }, o.perSecond.denied), el('td', {}, ''),
+    el('td', { class: 'allowed' }, o.perSecond.allowed), el('td', { class: red(o.perSecond.denied) }, o.perSecond.denied), el('td', {}, ''),
     el('td', {}, o.totals.allowed), el('td', {}, o.totals.denied), el('td', {}, o.totals.degraded)));
   $('charts').replaceChildren(...s.policies.map(chart));
   fill($('stores'), s.stores.map((st) => el('tr', { 'data-store': st.store },
@@ -207,7 +210,7 @@ export function dashboardPage(base: string): string {
     <div class="tile"><b id="share">–</b><span>429 share, last 10 s</span></div>
     <div class="tile"><b id="rate">–</b><span>allowed / denied per s</span></div>
     <div class="tile"><b id="total-allowed" class="allowed">–</b><span>allowed total</span></div>
-    <div class="tile"><b id="total-denied" class="denied">–</b><span>denied total</span></div>
+    <div class="tile"><b id="total-denied">–</b><span>denied total</span></div>
   </div>
 </section>
 <section class="wide">
