@@ -100,7 +100,11 @@ function limitHeaders(reply: Reply): { headers: Record<string, string>; seconds:
   const seconds: number[] = []
   for (const [name, value] of Object.entries(reply.headers)) {
     if (!/^(ratelimit|x-ratelimit|retry-after)/.test(name)) continue
-    headers[name] = String(value).replace(/(reset=|^)(\d+)$/, (_m, prefix: string, n: string) => {
+    // Seconds: the whole value of these three, the `reset` parameter of draft-7's RateLimit.
+    const pattern = /^(retry-after|x-ratelimit-reset|ratelimit-reset)$/.test(name)
+      ? /^()(\d+)$/
+      : /(reset=)(\d+)$/
+    headers[name] = String(value).replace(pattern, (_m, prefix: string, n: string) => {
       seconds.push(Number(n))
       return `${prefix}N`
     })
@@ -147,6 +151,36 @@ describe('docs/migrating-from-express-rate-limit.md: 100 per 15 minutes, draft-7
       expect(theirs.status, who).toBe(200)
       expect(theirs.headers.ratelimit, who).toMatch(/remaining=99,/)
       expectSame(theirs, mine, slack + 1, who)
+    }
+  })
+
+  it('legacyHeaders (its default) against headers: "legacy": the same X-RateLimit-Limit, -Remaining and -Reset (Unix seconds), to the 429', async () => {
+    const peerOnly = express()
+    peerOnly.use(rateLimit({ windowMs: 60_000, limit: 3 }))
+    peerOnly.get('/', (_req, res) => res.send('hello'))
+    const limiter = createLimiter({
+      policies: { perIp: { algorithm: 'fixed-window', limit: 3, window: '1m' } },
+    })
+    const oursOnly = express()
+    oursOnly.use(
+      sluice({
+        limiter,
+        rules: [{ policy: 'perIp', key: 'ip' }],
+        headers: 'legacy',
+        message: 'Too many requests, please try again later.',
+      }),
+    )
+    oursOnly.get('/', (_req, res) => res.send('hello'))
+    const peer = await serve(peerOnly)
+    const ours = await serve(oursOnly)
+    const firstAt = Date.now()
+    for (let i = 1; i <= 4; i++) {
+      const theirs = await call(peer, '/')
+      const mine = await call(ours, '/')
+      const slack = Math.ceil((Date.now() - firstAt) / 1000) + 1
+      expect(theirs.status, `request ${i}`).toBe(i <= 3 ? 200 : 429)
+      expect(theirs.headers['x-ratelimit-reset'], `request ${i}`).toMatch(/^\d{10}$/)
+      expectSame(theirs, mine, slack, `request ${i}`)
     }
   })
 
