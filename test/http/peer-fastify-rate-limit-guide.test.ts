@@ -156,33 +156,33 @@ describe('docs/migrating-from-fastify-rate-limit.md: limits per route', () => {
   it('a route of its own under a global limit: there it replaces the global limit, here it adds a layer (the global budget is spent too); rateLimit: false is skip: true', async () => {
     const peerApp = Fastify()
     await peerApp.register(rateLimit, { max: 5, timeWindow: '1 minute' })
-    peerApp.get('/private', { config: { rateLimit: { max: 2 } } }, async () => 'ok')
+    peerApp.get('/account', { config: { rateLimit: { max: 2 } } }, async () => 'ok')
     peerApp.get('/health', { config: { rateLimit: false } }, async () => 'ok')
     const peer = await listen(peerApp)
 
     const limiter = createLimiter({
       policies: {
         perIp: { algorithm: 'fixed-window', limit: 5, window: '1m' },
-        private: { algorithm: 'fixed-window', limit: 2, window: '1m' },
+        account: { algorithm: 'fixed-window', limit: 2, window: '1m' },
       },
     })
     const ourApp = Fastify()
     await ourApp.register(sluice, { limiter, rules: [{ policy: 'perIp', key: 'ip' }], headers: 'legacy' })
     ourApp.get(
-      '/private',
-      { config: { sluice: { rules: [{ policy: 'private', key: 'ip' }] } } },
+      '/account',
+      { config: { sluice: { rules: [{ policy: 'account', key: 'ip' }] } } },
       async () => 'ok',
     )
     ourApp.get('/health', { config: { sluice: { skip: true } } }, async () => 'ok')
     const ours = await listen(ourApp)
 
     for (let i = 1; i <= 3; i++) {
-      const theirs = await call(peer, '/private')
-      const mine = await call(ours, '/private')
-      expect(theirs.status, `private ${i}`).toBe(i <= 2 ? 200 : 429)
-      expect(mine.status, `private ${i}`).toBe(theirs.status)
+      const theirs = await call(peer, '/account')
+      const mine = await call(ours, '/account')
+      expect(theirs.status, `account ${i}`).toBe(i <= 2 ? 200 : 429)
+      expect(mine.status, `account ${i}`).toBe(theirs.status)
       // The headline is the tighter layer: the route's 2.
-      expect(limitHeaders(mine).same, `private ${i}`).toEqual(limitHeaders(theirs).same)
+      expect(limitHeaders(mine).same, `account ${i}`).toEqual(limitHeaders(theirs).same)
     }
     for (let i = 0; i < 10; i++) {
       const theirs = await call(peer, '/health')
