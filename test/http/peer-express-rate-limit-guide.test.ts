@@ -5,6 +5,7 @@
 // within the time between the two apps' first requests); where it says they differ, the difference
 // is pinned.
 import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import express from 'express'
 import { ipKeyGenerator, rateLimit } from 'express-rate-limit'
@@ -13,6 +14,12 @@ import { sluice } from '../../packages/sluice/src/adapters/express.js'
 import { ipKey } from '../../packages/sluice/src/http/index.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { call, type Reply } from './servers.js'
+
+/** The guide these setups come from: each option the tests give either side is written there. */
+const GUIDE = readFileSync(
+  new URL('../../docs/migrating-from-express-rate-limit.md', import.meta.url),
+  'utf8',
+)
 
 const servers: Server[] = []
 afterEach(async () => {
@@ -203,5 +210,23 @@ describe('docs/migrating-from-express-rate-limit.md: 100 per 15 minutes, draft-7
     const again = await call(ours, '/', carol)
     expect(again.status).toBe(200)
     expect(again.headers.ratelimit).toMatch(/remaining=99,/)
+  })
+})
+
+describe('docs/migrating-from-express-rate-limit.md', () => {
+  it('shows the setups these tests run, option for option', () => {
+    for (const written of [
+      'windowMs: 15 * 60 * 1000',
+      'limit: 100,',
+      "standardHeaders: 'draft-7'",
+      'legacyHeaders: false',
+      'keyGenerator: (req) => req.user?.id ?? ipKeyGenerator(req.ip)',
+      "policies: { '100-in-15min': { algorithm: 'fixed-window', limit: 100, window: '15m' } }",
+      'return id === undefined ? ipKey(req) : `user:',
+      "headers: 'draft-7'",
+      'ipv6Prefix: 56',
+      "message: 'Too many requests, please try again later.'",
+    ])
+      expect(GUIDE).toContain(written)
   })
 })

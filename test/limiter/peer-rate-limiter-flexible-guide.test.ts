@@ -4,6 +4,7 @@
 // fields the guide derives from a Decision (`asRateLimiterRes`) are equal where the guide says so,
 // and each difference it states (refused points counted, a cost above `points`, a failing store)
 // is pinned.
+import { readFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -13,6 +14,12 @@ import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { freshPrefix, ioredis } from '../helpers/redis-clients.js'
 import { freePort } from '../helpers/redis-harness.js'
+
+/** The guide these setups come from: each option the tests give either side is written there. */
+const GUIDE = readFileSync(
+  new URL('../../docs/migrating-from-rate-limiter-flexible.md', import.meta.url),
+  'utf8',
+)
 
 /** The guide's helper: rate-limiter-flexible's RateLimiterRes fields, from a Sluice decision. */
 function asRateLimiterRes(d: Decision) {
@@ -237,5 +244,27 @@ describe('on Redis (ioredis): RateLimiterRedis and redisStore', () => {
     } finally {
       down.disconnect()
     }
+  })
+})
+
+describe('docs/migrating-from-rate-limiter-flexible.md', () => {
+  it('shows the setups these tests run, option for option', () => {
+    for (const written of [
+      'new RateLimiterMemory({ points: 5, duration: 60, blockDuration: 300 })',
+      "login.consume('user-42', 2)",
+      "limiter.consume('login', 'user-42', { cost: 2 })",
+      'limit: 5, // points',
+      "window: '60s', // duration",
+      "blockDuration: '300s',",
+      "costAboveCapacity: 'deny',",
+      'remainingPoints: d.remaining,',
+      'msBeforeNext: d.allowed ? d.resetMs : d.retryAfterMs,',
+      'consumedPoints: d.limit - d.remaining,',
+      'new RateLimiterRedis({',
+      'storeClient: redisClient,',
+      'blockDuration: 300,',
+      "redisStore(client, { prefix: 'rlflx' })",
+    ])
+      expect(GUIDE).toContain(written)
   })
 })
