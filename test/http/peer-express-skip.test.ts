@@ -42,7 +42,13 @@ function routes(app: express.Express): express.Express {
 function peerApp(skip: Skip): express.Express {
   const app = express()
   app.use(
-    rateLimit({ windowMs: 15 * 60 * 1000, limit: 4, standardHeaders: 'draft-7', legacyHeaders: false, ...skip }),
+    rateLimit({
+      windowMs: 15 * 60 * 1000,
+      limit: 4,
+      standardHeaders: 'draft-7',
+      legacyHeaders: false,
+      ...skip,
+    }),
   )
   return routes(app)
 }

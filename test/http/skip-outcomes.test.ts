@@ -3,7 +3,7 @@
 // once its response turns out to be of the skipped kind. The tests wait for each refund to reach the
 // store before the next request, so an answer never depends on which side of a refund it landed.
 import { once } from 'node:events'
-import { createServer, type IncomingMessage, request as httpRequest, type Server } from 'node:http'
+import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http'
 import { createAdaptorServer } from '@hono/node-server'
 import express5 from 'express'
 import express4 from 'express4'
@@ -518,9 +518,7 @@ describe('skipped outcomes', () => {
       throw new Error('nothing thrown')
     }
     expect(
-      refusal(() =>
-        createHttpLimiter({ limiter, rules, skipFailedRequests: 'yes' as unknown as boolean }),
-      ),
+      refusal(() => createHttpLimiter({ limiter, rules, skipFailedRequests: 'yes' as unknown as boolean })),
     ).toEqual({
       code: 'SLUICE_INVALID_OPTIONS',
       message: expect.stringMatching(/^createHttpLimiter\.skipFailedRequests: true or false$/),

@@ -5,6 +5,7 @@ import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
 import { validateKey } from './keys.js'
 import { type LimitedShorthand, limitedShorthand, overlay } from './limited.js'
+import { type OutcomeRule, outcomeRule } from './outcome-counting.js'
 import type { HttpLimiterOptions, RouteOptions, Rule } from './types.js'
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'])
@@ -16,6 +17,9 @@ const ROUTE_KEYS = keysOf<RouteOptions>({
   skip: true,
   message: true,
   statusCode: true,
+  skipFailedRequests: true,
+  skipSuccessfulRequests: true,
+  requestWasSuccessful: true,
 })
 
 /** A bounded-cardinality method: the standard ones as is, anything else as `OTHER`. */
@@ -91,6 +95,8 @@ export interface CompiledRoute {
   all: readonly CompiledRule[]
   /** The route's own `message` / `statusCode`, then the limiter's. */
   limited: LimitedShorthand | undefined
+  /** What happens to a request's units once its response has ended (route over limiter); undefined: they stay spent. */
+  counting: OutcomeRule | undefined
 }
 
 export interface RuleBook {
@@ -103,6 +109,8 @@ export interface RuleBook {
   readonly tierNames: Set<string>
   /** The limiter-wide `message` / `statusCode`. */
   readonly limited: LimitedShorthand | undefined
+  /** The limiter-wide outcome rule (`skipFailedRequests`, ...). */
+  readonly counting: OutcomeRule | undefined
   /** The route of a request: its entry in `options.routes` merged with the adapter's route options. */
   routeFor(
     routeId: string,
@@ -115,11 +123,23 @@ export interface RuleBook {
 
 /** Validate `options.rules` and `options.routes` against the limiter's policies, once. */
 export function compileRules(
-  options: Pick<HttpLimiterOptions, 'rules' | 'routes' | 'tiers' | 'message' | 'statusCode' | 'onLimited'>,
+  options: Pick<
+    HttpLimiterOptions,
+    | 'rules'
+    | 'routes'
+    | 'tiers'
+    | 'message'
+    | 'statusCode'
+    | 'onLimited'
+    | 'skipFailedRequests'
+    | 'skipSuccessfulRequests'
+    | 'requestWasSuccessful'
+  >,
   policies: Readonly<Record<string, ResolvedPolicy>>,
 ): RuleBook {
   const hasOnLimited = options.onLimited !== undefined
   const limited = limitedShorthand(options, 'createHttpLimiter', hasOnLimited)
+  const counting = outcomeRule(options, 'createHttpLimiter')
   const tierNames = new Set<string>()
   if (options.tiers !== undefined) tierNames.add(options.tiers.default)
 
@@ -180,7 +200,13 @@ export function compileRules(
       for (const [i, r] of globalRules.entries()) validateRule(r.rule, `rules[${i}] on ${where}`, route.cost)
     const rules = (route.rules ?? []).map((r, i) => validateRule(r, `${where}.rules[${i}]`, route.cost))
     const own = limitedShorthand(route, where, hasOnLimited)
-    return { options: route, rules, all: [...globalRules, ...rules], limited: overlay(own, limited) }
+    return {
+      options: route,
+      rules,
+      all: [...globalRules, ...rules],
+      limited: overlay(own, limited),
+      counting: outcomeRule(route, where, options),
+    }
   }
 
   // Adapter route options arrive per request; compile each distinct object once.
@@ -201,6 +227,7 @@ export function compileRules(
     globalRules,
     tierNames,
     limited,
+    counting,
     prepare,
     routeFor(routeId, route, extra) {
       const configured = routeTable.get(routeId) ?? (route === undefined ? undefined : routeTable.get(route))
@@ -216,12 +243,14 @@ export function compileRules(
       let both = byRoute.get(configured)
       if (both === undefined) {
         const rules = [...configured.rules, ...compiled.rules]
+        const routeOptions = { ...configured.options, ...extra }
         both = {
-          options: { ...configured.options, ...extra },
+          options: routeOptions,
           rules,
           all: [...globalRules, ...rules],
           // Already checked when `extra` was compiled.
           limited: overlay(limitedShorthand(extra, routeId, false), configured.limited),
+          counting: outcomeRule(routeOptions, routeId, options),
         }
         byRoute.set(configured, both)
       }

@@ -53,8 +53,30 @@ export interface Rule {
   cost?: number
 }
 
+/** A response that has ended, as `requestWasSuccessful` sees it. */
+export interface HttpResponseInfo {
+  /** The status sent (or being sent, when the client went away first). */
+  statusCode: number
+  /** The framework's response: Express's and node:http's `res`, Fastify's `reply`, Hono's `c.res`. */
+  raw: unknown
+}
+
+/**
+ * Give a request's units back once its response has ended, by its outcome. The request is counted
+ * when it arrives; a refused request took nothing and gets nothing back. Limiter-wide, and per route
+ * over the limiter-wide values. See docs/http.md, "Counting by outcome".
+ */
+export interface OutcomeCountingOptions {
+  /** Give back the units of a failed response (`requestWasSuccessful` false, or the client went away before it was sent). Default false. */
+  skipFailedRequests?: boolean
+  /** Give back the units of a successful response. Default false. */
+  skipSuccessfulRequests?: boolean
+  /** Whether a response succeeded; may return a promise. Default: `response.statusCode < 400`. */
+  requestWasSuccessful?: (request: HttpRequestInfo, response: HttpResponseInfo) => boolean | Promise<boolean>
+}
+
 /** Per-route options: from the adapter (Express route middleware, Fastify route config) or `routes` in the options. */
-export interface RouteOptions {
+export interface RouteOptions extends OutcomeCountingOptions {
   /** Units this route spends on every layer without a fixed cost. Default 1. */
   cost?: number
   /** Extra layers for this route, checked together with the global ones (all or nothing). */
@@ -125,7 +147,7 @@ export interface TierOptions {
   onError?: 'default' | 'fail'
 }
 
-export interface HttpLimiterOptions {
+export interface HttpLimiterOptions extends OutcomeCountingOptions {
   /** The limiter (and so the store) that decides. Every policy named in rules must exist on it. */
   limiter: Limiter
   /** The layers checked on every request (all or nothing). */
