@@ -16,7 +16,7 @@ import type {
 } from './types.js'
 
 /** What happens to a request's units once its response has ended. */
-export type Settlement = 'keep' | 'give-back'
+export type AfterResponse = 'keep' | 'give-back'
 
 /** A response's end as an adapter saw it; `completed` is false when the connection closed first. */
 export interface ResponseEnd extends HttpResponseInfo {
@@ -24,10 +24,13 @@ export interface ResponseEnd extends HttpResponseInfo {
 }
 
 /** From a request and its response's end, what happens to its units. */
-export type OutcomeRule = (request: HttpRequestInfo, end: ResponseEnd) => Settlement | Promise<Settlement>
+export type OutcomeRule = (
+  request: HttpRequestInfo,
+  end: ResponseEnd,
+) => AfterResponse | Promise<AfterResponse>
 
-const KEEP: Settlement = 'keep'
-const GIVE_BACK: Settlement = 'give-back'
+const KEEP: AfterResponse = 'keep'
+const GIVE_BACK: AfterResponse = 'give-back'
 
 /** express-rate-limit's default, kept: a status below 400 is a success. */
 const statusBelow400 = (_request: HttpRequestInfo, response: HttpResponseInfo): boolean =>
@@ -56,13 +59,13 @@ export function outcomeRule(
   const skipSuccessful = own.skipSuccessfulRequests ?? limiterWide?.skipSuccessfulRequests ?? false
   if (!skipFailed && !skipSuccessful) return undefined
   const wasSuccessful = own.requestWasSuccessful ?? limiterWide?.requestWasSuccessful ?? statusBelow400
-  const settle = (success: boolean): Settlement =>
+  const verdict = (success: boolean): AfterResponse =>
     (success ? skipSuccessful : skipFailed) ? GIVE_BACK : KEEP
   return (request, end) => {
     // A response the client did not wait for failed, whatever its status says.
     if (!end.completed) return skipFailed ? GIVE_BACK : KEEP
     const success = wasSuccessful(request, end)
-    return isPending(success) ? success.then((s) => settle(s === true)) : settle(success === true)
+    return isPending(success) ? success.then((s) => verdict(Boolean(s))) : verdict(Boolean(success))
   }
 }
 
@@ -74,7 +77,7 @@ export function countedOf(outcome: HttpOutcome): CountedRequest | undefined {
   return (outcome as { [COUNTED]?: CountedRequest })[COUNTED]
 }
 
-/** What a counted request settles with: the core's limiter, logger and clock. */
+/** What a counted request gives back through: the core's limiter, logger and clock. */
 export interface CountingContext {
   readonly limiter: Limiter
   readonly logger: HttpLogger
@@ -102,23 +105,23 @@ export class CountedRequest {
   ended(statusCode: number, raw: unknown, completed: boolean): void {
     if (this.#ended) return
     this.#ended = true
-    let settlement: Settlement | Promise<Settlement>
+    let after: AfterResponse | Promise<AfterResponse>
     try {
-      settlement = this.rule(this.request, { statusCode, raw, completed })
+      after = this.rule(this.request, { statusCode, raw, completed })
     } catch (error) {
       this.#failed(error)
       return
     }
-    if (isPending(settlement))
-      settlement.then(
-        (s) => this.#settle(s),
+    if (isPending(after))
+      after.then(
+        (s) => this.#apply(s),
         (error: unknown) => this.#failed(error),
       )
-    else this.#settle(settlement)
+    else this.#apply(after)
   }
 
-  #settle(settlement: Settlement): void {
-    if (settlement !== GIVE_BACK) return
+  #apply(after: AfterResponse): void {
+    if (after !== GIVE_BACK) return
     const elapsedMs = this.context.now() - this.decidedAt
     for (let i = 0; i < this.charged.length; i++) {
       const check = this.charged[i]!
