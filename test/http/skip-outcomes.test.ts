@@ -17,6 +17,7 @@ import { sluice as sluiceHono } from '../../packages/sluice/src/adapters/hono.js
 import { withSluice } from '../../packages/sluice/src/adapters/node.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../../packages/sluice/src/http/index.js'
 import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
+import { countedOf } from '../../packages/sluice/src/http/outcome-counting.js'
 import { createLimiter, type Limiter } from '../../packages/sluice/src/limiter.js'
 import type { Policy } from '../../packages/sluice/src/policy.js'
 import { forwardStore, type Step, type Store } from '../../packages/sluice/src/store.js'
@@ -442,6 +443,58 @@ describe('skipped outcomes', () => {
       client.disconnect()
       await server.stop()
     }
+  })
+
+  it("takes a core `routes` entry's options, and adapter route options over them", async () => {
+    const refunds = new Refunds()
+    const limiter = memoryLimiter(refunds)
+    const http = createHttpLimiter({
+      limiter,
+      rules: [{ policy: 'three', key: 'ip' }],
+      routes: { 'GET /fail': { skipFailedRequests: true } },
+    })
+    const request = (route: string) => ({
+      method: 'GET',
+      route,
+      path: route,
+      remoteAddress: '127.0.0.1',
+      header: () => undefined,
+      raw: undefined,
+    })
+    const fail = await http.check(request('/fail'))
+    const ok = await http.check(request('/ok'))
+    // The adapter's options on top of the entry: this route gives back successes only.
+    const merged = await http.check(request('/fail'), {
+      skipFailedRequests: false,
+      skipSuccessfulRequests: true,
+    })
+    expect(countedOf(ok)).toBeUndefined()
+    countedOf(fail)?.ended(500, undefined, true)
+    await refunds.reach(1)
+    countedOf(merged)?.ended(500, undefined, true)
+    countedOf(merged)?.ended(200, undefined, true)
+    expect(countedOf(merged)).toBeDefined()
+    expect((await limiter.peek('three', KEY)).remaining).toBe(1)
+    expect(refunds.steps).toHaveLength(1)
+  })
+
+  it('Hono off @hono/node-server (app.request): counted once the handler has answered', async () => {
+    const refunds = new Refunds()
+    const limiter = memoryLimiter(refunds)
+    const app = new Hono()
+    const limit = sluiceHono(
+      createHttpLimiter({ limiter, rules: [{ policy: 'three', key: 'ip' }], skipFailedRequests: true }),
+      { remoteAddress: () => '127.0.0.1' },
+    )
+    app.get('/ok', limit, (c) => c.text('ok'))
+    app.get('/fail', limit, (c) => c.text('fail', 500))
+    for (let i = 1; i <= 4; i++) {
+      expect((await app.request('/fail')).status).toBe(500)
+      await refunds.reach(i)
+    }
+    const statuses = []
+    for (let i = 0; i < 4; i++) statuses.push((await app.request('/ok')).status)
+    expect(statuses).toEqual([200, 200, 200, 429])
   })
 
   it('in shadow mode, gives nothing back for a request that would have been refused', async () => {
