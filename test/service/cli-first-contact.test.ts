@@ -45,6 +45,34 @@ describe('sluice, first contact', () => {
     }
   })
 
+  it("a misspelled flag gets a did-you-mean naming the command's own flag", () => {
+    const meant = { serve: ['--prot', '--port'], check: ['--stroe', '--store'], init: ['--forse', '--force'] }
+    for (const [command, [typed, flag]] of Object.entries(meant)) {
+      const r = sluice([command, typed!, 'x'])
+      expect(r.status, command).toBe(2)
+      expect(r.stderr.split('\n')[0]).toBe(
+        `sluice ${command}: Unknown option '${typed}'; did you mean '${flag}'?`,
+      )
+    }
+    // Nothing close: the plain message, no guess.
+    expect(sluice(['serve', '--verbose']).stderr.split('\n')[0]).toBe(
+      "sluice serve: Unknown option '--verbose'",
+    )
+  })
+
+  it('serve --help names every store URL scheme', () => {
+    const r = sluice(['serve', '--help'])
+    for (const scheme of [
+      'memory',
+      'redis://',
+      'rediss://',
+      'redis+cluster://',
+      'memcached://',
+      'postgres://',
+    ])
+      expect(r.stdout, scheme).toContain(scheme)
+  })
+
   it('init writes a commented starter that check accepts, and will not overwrite it', () => {
     const r = sluice(['init'], {}, dir)
     expect(r.status, r.stderr).toBe(0)

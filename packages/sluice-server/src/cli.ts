@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { pino } from 'pino'
 import { InvalidConfigError, SluiceError } from 'sluice'
+import { closest } from 'sluice/internal'
 import type { EnvoyRules } from './envoy/config.js'
 import { describeEnvoyConfig, loadEnvoyConfig } from './envoy/config.js'
 import type { ServiceConfig } from './server/config.js'
@@ -37,6 +38,7 @@ POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics, /dashboard (
   --port N       Port to listen on (default 8080, or SLUICE_PORT; 0 picks a free port)
   --host H       Address to bind (default 127.0.0.1, or SLUICE_HOST)
   --store URL    memory | redis://host:port[/db] | rediss://... | redis+cluster://h1:p1,h2:p2
+                 | memcached://host:port | postgres://user:password@host:port/db
                  (default: SLUICE_STORE, then the config's store: line, then REDIS_URL, then memory)
   --envoy-config PATH  envoyproxy/ratelimit YAML (a file or a folder of files; or envoy.config)
   --grpc-port N  Serve Envoy's rate limit service (gRPC ShouldRateLimit) on N, bound to grpc.host
@@ -79,7 +81,12 @@ function flags<const O extends Flags>(command: string, argv: string[], options: 
   try {
     return parseArgs({ args: argv, options, strict: true, allowPositionals: false }).values
   } catch (error) {
-    const message = (error as Error).message.split('\n')[0]
+    let message = (error as Error).message.split('\n')[0]!
+    const unknown = /^Unknown option '--([^'=]+)'/.exec(message)
+    if (unknown !== null) {
+      const meant = closest(unknown[1]!, Object.keys(options ?? {}))
+      if (meant !== undefined) message = `Unknown option '--${unknown[1]}'; did you mean '--${meant}'?`
+    }
     process.stderr.write(`sluice ${command}: ${message}\n${USAGE[command]}\n`)
     process.exit(2)
   }
