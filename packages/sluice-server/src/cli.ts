@@ -305,6 +305,8 @@ async function serve(argv: string[]): Promise<void> {
   // Reload on SIGHUP and when the file changes; an invalid config is logged and the old one kept.
   // A file event whose text equals the config in force (editors write twice, touch) is ignored.
   let reloading = Promise.resolve()
+  // Set by a refused reload, so that restoring the file in force says so rather than nothing.
+  let refused = false
   const reload = (trigger: 'SIGHUP' | 'file change' | 'envoy config change') => {
     reloading = reloading.then(async () => {
       try {
@@ -315,11 +317,17 @@ async function serve(argv: string[]): Promise<void> {
         // The Envoy rules are read again on every reload (SIGHUP, either config changing).
         const nextEnvoyPath = values['envoy-config'] ?? next.envoy.config
         const nextEnvoy = nextEnvoyPath === undefined ? undefined : await loadEnvoyConfig(nextEnvoyPath)
-        if (trigger === 'file change' && text === textInForce && nextEnvoy === undefined) return
+        if (trigger === 'file change' && text === textInForce && nextEnvoy === undefined) {
+          if (refused) logger.info({ file, trigger }, 'config file valid again; it is the config in force')
+          refused = false
+          return
+        }
         service.reload(next, nextEnvoy)
         textInForce = text
+        refused = false
         logger.info({ file, trigger }, 'new config in force')
       } catch (error) {
+        refused = true
         logger.error(
           { file, trigger, error: error instanceof SluiceError ? error.code : 'unknown' },
           `config refused, keeping the previous one: ${(error as Error).message}`,
