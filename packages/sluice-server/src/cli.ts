@@ -262,7 +262,7 @@ async function serve(argv: string[]): Promise<void> {
   let service: ReturnType<typeof createService>
   try {
     if (envoyPath !== undefined) envoy = await loadEnvoyConfig(envoyPath)
-    const store = await openStore(storeUrl, { prefix: config.prefix })
+    const store = await openStore(storeUrl, { prefix: config.prefix, logger })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
     validateAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
     service = createService({
