@@ -320,31 +320,6 @@ async function serve(argv: string[]): Promise<void> {
   } catch (error) {
     failAndExit(`cannot listen on ${host}:${port}: ${(error as Error).message}`)
   }
-  const { url } = address
-  process.stdout.write(
-    [
-      `sluice serving on ${url} (store: ${service.store.description}, config: ${file})`,
-      ...(storeWarning === undefined ? [] : [`  ${storeWarning}`]),
-      `  POST ${url}/v1/check     {"policy":"${config.policyNames[0]}","key":"user-42"}`,
-      `  POST ${url}/v1/peek`,
-      `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,
-      `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || env('SLUICE_ADMIN_TOKEN') ? 'on' : 'off'})`,
-      `  GET  ${url}/healthz  ${url}/readyz  ${url}/metrics`,
-      `  dashboard: ${service.dashboardAddress?.url ?? url}/dashboard${config.dashboard.token === undefined ? '' : '?token=<dashboard.token>'}`,
-      ...(service.grpcAddress === undefined
-        ? []
-        : [
-            `  gRPC ${service.grpcAddress.url}  envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (envoy config: ${envoyPath})`,
-          ]),
-      '',
-    ].join('\n'),
-  )
-  if (storeWarning !== undefined)
-    logger.warn(
-      { store: service.store.description, from: storeChoice.source },
-      `${storeWarning.replace(/^WARNING: /, '')}; set --store or SLUICE_STORE to choose another`,
-    )
-
   // Reload on SIGHUP and when the file changes; an invalid config is logged and the old one kept.
   // A file event whose text equals the config in force (editors write twice, touch) is ignored.
   let reloading = Promise.resolve()
@@ -404,6 +379,32 @@ async function serve(argv: string[]): Promise<void> {
       logger.warn({ file: envoyPath, err: error }, 'cannot watch the Envoy config; reload with SIGHUP')
     }
   }
+
+  // Printed once the config is watched: a caller that edits the file on seeing the banner is heard.
+  const { url } = address
+  process.stdout.write(
+    [
+      `sluice serving on ${url} (store: ${service.store.description}, config: ${file})`,
+      ...(storeWarning === undefined ? [] : [`  ${storeWarning}`]),
+      `  POST ${url}/v1/check     {"policy":"${config.policyNames[0]}","key":"user-42"}`,
+      `  POST ${url}/v1/peek`,
+      `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,
+      `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || env('SLUICE_ADMIN_TOKEN') ? 'on' : 'off'})`,
+      `  GET  ${url}/healthz  ${url}/readyz  ${url}/metrics`,
+      `  dashboard: ${service.dashboardAddress?.url ?? url}/dashboard${config.dashboard.token === undefined ? '' : '?token=<dashboard.token>'}`,
+      ...(service.grpcAddress === undefined
+        ? []
+        : [
+            `  gRPC ${service.grpcAddress.url}  envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (envoy config: ${envoyPath})`,
+          ]),
+      '',
+    ].join('\n'),
+  )
+  if (storeWarning !== undefined)
+    logger.warn(
+      { store: service.store.description, from: storeChoice.source },
+      `${storeWarning.replace(/^WARNING: /, '')}; set --store or SLUICE_STORE to choose another`,
+    )
 
   let stopping = false
   const stop = (signal: string) => {
