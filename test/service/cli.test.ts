@@ -84,6 +84,19 @@ describe('sluice serve (a real process)', () => {
     expect(await peekApi()).toMatchObject({ limit: 5, remaining: 4 })
   })
 
+  it('logs the good file put back after a refused one, so the last word is not the refusal', async () => {
+    const good = policyYaml(2)
+    writeFileSync(file, policyYaml(2, '10 minutes'))
+    await until('the refusal in the log', () => proc!.output().includes('config refused'))
+    writeFileSync(file, good)
+    const lastLine = () => proc!.output().trim().split('\n').at(-1)!
+    await until('a line after the refusal', () => !lastLine().includes('config refused'))
+    const last = JSON.parse(lastLine()) as { level: number; msg: string; trigger: string }
+    expect(last).toMatchObject({ level: 30, msg: 'config file valid again; it is the config in force' })
+    expect(last.trigger).toBe('file change')
+    expect(await peekApi()).toMatchObject({ limit: 2 })
+  })
+
   it('reloads when the file changes', async () => {
     writeFileSync(file, policyYaml(9))
     await until('the new limit', async () => (await peekApi()).limit === 9)

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { pino } from 'pino'
 import { InvalidConfigError, SluiceError } from 'sluice'
+import { closest } from 'sluice/internal'
 import type { EnvoyRules } from './envoy/config.js'
 import { describeEnvoyConfig, loadEnvoyConfig } from './envoy/config.js'
 import type { ServiceConfig } from './server/config.js'
@@ -37,7 +38,8 @@ POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics, /dashboard (
   --port N       Port to listen on (default 8080, or SLUICE_PORT; 0 picks a free port)
   --host H       Address to bind (default 127.0.0.1, or SLUICE_HOST)
   --store URL    memory | redis://host:port[/db] | rediss://... | redis+cluster://h1:p1,h2:p2
-                 (default: SLUICE_STORE, then the config's store: line, then REDIS_URL, then memory)
+                 | memcached://host:port | postgres://user:password@host:port/db
+                 (default: SLUICE_STORE, then REDIS_URL, then the config's store: line, then memory)
   --envoy-config PATH  envoyproxy/ratelimit YAML (a file or a folder of files; or envoy.config)
   --grpc-port N  Serve Envoy's rate limit service (gRPC ShouldRateLimit) on N, bound to grpc.host
                  (default 127.0.0.1); default 8081 when an Envoy config is given (or grpc.port)
@@ -79,7 +81,12 @@ function flags<const O extends Flags>(command: string, argv: string[], options: 
   try {
     return parseArgs({ args: argv, options, strict: true, allowPositionals: false }).values
   } catch (error) {
-    const message = (error as Error).message.split('\n')[0]
+    let message = (error as Error).message.split('\n')[0]!
+    const unknown = /^Unknown option '--([^'=]+)'/.exec(message)
+    if (unknown !== null) {
+      const meant = closest(unknown[1]!, Object.keys(options ?? {}))
+      if (meant !== undefined) message = `Unknown option '--${unknown[1]}'; did you mean '--${meant}'?`
+    }
     process.stderr.write(`sluice ${command}: ${message}\n${USAGE[command]}\n`)
     process.exit(2)
   }
@@ -111,18 +118,51 @@ function failAndExit(error: unknown): never {
   process.exit(1)
 }
 
+/** A store URL and where it was given. */
+interface StoreSource {
+  url: string
+  source: string
+}
+
+/** The store `serve` opens, where that came from, and the stores also given that it wins over. */
+interface StoreChoice extends StoreSource {
+  overrides: StoreSource[]
+}
+
 /**
- * The store `serve` opens, and where that choice came from. Flags and SLUICE_STORE are Sluice's own,
- * so they win; an explicit `store:` line in the config beats REDIS_URL, which other tools set too.
+ * The store `serve` opens. The flag and SLUICE_STORE are Sluice's own, so they win; then the
+ * environment beats the file, as on a PaaS where a Redis add-on sets REDIS_URL while the config
+ * still holds the starter's `store: memory` (every process would otherwise count alone); then the
+ * config's `store:` line; then memory.
  */
-function chooseStore(flag: string | undefined, config: ServiceConfig): { url: string; source: string } {
-  if (flag !== undefined) return { url: flag, source: '--store' }
-  const own = env('SLUICE_STORE')
-  if (own !== undefined) return { url: own, source: 'SLUICE_STORE' }
-  if (config.storeWritten) return { url: config.store, source: `${config.file} store:` }
-  const redisUrl = env('REDIS_URL')
-  if (redisUrl !== undefined) return { url: redisUrl, source: 'REDIS_URL' }
-  return { url: config.store, source: 'default' }
+function chooseStore(flag: string | undefined, config: ServiceConfig): StoreChoice {
+  const given: (StoreSource | undefined)[] = [
+    flag === undefined ? undefined : { url: flag, source: '--store' },
+    sourced(env('SLUICE_STORE'), 'SLUICE_STORE'),
+    sourced(env('REDIS_URL'), 'REDIS_URL'),
+    config.storeWritten ? { url: config.store, source: `${config.file} store:` } : undefined,
+  ]
+  const [chosen = { url: config.store, source: 'default' }, ...others] = given.filter(
+    (candidate) => candidate !== undefined,
+  )
+  return { ...chosen, overrides: others.filter((other) => other.url.trim() !== chosen.url.trim()) }
+}
+
+function sourced(url: string | undefined, source: string): StoreSource | undefined {
+  return url === undefined ? undefined : { url, source }
+}
+
+/**
+ * The loud line when REDIS_URL and the store chosen disagree: REDIS_URL wins over the config, or
+ * loses to --store / SLUICE_STORE. The flag and SLUICE_STORE overriding the config alone are a choice
+ * made in Sluice's own terms, which the banner's `from` states.
+ */
+function storeOverrideWarning(choice: StoreChoice): string | undefined {
+  const redisUrlInvolved =
+    choice.source === 'REDIS_URL' || choice.overrides.some((other) => other.source === 'REDIS_URL')
+  if (choice.overrides.length === 0 || !redisUrlInvolved) return undefined
+  const others = choice.overrides.map((o) => `${redactStoreUrl(o.url)} (from ${o.source})`).join(' or ')
+  return `WARNING: the store is ${redactStoreUrl(choice.url)} (from ${choice.source}), not ${others}`
 }
 
 async function check(argv: string[]): Promise<void> {
@@ -144,6 +184,8 @@ async function check(argv: string[]): Promise<void> {
       const store = chooseStore(values.store, config)
       process.stdout.write(describeConfig(config))
       process.stdout.write(`  sluice serve would use: ${redactStoreUrl(store.url)} (from ${store.source})\n`)
+      const warning = storeOverrideWarning(store)
+      if (warning !== undefined) process.stdout.write(`  ${warning}\n`)
       envoyPath ??= config.envoy.config
     }
     if (envoyPath !== undefined) process.stdout.write(describeEnvoyConfig(await loadEnvoyConfig(envoyPath)))
@@ -159,6 +201,7 @@ const STARTER = `# Sluice decision service config. Reference: docs/service.md in
 
 # Where counters live: memory (one process), redis://host:6379/0, rediss://..., or
 # redis+cluster://host1:port1,host2:port2 (the redis stores need \`npm install ioredis\`).
+# --store, SLUICE_STORE or REDIS_URL, when set, win over this line (\`sluice check\` prints which store serve would use).
 store: memory
 prefix: sluice        # Redis key prefix
 onStoreError: open    # when the store fails: open (allow) | closed (deny) | memory (decide locally)
@@ -242,7 +285,8 @@ async function serve(argv: string[]): Promise<void> {
   } catch (error) {
     failAndExit(error)
   }
-  const storeUrl = chooseStore(values.store, config).url
+  const storeChoice = chooseStore(values.store, config)
+  const storeWarning = storeOverrideWarning(storeChoice)
   const envoyPath = values['envoy-config'] ?? config.envoy.config
   const grpcPortText = values['grpc-port']
   if (grpcPortText !== undefined && (!/^\d{1,5}$/.test(grpcPortText) || Number(grpcPortText) > 65535))
@@ -255,7 +299,7 @@ async function serve(argv: string[]): Promise<void> {
   let service: ReturnType<typeof createService>
   try {
     if (envoyPath !== undefined) envoy = await loadEnvoyConfig(envoyPath)
-    const store = await openStore(storeUrl, { prefix: config.prefix })
+    const store = await openStore(storeChoice.url, { prefix: config.prefix, logger })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
     validateAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
     service = createService({
@@ -276,28 +320,11 @@ async function serve(argv: string[]): Promise<void> {
   } catch (error) {
     failAndExit(`cannot listen on ${host}:${port}: ${(error as Error).message}`)
   }
-  const { url } = address
-  process.stdout.write(
-    [
-      `sluice serving on ${url} (store: ${service.store.description}, config: ${file})`,
-      `  POST ${url}/v1/check     {"policy":"${config.policyNames[0]}","key":"user-42"}`,
-      `  POST ${url}/v1/peek`,
-      `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,
-      `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || env('SLUICE_ADMIN_TOKEN') ? 'on' : 'off'})`,
-      `  GET  ${url}/healthz  ${url}/readyz  ${url}/metrics`,
-      `  dashboard: ${service.dashboardAddress?.url ?? url}/dashboard${config.dashboard.token === undefined ? '' : '?token=<dashboard.token>'}`,
-      ...(service.grpcAddress === undefined
-        ? []
-        : [
-            `  gRPC ${service.grpcAddress.url}  envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (envoy config: ${envoyPath})`,
-          ]),
-      '',
-    ].join('\n'),
-  )
-
   // Reload on SIGHUP and when the file changes; an invalid config is logged and the old one kept.
   // A file event whose text equals the config in force (editors write twice, touch) is ignored.
   let reloading = Promise.resolve()
+  // Set by a refused reload, so that restoring the file in force says so rather than nothing.
+  let refused = false
   const reload = (trigger: 'SIGHUP' | 'file change' | 'envoy config change') => {
     reloading = reloading.then(async () => {
       try {
@@ -308,11 +335,17 @@ async function serve(argv: string[]): Promise<void> {
         // The Envoy rules are read again on every reload (SIGHUP, either config changing).
         const nextEnvoyPath = values['envoy-config'] ?? next.envoy.config
         const nextEnvoy = nextEnvoyPath === undefined ? undefined : await loadEnvoyConfig(nextEnvoyPath)
-        if (trigger === 'file change' && text === textInForce && nextEnvoy === undefined) return
+        if (trigger === 'file change' && text === textInForce && nextEnvoy === undefined) {
+          if (refused) logger.info({ file, trigger }, 'config file valid again; it is the config in force')
+          refused = false
+          return
+        }
         service.reload(next, nextEnvoy)
         textInForce = text
+        refused = false
         logger.info({ file, trigger }, 'new config in force')
       } catch (error) {
+        refused = true
         logger.error(
           { file, trigger, error: error instanceof SluiceError ? error.code : 'unknown' },
           `config refused, keeping the previous one: ${(error as Error).message}`,
@@ -346,6 +379,32 @@ async function serve(argv: string[]): Promise<void> {
       logger.warn({ file: envoyPath, err: error }, 'cannot watch the Envoy config; reload with SIGHUP')
     }
   }
+
+  // Printed once the config is watched: a caller that edits the file on seeing the banner is heard.
+  const { url } = address
+  process.stdout.write(
+    [
+      `sluice serving on ${url} (store: ${service.store.description}, config: ${file})`,
+      ...(storeWarning === undefined ? [] : [`  ${storeWarning}`]),
+      `  POST ${url}/v1/check     {"policy":"${config.policyNames[0]}","key":"user-42"}`,
+      `  POST ${url}/v1/peek`,
+      `  GET  ${url}/v1/authz?policy=${config.policyNames[0]}   (nginx auth_request)`,
+      `  POST ${url}/v1/reset, ${url}/v1/block   (admin: ${service.config.adminToken !== undefined || env('SLUICE_ADMIN_TOKEN') ? 'on' : 'off'})`,
+      `  GET  ${url}/healthz  ${url}/readyz  ${url}/metrics`,
+      `  dashboard: ${service.dashboardAddress?.url ?? url}/dashboard${config.dashboard.token === undefined ? '' : '?token=<dashboard.token>'}`,
+      ...(service.grpcAddress === undefined
+        ? []
+        : [
+            `  gRPC ${service.grpcAddress.url}  envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (envoy config: ${envoyPath})`,
+          ]),
+      '',
+    ].join('\n'),
+  )
+  if (storeWarning !== undefined)
+    logger.warn(
+      { store: service.store.description, from: storeChoice.source },
+      `${storeWarning.replace(/^WARNING: /, '')}; set --store or SLUICE_STORE to choose another`,
+    )
 
   let stopping = false
   const stop = (signal: string) => {

@@ -207,9 +207,22 @@ export function memoryStoreHandle(maxKeys?: number): StoreHandle {
   return { store, description, ping: async () => {} }
 }
 
+/** Where a Redis connection's changes are logged: a pino logger fits. */
+export interface ConnectionLogger {
+  /** A connection that served is lost: once, with its cause. */
+  warn(details: Record<string, unknown>, message: string): void
+  /** The lost connection is back: once. */
+  info(details: Record<string, unknown>, message: string): void
+}
+
 export interface OpenStoreOptions {
   /** Key prefix in Redis. */
   prefix: string
+  /**
+   * Told once when a Redis connection that served is lost (with its cause) and once when it is back,
+   * never per reconnect attempt. Without one, nothing is logged.
+   */
+  logger?: ConnectionLogger
 }
 
 const CONNECT_TIMEOUT_MS = 5000
@@ -283,22 +296,35 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     ...(spec.password === undefined ? {} : { password: spec.password }),
     ...(spec.tls ? { tls: {} } : {}),
   }
-  // A decision must not wait on a dead Redis: fail fast (the caller answers 503) instead of queueing.
+  // A decision must not wait on a dead Redis (docs/reliability.md): while disconnected a command
+  // fails at once, so the breaker opens on the first failures instead of after each one waited the
+  // store timeout in the offline queue; a command cut off by a lost connection is not sent again
+  // (its decision was already made by the fallback); reconnect attempts stay close together.
+  // A Cluster's node connections keep their own queue: they connect on their first command, which
+  // would otherwise be refused; the Cluster's queue is the one turned off.
   const common = {
     lazyConnect: true,
     connectTimeout: CONNECT_TIMEOUT_MS,
     commandTimeout: COMMAND_TIMEOUT_MS,
-    maxRetriesPerRequest: 1,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_MAX_DELAY_MS),
   }
   const client =
     spec.kind === 'redis'
-      ? new Redis({ ...common, ...auth, host: spec.host, port: spec.port, db: spec.db })
+      ? new Redis({
+          ...common,
+          ...auth,
+          enableOfflineQueue: false,
+          host: spec.host,
+          port: spec.port,
+          db: spec.db,
+        })
       : new Cluster(
           spec.nodes.map((n) => ({ host: n.host, port: n.port })),
-          { lazyConnect: true, redisOptions: { ...common, ...auth } },
+          { lazyConnect: true, enableOfflineQueue: false, redisOptions: { ...common, ...auth } },
         )
-  // ioredis reports connection trouble as 'error' events; the store and /readyz report it instead.
-  client.on('error', () => {})
+  const connection = watchConnection(client, spec.redacted, options.logger)
   const store = redisStore(client, { prefix: options.prefix })
   try {
     await client.connect()
@@ -307,11 +333,10 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     await store.ready()
   } catch (error) {
     client.disconnect()
-    const cause = error instanceof StoreError && error.cause !== undefined ? error.cause : error
-    throw new StoreError(`cannot connect to ${spec.redacted}: ${(cause as Error).message}`, {
-      cause: error,
-    })
+    const cause = connectionCause(error, connection.lastError())
+    throw new StoreError(`cannot connect to ${spec.redacted}: ${cause}`, { cause: error })
   }
+  connection.serving()
   // The service's handle owns the client: closing the store also closes it.
   const owned = forwardStore(store, {
     async close() {
@@ -325,6 +350,75 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     // Also loads a script Redis lost and writes back a lost slot secret, so a probe repairs both.
     ping: () => store.ready(),
   }
+}
+
+/** The most a reconnect attempt waits after the previous one failed. */
+const RECONNECT_MAX_DELAY_MS = 500
+
+/** What `watchConnection` needs of an ioredis Redis or Cluster. */
+interface ConnectionEvents {
+  on(event: 'error' | 'node error' | 'ready', listener: (error?: Error) => void): unknown
+}
+
+/**
+ * Follow a client's connection: keep its last error (ioredis reports a refused connection or a
+ * certificate it rejects only as an 'error' event, and its `connect()` then rejects with
+ * "Connection is closed."), and once it has served, log a lost connection once with its cause and
+ * its return once, however many reconnect attempts fail in between.
+ */
+function watchConnection(
+  client: ConnectionEvents,
+  redacted: string,
+  logger: ConnectionLogger | undefined,
+): { lastError(): Error | undefined; serving(): void } {
+  let last: Error | undefined
+  let state: 'connecting' | 'up' | 'down' = 'connecting'
+  const failed = (error?: Error) => {
+    if (error === undefined) return
+    last = error
+    if (state !== 'up') return
+    state = 'down'
+    logger?.warn(
+      { store: redacted, error: describeError(error) },
+      `store ${redacted}: connection lost (${describeError(error)}); reconnecting, decisions follow each policy's onStoreError`,
+    )
+  }
+  // Without an 'error' listener ioredis prints `Unhandled error event` on every attempt.
+  client.on('error', failed)
+  // A Cluster reports a node's connection trouble as 'node error'.
+  client.on('node error', failed)
+  client.on('ready', () => {
+    if (state !== 'down') return
+    state = 'up'
+    logger?.info({ store: redacted }, `store ${redacted}: connection back`)
+  })
+  return {
+    lastError: () => last,
+    serving() {
+      state = 'up'
+    },
+  }
+}
+
+/** An error's message with its code when the message does not already hold it (`ECONNREFUSED`). */
+function describeError(error: Error): string {
+  const code = (error as { code?: unknown }).code
+  return typeof code === 'string' && !error.message.includes(code)
+    ? `${error.message} (${code})`
+    : error.message
+}
+
+/**
+ * Why a connection failed, in words a user can act on: the connection's own error (a refused port,
+ * a certificate) rather than ioredis's "Connection is closed." that follows it.
+ */
+function connectionCause(error: unknown, connectionError: Error | undefined): string {
+  const thrown = error instanceof StoreError && error.cause !== undefined ? error.cause : error
+  const message = thrown instanceof Error ? describeError(thrown) : String(thrown)
+  if (connectionError === undefined) return message
+  return /connection is closed|none of startup nodes/i.test(message)
+    ? describeError(connectionError)
+    : message
 }
 
 /** What the service needs of the memjs module. */
