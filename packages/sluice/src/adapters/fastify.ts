@@ -60,7 +60,7 @@ function applyOutcome(outcome: HttpOutcome, reply: FastifyReply, next: (error?: 
  * Applies to every route of the instance it is registered on, including routes added before it.
  * Bad options reject that `register` (and `app.ready()`). Behind a proxy, either Fastify's
  * `trustProxy` (Sluice then keys on `request.ip`) or Sluice's `trustProxy`, not both: with both,
- * every request fails with `SLUICE_INVALID_OPTIONS`.
+ * the `register` rejects with `SLUICE_INVALID_OPTIONS`.
  */
 export function sluice(
   instance: FastifyInstance,
@@ -89,8 +89,15 @@ export function sluice(
     return
   }
   const conflict = proxyTrustConflict(http.options, FASTIFY_TRUST)
-  // Fastify 5 keeps `trustProxy` out of `initialConfig`; `request.ips` is documented as defined only
-  // when it is enabled. It is the same for every request of the server, so it is read once.
+  // Fastify 5 keeps `trustProxy` out of `initialConfig`, but builds its request class with `ips`
+  // only when it is on (a child instance's class inherits it), and `hasRequestDecorator` looks
+  // there: so the conflict is refused here, with the register, before any request.
+  if (conflict !== undefined && instance.hasRequestDecorator?.('ips') === true) {
+    done(conflict)
+    return
+  }
+  // The fallback: `request.ips` is documented as defined only when trustProxy is enabled. It is the
+  // same for every request of the server, so it is read once.
   let fastifyTrustsProxies: boolean | undefined
   instance.addHook('onRoute', (route) => {
     const routeOptions = (route.config as { sluice?: RouteOptions } | undefined)?.sluice
