@@ -206,7 +206,7 @@ describe('fastify 5 with trustProxy', () => {
     }
   })
 
-  it('refuses it in a child plugin too, and accepts Sluice\'s trustProxy when Fastify trusts no proxy', async () => {
+  it("refuses it in a child plugin too, and accepts Sluice's trustProxy when Fastify trusts no proxy", async () => {
     const app = Fastify({ trustProxy: 'loopback' })
     cleanup.push(() => app.close())
     app.register(async (child) => {
