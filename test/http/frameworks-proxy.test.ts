@@ -191,7 +191,7 @@ describe('fastify 5 with trustProxy', () => {
   })
 
   it("refuses Sluice's trustProxy set as well at registration: register rejects, naming which setting to remove", async () => {
-    for (const trustProxy of [true, '127.0.0.1', 1] as const) {
+    for (const trustProxy of [true, '127.0.0.1', ['127.0.0.1']]) {
       const app = Fastify({ trustProxy })
       cleanup.push(() => app.close())
       const error = await app.register(sluiceFastify, options({ trustProxy: ['loopback'] })).then(

@@ -49,6 +49,8 @@ export type {
   QueueOptions,
   RateLimitBody,
   RateLimitBodyOptions,
+  RequestCost,
+  RequestPolicy,
   RouteOptions,
   Rule,
   StoreUnavailableStatus,

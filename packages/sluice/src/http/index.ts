@@ -23,6 +23,8 @@ export type {
   KeyKind,
   KeySpec,
   LimitedContext,
+  RequestCost,
+  RequestPolicy,
   RouteOptions,
   Rule,
   TierOptions,

@@ -41,22 +41,38 @@ export type KeyKind = 'ip' | 'user' | 'apiKey' | 'route' | 'global'
 /** A key: one built-in kind, several combined (e.g. `['user', 'route']`), or a function of the request. */
 export type KeySpec = KeyKind | readonly KeyKind[] | ((request: HttpRequestInfo) => string | undefined)
 
-/** One layer of limits: a policy (or one per tier) applied to a key. */
+/**
+ * Units a request spends: a whole number from 1, or a function of the request giving one (may be
+ * async). A function's answer that is not a whole number from 1 fails that request with
+ * `SLUICE_INVALID_COST` (logged; a 500, or a pass with `onError: 'open'`), and nothing is charged.
+ */
+export type RequestCost = number | ((request: HttpRequestInfo) => number | Promise<number>)
+
+/**
+ * The policy of a layer for one request: a policy name of the limiter, or `null` for no limit on this
+ * layer (may be async). A name the limiter does not have fails that request with `SLUICE_UNKNOWN_POLICY`.
+ */
+export type RequestPolicy = (request: HttpRequestInfo) => string | null | Promise<string | null>
+
+/** One layer of limits: a policy (or one per tier, or one per request) applied to a key. */
 export interface Rule {
-  /** The limiter policy, or a map from tier name to policy (`null`: no limit on this layer for that tier). */
-  policy: string | Readonly<Record<string, string | null>>
+  /**
+   * The limiter policy; a map from tier name to policy (`null`: no limit on this layer for that
+   * tier); or a function of the request naming it (`(req) => isPremium(req) ? 'premium' : 'free'`).
+   */
+  policy: string | Readonly<Record<string, string | null>> | RequestPolicy
   /** Whose budget this layer spends. A layer whose key is missing (anonymous user, no API key) is skipped, except `ip`, see `missingIp`. */
   key: KeySpec
   /** Only on these routes: `'POST /reports'`, `'/reports/:id'` (any method), or a method alone: `'POST'`. Default: every route. */
   routes?: readonly string[]
-  /** A fixed cost for this layer, whatever the route's cost (e.g. a per-IP request count). */
-  cost?: number
+  /** This layer's cost, whatever the route's (e.g. a per-IP request count), or a function of the request. */
+  cost?: RequestCost
 }
 
 /** Per-route options: from the adapter (Express route middleware, Fastify route config) or `routes` in the options. */
 export interface RouteOptions {
-  /** Units this route spends on every layer without a fixed cost. Default 1. */
-  cost?: number
+  /** Units this route spends on every layer without a cost of its own, or a function of the request. Default 1. */
+  cost?: RequestCost
   /** Extra layers for this route, checked together with the global ones (all or nothing). */
   rules?: readonly Rule[]
   /** Do not limit this route at all. */
