@@ -40,7 +40,7 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/clients.md': 0, // Go and Python: test/clients/docs.test.ts builds those
   'docs/envoy.md': 0, // YAML: test/envoy/config.test.ts loads those
   'docs/errors.md': 1,
-  'docs/http.md': 6,
+  'docs/http.md': 7,
   'docs/observability.md': 5,
   'docs/policies.md': 2,
   'docs/reliability.md': 2,

@@ -11,11 +11,12 @@ import { headerValue, pathOf } from './request-info.js'
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** Sluice options for this route: cost, extra rules, or skip. */
-    sluice?: RouteOptions
+    sluice?: RouteOptions<FastifyRequest>
   }
 }
 
-export type SluiceFastifyOptions = { http: HttpLimiter } | HttpLimiterOptions
+/** The plugin's options: a core, or its options; their callbacks get the `FastifyRequest` as `request.raw`. */
+export type SluiceFastifyOptions = { http: HttpLimiter<FastifyRequest> } | HttpLimiterOptions<FastifyRequest>
 
 const FASTIFY_TRUST: FrameworkTrust = {
   setting: 'Fastify trustProxy',
@@ -102,7 +103,7 @@ export function sluice(
   instance.addHook('onRoute', (route) => {
     const routeOptions = (route.config as { sluice?: RouteOptions } | undefined)?.sluice
     if (routeOptions !== undefined)
-      http.prepare(routeOptions, `route ${route.method} ${route.url} config.sluice`)
+      http.prepare(routeOptions as RouteOptions, `route ${route.method} ${route.url} config.sluice`)
   })
   // A callback hook, so the common case (memory store) answers without a promise.
   instance.addHook(
@@ -114,7 +115,7 @@ export function sluice(
       const routeOptions = request.routeOptions
       const info = new FastifyRequestInfo(request, routeOptions.url, fastifyTrustsProxies)
       // Not returned: Fastify would take a returned promise for an async hook's.
-      deliver(info, routeOptions.config.sluice, applyOutcome, reply, next)
+      deliver(info, routeOptions.config.sluice as RouteOptions | undefined, applyOutcome, reply, next)
     },
   )
   done()

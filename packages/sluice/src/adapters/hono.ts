@@ -18,7 +18,7 @@ export interface HonoAdapterOptions {
    */
   remoteAddress?: (c: Context) => string | undefined
   /** Options for the routes this middleware is mounted on (`app.post('/reports', sluice(http, { route: { cost: 5 } }), h)`). */
-  route?: RouteOptions
+  route?: RouteOptions<Context>
 }
 
 const OPTION_KEYS = keysOf<HonoAdapterOptions>({ remoteAddress: true, route: true })
@@ -91,17 +91,20 @@ function nodeRemoteAddress(http: HttpLimiter): (c: Context) => string | undefine
 }
 
 /**
+ * Hono middleware; the options' callbacks get the Hono `Context` as `request.raw`.
  * @example
  * app.use('*', sluice({ limiter, rules: [{ policy: 'perIp', key: 'ip' }] }))
  */
 export function sluice(
-  limiter: HttpLimiter | HttpLimiterOptions,
+  limiter: HttpLimiter<Context> | HttpLimiterOptions<Context>,
   options: HonoAdapterOptions = {},
 ): MiddlewareHandler {
   checkKnownKeys('sluice/hono options', options, OPTION_KEYS)
   const http = asHttpLimiter(limiter)
   const routeOptions =
-    options.route === undefined ? undefined : http.prepare(options.route, 'hono route options')
+    options.route === undefined
+      ? undefined
+      : http.prepare(options.route as RouteOptions, 'hono route options')
   const remoteAddress = options.remoteAddress ?? nodeRemoteAddress(http)
   const deliver = deliveryOf(http)
   return async (c, next, ...rest: unknown[]) => {
