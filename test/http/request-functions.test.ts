@@ -184,6 +184,24 @@ for (const framework of frameworks) {
         expect(codes).toEqual(['SLUICE_UNKNOWN_POLICY', 'SLUICE_UNKNOWN_POLICY'])
       })
     }
+
+    it('a policy and a cost function that both reject fail the request once, with no unhandled rejection', async () => {
+      const { logger, codes } = capture()
+      const { target, limiter } = await start({
+        logger,
+        rules: [
+          {
+            policy: () => Promise.reject(Object.assign(new Error('plans down'), { code: 'PLANS' })),
+            key: 'ip',
+            cost: () => Promise.reject(Object.assign(new Error('items down'), { code: 'ITEMS' })),
+          },
+          { policy: 'units', key: 'ip', cost: () => 2 },
+        ],
+      })
+      expect((await call(target, '/hello')).status).toBe(500)
+      expect(codes).toEqual(['PLANS'])
+      expect((await limiter.peek('units', 'ip:127.0.0.1')).remaining).toBe(10)
+    })
   })
 }
 

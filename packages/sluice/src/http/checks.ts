@@ -151,8 +151,11 @@ export function checksReader(
       layers.push({ compiled, policy, cost, costWhere })
     }
     if (!waits) return addLayers(checks, layers)
+    // Every answer awaited together: a second rejection is handled too, not left unhandled.
     return Promise.all(
-      layers.map(async (layer) => ({ ...layer, policy: await layer.policy, cost: await layer.cost })),
+      layers.map((layer) =>
+        Promise.all([layer.policy, layer.cost]).then(([policy, cost]) => ({ ...layer, policy, cost })),
+      ),
     ).then((answered) => addLayers(checks, answered))
   }
 
