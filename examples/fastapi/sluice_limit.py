@@ -43,8 +43,9 @@ class SluiceRejected(Exception):
 
 
 def client_ip(request: Request) -> str:
-    """The default key: the peer's address. Behind a proxy, pass a key that reads its header."""
-    return request.client.host if request.client is not None else "unknown"
+    """The default key: the peer's address as "ip:<address>", the name /v1/authz and Sluice's HTTP
+    middleware give an IPv4 client. Behind a proxy, pass a key that reads its header."""
+    return "ip:" + (request.client.host if request.client is not None else "unknown")
 
 
 def _non_negative(n: object) -> int:

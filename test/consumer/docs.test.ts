@@ -40,7 +40,10 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/clients.md': 0, // Go and Python: test/clients/docs.test.ts builds those
   'docs/envoy.md': 0, // YAML: test/envoy/config.test.ts loads those
   'docs/errors.md': 1,
-  'docs/http.md': 7,
+  'docs/http.md': 8,
+  'docs/migrating-from-express-rate-limit.md': 1, // the peer's blocks are text: the side-by-side tests run them
+  'docs/migrating-from-fastify-rate-limit.md': 4,
+  'docs/migrating-from-rate-limiter-flexible.md': 2,
   'docs/observability.md': 5,
   'docs/policies.md': 2,
   'docs/reliability.md': 2,
@@ -272,6 +275,11 @@ describe('every code block of the docs, in a fresh project from the packed tarba
       'README-2.ts',
       'README-4.ts',
       'docs-errors-1.ts',
+      'docs-migrating-from-express-rate-limit-1.ts',
+      'docs-migrating-from-fastify-rate-limit-1.ts',
+      'docs-migrating-from-fastify-rate-limit-2.ts',
+      'docs-migrating-from-fastify-rate-limit-3.ts',
+      'docs-migrating-from-rate-limiter-flexible-1.ts',
       'docs-policies-1.ts',
       'docs-policies-2.ts',
       'docs-service-1.ts',

@@ -175,6 +175,22 @@ describe('abuse patterns from layered decisions', () => {
     expect(Math.abs(top!.distinct - 60) / 60).toBeLessThanOrEqual(TOLERANCE)
   })
 
+  it('lists only addresses with several identities and identities with several addresses', () => {
+    const d = new AbuseDetector()
+    const t = 7_000_000
+    for (let i = 0; i < 3; i++) d.record(t, 'ip:192.0.2.1', 'user:solo', false)
+    d.record(t, 'ip:192.0.2.2', 'user:roamer', false)
+    d.record(t, 'ip:192.0.2.2', 'user:neighbour', false)
+    d.record(t, 'ip:192.0.2.3', 'user:roamer', false)
+    const report = d.report(t)
+    expect(report.identitiesPerAddress.map((e) => [e.key, e.distinct])).toEqual([['ip:192.0.2.2', 2]])
+    expect(report.addressesPerIdentity.map((e) => [e.key, e.distinct])).toEqual([['user:roamer', 2]])
+    // Every client here has one of each: nothing to list.
+    const quiet = new AbuseDetector()
+    for (let i = 0; i < 20; i++) quiet.record(t, `ip:198.51.100.${i}`, `user:u${i}`, false)
+    expect(quiet.report(t)).toMatchObject({ identitiesPerAddress: [], addressesPerIdentity: [] })
+  })
+
   it('a full table drops the least recently fed of its smallest keys, not the oldest', () => {
     const d = new AbuseDetector({ capacity: 4 })
     const t = 9_000_000
@@ -182,6 +198,8 @@ describe('abuse patterns from layered decisions', () => {
     d.record(t, 'ip:192.0.2.97', 'user:1', false) // a again, same partner: its count stays 1
     d.record(t, 'ip:192.0.2.101', 'user:1', false) // e: the table is full, one key goes (b, not a)
     d.record(t, 'ip:192.0.2.97', 'user:2', false)
+    // b comes back with a second partner: kept, it would count 2 and be listed; dropped, it counts 1.
+    d.record(t, 'ip:192.0.2.98', 'user:2', false)
     const a = d.report(t).identitiesPerAddress.find((e) => e.key === 'ip:192.0.2.97')
     expect(a).toMatchObject({ distinct: 2, decisions: 3 })
     expect(d.report(t).identitiesPerAddress.map((e) => e.key)).not.toContain('ip:192.0.2.98')

@@ -97,9 +97,9 @@ describe('/v1/authz query: only decimal digits, no repeated parameters', () => {
       expect(res.status, `cost=${cost}`).toBe(400)
       expect(res.body.error).toBe('invalid_cost')
     }
-    expect(await remaining(url, '127.0.0.1')).toBe(10)
+    expect(await remaining(url, 'ip:127.0.0.1')).toBe(10)
     expect((await get(`${url}/v1/authz?policy=api&cost=3`)).status).toBe(200)
-    expect(await remaining(url, '127.0.0.1')).toBe(7)
+    expect(await remaining(url, 'ip:127.0.0.1')).toBe(7)
   })
 
   it('refuses a repeated query parameter (400 duplicate_parameter) and spends nothing', async () => {
@@ -113,9 +113,9 @@ describe('/v1/authz query: only decimal digits, no repeated parameters', () => {
       expect(res.status, query).toBe(400)
       expect(res.body.error).toBe('duplicate_parameter')
     }
-    expect(await remaining(url, '127.0.0.1')).toBe(10)
-    expect(await remaining(url, '127.0.0.1', 'other')).toBe(10)
-    expect(await remaining(url, '127.0.0.1', 'api', 'pro')).toBe(100)
+    expect(await remaining(url, 'ip:127.0.0.1')).toBe(10)
+    expect(await remaining(url, 'ip:127.0.0.1', 'other')).toBe(10)
+    expect(await remaining(url, 'ip:127.0.0.1', 'api', 'pro')).toBe(100)
   })
 })
 
@@ -183,12 +183,12 @@ describe('IPv4 in IPv6 clothing keys as the IPv4 address, not as ::/64', () => {
       const res = await get(`${url}/v1/authz?policy=api`, { 'x-real-ip': form })
       expect(res.status, form).toBe(200)
     }
-    expect(await remaining(url, '6.6.6.6')).toBe(10 - forms.length)
-    expect(await remaining(url, '::/64')).toBe(10)
+    expect(await remaining(url, 'ip:6.6.6.6')).toBe(10 - forms.length)
+    expect(await remaining(url, 'ip:::/64')).toBe(10)
     // ::1 and :: stay IPv6 (loopback and unspecified are not IPv4-compatible addresses).
     expect((await get(`${url}/v1/authz?policy=api`, { 'x-real-ip': '::1' })).status).toBe(200)
-    expect(await remaining(url, '::/64')).toBe(9)
-    expect(await remaining(url, '0.0.0.1')).toBe(10)
+    expect(await remaining(url, 'ip:::/64')).toBe(9)
+    expect(await remaining(url, 'ip:0.0.0.1')).toBe(10)
   })
 
   it('through the HTTP core: the ip key of a mapped peer address is the IPv4 one', () => {

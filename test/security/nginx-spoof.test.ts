@@ -46,7 +46,7 @@ describe('the shipped nginx config in front of the shipped service config', () =
     seen = []
     for (const address of ['127.0.0.1', '1.2.3.4', '198.51.100.7'])
       for (const entry of sluice.service.config.entries.values())
-        await sluice.service.limiter.reset(entry.displayName, address)
+        await sluice.service.limiter.reset(entry.displayName, `ip:${address}`)
   })
 
   afterAll(async () => {
@@ -92,9 +92,9 @@ describe('the shipped nginx config in front of the shipped service config', () =
     })
     const peek = async (key: string) =>
       (await post(`${sluice.url}/v1/peek`, { policy: 'api', key })).body as { remaining: number }
-    expect((await peek('127.0.0.1')).remaining).toBeLessThanOrEqual(DEFAULT_BURST - 3)
-    expect((await peek('1.2.3.4')).remaining).toBe(DEFAULT_BURST)
-    expect((await peek('198.51.100.7')).remaining).toBe(DEFAULT_BURST)
+    expect((await peek('ip:127.0.0.1')).remaining).toBeLessThanOrEqual(DEFAULT_BURST - 3)
+    expect((await peek('ip:1.2.3.4')).remaining).toBe(DEFAULT_BURST)
+    expect((await peek('ip:198.51.100.7')).remaining).toBe(DEFAULT_BURST)
   })
 
   it('RateLimit and RateLimit-Policy reach the client on 200 and on 429', async () => {
@@ -159,7 +159,7 @@ describe('/v1/authz without nginx: tier and identity headers', () => {
     }
     // Neither header was believed: one budget, the peer's address.
     expect(statuses).toEqual([200, 200, 429])
-    expect((await post(`${r.url}/v1/peek`, { policy: 'api', key: '127.0.0.1' })).body).toMatchObject({
+    expect((await post(`${r.url}/v1/peek`, { policy: 'api', key: 'ip:127.0.0.1' })).body).toMatchObject({
       allowed: false,
     })
   })

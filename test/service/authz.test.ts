@@ -35,10 +35,36 @@ describe('/v1/authz: who is asking', () => {
     expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-forwarded-for': '198.51.100.3' })).status).toBe(
       429,
     )
-    // The key is the address itself, so /v1/check callers keying on the IP share the budget.
-    expect((await post(`${r.url}/v1/peek`, { policy: 'api', key: '203.0.113.7' })).body).toMatchObject({
+    // The key is the HTTP core's name for the address, so /v1/check callers sending it share the budget.
+    expect((await post(`${r.url}/v1/peek`, { policy: 'api', key: 'ip:203.0.113.7' })).body).toMatchObject({
       allowed: false,
     })
+  })
+
+  it('names the address as the HTTP core does (ip:...): one key in the store, top keys and abuse tables', async () => {
+    const r = await service(`${POLICY}  per-user: { algorithm: fixed-window, limit: 100, window: 1m }\n`, {
+      observability: { flushMs: 50, pushIntervalMs: 100 },
+    })
+    expect(await three(r, { 'x-real-ip': '203.0.113.7' })).toEqual([200, 200, 429])
+    // Layered /v1/check calls naming the same client the HTTP core's way spend the same budget.
+    for (const user of ['user:a', 'user:b']) {
+      const res = await post(`${r.url}/v1/check`, {
+        checks: [
+          { policy: 'api', key: 'ip:203.0.113.7' },
+          { policy: 'per-user', key: user },
+        ],
+      })
+      expect(res.body).toMatchObject({ allowed: false, deniedBy: 'api' })
+    }
+    const snapshot = (await get(`${r.url}/dashboard/snapshot.json`)).body as {
+      topDenied: { policy: string; keys: { key: string; count: number }[] }[]
+      abuse: { identitiesPerAddress: { key: string; distinct: number }[] }
+    }
+    const denied = snapshot.topDenied.find((t) => t.policy === 'api')!.keys
+    expect(denied.map((k) => [k.key, k.count])).toEqual([['ip:203.0.113.7', 3]])
+    expect(snapshot.abuse.identitiesPerAddress.map((e) => [e.key, e.distinct])).toEqual([
+      ['ip:203.0.113.7', 2],
+    ])
   })
 
   it('a peer that is not a trusted proxy cannot choose its key', async () => {
@@ -84,7 +110,9 @@ describe('/v1/authz: who is asking', () => {
       429,
     )
     expect((await get(`${r.url}/v1/authz?policy=api`, { 'x-real-ip': '2001:db8:1:3::1' })).status).toBe(200)
-    expect((await post(`${r.url}/v1/peek`, { policy: 'api', key: '2001:db8:1:2::/64' })).body).toMatchObject({
+    expect(
+      (await post(`${r.url}/v1/peek`, { policy: 'api', key: 'ip:2001:db8:1:2::/64' })).body,
+    ).toMatchObject({
       allowed: false,
     })
 

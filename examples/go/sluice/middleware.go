@@ -134,14 +134,15 @@ func New(opts Options) (func(http.Handler) http.Handler, error) {
 	return l.wrap, nil
 }
 
-// ClientIP is the default key: the address of the peer, without its port. Behind a proxy, write a
-// Key that reads the proxy's header, and only from the proxy.
+// ClientIP is the default key: the address of the peer, without its port, as "ip:<address>" (the
+// name /v1/authz and Sluice's HTTP middleware give an IPv4 client, so they share its budget). Behind
+// a proxy, write a Key that reads the proxy's header, and only from the proxy.
 func ClientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		return "ip:" + r.RemoteAddr
 	}
-	return host
+	return "ip:" + host
 }
 
 func (l *limiter) wrap(next http.Handler) http.Handler {

@@ -68,7 +68,11 @@ export async function authz(
   const tier = query.get('tier') ?? (trusted ? headerTier(ctx, req, res) : undefined)
   const entry = entryFor(config, query.get('policy') ?? undefined, tier, 'query')
   const keyHeader = trusted ? config.authz.keyHeader : undefined
-  const rawKey = keyHeader === undefined ? ctx.authzIp(req) : req.headers[keyHeader]
+  // The HTTP core's name for an address (`ip:203.0.113.7`, `ip:2001:db8:1:2::/64`): one client is
+  // one key whether the middleware, /v1/check or /v1/authz counts it, and one name on the dashboard.
+  const address = ctx.authzIp(req)
+  const addressKey = address === undefined ? undefined : `ip:${address}`
+  const rawKey = keyHeader === undefined ? addressKey : req.headers[keyHeader]
   if (typeof rawKey !== 'string' || rawKey === '') {
     throw new ClientError(
       'missing_key',
@@ -92,10 +96,8 @@ export async function authz(
   const d = await limiter.consume(entry.displayName, key, { cost })
   // Limited on an API key from a known client address: that pair feeds the abuse patterns (the
   // decision alone names only the key). A key for an address limits on the address: no pair.
-  if (keyHeader !== undefined) {
-    const address = ctx.authzIp(req)
-    if (address !== undefined) ctx.observability?.observePair(`ip:${address}`, key, !d.allowed)
-  }
+  if (keyHeader !== undefined && addressKey !== undefined)
+    ctx.observability?.observePair(addressKey, key, !d.allowed)
   const headers = rateLimitHeaders(d, limiter.policies, {
     headers: 'both',
     nowMs: Date.now(),

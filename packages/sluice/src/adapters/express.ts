@@ -11,9 +11,11 @@ import {
   reportConflict,
 } from '../http/framework-trust.js'
 import type { HttpLimiter, HttpLimiterOptions, HttpOutcome, RouteOptions } from '../http/index.js'
+import { countedOf } from '../http/outcome-counting.js'
 import { wrongAdapter } from './misuse.js'
 import { sendOutcome } from './node.js'
 import { NodeRequestInfo, pathOf } from './request-info.js'
+import { countOnClose } from './response-end.js'
 
 /** The parts of an Express request the middleware reads. */
 export interface ExpressLikeRequest extends IncomingMessage {
@@ -34,7 +36,10 @@ const EXPRESS_TRUST: FrameworkTrust = {
 
 /** Send a refusal, or pass the request on. */
 function continueOrAnswer(outcome: HttpOutcome, res: ServerResponse, next: (error?: unknown) => void): void {
-  if (!sendOutcome(res, outcome)) next()
+  if (sendOutcome(res, outcome)) return
+  const counted = countedOf(outcome)
+  if (counted !== undefined) countOnClose(res, counted, res)
+  next()
 }
 
 export type ExpressMiddleware = (

@@ -5,8 +5,10 @@ import { InvalidOptionsError } from '../errors.js'
 import { asHttpLimiter, type Delivery, deliveryOf, type HttpLimiter } from '../http/core.js'
 import { type FrameworkTrust, proxyTrustConflict, reportConflict } from '../http/framework-trust.js'
 import type { HttpLimiterOptions, HttpOutcome, HttpRequestInfo, RouteOptions } from '../http/index.js'
+import { countedOf } from '../http/outcome-counting.js'
 import { wrongAdapter } from './misuse.js'
 import { headerValue, pathOf } from './request-info.js'
+import { countOnClose } from './response-end.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -52,8 +54,13 @@ function applyOutcome(outcome: HttpOutcome, reply: FastifyReply, next: (error?: 
   const headers = outcome.headers
   for (const name in headers) reply.header(name, headers[name])
   // Answering from the hook: send and do not call next.
-  if (outcome.action === 'respond') reply.code(outcome.status).send(outcome.body)
-  else next()
+  if (outcome.action === 'respond') {
+    reply.code(outcome.status).send(outcome.body)
+    return
+  }
+  const counted = countedOf(outcome)
+  if (counted !== undefined) countOnClose(reply.raw, counted, reply)
+  next()
 }
 
 /**

@@ -1,4 +1,5 @@
 // sluice/hono: Hono 4 (4.8 and later: hono/route) middleware over the shared HTTP core.
+import type { ServerResponse } from 'node:http'
 import { createRequire } from 'node:module'
 import type { Context, MiddlewareHandler } from 'hono'
 import type { matchedRoutes } from 'hono/route'
@@ -6,6 +7,7 @@ import { UnsupportedError } from '../errors.js'
 import { asHttpLimiter, deliveryOf, returnOutcome } from '../http/core.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
 import { defaultLogger } from '../http/options.js'
+import { type CountedRequest, countedOf } from '../http/outcome-counting.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import { wrongAdapter } from './misuse.js'
 
@@ -91,6 +93,27 @@ function nodeRemoteAddress(http: HttpLimiter): (c: Context) => string | undefine
 }
 
 /**
+ * Run the handler of a request counted by outcome, and tell `counted` when its response has ended:
+ * on @hono/node-server when the socket's response closes (a client that went away first counts as
+ * failed); elsewhere when the handler has answered.
+ */
+async function nextCounted(c: Context, next: () => Promise<void>, counted: CountedRequest): Promise<void> {
+  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing
+  if (outgoing !== undefined && typeof outgoing.once === 'function') {
+    if (outgoing.closed) counted.ended(outgoing.statusCode, c.res, outgoing.writableFinished)
+    else outgoing.once('close', () => counted.ended(outgoing.statusCode, c.res, outgoing.writableFinished))
+    return next()
+  }
+  let answered = false
+  try {
+    await next()
+    answered = true
+  } finally {
+    counted.ended(answered ? c.res.status : 500, c.res, answered)
+  }
+}
+
+/**
  * Hono middleware; the options' callbacks get the Hono `Context` as `request.raw`.
  * @example
  * app.use('*', sluice({ limiter, rules: [{ policy: 'perIp', key: 'ip' }] }))
@@ -134,7 +157,9 @@ export function sluice(
     if (outcome.action === 'respond') {
       return new Response(outcome.body, { status: outcome.status, headers: outcome.headers })
     }
-    await next()
+    const counted = countedOf(outcome)
+    if (counted === undefined) await next()
+    else await nextCounted(c, next, counted)
     const entries = Object.entries(outcome.headers)
     if (entries.length === 0) return undefined
     try {

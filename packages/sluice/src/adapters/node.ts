@@ -8,9 +8,11 @@ import type {
   HttpRequestInfo,
   RouteOptions,
 } from '../http/index.js'
+import { countedOf } from '../http/outcome-counting.js'
 import type { NodeHandler } from '../http/types.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import { NodeRequestInfo, pathOf } from './request-info.js'
+import { countOnClose } from './response-end.js'
 
 export interface NodeAdapterOptions {
   /** The route pattern of a request (node:http has no router). Default: none, so every request is `METHOD *`. */
@@ -51,7 +53,10 @@ export function withSluice(
   checkKnownKeys('withSluice options', options, OPTION_KEYS)
   const deliver = deliveryOf(asHttpLimiter(limiter))
   const answerOrHandle = (outcome: HttpOutcome, req: IncomingMessage, res: ServerResponse): void => {
-    if (!sendOutcome(res, outcome)) handler(req, res)
+    if (sendOutcome(res, outcome)) return
+    const counted = countedOf(outcome)
+    if (counted !== undefined) countOnClose(res, counted, res)
+    handler(req, res)
   }
   return (req, res) => {
     const route = options.route?.(req)

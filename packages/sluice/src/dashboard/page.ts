@@ -27,7 +27,7 @@ td.key { max-width: 260px; overflow: hidden; text-overflow: ellipsis; font-famil
 .closed { background: var(--ok); } .half-open { background: var(--warn); } .open { background: var(--bad); }
 .chart { margin-bottom: 10px; } .chart svg { width: 100%; height: auto; display: block; }
 .chart .title { display: flex; justify-content: space-between; color: var(--muted); }
-.empty { color: var(--muted); font-style: italic; }
+.empty, .idle { color: var(--muted); font-style: italic; }
 tr.flagged td { color: var(--bad); font-weight: 600; }
 .note { color: var(--muted); font-weight: normal; text-transform: none; letter-spacing: 0; }
 `
@@ -48,45 +48,83 @@ function fill(tbody, rows, empty, cols) {
   tbody.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { class: 'empty', colspan: cols }, empty))]));
 }
 const SVG = 'http://www.w3.org/2000/svg';
+function svgEl(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  return e;
+}
+// Where the time axis is labelled: seconds before now, oldest first.
+function axisTicks(n) {
+  const step = n >= 60 ? 15 : Math.max(1, Math.round(n / 4));
+  const ticks = [];
+  for (let t = n; t > 0; t -= step) ticks.push(t);
+  return ticks;
+}
 function chart(p) {
   const w = 600, h = 90, n = p.series.allowed.length;
+  // A line that is zero all along carries nothing but its colour, and a red line at zero reads as
+  // failure: only series with a decision are drawn, and an idle chart says so in neutral grey.
+  const drawn = [['denied', '#cf222e'], ['allowed', '#1a7f37']].filter(([name]) => p.series[name].some((v) => v > 0));
   const max = Math.max(1, ...p.series.allowed, ...p.series.denied);
-  const svg = document.createElementNS(SVG, 'svg');
-  svg.setAttribute('viewBox', '0 0 ' + w + ' ' + (h + 14));
+  const x = (i) => (n > 1 ? i * w / (n - 1) : w);
+  const svg = svgEl('svg', { viewBox: '0 0 ' + w + ' ' + (h + 16) });
   for (const frac of [0, 0.5, 1]) {
     const y = h - frac * h;
-    const g = document.createElementNS(SVG, 'line');
-    Object.entries({ x1: 0, x2: w, y1: y, y2: y, stroke: '#eaeef2' }).forEach(([k, v]) => g.setAttribute(k, v));
-    svg.append(g);
+    svg.append(svgEl('line', { x1: 0, x2: w, y1: y, y2: y, stroke: '#eaeef2' }));
   }
-  for (const [name, color] of [['allowed', '#1a7f37'], ['denied', '#cf222e']]) {
-    const pts = p.series[name].map((v, i) => (i * w / (n - 1)).toFixed(1) + ',' + (h - v / max * h).toFixed(1));
-    const line = document.createElementNS(SVG, 'polyline');
-    Object.entries({ points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': 2, 'vector-effect': 'non-scaling-stroke' })
-      .forEach(([k, v]) => line.setAttribute(k, v));
-    svg.append(line);
+  // The series' last point is the last whole second; its first is n seconds before now.
+  const ticks = axisTicks(n).map((t) => [x(n - t), '-' + t + ' s']).concat([[w, 'now']]);
+  ticks.forEach(([tx, text], i) => {
+    svg.append(svgEl('line', { x1: tx, x2: tx, y1: 0, y2: h, stroke: '#f3f4f6' }));
+    const anchor = i === 0 ? 'start' : i === ticks.length - 1 ? 'end' : 'middle';
+    const label = svgEl('text', { class: 'axis', x: tx, y: h + 13, 'font-size': 11, fill: '#57606a', 'text-anchor': anchor });
+    label.textContent = text;
+    svg.append(label);
+  });
+  // Denied first, so allowed is drawn over it where both are equal.
+  for (const [name, color] of drawn) {
+    const pts = p.series[name].map((v, i) => x(i).toFixed(1) + ',' + (h - v / max * h).toFixed(1));
+    svg.append(svgEl('polyline', { class: name, points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': 2, 'vector-effect': 'non-scaling-stroke' }));
   }
-  const label = document.createElementNS(SVG, 'text');
-  Object.entries({ x: 2, y: 11, 'font-size': 11, fill: '#57606a' }).forEach(([k, v]) => label.setAttribute(k, v));
-  label.textContent = 'max ' + max + '/s';
-  svg.append(label);
-  const wrap = el('div', { class: 'chart', 'data-policy': p.policy },
-    el('div', { class: 'title' }, el('b', {}, p.policy),
-      el('span', {}, el('span', { class: 'allowed' }, '— allowed '), el('span', { class: 'denied' }, '— denied'), ' · last ' + n + ' s')));
+  let legend;
+  if (drawn.length === 0) legend = el('span', { class: 'idle' }, 'no traffic · last ' + n + ' s');
+  else {
+    const label = svgEl('text', { x: 2, y: 11, 'font-size': 11, fill: '#57606a' });
+    label.textContent = 'max ' + max + '/s';
+    svg.append(label);
+    const names = drawn.map(([name]) => name);
+    legend = el('span', {}, el('span', { class: 'allowed' }, '— allowed '),
+      names.includes('denied') ? el('span', { class: 'denied' }, '— denied') : 'none denied',
+      ' · last ' + n + ' s');
+  }
+  const wrap = el('div', { class: 'chart', 'data-policy': p.policy }, el('div', { class: 'title' }, el('b', {}, p.policy), legend));
   wrap.append(svg);
   return wrap;
 }
+// Below this many keys the top 1% is a single key, and a percentile of a handful says nothing.
+const PERCENTILE_MIN_KEYS = 100;
+function keyShare(t) {
+  if (t.distinctKeys >= PERCENTILE_MIN_KEYS)
+    return t.policy + ': top 1% of ~' + t.distinctKeys + ' keys send ' + (t.topOnePercentShare == null ? '?' : pct(t.topOnePercentShare));
+  const busiest = t.keys[0];
+  if (busiest == null) return t.policy + ': ' + t.total + ' requests';
+  if (t.distinctKeys <= 1 && t.keys.length <= 1) return t.policy + ': one key sends all';
+  return t.policy + ': the busiest of ~' + Math.max(t.distinctKeys, t.keys.length) + ' keys sends ' + pct(busiest.count / t.total);
+}
+// A zero in red reads as failure: the denied colour is for counts above zero.
+const red = (n) => (n > 0 ? 'denied' : '');
 function render(s) {
   let allowed = 0, denied = 0, allowedRate = 0, deniedRate = 0;
   for (const p of [...s.policies, s.otherPolicies]) { allowed += p.totals.allowed; denied += p.totals.denied; allowedRate += p.perSecond.allowed; deniedRate += p.perSecond.denied; }
   $('share').textContent = pct(s.deniedShare10s);
   $('total-allowed').textContent = allowed;
   $('total-denied').textContent = denied;
+  $('total-denied').className = red(denied);
   $('rate').textContent = allowedRate + ' / ' + deniedRate;
   fill($('policies'), s.policies.map((p) => el('tr', { 'data-policy': p.policy },
     el('td', {}, p.policy),
     el('td', { class: 'allowed-rate allowed' }, p.perSecond.allowed),
-    el('td', { class: 'denied-rate denied' }, p.perSecond.denied),
+    el('td', { class: 'denied-rate ' + red(p.perSecond.denied) }, p.perSecond.denied),
     el('td', { class: 'share' }, pct(p.deniedShare10s)),
     el('td', { class: 'allowed-total' }, p.totals.allowed),
     el('td', { class: 'denied-total' }, p.totals.denied),
@@ -94,7 +132,7 @@ function render(s) {
   const o = s.otherPolicies;
   if (o.count > 0 || o.dropped > 0) $('policies').append(el('tr', { class: 'others' },
     el('td', {}, o.count + ' more' + (o.dropped > 0 ? ', ' + o.dropped + ' dropped' : '')),
-    el('td', { class: 'allowed' }, o.perSecond.allowed), el('td', { class: 'denied' }, o.perSecond.denied), el('td', {}, ''),
+    el('td', { class: 'allowed' }, o.perSecond.allowed), el('td', { class: red(o.perSecond.denied) }, o.perSecond.denied), el('td', {}, ''),
     el('td', {}, o.totals.allowed), el('td', {}, o.totals.denied), el('td', {}, o.totals.degraded)));
   $('charts').replaceChildren(...s.policies.map(chart));
   fill($('stores'), s.stores.map((st) => el('tr', { 'data-store': st.store },
@@ -115,8 +153,7 @@ function render(s) {
     el('td', {}, k.policy), el('td', { class: 'key', title: k.key }, k.fingerprint ?? k.key),
     el('td', { class: 'count' }, k.count + (k.maxError ? ' ±' + k.maxError : '')),
     el('td', {}, pct(k.count / Math.max(1, k.total))))), 'nobody is being limited', 4);
-  $('top1').textContent = s.topAdmitted.filter((t) => t.total > 0).map((t) =>
-    t.policy + ': top 1% of ~' + t.distinctKeys + ' keys send ' + (t.topOnePercentShare == null ? '?' : pct(t.topOnePercentShare))).join(' · ') || '–';
+  $('top1').textContent = s.topAdmitted.filter((t) => t.total > 0).map(keyShare).join(' · ') || '–';
   fill($('spikes'), s.spikes.map((sp) => el('tr', {},
     el('td', {}, new Date(sp.at).toLocaleTimeString()), el('td', { class: 'l' }, sp.policy),
     el('td', { class: 'key', title: sp.key ?? '' }, sp.scope === 'key' ? sp.fingerprint ?? sp.key : '(whole policy)'),
@@ -173,7 +210,7 @@ export function dashboardPage(base: string): string {
     <div class="tile"><b id="share">–</b><span>429 share, last 10 s</span></div>
     <div class="tile"><b id="rate">–</b><span>allowed / denied per s</span></div>
     <div class="tile"><b id="total-allowed" class="allowed">–</b><span>allowed total</span></div>
-    <div class="tile"><b id="total-denied" class="denied">–</b><span>denied total</span></div>
+    <div class="tile"><b id="total-denied">–</b><span>denied total</span></div>
   </div>
 </section>
 <section class="wide">

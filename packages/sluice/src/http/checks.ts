@@ -9,6 +9,7 @@ import { RequestKeys } from './keys.js'
 import type { LimitedShorthand } from './limited.js'
 import type { ResolvedHttpOptions } from './options.js'
 import { pass, refusal } from './outcome.js'
+import type { OutcomeRule } from './outcome-counting.js'
 import { type CompiledRoute, type CompiledRule, routeIdCache } from './rules.js'
 import type { HttpOutcome, HttpRequestInfo, RouteOptions } from './types.js'
 
@@ -30,6 +31,8 @@ export class RequestChecks extends RequestKeys {
   tier: string | undefined = undefined
   /** The `message` / `statusCode` of the request's route, or the limiter's. */
   limited: LimitedShorthand | undefined = undefined
+  /** What happens to the request's units once its response has ended; undefined: they stay spent. */
+  counting: OutcomeRule | undefined = undefined
   firstPolicy = ''
   firstKey = ''
   firstCost = 0
@@ -196,6 +199,7 @@ export function checksReader(
       return pass()
     const checks = new RequestChecks(keyMaker, request, routeId)
     checks.limited = route === undefined ? rules.limited : route.limited
+    checks.counting = route === undefined ? rules.counting : route.counting
     if (skipIp?.(checks.ip()) === true) return pass()
     if (denyIp?.(checks.ip()) === true || options.deny?.when?.(request) === true) {
       if (!settings.shadow) return refusal(403, 'forbidden', 'This client is not allowed to call this API.')

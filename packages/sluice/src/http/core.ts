@@ -7,6 +7,7 @@ import { isPending, type MaybePromise } from '../store.js'
 import { checksReader, RequestChecks, type RequestRead } from './checks.js'
 import { defaultLogger, resolveHttpOptions } from './options.js'
 import { failureOutcome, outcomeWriter } from './outcome.js'
+import { type CountingContext, countAfterResponse } from './outcome-counting.js'
 import type { HttpLimiterOptions, HttpOutcome, HttpRequestInfo, RouteOptions } from './types.js'
 
 /** An HTTP core; `Raw` is the framework request its callbacks see as `request.raw` (see `HttpRequestInfo`). */
@@ -70,6 +71,7 @@ function createCore(options: HttpLimiterOptions): HttpLimiter {
   const { limiter, queue, rules } = resolved
   const readRequest = checksReader(resolved)
   const outcomes = outcomeWriter(resolved)
+  const counting: CountingContext = { limiter, logger: resolved.logger, now: resolved.now }
 
   /** Hand a request's checks to the limiter (or to the queue): the decision, or a promise of it. */
   function spend(checks: RequestChecks): MaybePromise<Decision | LayeredDecision> {
@@ -78,6 +80,13 @@ function createCore(options: HttpLimiterOptions): HttpLimiter {
     // One check: the plain decision, synchronous when the chain answers in-process (the memory store).
     const cost = checks.firstCost
     return limiter.decide(checks.firstPolicy, checks.firstKey, cost === 1 ? COST_ONE : { cost })
+  }
+
+  /** The outcome of a decision; on a route that counts by outcome, marked to settle after the response. */
+  function ofDecision(read: RequestChecks, decision: Decision | LayeredDecision): HttpOutcome {
+    const outcome = outcomes.ofDecision(read, decision)
+    if (read.counting === undefined) return outcome
+    return countAfterResponse(counting, read.counting, read.request, () => read.list(), decision, outcome)
   }
 
   /** The outcome of a request read, into `receive`: now, or from the core's one continuation of the decision. */
@@ -97,10 +106,10 @@ function createCore(options: HttpLimiterOptions): HttpLimiter {
     }
     if (isPending(decision))
       return decision.then(
-        (d) => receive(outcomes.ofDecision(read, d), a, b),
+        (d) => receive(ofDecision(read, d), a, b),
         (error: unknown) => receive(outcomes.ofFailure(request, error), a, b),
       )
-    return receive(outcomes.ofDecision(read, decision), a, b)
+    return receive(ofDecision(read, decision), a, b)
   }
 
   /** See `Delivery`. A named function: bench/budgets/adapter-allocations.mjs tells the core's frames by it. */

@@ -81,6 +81,9 @@ const OPTION_KEYS = keysOf<HttpLimiterOptions>({
   logger: true,
   now: true,
   queue: true,
+  skipFailedRequests: true,
+  skipSuccessfulRequests: true,
+  requestWasSuccessful: true,
 })
 const SKIP_KEYS = keysOf<NonNullable<HttpLimiterOptions['skip']>>({
   ips: true,

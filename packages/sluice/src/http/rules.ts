@@ -5,6 +5,7 @@ import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
 import { validateKey } from './keys.js'
 import { type LimitedShorthand, limitedShorthand, overlay } from './limited.js'
+import { type OutcomeRule, outcomeRule } from './outcome-counting.js'
 import type { HttpLimiterOptions, RequestCost, RouteOptions, Rule } from './types.js'
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'])
@@ -16,6 +17,9 @@ const ROUTE_KEYS = keysOf<RouteOptions>({
   skip: true,
   message: true,
   statusCode: true,
+  skipFailedRequests: true,
+  skipSuccessfulRequests: true,
+  requestWasSuccessful: true,
 })
 
 /** A bounded-cardinality method: the standard ones as is, anything else as `OTHER`. */
@@ -99,6 +103,8 @@ export interface CompiledRoute {
   dynamic: boolean
   /** Where the route's options were written, for the errors of its cost function's answers. */
   where: string
+  /** What happens to a request's units once its response has ended (route over limiter); undefined: they stay spent. */
+  counting: OutcomeRule | undefined
 }
 
 export interface RuleBook {
@@ -113,6 +119,8 @@ export interface RuleBook {
   readonly tierNames: Set<string>
   /** The limiter-wide `message` / `statusCode`. */
   readonly limited: LimitedShorthand | undefined
+  /** The limiter-wide outcome rule (`skipFailedRequests`, ...). */
+  readonly counting: OutcomeRule | undefined
   /** The route of a request: its entry in `options.routes` merged with the adapter's route options. */
   routeFor(
     routeId: string,
@@ -125,11 +133,23 @@ export interface RuleBook {
 
 /** Validate `options.rules` and `options.routes` against the limiter's policies, once. */
 export function compileRules(
-  options: Pick<HttpLimiterOptions, 'rules' | 'routes' | 'tiers' | 'message' | 'statusCode' | 'onLimited'>,
+  options: Pick<
+    HttpLimiterOptions,
+    | 'rules'
+    | 'routes'
+    | 'tiers'
+    | 'message'
+    | 'statusCode'
+    | 'onLimited'
+    | 'skipFailedRequests'
+    | 'skipSuccessfulRequests'
+    | 'requestWasSuccessful'
+  >,
   policies: Readonly<Record<string, ResolvedPolicy>>,
 ): RuleBook {
   const hasOnLimited = options.onLimited !== undefined
   const limited = limitedShorthand(options, 'createHttpLimiter', hasOnLimited)
+  const counting = outcomeRule(options, 'createHttpLimiter')
   const tierNames = new Set<string>()
   if (options.tiers !== undefined) tierNames.add(options.tiers.default)
 
@@ -215,6 +235,7 @@ export function compileRules(
       limited: overlay(own, limited),
       dynamic: typeof cost === 'function' || all.some((r) => r.dynamic),
       where,
+      counting: outcomeRule(route, where, options),
     }
   }
 
@@ -237,6 +258,7 @@ export function compileRules(
     globalDynamic,
     tierNames,
     limited,
+    counting,
     prepare,
     routeFor(routeId, route, extra) {
       const configured = routeTable.get(routeId) ?? (route === undefined ? undefined : routeTable.get(route))
@@ -252,16 +274,17 @@ export function compileRules(
       let both = byRoute.get(configured)
       if (both === undefined) {
         const rules = [...configured.rules, ...compiled.rules]
-        const options = { ...configured.options, ...extra }
+        const routeOptions = { ...configured.options, ...extra }
         const all = [...globalRules, ...rules]
         both = {
-          options,
+          options: routeOptions,
           rules,
           all,
           // Already checked when `extra` was compiled.
           limited: overlay(limitedShorthand(extra, routeId, false), configured.limited),
-          dynamic: typeof options.cost === 'function' || all.some((r) => r.dynamic),
+          dynamic: typeof routeOptions.cost === 'function' || all.some((r) => r.dynamic),
           where: extra.cost === undefined ? configured.where : compiled.where,
+          counting: outcomeRule(routeOptions, routeId, options),
         }
         byRoute.set(configured, both)
       }

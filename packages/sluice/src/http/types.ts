@@ -80,8 +80,33 @@ export interface Rule<Raw = unknown> {
   cost?: RequestCost<Raw>
 }
 
+/** A response that has ended, as `requestWasSuccessful` sees it. */
+export interface HttpResponseInfo {
+  /** The status sent (or being sent, when the client went away first). */
+  statusCode: number
+  /** The framework's response: Express's and node:http's `res`, Fastify's `reply`, Hono's `c.res`. */
+  raw: unknown
+}
+
+/**
+ * Give a request's units back once its response has ended, by its outcome. The request is counted
+ * when it arrives; a refused request took nothing and gets nothing back. Limiter-wide, and per route
+ * over the limiter-wide values. See docs/http.md, "Counting by outcome".
+ */
+export interface OutcomeCountingOptions<Raw = unknown> {
+  /** Give back the units of a failed response (`requestWasSuccessful` false, or the client went away before it was sent). Default false. */
+  skipFailedRequests?: boolean
+  /** Give back the units of a successful response. Default false. */
+  skipSuccessfulRequests?: boolean
+  /** Whether a response succeeded; may return a promise. Default: `response.statusCode < 400`. */
+  requestWasSuccessful?: (
+    request: HttpRequestInfo<Raw>,
+    response: HttpResponseInfo,
+  ) => boolean | Promise<boolean>
+}
+
 /** Per-route options: from the adapter (Express route middleware, Fastify route config) or `routes` in the options. */
-export interface RouteOptions<Raw = unknown> {
+export interface RouteOptions<Raw = unknown> extends OutcomeCountingOptions<Raw> {
   /** Units this route spends on every layer without a cost of its own, or a function of the request. Default 1. */
   cost?: RequestCost<Raw>
   /** Extra layers for this route, checked together with the global ones (all or nothing). */
@@ -153,7 +178,7 @@ export interface TierOptions<Raw = unknown> {
 }
 
 /** The options of `createHttpLimiter`; `Raw` types each callback's `request.raw` (see `HttpRequestInfo`). */
-export interface HttpLimiterOptions<Raw = unknown> {
+export interface HttpLimiterOptions<Raw = unknown> extends OutcomeCountingOptions<Raw> {
   /** The limiter (and so the store) that decides. Every policy named in rules must exist on it. */
   limiter: Limiter
   /** The layers checked on every request (all or nothing). */

@@ -79,9 +79,9 @@ export interface AbuseReport {
   thresholds: Record<AbusePattern, number>
   /** Relative standard error of a distinct count past the exact range (1.04 / sqrt(512)). */
   standardError: number
-  /** Addresses by distinct identities, most first. */
+  /** Addresses with more than one identity, by distinct identities, most first. */
   identitiesPerAddress: AbuseEntry[]
-  /** Identities by distinct addresses, most first. */
+  /** Identities with more than one address, by distinct addresses, most first. */
   addressesPerIdentity: AbuseEntry[]
   /** Recent alerts, newest first. */
   alerts: AbuseAlert[]
@@ -194,7 +194,10 @@ class PatternWindow {
     }
   }
 
-  /** The `k` keys with the most distinct partners: exact among tracked keys (bounds prune the rest). */
+  /**
+   * The `k` keys with the most distinct partners, at least two: exact among tracked keys (bounds
+   * prune the rest). A key with one partner is every ordinary client, not a pattern.
+   */
   top(now: number, k: number): { key: string; totals: Totals }[] {
     const live = this.live(now)
     const bounds = new Map<string, number>()
@@ -203,9 +206,10 @@ class PatternWindow {
     const candidates = [...bounds].sort((a, b) => b[1] - a[1])
     const best: { key: string; totals: Totals }[] = []
     for (const [key, bound] of candidates) {
+      if (bound < 2) break
       if (best.length >= k && best[k - 1]!.totals.distinct >= bound) break
       const totals = this.totals(key, live)
-      if (totals === undefined) continue
+      if (totals === undefined || totals.distinct < 2) continue
       best.push({ key, totals })
       best.sort((a, b) => b.totals.distinct - a.totals.distinct || a.key.localeCompare(b.key))
       if (best.length > k) best.pop()

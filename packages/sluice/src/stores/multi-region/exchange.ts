@@ -11,8 +11,8 @@ import { subjectTag } from '../redis/keys.js'
 // Inline rather than under src/stores/redis/scripts/: two hash commands, no algorithm in them.
 /**
  * KEYS: one hash per (policy id, key, window). ARGV: field (this instance), ttlMs, then one count
- * per key. Sets the field to the larger of its value and the count (a late resend never lowers it),
- * then the expiry. Reply: 0.
+ * per key. Sets the field to the count, which may be lower than the stored one (a refund or a reset
+ * lowers this instance's count), then the expiry. Reply: 0.
  */
 const WRITE = `local field, ttl = ARGV[1], ARGV[2]
 for i, key in ipairs(KEYS) do
