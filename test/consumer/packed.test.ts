@@ -71,6 +71,16 @@ export async function check(client: RedisClient): Promise<void> {
   const pgStore: PostgresStore = postgresStore({ query: async () => ({ rows: [] }) }, { table: 'limits' })
   void [n, by, s, store, wrong, remote, pgStore, SluiceError, withSluice]
 }
+// sluice/node: each callback's request.raw is the IncomingMessage, no cast; a wrong field refused.
+export const handler = withSluice(
+  {
+    limiter,
+    rules: [{ policy: 'api', key: (req) => req.raw.socket.remoteAddress, cost: (req) => (req.raw.method === 'POST' ? 2 : 1) }],
+    // @ts-expect-error an IncomingMessage has no notAField
+    user: (req) => req.raw.notAField,
+  },
+  (_req, res) => res.end('ok'),
+)
 export function memcached(client: MemjsClientLike): MemcachedStore {
   // @ts-expect-error memcached has no server clock
   memcachedStore(client, { clock: 'server' })
@@ -93,13 +103,23 @@ export async function authored(): Promise<StepResult[]> {
 )
 sources.set(
   'express',
-  `import express from 'express'
-import { createLimiter } from 'sluice'
+  `import express, { type Request } from 'express'
+import { createHttpLimiter, createLimiter } from 'sluice'
 import { sluice } from 'sluice/express'
 ${limiterSource}
 const app = express()
 app.use(sluice({ limiter, rules: [{ policy: 'one', key: 'ip' }] }))
 app.post('/reports', sluice({ limiter, rules: [] }).route({ cost: 5 }), (_req, res) => { res.send('ok') })
+// Each callback's request.raw is Express's Request: no cast to reach it, a wrong field refused.
+const typed = sluice({
+  limiter,
+  rules: [{ policy: 'one', key: (req) => req.raw.ip, cost: (req) => Number(req.raw.query.n ?? 1) }],
+  // @ts-expect-error Express's Request has no notAField
+  user: (req) => req.raw.notAField,
+  skip: { when: (req) => req.raw.path === '/health' },
+})
+app.get('/items/:id', typed.route({ cost: (req) => (req.raw.params.id === 'all' ? 5 : 1) }), (_req, res) => { res.send('ok') })
+app.use(sluice(createHttpLimiter<Request>({ limiter, rules: [{ policy: 'one', key: (req) => req.raw.ip }] })))
 export { app }
 `,
 )
@@ -112,6 +132,14 @@ ${limiterSource}
 const app = fastify()
 export const ready = app.register(sluice, { limiter, rules: [{ policy: 'one', key: 'ip' }] })
 app.post('/reports', { config: { sluice: { cost: 5 } } }, async () => 'ok')
+// Each callback's request.raw is the FastifyRequest: no cast to reach it, a wrong field refused.
+export const typed = app.register(sluice, {
+  limiter,
+  rules: [{ policy: (req) => (req.raw.hostname === 'internal' ? null : 'one'), key: (req) => req.raw.ip }],
+  // @ts-expect-error a FastifyRequest has no notAField
+  user: (req) => req.raw.notAField,
+})
+app.post('/items', { config: { sluice: { cost: (req) => (req.raw.ip === '127.0.0.1' ? 1 : 2) } } }, async () => 'ok')
 `,
 )
 sources.set(
@@ -122,6 +150,16 @@ import { sluice } from 'sluice/hono'
 ${limiterSource}
 const app = new Hono()
 app.use('*', sluice({ limiter, rules: [{ policy: 'one', key: 'ip' }] }))
+// Each callback's request.raw is the Hono Context: no cast to reach it, a wrong field refused.
+app.use(
+  '/typed/*',
+  sluice({
+    limiter,
+    rules: [{ policy: 'one', key: (req) => req.raw.req.header('x-user') }],
+    // @ts-expect-error a Hono Context has no notAField
+    user: (req) => req.raw.notAField,
+  }),
+)
 export { app }
 `,
 )
@@ -201,21 +239,36 @@ describe('the library, installed alone (no store client, no framework, no prom-c
     expect(names['sluice/redis']).toEqual(expect.arrayContaining(['redisStore', 'hybridRedis']))
   })
 
-  it('the entries that load their peer fail without it, naming it (ESM and CommonJS)', async () => {
+  it('the entries that load their peer fail without it with SLUICE_UNSUPPORTED and the install line (ESM and CommonJS)', async () => {
     const dir = dirOf('core')
     const loaders = Object.keys(PEER_LOADED_BY)
     expect(LIBRARY_SPECIFIERS).toEqual(expect.arrayContaining(loaders))
+    const hints: Record<string, string> = {
+      'sluice/hono': 'sluice/hono needs hono 4.8 or later (an optional peer): npm install hono',
+    }
+    expect(Object.keys(hints).sort()).toEqual(loaders.sort())
+    const report = 'console.log(JSON.stringify([e instanceof SluiceError, e.code, e.message]))'
     for (const [specifier, peer] of Object.entries(PEER_LOADED_BY)) {
-      const esm = await node(dir, ['--input-type=module', '-e', `await import('${specifier}')`])
-      const cjs = await node(dir, ['-e', `require('${specifier}')`])
+      const esm = await node(dir, [
+        '--input-type=module',
+        '-e',
+        `import { SluiceError } from 'sluice'\ntry { await import('${specifier}'); console.log('loaded') } catch (e) { ${report} }`,
+      ])
+      const cjs = await node(dir, [
+        '-e',
+        `const { SluiceError } = require('sluice')\ntry { require('${specifier}'); console.log('loaded') } catch (e) { ${report} }`,
+      ])
       for (const [label, out] of [
         ['ESM', esm],
         ['CommonJS', cjs],
       ] as const) {
-        expect(out.code, `${specifier} (${label}) loads without ${peer}`).not.toBe(0)
-        expect(out.stderr, `${specifier} (${label})`).toMatch(
-          new RegExp(`Cannot find (package|module) '${peer}(/[^']*)?'`),
-        )
+        expect(out.stderr, `${specifier} (${label})`).toBe('')
+        expect(out.stdout, `${specifier} (${label}) loads without ${peer}`).not.toMatch(/loaded/)
+        expect(JSON.parse(out.stdout), `${specifier} (${label})`).toEqual([
+          true,
+          'SLUICE_UNSUPPORTED',
+          hints[specifier],
+        ])
       }
     }
   })

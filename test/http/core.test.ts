@@ -237,7 +237,7 @@ describe('HTTP core: configuration errors', () => {
       'rules[0] on routes[/big]: cost 5 does not fit policy small (a whole number from 1 to 3)',
     )
     expect(fails({ rules: [], routes: { '/x': { cost: 0 } } }).message).toBe(
-      'routes[/x].cost: a positive whole number',
+      'routes[/x].cost: a positive whole number, or a function of the request',
     )
     const http = core({ rules: [{ policy: 'small', key: 'ip' }] })
     expect(http.prepare({ cost: 5 })).toEqual({ cost: 5 })

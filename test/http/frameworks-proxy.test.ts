@@ -28,13 +28,21 @@ function options(extra: Partial<Options> = {}): HttpLimiterOptions {
   return { limiter, rules: [{ policy: 'perIp', key: 'ip' }], ...extra }
 }
 
-function capture(): { logger: HttpLogger; warnings: string[]; errors: string[] } {
+function capture(): { logger: HttpLogger; warnings: string[]; errors: string[]; errorDetails: object[] } {
   const warnings: string[] = []
   const errors: string[] = []
+  const errorDetails: object[] = []
   return {
     warnings,
     errors,
-    logger: { warn: (_d, message) => warnings.push(message), error: (_d, message) => errors.push(message) },
+    errorDetails,
+    logger: {
+      warn: (_d, message) => warnings.push(message),
+      error: (details, message) => {
+        errors.push(message)
+        errorDetails.push(details)
+      },
+    },
   }
 }
 
@@ -114,11 +122,16 @@ for (const [name, express] of [
     })
 
     it("refuses Sluice's trustProxy set as well: the error names which setting to remove", async () => {
-      const { logger, errors } = capture()
+      const { logger, errors, errorDetails } = capture()
       const target = await serve('loopback', { trustProxy: ['loopback'], logger })
       const reply = await call(target, '/hello', forwarded('203.0.113.1'))
       expect((await call(target, '/hello', forwarded('203.0.113.2'))).status).toBe(500)
       expect(errors).toHaveLength(1) // logged once, whatever the app's error handler does
+      // The log line carries the error, and so the fix: which setting to remove or turn off.
+      const logged = (errorDetails[0] as { err?: SluiceError }).err
+      expect(logged).toMatchObject({ code: 'SLUICE_INVALID_OPTIONS' })
+      expect(logged?.message).toMatch(/Remove trustProxy from Sluice's options/)
+      expect(logged?.message).toMatch(/app\.set\('trust proxy', false\)/)
       expect(reply.status).toBe(500)
       const body = JSON.parse(reply.body) as { code: string; message: string; sluice: boolean }
       expect(body.sluice).toBe(true)
@@ -177,20 +190,35 @@ describe('fastify 5 with trustProxy', () => {
     expect((await call(target, '/hello', forwarded('203.0.113.2'))).status).toBe(429)
   })
 
-  it("refuses Sluice's trustProxy set as well, naming which setting to remove", async () => {
-    const { logger, errors } = capture()
-    const app = Fastify({ trustProxy: true })
-    await app.register(sluiceFastify, options({ trustProxy: ['loopback'], logger }))
-    app.get('/hello', async () => 'hello')
-    const target = await listenFastify(app)
-    const reply = await call(target, '/hello', forwarded('203.0.113.1'))
-    expect((await call(target, '/hello', forwarded('203.0.113.2'))).status).toBe(500)
-    expect(errors).toHaveLength(1) // Fastify's own logger is off by default: Sluice's says it once
-    expect(reply.status).toBe(500)
-    const body = JSON.parse(reply.body) as { code: string; message: string }
-    expect(body.code).toBe('SLUICE_INVALID_OPTIONS')
-    expect(body.message).toMatch(/Fastify trustProxy/)
-    expect(body.message).toMatch(/remove/i)
+  it("refuses Sluice's trustProxy set as well at registration: register rejects, naming which setting to remove", async () => {
+    for (const trustProxy of [true, '127.0.0.1', ['127.0.0.1']]) {
+      const app = Fastify({ trustProxy })
+      cleanup.push(() => app.close())
+      const error = await app.register(sluiceFastify, options({ trustProxy: ['loopback'] })).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(error, String(trustProxy)).toBeInstanceOf(SluiceError)
+      expect(error).toMatchObject({ code: 'SLUICE_INVALID_OPTIONS' })
+      const message = (error as Error).message
+      expect(message).toMatch(/Fastify trustProxy/)
+      expect(message).toMatch(/remove/i)
+    }
+  })
+
+  it("refuses it in a child plugin too, and accepts Sluice's trustProxy when Fastify trusts no proxy", async () => {
+    const app = Fastify({ trustProxy: 'loopback' })
+    cleanup.push(() => app.close())
+    app.register(async (child) => {
+      await child.register(sluiceFastify, options({ trustProxy: false }))
+    })
+    await expect(app.ready()).rejects.toMatchObject({ code: 'SLUICE_INVALID_OPTIONS' })
+    const plain = Fastify({ trustProxy: false })
+    await plain.register(sluiceFastify, options({ trustProxy: ['loopback'] }))
+    plain.get('/hello', async () => 'hello')
+    const target = await listenFastify(plain)
+    expect((await call(target, '/hello', forwarded('203.0.113.1'))).status).toBe(200)
+    expect((await call(target, '/hello', forwarded('203.0.113.2'))).status).toBe(200)
   })
 })
 

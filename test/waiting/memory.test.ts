@@ -117,6 +117,38 @@ describe('wait', () => {
     expect(store.calls - before).toBe(1)
   })
 
+  it("returns a cost above capacity (costAboveCapacity: 'deny') at once, as the store's denial, not retried until maxWaitMs", async () => {
+    const store = countingStore()
+    const limiter = createLimiter({
+      store,
+      policies: {
+        api: { algorithm: 'fixed-window', limit: 5, window: 100, costAboveCapacity: 'deny' },
+        wide: { algorithm: 'fixed-window', limit: 100, window: 100 },
+      },
+    })
+    const single = limiter.wait('api', 'k', { cost: 6, maxWaitMs: 10_000 })
+    expect(await settledAtOnce(single)).toBe(true)
+    expect(await single).toMatchObject({ allowed: false, reason: 'cost_above_capacity' })
+    expect(store.calls).toBe(1)
+    const layered = limiter.wait(
+      [
+        { policy: 'wide', key: 'k', cost: 6 },
+        { policy: 'api', key: 'k', cost: 6 },
+      ],
+      { maxWaitMs: 10_000 },
+    )
+    expect(await settledAtOnce(layered)).toBe(true)
+    expect(await layered).toMatchObject({ allowed: false, reason: 'cost_above_capacity', deniedBy: 'api' })
+    expect(store.calls).toBe(2)
+    // Behind a waiter just admitted, it still asks the store rather than sleeping to the next window.
+    const admitted = limiter.wait('api', 'q', { cost: 5, maxWaitMs: 10_000 })
+    const behind = limiter.wait('api', 'q', { cost: 6, maxWaitMs: 10_000 })
+    expect((await admitted).allowed).toBe(true)
+    expect(await settledAtOnce(behind)).toBe(true)
+    expect(await behind).toMatchObject({ allowed: false, reason: 'cost_above_capacity' })
+    expect((await limiter.peek('api', 'k')).remaining).toBe(5)
+  })
+
   it('refuses waiters behind a sleeping head whose deadline comes first, without asking the store', async () => {
     const store = countingStore()
     const limiter = createLimiter({

@@ -51,6 +51,8 @@ export type {
   QueueOptions,
   RateLimitBody,
   RateLimitBodyOptions,
+  RequestCost,
+  RequestPolicy,
   RouteOptions,
   Rule,
   StoreUnavailableStatus,

@@ -1,6 +1,8 @@
 // sluice/express: Express 4 and 5 middleware over the shared HTTP core. Works with no Express import:
 // it only needs the Node request/response and the `route`/`baseUrl` Express puts on the request.
+// Express's types (@types/express) type `request.raw` in the options' callbacks, nothing at run time.
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Request } from 'express'
 import { asHttpLimiter, deliveryOf } from '../http/core.js'
 import {
   type FrameworkTrust,
@@ -48,7 +50,7 @@ export type ExpressMiddleware = (
 
 export interface ExpressLimiter extends ExpressMiddleware {
   /** Route middleware with per-route options: `app.post('/reports', limit.route({ cost: 5 }), handler)`. */
-  route(options: RouteOptions): ExpressMiddleware
+  route(options: RouteOptions<Request>): ExpressMiddleware
 }
 
 /**
@@ -56,11 +58,12 @@ export interface ExpressLimiter extends ExpressMiddleware {
  * route pattern; mounted with `app.use` it runs before routing and every request counts as route `*`.
  * Behind a proxy, either `app.set('trust proxy', ...)` (Sluice then keys on `req.ip`) or Sluice's
  * `trustProxy`, not both: with both, every request fails with `SLUICE_INVALID_OPTIONS` (via `next`).
+ * The options' callbacks get Express's `Request` as `request.raw`.
  * @example
  * const limit = sluice({ limiter, rules: [{ policy: 'perIp', key: 'ip' }, { policy: 'perUser', key: 'user' }] })
  * app.get('/users/:id', limit, (req, res) => res.json({ ok: true }))
  */
-export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimiter {
+export function sluice(limiter: HttpLimiter<Request> | HttpLimiterOptions<Request>): ExpressLimiter {
   const http = asHttpLimiter(limiter)
   const deliver = deliveryOf(http)
   // Refused only if the app turns out to trust proxies (known per request: `req.app`).
@@ -86,6 +89,6 @@ export function sluice(limiter: HttpLimiter | HttpLimiterOptions): ExpressLimite
       deliver(info, routeOptions, continueOrAnswer, res, next)
     }
   const middleware = make(undefined) as ExpressLimiter
-  middleware.route = (options) => make(http.prepare(options, 'express route options'))
+  middleware.route = (options) => make(http.prepare(options as RouteOptions, 'express route options'))
   return middleware
 }

@@ -13,11 +13,12 @@ import { countOnClose } from './response-end.js'
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** Sluice options for this route: cost, extra rules, or skip. */
-    sluice?: RouteOptions
+    sluice?: RouteOptions<FastifyRequest>
   }
 }
 
-export type SluiceFastifyOptions = { http: HttpLimiter } | HttpLimiterOptions
+/** The plugin's options: a core, or its options; their callbacks get the `FastifyRequest` as `request.raw`. */
+export type SluiceFastifyOptions = { http: HttpLimiter<FastifyRequest> } | HttpLimiterOptions<FastifyRequest>
 
 const FASTIFY_TRUST: FrameworkTrust = {
   setting: 'Fastify trustProxy',
@@ -67,7 +68,7 @@ function applyOutcome(outcome: HttpOutcome, reply: FastifyReply, next: (error?: 
  * Applies to every route of the instance it is registered on, including routes added before it.
  * Bad options reject that `register` (and `app.ready()`). Behind a proxy, either Fastify's
  * `trustProxy` (Sluice then keys on `request.ip`) or Sluice's `trustProxy`, not both: with both,
- * every request fails with `SLUICE_INVALID_OPTIONS`.
+ * the `register` rejects with `SLUICE_INVALID_OPTIONS`.
  */
 export function sluice(
   instance: FastifyInstance,
@@ -96,13 +97,20 @@ export function sluice(
     return
   }
   const conflict = proxyTrustConflict(http.options, FASTIFY_TRUST)
-  // Fastify 5 keeps `trustProxy` out of `initialConfig`; `request.ips` is documented as defined only
-  // when it is enabled. It is the same for every request of the server, so it is read once.
+  // Fastify 5 keeps `trustProxy` out of `initialConfig`, but builds its request class with `ips`
+  // only when it is on (a child instance's class inherits it), and `hasRequestDecorator` looks
+  // there: so the conflict is refused here, with the register, before any request.
+  if (conflict !== undefined && instance.hasRequestDecorator?.('ips') === true) {
+    done(conflict)
+    return
+  }
+  // The fallback: `request.ips` is documented as defined only when trustProxy is enabled. It is the
+  // same for every request of the server, so it is read once.
   let fastifyTrustsProxies: boolean | undefined
   instance.addHook('onRoute', (route) => {
     const routeOptions = (route.config as { sluice?: RouteOptions } | undefined)?.sluice
     if (routeOptions !== undefined)
-      http.prepare(routeOptions, `route ${route.method} ${route.url} config.sluice`)
+      http.prepare(routeOptions as RouteOptions, `route ${route.method} ${route.url} config.sluice`)
   })
   // A callback hook, so the common case (memory store) answers without a promise.
   instance.addHook(
@@ -114,7 +122,7 @@ export function sluice(
       const routeOptions = request.routeOptions
       const info = new FastifyRequestInfo(request, routeOptions.url, fastifyTrustsProxies)
       // Not returned: Fastify would take a returned promise for an async hook's.
-      deliver(info, routeOptions.config.sluice, applyOutcome, reply, next)
+      deliver(info, routeOptions.config.sluice as RouteOptions | undefined, applyOutcome, reply, next)
     },
   )
   done()

@@ -1,7 +1,9 @@
 // sluice/hono: Hono 4 (4.8 and later: hono/route) middleware over the shared HTTP core.
 import type { ServerResponse } from 'node:http'
+import { createRequire } from 'node:module'
 import type { Context, MiddlewareHandler } from 'hono'
-import { matchedRoutes } from 'hono/route'
+import type { matchedRoutes } from 'hono/route'
+import { UnsupportedError } from '../errors.js'
 import { asHttpLimiter, deliveryOf, returnOutcome } from '../http/core.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
 import { defaultLogger } from '../http/options.js'
@@ -18,14 +20,49 @@ export interface HonoAdapterOptions {
    */
   remoteAddress?: (c: Context) => string | undefined
   /** Options for the routes this middleware is mounted on (`app.post('/reports', sluice(http, { route: { cost: 5 } }), h)`). */
-  route?: RouteOptions
+  route?: RouteOptions<Context>
 }
 
 const OPTION_KEYS = keysOf<HonoAdapterOptions>({ remoteAddress: true, route: true })
 
+const HONO_MISSING = 'sluice/hono needs hono 4.8 or later (an optional peer): npm install hono'
+
+/** Whether `error` says that hono, or its `hono/route` (added in 4.8), cannot be found. */
+function honoMissing(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
+  return (
+    (code === 'MODULE_NOT_FOUND' ||
+      code === 'ERR_MODULE_NOT_FOUND' ||
+      code === 'ERR_PACKAGE_PATH_NOT_EXPORTED') &&
+    /'hono(\/route)?'|hono\/package\.json/.test(String(message))
+  )
+}
+
+// Loading this entry without hono names the install instead of failing on a bare `hono/route`. A
+// static import cannot say so (an ES module's imports fail before its code runs), so the helper is
+// imported dynamically, which keeps each build on its own format's copy of hono (hono/route reads
+// the context through a symbol of the copy that made it). Resolving is a synchronous check where
+// the runtime has node:module; elsewhere the import's own failure says it, on the first request.
+try {
+  createRequire(import.meta.url).resolve('hono/route')
+} catch (error) {
+  if (honoMissing(error)) throw new UnsupportedError(HONO_MISSING)
+}
+let matchedRoutesOf: typeof matchedRoutes | undefined
+const honoRoute: Promise<unknown> = import('hono/route').then(
+  (helper) => {
+    matchedRoutesOf = helper.matchedRoutes
+  },
+  (error: unknown) => {
+    throw honoMissing(error) ? new UnsupportedError(HONO_MISSING) : error
+  },
+)
+// Awaited by the first request; a failure must not be an unhandled rejection before then.
+honoRoute.catch(() => {})
+
 /** The pattern of the handler that will answer (not a middleware's `*`), or undefined when none matched. */
-function handlerRoute(c: Context): string | undefined {
-  const routes = matchedRoutes(c)
+function handlerRoute(c: Context, matched: typeof matchedRoutes): string | undefined {
+  const routes = matched(c)
   for (let i = routes.length - 1; i >= 0; i--) {
     const r = routes[i]
     if (r !== undefined && r.method !== 'ALL') return r.path
@@ -77,17 +114,20 @@ async function nextCounted(c: Context, next: () => Promise<void>, counted: Count
 }
 
 /**
+ * Hono middleware; the options' callbacks get the Hono `Context` as `request.raw`.
  * @example
  * app.use('*', sluice({ limiter, rules: [{ policy: 'perIp', key: 'ip' }] }))
  */
 export function sluice(
-  limiter: HttpLimiter | HttpLimiterOptions,
+  limiter: HttpLimiter<Context> | HttpLimiterOptions<Context>,
   options: HonoAdapterOptions = {},
 ): MiddlewareHandler {
   checkKnownKeys('sluice/hono options', options, OPTION_KEYS)
   const http = asHttpLimiter(limiter)
   const routeOptions =
-    options.route === undefined ? undefined : http.prepare(options.route, 'hono route options')
+    options.route === undefined
+      ? undefined
+      : http.prepare(options.route as RouteOptions, 'hono route options')
   const remoteAddress = options.remoteAddress ?? nodeRemoteAddress(http)
   const deliver = deliveryOf(http)
   return async (c, next, ...rest: unknown[]) => {
@@ -99,10 +139,11 @@ export function sluice(
       ;(third as (error: Error) => void)(error)
       return undefined
     }
+    if (matchedRoutesOf === undefined) await honoRoute
     const outcome = await deliver(
       {
         method: c.req.method,
-        route: handlerRoute(c),
+        route: handlerRoute(c, matchedRoutesOf!),
         path: c.req.path,
         remoteAddress: remoteAddress(c),
         header: (name) => c.req.header(name),

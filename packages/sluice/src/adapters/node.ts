@@ -39,15 +39,15 @@ export function sendOutcome(res: ServerResponse, outcome: HttpOutcome): boolean 
 }
 
 /**
- * Wrap a node:http handler.
+ * Wrap a node:http handler; the options' callbacks get the `IncomingMessage` as `request.raw`.
  * @example
  * http.createServer(withSluice({ limiter, rules: [{ policy: 'perIp', key: 'ip' }] }, (req, res) => res.end('ok')))
  */
 export function withSluice(
-  limiter: HttpLimiter | HttpLimiterOptions,
+  limiter: HttpLimiter<IncomingMessage> | HttpLimiterOptions<IncomingMessage>,
   handler: NodeHandler,
   options: NodeAdapterOptions & {
-    routeOptions?: (route: string | undefined) => RouteOptions | undefined
+    routeOptions?: (route: string | undefined) => RouteOptions<IncomingMessage> | undefined
   } = {},
 ): (req: IncomingMessage, res: ServerResponse) => void {
   checkKnownKeys('withSluice options', options, OPTION_KEYS)
@@ -60,6 +60,12 @@ export function withSluice(
   }
   return (req, res) => {
     const route = options.route?.(req)
-    deliver(nodeRequest(req, route), options.routeOptions?.(route), answerOrHandle, req, res)
+    deliver(
+      nodeRequest(req, route),
+      options.routeOptions?.(route) as RouteOptions | undefined,
+      answerOrHandle,
+      req,
+      res,
+    )
   }
 }

@@ -2,14 +2,25 @@
 // the limiter; any other request's rules (the global ones and its route's, with its tier's policies)
 // become checks, a policy, a key and a cost each, that the limiter decides together: every layer
 // admits or none is committed. Who is asking (the keys) is keys.ts; which rules apply, rules.ts.
+import { InvalidCostError, UnknownPolicyError } from '../errors.js'
 import type { Check } from '../limiter.js'
+import { isPending } from '../store.js'
 import { RequestKeys } from './keys.js'
 import type { LimitedShorthand } from './limited.js'
 import type { ResolvedHttpOptions } from './options.js'
 import { pass, refusal } from './outcome.js'
 import type { OutcomeRule } from './outcome-counting.js'
-import { type CompiledRule, routeIdCache } from './rules.js'
+import { type CompiledRoute, type CompiledRule, routeIdCache } from './rules.js'
 import type { HttpOutcome, HttpRequestInfo, RouteOptions } from './types.js'
+
+/** One layer of a request whose policy or cost is a function of it: the answers, maybe promised. */
+interface LayerOfRequest {
+  compiled: CompiledRule
+  policy: string | null | undefined | Promise<string | null>
+  cost: number | Promise<number>
+  /** Where the cost was written: the rule's or the route's. */
+  costWhere: string
+}
 
 /**
  * A request on its way to the limiter: who is asking (its keys, memoised), its tier, and the checks
@@ -75,6 +86,7 @@ export function checksReader(
 ): (request: HttpRequestInfo, routeOptions: RouteOptions | undefined) => RequestRead | Promise<RequestRead> {
   const { options, settings, logger, rules, keyMaker, tiers, skipIp, skipPaths, skipRoutes, denyIp } =
     resolved
+  const policies = resolved.limiter.policies as Readonly<Record<string, unknown>>
   const routeIdOf = routeIdCache()
   const defaultTier = options.tiers?.default ?? ''
   const tierCacheKey = options.tiers?.cacheBy ?? 'user'
@@ -89,18 +101,88 @@ export function checksReader(
     for (let i = 0; i < applicable.length; i++) {
       const { rule, applies, everywhere } = applicable[i]!
       if (!everywhere && !applies(checks.routeId)) continue
-      const policy =
-        typeof rule.policy === 'string'
-          ? rule.policy
-          : Object.hasOwn(rule.policy, tier ?? '')
-            ? rule.policy[tier ?? '']
-            : rule.policy[defaultTier]
+      const policy = typeof rule.policy === 'string' ? rule.policy : policyOfTier(rule.policy, tier)
       if (policy === null || policy === undefined) continue
       if (rule.key === 'ip' && checks.ip() === undefined && settings.missingIp === 'reject')
         return refusal(400, 'bad_request', 'The client address is unknown; requests must come over TCP/IP.')
       const key = checks.key(rule.key)
       if (key === undefined) continue
-      checks.add(policy, key, rule.cost ?? routeCost)
+      // Not of the request here: a rule's cost is a number (`gatherOfRequest` takes the others).
+      checks.add(policy, key, (rule.cost as number | undefined) ?? routeCost)
+    }
+    return checks.firstCost === 0 ? pass() : checks
+  }
+
+  /** The policy a rule names for a tier (`undefined`: none named, so no limit on this layer). */
+  function policyOfTier(policy: CompiledRule['rule']['policy'], tier: string | undefined) {
+    if (typeof policy !== 'object') return undefined
+    return Object.hasOwn(policy, tier ?? '') ? policy[tier ?? ''] : policy[defaultTier]
+  }
+
+  /**
+   * `gather` for requests with a rule whose policy or cost is a function of the request: each
+   * function of a rule that applies is called once (a route's cost function once in all), and the
+   * request waits only when one of them answers with a promise.
+   */
+  function gatherOfRequest(
+    checks: RequestChecks,
+    applicable: readonly CompiledRule[],
+    route: CompiledRoute | undefined,
+  ): RequestRead | Promise<RequestRead> {
+    const request = checks.request
+    const routeCostSpec = route?.options.cost ?? 1
+    let routeCost: number | Promise<number> | undefined
+    const layers: LayerOfRequest[] = []
+    let waits = false
+    for (let i = 0; i < applicable.length; i++) {
+      const compiled = applicable[i]!
+      if (!compiled.everywhere && !compiled.applies(checks.routeId)) continue
+      const { rule } = compiled
+      const policy =
+        typeof rule.policy === 'function'
+          ? rule.policy(request)
+          : typeof rule.policy === 'string'
+            ? rule.policy
+            : policyOfTier(rule.policy, checks.tier)
+      let cost: number | Promise<number>
+      if (typeof rule.cost === 'function') cost = rule.cost(request)
+      else if (rule.cost !== undefined) cost = rule.cost
+      else if (typeof routeCostSpec === 'function') cost = routeCost ??= routeCostSpec(request)
+      else cost = routeCostSpec
+      if (isPending(policy) || isPending(cost)) waits = true
+      const costWhere = rule.cost === undefined && route !== undefined ? route.where : compiled.where
+      layers.push({ compiled, policy, cost, costWhere })
+    }
+    if (!waits) return addLayers(checks, layers)
+    // Every answer awaited together: a second rejection is handled too, not left unhandled.
+    return Promise.all(
+      layers.map((layer) =>
+        Promise.all([layer.policy, layer.cost]).then(([policy, cost]) => ({ ...layer, policy, cost })),
+      ),
+    ).then((answered) => addLayers(checks, answered))
+  }
+
+  /** The answered layers of `gatherOfRequest` checked and added; throws on a function's bad answer. */
+  function addLayers(checks: RequestChecks, layers: readonly LayerOfRequest[]): RequestRead {
+    for (const { compiled, policy, cost, costWhere } of layers) {
+      const { rule, where } = compiled
+      if (typeof rule.policy === 'function') {
+        if (policy === null) continue
+        if (typeof policy !== 'string' || !Object.hasOwn(policies, policy))
+          throw new UnknownPolicyError(
+            `${where}.policy(request) answered ${typeof policy === 'string' ? JSON.stringify(policy) : String(policy)}: not a policy of the limiter; configured: ${Object.keys(policies).join(', ')}`,
+          )
+      }
+      if (policy === null || policy === undefined) continue
+      if (rule.key === 'ip' && checks.ip() === undefined && settings.missingIp === 'reject')
+        return refusal(400, 'bad_request', 'The client address is unknown; requests must come over TCP/IP.')
+      const key = checks.key(rule.key)
+      if (key === undefined) continue
+      if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost <= 0)
+        throw new InvalidCostError(
+          `${costWhere}.cost(request) answered ${typeof cost === 'string' ? JSON.stringify(cost) : String(cost)}: a cost is a whole number from 1`,
+        )
+      checks.add(policy as string, key, cost)
     }
     return checks.firstCost === 0 ? pass() : checks
   }
@@ -125,15 +207,17 @@ export function checksReader(
       return { action: 'continue', headers: {}, wouldDeny: true }
     }
     const applicable = route === undefined ? rules.globalRules : route.all
-    const routeCost = route?.options.cost ?? 1
+    const ofRequest = route === undefined ? rules.globalDynamic : route.dynamic
+    // Without functions of the request, the route's cost is a number (checked when compiled).
+    const routeCost = (route?.options.cost ?? 1) as number
     if (
       tiers !== undefined &&
-      applicable.some((r) => typeof r.rule.policy !== 'string' && r.applies(routeId))
+      applicable.some((r) => typeof r.rule.policy === 'object' && r.applies(routeId))
     )
       return tiers.tierOf(request, checks.key(tierCacheKey)).then((tier) => {
         checks.tier = tier
-        return gather(checks, applicable, routeCost)
+        return ofRequest ? gatherOfRequest(checks, applicable, route) : gather(checks, applicable, routeCost)
       })
-    return gather(checks, applicable, routeCost)
+    return ofRequest ? gatherOfRequest(checks, applicable, route) : gather(checks, applicable, routeCost)
   }
 }

@@ -10,16 +10,17 @@ import { failureOutcome, outcomeWriter } from './outcome.js'
 import { type CountingContext, countAfterResponse } from './outcome-counting.js'
 import type { HttpLimiterOptions, HttpOutcome, HttpRequestInfo, RouteOptions } from './types.js'
 
-export interface HttpLimiter {
+/** An HTTP core; `Raw` is the framework request its callbacks see as `request.raw` (see `HttpRequestInfo`). */
+export interface HttpLimiter<Raw = unknown> {
   /**
    * Decide one request. Never throws and never rejects: failures become a 500 (or, with
    * `onError: 'open'`, a pass). Returns the outcome directly when no I/O was needed (memory store,
    * one layer, no tier look-up), a promise otherwise; `await` works on both.
    */
-  check(request: HttpRequestInfo, routeOptions?: RouteOptions): HttpOutcome | Promise<HttpOutcome>
+  check(request: HttpRequestInfo<Raw>, routeOptions?: RouteOptions<Raw>): HttpOutcome | Promise<HttpOutcome>
   /** Validate per-route options now (at route registration) rather than on the first request. Returns them. */
-  prepare(routeOptions: RouteOptions, where?: string): RouteOptions
-  readonly options: Readonly<HttpLimiterOptions>
+  prepare(routeOptions: RouteOptions<Raw>, where?: string): RouteOptions<Raw>
+  readonly options: Readonly<HttpLimiterOptions<Raw>>
 }
 
 /**
@@ -54,11 +55,18 @@ export const returnOutcome = (outcome: HttpOutcome): HttpOutcome => outcome
 const COST_ONE: { readonly cost: number } = Object.freeze({ cost: 1 })
 
 /**
- * Build the HTTP core over a limiter. Options are validated here, once.
+ * Build the HTTP core over a limiter. Options are validated here, once. Name the framework's request
+ * type (`createHttpLimiter<Request>(...)` for Express) to type `request.raw` in the callbacks; the
+ * adapters do it for options handed to them directly.
  * @example
  * const http = createHttpLimiter({ limiter, rules: [{ policy: 'perIp', key: 'ip' }, { policy: 'perUser', key: 'user' }] })
  */
-export function createHttpLimiter(options: HttpLimiterOptions): HttpLimiter {
+export function createHttpLimiter<Raw = unknown>(options: HttpLimiterOptions<Raw>): HttpLimiter<Raw> {
+  return createCore(options as HttpLimiterOptions)
+}
+
+/** `createHttpLimiter` over the framework-neutral types: the core reads `raw` only through user callbacks. */
+function createCore(options: HttpLimiterOptions): HttpLimiter {
   const resolved = resolveHttpOptions(options)
   const { limiter, queue, rules } = resolved
   const readRequest = checksReader(resolved)
@@ -165,9 +173,9 @@ export function deliveryOf(http: HttpLimiter): Delivery {
   }
 }
 
-/** Adapters accept either a ready core or its options. */
-export function asHttpLimiter(value: HttpLimiter | HttpLimiterOptions): HttpLimiter {
-  return typeof (value as HttpLimiter | undefined)?.check === 'function'
-    ? (value as HttpLimiter)
-    : createHttpLimiter(value as HttpLimiterOptions)
+/** Adapters accept either a ready core or its options, typed with their framework's request. */
+export function asHttpLimiter<Raw>(value: HttpLimiter<Raw> | HttpLimiterOptions<Raw>): HttpLimiter {
+  return typeof (value as HttpLimiter<Raw> | undefined)?.check === 'function'
+    ? (value as unknown as HttpLimiter)
+    : createCore(value as HttpLimiterOptions)
 }

@@ -25,6 +25,8 @@ export type {
   KeySpec,
   LimitedContext,
   OutcomeCountingOptions,
+  RequestCost,
+  RequestPolicy,
   RouteOptions,
   Rule,
   TierOptions,

@@ -6,7 +6,7 @@ import type { ResolvedPolicy } from '../policy.js'
 import { validateKey } from './keys.js'
 import { type LimitedShorthand, limitedShorthand, overlay } from './limited.js'
 import { type OutcomeRule, outcomeRule } from './outcome-counting.js'
-import type { HttpLimiterOptions, RouteOptions, Rule } from './types.js'
+import type { HttpLimiterOptions, RequestCost, RouteOptions, Rule } from './types.js'
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'])
 
@@ -86,6 +86,10 @@ export interface CompiledRule {
   applies: (routeId: string) => boolean
   /** No `routes` list: the rule applies to every route (the hot path skips `applies`). */
   everywhere: boolean
+  /** Its policy or its cost is a function of the request. */
+  dynamic: boolean
+  /** Where it was written (`rules[0]`), for the errors of its functions' answers. */
+  where: string
 }
 
 export interface CompiledRoute {
@@ -95,6 +99,10 @@ export interface CompiledRoute {
   all: readonly CompiledRule[]
   /** The route's own `message` / `statusCode`, then the limiter's. */
   limited: LimitedShorthand | undefined
+  /** A rule of `all` or the route's cost is a function of the request. */
+  dynamic: boolean
+  /** Where the route's options were written, for the errors of its cost function's answers. */
+  where: string
   /** What happens to a request's units once its response has ended (route over limiter); undefined: they stay spent. */
   counting: OutcomeRule | undefined
 }
@@ -102,6 +110,8 @@ export interface CompiledRoute {
 export interface RuleBook {
   /** The layers checked on every request. */
   readonly globalRules: readonly CompiledRule[]
+  /** A global rule's policy or cost is a function of the request. */
+  readonly globalDynamic: boolean
   /**
    * Every tier name a rule mentions, and the default tier. Live: adapter route options compiled
    * later add theirs, so pass this very set to the tier resolver.
@@ -143,12 +153,20 @@ export function compileRules(
   const tierNames = new Set<string>()
   if (options.tiers !== undefined) tierNames.add(options.tiers.default)
 
-  function validateRule(rule: Rule, where: string, routeCost: number | undefined): CompiledRule {
+  function validateRule(rule: Rule, where: string, routeCost: RequestCost | undefined): CompiledRule {
     if (rule === null || typeof rule !== 'object')
       throw new InvalidOptionsError(`${where}: a rule is { policy, key }`)
     checkKnownKeys(where, rule, RULE_KEYS)
     validateKey(rule.key, `${where}.key`)
-    const names = typeof rule.policy === 'string' ? [rule.policy] : Object.values(rule.policy ?? {})
+    if (rule.cost !== undefined && typeof rule.cost !== 'number' && typeof rule.cost !== 'function')
+      throw new InvalidOptionsError(`${where}.cost: a whole number from 1, or a function of the request`)
+    const policyOfRequest = typeof rule.policy === 'function'
+    const names =
+      typeof rule.policy === 'string'
+        ? [rule.policy]
+        : policyOfRequest
+          ? []
+          : Object.values(rule.policy ?? {})
     if (typeof rule.policy === 'object' && rule.policy !== null) {
       if (options.tiers === undefined)
         throw new InvalidOptionsError(`${where}.policy: a policy per tier needs the tiers option`)
@@ -166,21 +184,29 @@ export function compileRules(
           `${where}.policy: ${JSON.stringify(name)} is not a policy of the limiter; configured: ${Object.keys(policies).join(', ')}`,
         )
       const cost = rule.cost ?? routeCost ?? 1
+      if (typeof cost === 'function') continue
       if (!Number.isSafeInteger(cost) || cost <= 0 || cost > policy.capacity)
         throw new InvalidOptionsError(
           `${where}: cost ${String(cost)} does not fit policy ${name} (a whole number from 1 to ${policy.capacity})`,
         )
     }
+    // The policy of a request is known only then: its capacity is the limiter's to check.
+    const cost = rule.cost ?? routeCost ?? 1
+    if (policyOfRequest && typeof cost === 'number' && !(Number.isSafeInteger(cost) && cost > 0))
+      throw new InvalidOptionsError(`${where}: cost ${String(cost)} is not a whole number from 1`)
     return {
       rule,
       applies: routeMatcher(rule.routes, `${where}.routes`),
       everywhere: rule.routes === undefined,
+      dynamic: policyOfRequest || typeof rule.cost === 'function',
+      where,
     }
   }
 
   if (!Array.isArray(options.rules))
     throw new InvalidOptionsError('createHttpLimiter: rules must be a list of { policy, key }')
   const globalRules = options.rules.map((r, i) => validateRule(r, `rules[${i}]`, undefined))
+  const globalDynamic = globalRules.some((r) => r.dynamic)
   const routeTable = new Map<string, CompiledRoute>()
   for (const [id, route] of Object.entries(options.routes ?? {}))
     routeTable.set(id, compileRoute(route, `routes[${id}]`, true))
@@ -194,17 +220,21 @@ export function compileRules(
     if (route === null || typeof route !== 'object')
       throw new InvalidOptionsError(`${where}: route options are { cost?, rules?, skip? }`)
     checkKnownKeys(where, route, ROUTE_KEYS)
-    if (route.cost !== undefined && (!Number.isSafeInteger(route.cost) || route.cost <= 0))
-      throw new InvalidOptionsError(`${where}.cost: a positive whole number`)
+    const cost = route.cost
+    if (cost !== undefined && typeof cost !== 'function' && !(Number.isSafeInteger(cost) && cost > 0))
+      throw new InvalidOptionsError(`${where}.cost: a positive whole number, or a function of the request`)
     if (strict)
-      for (const [i, r] of globalRules.entries()) validateRule(r.rule, `rules[${i}] on ${where}`, route.cost)
-    const rules = (route.rules ?? []).map((r, i) => validateRule(r, `${where}.rules[${i}]`, route.cost))
+      for (const [i, r] of globalRules.entries()) validateRule(r.rule, `rules[${i}] on ${where}`, cost)
+    const rules = (route.rules ?? []).map((r, i) => validateRule(r, `${where}.rules[${i}]`, cost))
     const own = limitedShorthand(route, where, hasOnLimited)
+    const all = [...globalRules, ...rules]
     return {
       options: route,
       rules,
-      all: [...globalRules, ...rules],
+      all,
       limited: overlay(own, limited),
+      dynamic: typeof cost === 'function' || all.some((r) => r.dynamic),
+      where,
       counting: outcomeRule(route, where, options),
     }
   }
@@ -225,6 +255,7 @@ export function compileRules(
 
   return {
     globalRules,
+    globalDynamic,
     tierNames,
     limited,
     counting,
@@ -244,12 +275,15 @@ export function compileRules(
       if (both === undefined) {
         const rules = [...configured.rules, ...compiled.rules]
         const routeOptions = { ...configured.options, ...extra }
+        const all = [...globalRules, ...rules]
         both = {
           options: routeOptions,
           rules,
-          all: [...globalRules, ...rules],
+          all,
           // Already checked when `extra` was compiled.
           limited: overlay(limitedShorthand(extra, routeId, false), configured.limited),
+          dynamic: typeof routeOptions.cost === 'function' || all.some((r) => r.dynamic),
+          where: extra.cost === undefined ? configured.where : compiled.where,
           counting: outcomeRule(routeOptions, routeId, options),
         }
         byRoute.set(configured, both)

@@ -142,7 +142,8 @@ export class WaitQueues<Name extends string> {
       parts = [[p.id, k]]
       windowMs = p.windowMs
       concurrency = p.algorithm === 'concurrency'
-      fitsIn = (d) => nextFitMs(p, d, cost ?? 1)
+      // A cost above capacity never fits: the store says so at once, with no sleep before it.
+      fitsIn = (d) => ((cost ?? 1) > p.capacity ? undefined : nextFitMs(p, d, cost ?? 1))
       if (concurrency) {
         attempt = () => limiter.acquire(name, k, consumeOptions)
         giveBack = async (d) => {
@@ -300,8 +301,9 @@ export class WaitQueues<Name extends string> {
       }
       if (slept && !q.concurrency)
         q.rivals = d.allowed ? Math.max(0, q.rivals - 0.25) : Math.min(MAX_RIVALS, q.rivals + 1)
-      // Nothing to wait for: admitted, or a store that cannot answer (the fallback decided).
-      if (d.allowed || d.reason === 'store_unavailable') {
+      // Nothing to wait for: admitted, a store that cannot answer (the fallback decided), or a
+      // cost above the policy's capacity, which no amount of waiting makes fit.
+      if (d.allowed || d.reason === 'store_unavailable' || d.reason === 'cost_above_capacity') {
         q.lastDenial = undefined
         if (d.allowed) q.lastAdmitted = { decision: d, at: clock() }
         this.finish(q, head, d)
