@@ -41,7 +41,7 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/envoy.md': 0, // YAML: test/envoy/config.test.ts loads those
   'docs/errors.md': 1,
   'docs/http.md': 8,
-  'docs/migrating-from-express-rate-limit.md': 1, // the peer's blocks are text: the side-by-side tests run them
+  'docs/migrating-from-express-rate-limit.md': 2, // the peer's blocks are text: the side-by-side tests run them
   'docs/migrating-from-fastify-rate-limit.md': 4,
   'docs/migrating-from-rate-limiter-flexible.md': 2,
   'docs/observability.md': 5,
@@ -276,6 +276,7 @@ describe('every code block of the docs, in a fresh project from the packed tarba
       'README-4.ts',
       'docs-errors-1.ts',
       'docs-migrating-from-express-rate-limit-1.ts',
+      'docs-migrating-from-express-rate-limit-2.ts',
       'docs-migrating-from-fastify-rate-limit-1.ts',
       'docs-migrating-from-fastify-rate-limit-2.ts',
       'docs-migrating-from-fastify-rate-limit-3.ts',

@@ -213,6 +213,68 @@ describe('docs/migrating-from-express-rate-limit.md: 100 per 15 minutes, draft-7
   })
 })
 
+describe('docs/migrating-from-express-rate-limit.md: a limit per plan', () => {
+  it('limit as a function of the request against a policy function: the same status, body and draft-7 headers for a pro and a free caller, each to its 429', async () => {
+    const peerPlans = express()
+    peerPlans.use(
+      rateLimit({
+        windowMs: 60 * 1000,
+        limit: (req) => (req.get('x-plan') === 'pro' ? 5 : 2),
+        standardHeaders: 'draft-7',
+        legacyHeaders: false,
+        skipFailedRequests: true,
+      }),
+    )
+    peerPlans.get('/', (_req, res) => res.send('hello'))
+    const limiter = createLimiter({
+      policies: {
+        pro: { algorithm: 'fixed-window', limit: 5, window: '1m' },
+        free: { algorithm: 'fixed-window', limit: 2, window: '1m' },
+      },
+    })
+    const ourPlans = express()
+    ourPlans.use(
+      sluice({
+        limiter,
+        rules: [{ policy: (req) => (req.raw.get('x-plan') === 'pro' ? 'pro' : 'free'), key: 'ip' }],
+        headers: 'draft-7',
+        skipFailedRequests: true,
+        message: 'Too many requests, please try again later.',
+      }),
+    )
+    ourPlans.get('/', (_req, res) => res.send('hello'))
+    const peer = await serve(peerPlans)
+    const ours = await serve(ourPlans)
+    const firstAt = Date.now()
+    const pro = { headers: { 'x-plan': 'pro' } }
+    const free = { headers: { 'x-plan': 'free' } }
+    for (let i = 1; i <= 6; i++) {
+      const theirs = await call(peer, '/', pro)
+      const mine = await call(ours, '/', pro)
+      const slack = Math.ceil((Date.now() - firstAt) / 1000) + 1
+      expect(theirs.status, `pro ${i}`).toBe(i <= 5 ? 200 : 429)
+      expect(theirs.headers['ratelimit-policy'], `pro ${i}`).toBe('5;w=60')
+      expectSame(theirs, mine, slack, `pro ${i}`)
+    }
+    // The difference the guide states: express-rate-limit keeps one count per key and asks the
+    // function for the limit each time, so the same address as a free caller is already past 2;
+    // Sluice counts each policy apart, so the free policy starts its own window for that address.
+    const statuses: [number, number][] = []
+    for (let i = 1; i <= 3; i++) {
+      const theirs = await call(peer, '/', free)
+      const mine = await call(ours, '/', free)
+      expect(theirs.headers['ratelimit-policy']).toBe('2;w=60')
+      expect(mine.headers['ratelimit-policy']).toBe('2;w=60')
+      statuses.push([theirs.status, mine.status])
+    }
+    expect(statuses).toEqual([
+      [429, 200],
+      [429, 200],
+      [429, 429],
+    ])
+  })
+})
+
 describe('docs/migrating-from-express-rate-limit.md', () => {
   it('shows the setups these tests run, option for option', () => {
     for (const written of [
@@ -226,6 +288,11 @@ describe('docs/migrating-from-express-rate-limit.md', () => {
       "headers: 'draft-7'",
       'ipv6Prefix: 56',
       "message: 'Too many requests, please try again later.'",
+      "limit: (req) => (req.get('x-plan') === 'pro' ? 5 : 2)",
+      "policy: (req) => (req.raw.get('x-plan') === 'pro' ? 'pro' : 'free')",
+      'skipFailedRequests: true',
+      "pro: { algorithm: 'fixed-window', limit: 5, window: '1m' }",
+      "free: { algorithm: 'fixed-window', limit: 2, window: '1m' }",
     ])
       expect(GUIDE).toContain(written)
   })
