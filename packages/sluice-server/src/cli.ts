@@ -299,7 +299,11 @@ async function serve(argv: string[]): Promise<void> {
   let service: ReturnType<typeof createService>
   try {
     if (envoyPath !== undefined) envoy = await loadEnvoyConfig(envoyPath)
-    const store = await openStore(storeChoice.url, { prefix: config.prefix, logger })
+    const store = await openStore(storeChoice.url, {
+      prefix: config.prefix,
+      logger,
+      ...(config.storeTls === undefined ? {} : { tls: config.storeTls }),
+    })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
     validateAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
     service = createService({

@@ -15,8 +15,10 @@ import type { Path } from './config-errors.js'
 import { dotted, type Locator, parseYamlDocument, suggestDuration, toPlain } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
+import { describeStoreTls, resolveStoreSettings } from './config-store.js'
 import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js'
-import { parseStoreUrl, redactStoreUrl } from './store-url.js'
+import type { StoreTlsSettings } from './store-tls.js'
+import { redactStoreUrl } from './store-url.js'
 
 const FAIL_MODES = ['open', 'closed', 'memory'] as const
 /** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
@@ -56,6 +58,11 @@ export interface ServiceConfig {
   readonly store: string
   /** True when the file has a `store:` line (then it wins over REDIS_URL; docs/service.md). */
   readonly storeWritten: boolean
+  /**
+   * `store.tls`: the CA, client certificate and key files and the server name for the store the
+   * service opens (joined to the URL's own `tls_*` parameters). Paths, not contents.
+   */
+  readonly storeTls: StoreTlsSettings | undefined
   readonly prefix: string
   readonly onStoreError: FailMode
   /** Configured policy names, in file order. */
@@ -110,11 +117,8 @@ const failMode = z.enum(FAIL_MODES, { error: `must be one of ${FAIL_MODES.join('
 const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, { error: 'must be an HTTP header name' })
 
 const topSchema = z.strictObject({
-  store: z
-    .string({
-      error: 'must be a store URL: memory, redis://host:port, rediss://, redis+cluster://, memcached://',
-    })
-    .optional(),
+  // A URL or a block with TLS settings: checked by resolveStoreSettings (config-store.ts).
+  store: z.unknown().optional(),
   prefix: z
     .string()
     .regex(/^[A-Za-z0-9_:.-]{1,64}$/, { error: "must be 1-64 letters, digits, '_', ':', '.' or '-'" })
@@ -298,15 +302,8 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     throw loc.error(path, `${label}: ${message}`)
   }
   const top = parsed.data
-  if (top.store !== undefined) {
-    // Checked here so `sluice check` and a reload catch a bad URL; the message is already redacted.
-    try {
-      parseStoreUrl(top.store)
-    } catch (error) {
-      const message = error instanceof SluiceError ? error.message : String(error)
-      throw loc.error(['store'], message.replace(/^store /, 'store: '), error)
-    }
-  }
+  // Checked here so `sluice check` and a reload catch a bad URL; the message is already redacted.
+  const storeSettings = resolveStoreSettings(loc, top.store)
   const onStoreError: FailMode = top.onStoreError ?? 'open'
   const entries = new Map<string, PolicyEntry>()
   const byName = new Map<string, PolicyEntry>()
@@ -415,8 +412,9 @@ export function parseConfig(text: string, file: string): ServiceConfig {
 
   return {
     file,
-    store: top.store ?? 'memory',
-    storeWritten: top.store !== undefined,
+    store: storeSettings.url ?? 'memory',
+    storeWritten: storeSettings.url !== undefined,
+    storeTls: storeSettings.tls,
     prefix: top.prefix ?? 'sluice',
     onStoreError,
     policyNames,
@@ -497,6 +495,7 @@ export function describeConfig(config: ServiceConfig): string {
   const lines = [
     `${config.file}: ok`,
     `  store: ${redactStoreUrl(config.store)}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
+    ...describeStoreTls(config.storeTls),
     `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
     `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${
       config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`

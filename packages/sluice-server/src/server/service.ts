@@ -3,7 +3,7 @@
 // in-process on port 0; the CLI adds config files, signals and store URLs around it. This file wires
 // config, limiter, observability and reload; routes.ts maps requests to the endpoints (decisions.ts,
 // admin.ts) and plumbing.ts is the server around them.
-import { pino } from 'pino'
+import { type Logger, pino } from 'pino'
 import { Registry } from 'prom-client'
 import type { DecisionListener, Limiter, Policy, StoreHealthEvent } from 'sluice'
 import { createLimiter, InvalidConfigError } from 'sluice'
@@ -19,7 +19,7 @@ import { authzIpResolver, authzPeerTrusted } from './observe.js'
 import { serve } from './plumbing.js'
 import { dashboardRoute, route } from './routes.js'
 import { memoryStoreHandle, redactStoreUrl } from './store-url.js'
-import type { ListeningAddress, Service, ServiceContext, ServiceOptions } from './types.js'
+import type { ListeningAddress, Service, ServiceContext, ServiceOptions, StoreHandle } from './types.js'
 
 export { memoryStoreHandle } from './store-url.js'
 export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './types.js'
@@ -45,6 +45,29 @@ const GRPC_AT_START = [
   'maxConcurrentStreams',
   'maxSessionMemoryMb',
 ] as const
+/** True when both configs name the same store TLS files and server name. */
+function sameStoreTls(a: ServiceConfig, b: ServiceConfig): boolean {
+  return JSON.stringify(a.storeTls ?? {}) === JSON.stringify(b.storeTls ?? {})
+}
+
+/**
+ * A reload with the same store settings reads the store's TLS files again (a rotated CA or client
+ * certificate): the connections made from then on use them. One that cannot be read keeps the
+ * previous ones, loudly.
+ */
+function rereadStoreTls(handle: StoreHandle, logger: Logger): void {
+  if (handle.rereadTlsFiles === undefined) return
+  try {
+    handle.rereadTlsFiles()
+    logger.info({ store: handle.description }, 'store TLS files read again; new connections use them')
+  } catch (error) {
+    logger.error(
+      { store: handle.description },
+      `store TLS files not read again, keeping the previous ones: ${(error as Error).message}`,
+    )
+  }
+}
+
 /** The abuse settings as one comparable string (a change needs a restart: the windows hold state). */
 function abuseKey(config: ServiceConfig): string {
   return JSON.stringify(abuseOptions(config.abuse, config.tierNames))
@@ -215,12 +238,14 @@ export function createService(options: ServiceOptions): Service {
     },
     reload(next, nextEnvoy) {
       const { config } = ctx
-      if (next.store !== config.store || next.prefix !== config.prefix) {
+      const storeKept = next.store === config.store && sameStoreTls(next, config)
+      if (!storeKept || next.prefix !== config.prefix) {
         logger.warn(
           { store: redactStoreUrl(next.store), prefix: next.prefix },
           'store and prefix changes take effect on restart; keeping the current store',
         )
       }
+      if (storeKept) rereadStoreTls(handle, logger)
       const restartOnly: string[] = (['headersTimeoutMs', 'requestTimeoutMs', 'maxConnections'] as const)
         .filter((name) => next.http[name] !== started.http[name])
         .map((name) => `http.${name}`)

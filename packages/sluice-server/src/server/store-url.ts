@@ -5,6 +5,17 @@
 import { InvalidConfigError, memoryStore, StoreError } from 'sluice'
 import type { MemjsClientLike } from 'sluice/memcached'
 import { forwardStore, type Store } from 'sluice/store'
+import type { EncryptingSslMode, StoreTlsSettings, TlsMaterial } from './store-tls.js'
+import {
+  loadTlsMaterial,
+  mergeTlsSettings,
+  TLS_PARAMETERS,
+  takeTlsParameters,
+  tlsCause,
+  tlsSettingsProblem,
+} from './store-tls.js'
+
+export type { StoreTlsSettings } from './store-tls.js'
 
 /** The store the service decides on, with a way to ask whether it answers. */
 export interface StoreHandle {
@@ -13,6 +24,12 @@ export interface StoreHandle {
   readonly description: string
   /** Resolves when the store answers, rejects when it does not. */
   ping(): Promise<void>
+  /**
+   * Read the store's TLS files (CA, client certificate and key) again: the connections made from
+   * then on use them. Throws `InvalidConfigError` and keeps the previous ones when a file cannot be
+   * read. Absent when the store has no TLS files.
+   */
+  rereadTlsFiles?(): void
 }
 
 export interface HostPort {
@@ -50,10 +67,14 @@ export type StoreSpec = (
       readonly kind: 'postgres'
       /** The connection string for pg, every part percent-encoded (password included): never printed. */
       readonly connectionString: string
+      /** The URL's `sslmode`, if any (left in the connection string unless TLS settings apply). */
+      readonly sslmode: string | undefined
     }
 ) & {
   /** The URL with any password replaced by `***`: the only form logs, /readyz and errors print. */
   readonly redacted: string
+  /** The URL's `tls_*` parameters (file paths and a server name), when it has any. */
+  readonly tlsSettings?: StoreTlsSettings
 }
 
 const USAGE =
@@ -99,6 +120,25 @@ export function redactStoreUrl(url: string): string {
 }
 
 const POSTGRES_SCHEMES = new Set(['postgres', 'postgresql'])
+const REDIS_SCHEMES = new Set(['redis', 'rediss', 'redis+cluster', 'rediss+cluster'])
+
+/**
+ * A Redis URL's parameters: the TLS ones only, and only on a TLS scheme (on `redis://` they would
+ * be ignored silently, which a CA meant to be checked must not be).
+ */
+function redisTlsParameters(url: string, scheme: string, text: string): StoreTlsSettings | undefined {
+  const query = new URLSearchParams(text)
+  const settings = takeTlsParameters(query, (why) => bad(url, why))
+  for (const name of query.keys())
+    throw bad(
+      url,
+      `unknown parameter ${JSON.stringify(name)} (a Redis URL takes ${TLS_PARAMETERS.join(', ')})`,
+    )
+  if (settings === undefined) return undefined
+  const problem = tlsSettingsProblem({ kind: 'redis', tls: scheme.startsWith('rediss') }, settings)
+  if (problem !== undefined) throw bad(url, problem)
+  return settings
+}
 
 function bad(url: string, why: string): InvalidConfigError {
   return new InvalidConfigError(`store ${JSON.stringify(redactStoreUrl(url))}: ${why}; ${USAGE}`)
@@ -151,11 +191,18 @@ export function parseStoreUrl(url: string): StoreSpec {
       username = undefined
     }
   }
-  const slash = afterAuth.indexOf('/')
-  const hosts = slash === -1 ? afterAuth : afterAuth.slice(0, slash)
-  const path = slash === -1 ? '' : afterAuth.slice(slash + 1)
+  const queryAt = afterAuth.indexOf('?')
+  const location = queryAt === -1 ? afterAuth : afterAuth.slice(0, queryAt)
+  const slash = location.indexOf('/')
+  const hosts = slash === -1 ? location : location.slice(0, slash)
+  const path = slash === -1 ? '' : location.slice(slash + 1)
   if (hosts === '') throw bad(url, 'no host')
   if (POSTGRES_SCHEMES.has(protocol)) return parsePostgresUrl(url, auth, afterAuth, redacted)
+  const tlsSettings =
+    queryAt === -1 || !REDIS_SCHEMES.has(protocol)
+      ? undefined
+      : redisTlsParameters(url, protocol, afterAuth.slice(queryAt + 1))
+  const tlsPart = tlsSettings === undefined ? {} : { tlsSettings }
   if (protocol === 'redis' || protocol === 'rediss') {
     if (hosts.includes(',')) throw bad(url, 'several hosts need redis+cluster://')
     const { host, port } = hostPort(url, hosts)
@@ -170,14 +217,24 @@ export function parseStoreUrl(url: string): StoreSpec {
       username,
       password,
       redacted,
+      ...tlsPart,
     }
   }
   if (protocol === 'redis+cluster' || protocol === 'rediss+cluster') {
     if (path !== '') throw bad(url, 'Redis Cluster has no databases; remove the /db')
     const nodes = hosts.split(',').map((h) => hostPort(url, h.trim()))
-    return { kind: 'cluster', tls: protocol === 'rediss+cluster', nodes, username, password, redacted }
+    return {
+      kind: 'cluster',
+      tls: protocol === 'rediss+cluster',
+      nodes,
+      username,
+      password,
+      redacted,
+      ...tlsPart,
+    }
   }
   if (protocol === 'memcached') {
+    if (queryAt !== -1) throw bad(url, 'memcached:// takes no parameters')
     if (hosts.includes(',')) throw bad(url, 'one memcached server per store')
     if (path !== '') throw bad(url, 'memcached has no databases; remove the path')
     const { host, port } = hostPort(url, hosts, 11211)
@@ -223,6 +280,43 @@ export interface OpenStoreOptions {
    * never per reconnect attempt. Without one, nothing is logged.
    */
   logger?: ConnectionLogger
+  /**
+   * TLS settings from elsewhere than the URL (the config's `store.tls`), joined to the URL's own
+   * `tls_*` parameters; a setting in both is refused.
+   */
+  tls?: StoreTlsSettings
+}
+
+/** pg's own TLS file parameters, which would replace the options the service builds. */
+const PG_FILE_PARAMETERS = /[?&](sslrootcert|sslcert|sslkey)=/
+
+/**
+ * The TLS settings a store opens with: the URL's `tls_*` parameters and `fromConfig` (the config's
+ * `store.tls`) together, checked against the store (a TLS scheme, an encrypting sslmode). Throws
+ * `InvalidConfigError` naming the URL redacted.
+ */
+export function storeTlsSettings(
+  spec: StoreSpec,
+  fromConfig?: StoreTlsSettings,
+): StoreTlsSettings | undefined {
+  let settings: StoreTlsSettings | undefined
+  try {
+    settings = mergeTlsSettings(spec.tlsSettings, fromConfig)
+  } catch (error) {
+    throw bad(spec.redacted, (error as Error).message.replace(/^store: /, ''))
+  }
+  if (settings === undefined) return undefined
+  const problem = tlsSettingsProblem(spec, settings)
+  if (problem !== undefined) throw bad(spec.redacted, problem)
+  if (spec.kind === 'postgres') {
+    const own = PG_FILE_PARAMETERS.exec(spec.connectionString)
+    if (own !== null)
+      throw bad(
+        spec.redacted,
+        `${own[1]} is pg's own; with TLS settings use tls_ca, tls_cert and tls_key instead`,
+      )
+  }
+  return settings
 }
 
 const CONNECT_TIMEOUT_MS = 5000
@@ -241,7 +335,7 @@ function parsePostgresUrl(
   redacted: string,
 ): StoreSpec {
   const q = afterAuth.indexOf('?')
-  const query = q === -1 ? '' : afterAuth.slice(q)
+  const { query, sslmode, tlsSettings } = postgresParameters(url, q === -1 ? '' : afterAuth.slice(q + 1))
   const beforeQuery = q === -1 ? afterAuth : afterAuth.slice(0, q)
   const slash = beforeQuery.indexOf('/')
   const hostText = slash === -1 ? beforeQuery : beforeQuery.slice(0, slash)
@@ -266,8 +360,32 @@ function parsePostgresUrl(
   return {
     kind: 'postgres',
     connectionString: `postgres://${credentials}${match[1]}:${port}${path}${query}`,
+    sslmode,
     redacted,
+    ...(tlsSettings === undefined ? {} : { tlsSettings }),
   }
+}
+
+/**
+ * A PostgreSQL URL's parameters: the `tls_*` ones taken out (pg would not know them), `sslmode`
+ * read; the rest kept, as written, for pg.
+ */
+function postgresParameters(
+  url: string,
+  text: string,
+): { query: string; sslmode: string | undefined; tlsSettings: StoreTlsSettings | undefined } {
+  if (!/(?:^|&)(?:tls_|sslmode=)/.test(text))
+    return { query: text === '' ? '' : `?${text}`, sslmode: undefined, tlsSettings: undefined }
+  const params = new URLSearchParams(text)
+  const tlsSettings = takeTlsParameters(params, (why) => bad(url, why))
+  const sslmode = params.get('sslmode') ?? undefined
+  if (tlsSettings !== undefined) {
+    const problem = tlsSettingsProblem({ kind: 'postgres', sslmode }, tlsSettings)
+    if (problem !== undefined) throw bad(url, problem)
+  }
+  // Written back only without TLS parameters: the rest of the query is pg's to read as written.
+  const kept = tlsSettings === undefined ? text : params.toString()
+  return { query: kept === '' ? '' : `?${kept}`, sslmode, tlsSettings }
 }
 
 /**
@@ -277,9 +395,20 @@ function parsePostgresUrl(
  */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
+  const tlsSettings = storeTlsSettings(spec, options.tls)
   if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
   if (spec.kind === 'memcached') return openMemcached(spec, options)
-  if (spec.kind === 'postgres') return openPostgres(spec.connectionString, spec.redacted)
+  // Read before any client exists: a file that cannot be read stops the start with its path.
+  const material =
+    tlsSettings === undefined
+      ? undefined
+      : loadTlsMaterial(
+          tlsSettings,
+          spec.kind === 'postgres' ? (spec.sslmode as EncryptingSslMode) : undefined,
+        )
+  const rereadPart = material === undefined ? {} : { rereadTlsFiles: () => material.reread() }
+  if (spec.kind === 'postgres')
+    return { ...(await openPostgres(spec.connectionString, spec.redacted, material)), ...rereadPart }
   // ioredis is an optional peer: without it, say what to install (the CLI prints this one line).
   const { Redis, Cluster } = await import('ioredis').catch((error: unknown) => {
     const code = (error as { code?: unknown }).code
@@ -294,7 +423,8 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
   const auth = {
     ...(spec.username === undefined ? {} : { username: spec.username }),
     ...(spec.password === undefined ? {} : { password: spec.password }),
-    ...(spec.tls ? { tls: {} } : {}),
+    // The one options object ioredis keeps and reads at each connection (material.reread fills it).
+    ...(spec.tls ? { tls: material?.options ?? {} } : {}),
   }
   // A decision must not wait on a dead Redis (docs/reliability.md): while disconnected a command
   // fails at once, so the breaker opens on the first failures instead of after each one waited the
@@ -348,7 +478,15 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     store: owned,
     description: spec.redacted,
     // Also loads a script Redis lost and writes back a lost slot secret, so a probe repairs both.
-    ping: () => store.ready(),
+    // While disconnected it fails with the connection's own cause (a certificate), not ioredis's.
+    async ping() {
+      try {
+        await store.ready()
+      } catch (error) {
+        throw new StoreError(connectionCause(error, connection.lastError()), { cause: error })
+      }
+    },
+    ...rereadPart,
   }
 }
 
@@ -373,11 +511,24 @@ function watchConnection(
 ): { lastError(): Error | undefined; serving(): void } {
   let last: Error | undefined
   let state: 'connecting' | 'up' | 'down' = 'connecting'
+  // TLS failures already logged while down: a server back with a certificate the client refuses
+  // (rotated, expired) is said once, not hidden behind the refused connections that came first.
+  const toldWhileDown = new Set<string>()
   const failed = (error?: Error) => {
     if (error === undefined) return
     last = error
+    const tls = tlsCause(error)
+    if (state === 'down' && tls !== undefined && !toldWhileDown.has(tls)) {
+      toldWhileDown.add(tls)
+      logger?.warn(
+        { store: redacted, error: describeError(error) },
+        `store ${redacted}: reconnect refused (${describeError(error)})`,
+      )
+    }
     if (state !== 'up') return
     state = 'down'
+    toldWhileDown.clear()
+    if (tls !== undefined) toldWhileDown.add(tls)
     logger?.warn(
       { store: redacted, error: describeError(error) },
       `store ${redacted}: connection lost (${describeError(error)}); reconnecting, decisions follow each policy's onStoreError`,
@@ -403,9 +554,10 @@ function watchConnection(
 /** An error's message with its code when the message does not already hold it (`ECONNREFUSED`). */
 function describeError(error: Error): string {
   const code = (error as { code?: unknown }).code
-  return typeof code === 'string' && !error.message.includes(code)
-    ? `${error.message} (${code})`
-    : error.message
+  const own =
+    typeof code === 'string' && !error.message.includes(code) ? `${error.message} (${code})` : error.message
+  const tls = tlsCause(error)
+  return tls === undefined ? own : `${tls}: ${own}`
 }
 
 /**
@@ -416,7 +568,9 @@ function connectionCause(error: unknown, connectionError: Error | undefined): st
   const thrown = error instanceof StoreError && error.cause !== undefined ? error.cause : error
   const message = thrown instanceof Error ? describeError(thrown) : String(thrown)
   if (connectionError === undefined) return message
-  return /connection is closed|none of startup nodes/i.test(message)
+  return /connection is closed|none of startup nodes|stream isn't writeable|failed to refresh slots cache/i.test(
+    message,
+  )
     ? describeError(connectionError)
     : message
 }
@@ -480,7 +634,11 @@ async function openMemcached(
  * A PostgreSQL store on a pg Pool of its own (pg, loaded only then), the table `sluice_limits`
  * created if missing. Resolves once the database answered, or rejects with a `StoreError`.
  */
-async function openPostgres(connectionString: string, redacted: string): Promise<StoreHandle> {
+async function openPostgres(
+  connectionString: string,
+  redacted: string,
+  material: TlsMaterial | undefined,
+): Promise<StoreHandle> {
   // pg is an optional peer: without it, say what to install (the CLI prints this one line).
   const pg = await import('pg').catch((error: unknown) => {
     const code = (error as { code?: unknown }).code
@@ -492,7 +650,13 @@ async function openPostgres(connectionString: string, redacted: string): Promise
   const Pool = (pg.default ?? pg).Pool
   // A decision must not wait on a dead database: connecting and each query fail fast instead.
   const pool = new Pool({
-    connectionString,
+    // With TLS settings the service builds pg's `ssl` from sslmode itself: pg would replace it with
+    // its own reading of sslmode.
+    connectionString:
+      material === undefined
+        ? connectionString
+        : connectionString.replace(/([?&])sslmode=[^&]*&?/, '$1').replace(/[?&]$/, ''),
+    ...(material === undefined ? {} : { ssl: material.options }),
     max: 16,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     query_timeout: COMMAND_TIMEOUT_MS,
@@ -507,7 +671,7 @@ async function openPostgres(connectionString: string, redacted: string): Promise
     await store.close()
     await pool.end().catch(() => {})
     // pg's messages never hold the password; the URL is printed redacted.
-    throw new StoreError(`cannot connect to ${redacted}: ${(error as Error).message}`, { cause: error })
+    throw new StoreError(`cannot connect to ${redacted}: ${describeError(error as Error)}`, { cause: error })
   }
   const owned = forwardStore(store, {
     async close() {
