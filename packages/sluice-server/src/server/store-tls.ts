@@ -184,10 +184,16 @@ const TLS_CAUSES: Record<string, string> = {
   ERR_SSL_WRONG_VERSION_NUMBER: 'the server does not speak TLS on this port',
 }
 
-/** `TLS: <cause>` for an error Node's TLS layer raised, or undefined for any other error. */
-export function tlsCause(error: Error): string | undefined {
-  const code = (error as { code?: unknown }).code
-  if (typeof code !== 'string') return undefined
-  const cause = TLS_CAUSES[code]
-  return cause === undefined ? undefined : `TLS: ${cause}`
+/**
+ * `TLS: <cause>` for an error Node's TLS layer raised, also when a store wrapped it (its `cause`),
+ * or undefined for any other error.
+ */
+export function tlsCause(error: unknown): string | undefined {
+  for (let current = error, depth = 0; current instanceof Error && depth < 4; depth++) {
+    const code = (current as { code?: unknown }).code
+    const cause = typeof code === 'string' ? TLS_CAUSES[code] : undefined
+    if (cause !== undefined) return `TLS: ${cause}`
+    current = current.cause
+  }
+  return undefined
 }

@@ -455,6 +455,12 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
           { lazyConnect: true, enableOfflineQueue: false, redisOptions: { ...common, ...auth } },
         )
   const connection = watchConnection(client, spec.redacted, options.logger)
+  // Under TLS 1.3 a server that wants a client certificate checks it after the handshake, and the
+  // client often sees only the reset, not the server's alert: say what it most likely means.
+  const withoutClientCertificate = (cause: string): string =>
+    spec.tls && material?.options.cert === undefined && /ECONNRESET|EPIPE|socket hang up/.test(cause)
+      ? `${cause} (the server closed the TLS connection: if it requires a client certificate, set tls_cert and tls_key)`
+      : cause
   const store = redisStore(client, { prefix: options.prefix })
   try {
     await client.connect()
@@ -463,7 +469,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     await store.ready()
   } catch (error) {
     client.disconnect()
-    const cause = connectionCause(error, connection.lastError())
+    const cause = withoutClientCertificate(connectionCause(error, connection.lastError()))
     throw new StoreError(`cannot connect to ${spec.redacted}: ${cause}`, { cause: error })
   }
   connection.serving()
@@ -483,7 +489,9 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
       try {
         await store.ready()
       } catch (error) {
-        throw new StoreError(connectionCause(error, connection.lastError()), { cause: error })
+        throw new StoreError(withoutClientCertificate(connectionCause(error, connection.lastError())), {
+          cause: error,
+        })
       }
     },
     ...rereadPart,
