@@ -88,6 +88,22 @@ export async function redisCli(port: number, ...args: string[]): Promise<string>
   return stdout.trim()
 }
 
+/** A TLS cluster's server files: every node, its bus and its replication speak only TLS. */
+export interface ClusterTlsFiles {
+  readonly cert: string
+  readonly key: string
+  readonly ca: string
+}
+
+/** redis-server arguments for a TLS-only node on `port` (the plaintext port off). */
+function tlsNodeArgs(port: number, tls: ClusterTlsFiles): string[] {
+  return [
+    ...['--port', '0', '--tls-port', String(port), '--tls-cluster', 'yes', '--tls-replication', 'yes'],
+    ...['--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-ca-cert-file', tls.ca],
+    ...['--tls-auth-clients', 'no'],
+  ]
+}
+
 async function waitFor(what: string, timeoutMs: number, test: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
@@ -135,12 +151,20 @@ async function stopServer(child: ChildProcess): Promise<void> {
   await exited
 }
 
-async function startNode(dir: string, extra: (port: number) => string[]): Promise<[number, ChildProcess]> {
+async function startNode(
+  dir: string,
+  extra: (port: number) => string[],
+  cliArgs: string[] = [],
+): Promise<[number, ChildProcess]> {
   for (let attempt = 0; ; attempt++) {
     const port = await freePort()
     const child = startServer(port, dir, extra(port))
     try {
-      await waitFor(`redis-server on ${port}`, 5000, async () => (await redisCli(port, 'PING')) === 'PONG')
+      await waitFor(
+        `redis-server on ${port}`,
+        5000,
+        async () => (await redisCli(port, ...cliArgs, 'PING')) === 'PONG',
+      )
       return [port, child]
     } catch (error) {
       // Another process took the port between the check and the start: try another one.
@@ -165,8 +189,13 @@ export async function startRedis(): Promise<RedisServer> {
   }
 }
 
-/** Start a 3-master, 3-replica Redis Cluster on free ports and wait until it serves every slot. */
-export async function startCluster(): Promise<RedisClusterServers> {
+/**
+ * Start a 3-master, 3-replica Redis Cluster on free ports and wait until it serves every slot.
+ * With `tls`, every port speaks only TLS (clients, cluster bus, replication).
+ */
+export async function startCluster(options: { tls?: ClusterTlsFiles } = {}): Promise<RedisClusterServers> {
+  const { tls } = options
+  const cliArgs = tls === undefined ? [] : ['--tls', '--cacert', tls.ca]
   const dir = mkdtempSync(join(tmpdir(), 'sluice-cluster-'))
   dirs.add(dir)
   const children = new Map<number, ChildProcess>()
@@ -177,21 +206,27 @@ export async function startCluster(): Promise<RedisClusterServers> {
   try {
     const started = await Promise.all(
       Array.from({ length: 6 }, () =>
-        startNode(dir, (port) => [
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          join(dir, `nodes-${port}.conf`),
-          '--cluster-node-timeout',
-          '2000',
-          '--repl-diskless-sync-delay',
-          '0',
-        ]),
+        startNode(
+          dir,
+          (port) => [
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            join(dir, `nodes-${port}.conf`),
+            '--cluster-node-timeout',
+            '2000',
+            '--repl-diskless-sync-delay',
+            '0',
+            ...(tls === undefined ? [] : tlsNodeArgs(port, tls)),
+          ],
+          cliArgs,
+        ),
       ),
     )
     for (const [port, child] of started) children.set(port, child)
     const ports = started.map(([port]) => port)
     await run('redis-cli', [
+      ...cliArgs,
       '--cluster',
       'create',
       ...ports.map((p) => `127.0.0.1:${p}`),
@@ -200,7 +235,7 @@ export async function startCluster(): Promise<RedisClusterServers> {
       '--cluster-yes',
     ])
     await waitFor('cluster_state:ok on every node', 20_000, async () => {
-      const infos = await Promise.all(ports.map((p) => redisCli(p, 'CLUSTER', 'INFO')))
+      const infos = await Promise.all(ports.map((p) => redisCli(p, ...cliArgs, 'CLUSTER', 'INFO')))
       return infos.every((info) => info.includes('cluster_state:ok'))
     })
     return {

@@ -2,13 +2,15 @@
 // in the test: the right CA connects; an unknown CA, a wrong server name, an expired certificate and
 // a missing client certificate are refused with that cause (password redacted); a client certificate
 // the server requires is sent; a reload reads the files again, so a rotated CA reaches the reconnect.
-import { copyFileSync, rmSync } from 'node:fs'
+import { copyFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { openStore, type StoreHandle } from '../../packages/sluice-server/src/server/store-url.js'
+import { servingUrl, startCli } from '../helpers/cli-process.js'
 import { type PostgresServer, startPostgres } from '../helpers/postgres-harness.js'
+import { type RedisClusterServers, startCluster } from '../helpers/redis-harness.js'
 import { type RedisProcess, startRedisProcess } from '../helpers/redis-process.js'
 import { get, post, servicesClosedAfterEach } from '../helpers/service.js'
 import { makeTestCertificates, type TestCertificates } from '../helpers/tls-certs.js'
@@ -208,6 +210,97 @@ describe('a reload reads the TLS files again', () => {
     const told = lines.find((line) => line.msg.startsWith('store TLS files not read again'))
     expect(told?.msg).toContain(`cannot read tls_ca ${caFile}`)
     expect((await post(`${url}/v1/check`, { policy: 'api', key: 'k' })).body).toMatchObject({ allowed: true })
+  })
+})
+
+describe('sluice serve and sluice check (the built CLI) with store.tls', () => {
+  let server: RedisProcess
+  beforeAll(async () => {
+    server = await tlsRedis({ authClients: 'yes' })
+  })
+
+  function configFile(name: string, tls: string): string {
+    const file = join(certs.dir, name)
+    writeFileSync(
+      file,
+      `store:\n  url: rediss://:cli-SECRET@127.0.0.1:${server.port}\n  tls: ${tls}\n${POLICIES}`,
+    )
+    return file
+  }
+
+  it('serves with the CA, client certificate and key of store.tls; check prints their paths', async () => {
+    const file = configFile(
+      'cli-ok.yaml',
+      `{ ca: ${certs.ca}, cert: ${certs.clientCert}, key: ${certs.clientKey}, servername: localhost }`,
+    )
+    const check = startCli(['check', '--config', file])
+    expect(await check.exited, check.output()).toBe(0)
+    expect(check.output()).toContain(
+      `  store tls: ca ${certs.ca}, client cert ${certs.clientCert}, key ${certs.clientKey}, servername localhost`,
+    )
+    expect(check.output()).not.toContain('SECRET')
+    expect(check.output()).not.toContain('BEGIN')
+
+    const serve = startCli(['serve', '--config', file, '--port', '0'], { SLUICE_LOG_LEVEL: 'warn' })
+    try {
+      const url = await servingUrl(serve)
+      expect((await get(`${url}/readyz`)).body).toMatchObject({ ready: true, reachable: true })
+      expect((await post(`${url}/v1/check`, { policy: 'api', key: 'cli' })).body).toMatchObject({
+        allowed: true,
+      })
+    } finally {
+      serve.child.kill('SIGTERM')
+      await serve.exited
+    }
+  })
+
+  it('stops the start with the certificate problem, the password redacted', async () => {
+    const file = configFile(
+      'cli-wrong-ca.yaml',
+      `{ ca: ${certs.otherCa}, cert: ${certs.clientCert}, key: ${certs.clientKey} }`,
+    )
+    const serve = startCli(['serve', '--config', file, '--port', '0'])
+    expect(await serve.exited).toBe(1)
+    expect(serve.output()).toContain(`sluice: cannot connect to rediss://:***@127.0.0.1:${server.port}`)
+    expect(serve.output()).toMatch(
+      /TLS: the server certificate (is signed by an unknown CA|chains to a self-signed CA)/,
+    )
+    expect(serve.output()).not.toContain('SECRET')
+  })
+})
+
+describe('rediss+cluster:// to a Redis Cluster that speaks only TLS (--tls-cluster yes)', () => {
+  let cluster: RedisClusterServers
+  let nodes: string
+  beforeAll(async () => {
+    cluster = await startCluster({ tls: { cert: certs.serverCert, key: certs.serverKey, ca: certs.ca } })
+    nodes = cluster.ports
+      .slice(0, 2)
+      .map((port) => `127.0.0.1:${port}`)
+      .join(',')
+  })
+  afterAll(async () => {
+    await cluster?.stop()
+  })
+
+  it('connects with tls_ca, to the nodes it discovers too, and decides', async () => {
+    const handle = await openStore(`rediss+cluster://${nodes}?tls_ca=${certs.ca}`, { prefix: 'tls-cluster' })
+    const { url } = await startService(POLICIES, { store: handle })
+    // Keys on many slots, so not only the nodes the URL names are asked.
+    for (let i = 0; i < 12; i++) {
+      const answer = await post(`${url}/v1/check`, { policy: 'api', key: `spread-${i}` })
+      expect(answer.body).toMatchObject({ allowed: true, remaining: 4 })
+      expect(answer.body.degraded).toBeUndefined()
+    }
+  })
+
+  it('refuses an unknown CA with its cause', async () => {
+    const error = await refusal(`rediss+cluster://:cluster-SECRET@${nodes}?tls_ca=${certs.otherCa}`)
+    expect(error.message).toContain('cannot connect to rediss+cluster://:***@127.0.0.1:')
+    expect(error.message).toMatch(
+      /TLS: the server certificate (is signed by an unknown CA|chains to a self-signed CA)/,
+    )
+    expect(error.message).not.toContain('SECRET')
   })
 })
 

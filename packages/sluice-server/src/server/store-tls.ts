@@ -2,7 +2,7 @@
 // (`tls_ca`, `tls_cert`, `tls_key`, `tls_servername`) or the config's `store.tls` names; the files
 // read when the store opens and again on a reload; a failed handshake said in the operator's words.
 import { readFileSync } from 'node:fs'
-import { type ConnectionOptions, checkServerIdentity, type PeerCertificate } from 'node:tls'
+import { type ConnectionOptions, checkServerIdentity, connect, type PeerCertificate } from 'node:tls'
 import { InvalidConfigError } from 'sluice'
 
 /** TLS settings of a store: file paths (read by the service) and the name the server's certificate must hold. */
@@ -196,4 +196,29 @@ export function tlsCause(error: unknown): string | undefined {
     current = current.cause
   }
   return undefined
+}
+
+/**
+ * Why a TLS handshake with `host:port` fails with these options, or undefined when it succeeds (or
+ * does not finish within `timeoutMs`). For clients that drop the handshake's error: ioredis's Cluster
+ * reads its slots over connections whose errors it ignores, and reports only "Failed to refresh
+ * slots cache.".
+ */
+export function handshakeFailure(
+  host: string,
+  port: number,
+  options: ConnectionOptions,
+  timeoutMs: number,
+): Promise<Error | undefined> {
+  return new Promise((resolve) => {
+    const socket = connect({ ...options, host, port })
+    const done = (error: Error | undefined) => {
+      clearTimeout(timer)
+      socket.destroy()
+      resolve(error)
+    }
+    const timer = setTimeout(() => done(undefined), timeoutMs)
+    socket.once('secureConnect', () => done(undefined))
+    socket.once('error', (error) => done(error))
+  })
 }

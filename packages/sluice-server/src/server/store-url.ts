@@ -7,6 +7,7 @@ import type { MemjsClientLike } from 'sluice/memcached'
 import { forwardStore, type Store } from 'sluice/store'
 import type { EncryptingSslMode, StoreTlsSettings, TlsMaterial } from './store-tls.js'
 import {
+  handshakeFailure,
   loadTlsMaterial,
   mergeTlsSettings,
   TLS_PARAMETERS,
@@ -469,7 +470,19 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     await store.ready()
   } catch (error) {
     client.disconnect()
-    const cause = withoutClientCertificate(connectionCause(error, connection.lastError()))
+    let cause = withoutClientCertificate(connectionCause(error, connection.lastError()))
+    if (spec.kind === 'cluster' && spec.tls && tlsCause(connection.lastError()) === undefined) {
+      // The Cluster hides a refused handshake behind "Failed to refresh slots cache.": shake hands
+      // with the first node the same way to find it.
+      const first = spec.nodes[0]!
+      const failure = await handshakeFailure(
+        first.host,
+        first.port,
+        material?.options ?? {},
+        CONNECT_TIMEOUT_MS,
+      )
+      if (failure !== undefined) cause = `${describeError(failure)} (at ${first.host}:${first.port})`
+    }
     throw new StoreError(`cannot connect to ${spec.redacted}: ${cause}`, { cause: error })
   }
   connection.serving()
