@@ -1,6 +1,7 @@
 // Store TLS settings as written: the `tls_*` URL parameters and the config's `store.tls` block,
 // checked strictly (file:line, "did you mean"), joined, refused where they would be ignored, and
 // printed by `sluice check` as paths.
+import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { InvalidConfigError } from '../../packages/sluice/src/errors.js'
 import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
@@ -160,5 +161,23 @@ describe('store: { url, tls } in the config', () => {
     const error = refusal(() => parse(store))
     expect(error.message).toContain(message)
     expect(error.message).not.toContain(':pw@')
+  })
+})
+
+describe('docs/service.md', () => {
+  it("the TLS example's store: block is a valid config", () => {
+    const doc = readFileSync(new URL('../../docs/service.md', import.meta.url), 'utf8')
+    const section = doc.slice(doc.indexOf('#### TLS to the store'))
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)![1]!
+    const config = parseConfig(`${block}${POLICIES}`, 'docs.yaml')
+    expect(config.storeTls).toEqual({
+      ca: '/etc/sluice/redis-ca.pem',
+      cert: '/etc/sluice/client.pem',
+      key: '/etc/sluice/client.key',
+      servername: 'cache.internal',
+    })
+    expect(describeConfig(config)).toContain(
+      'store tls: ca /etc/sluice/redis-ca.pem, client cert /etc/sluice/client.pem, key /etc/sluice/client.key, servername cache.internal',
+    )
   })
 })
