@@ -1,7 +1,8 @@
 // Store URLs for the service: `memory`, `redis://host:port[/db]`, `rediss://...`,
 // `redis+cluster://host1:port1,host2:port2`, `memcached://host:port`,
 // `postgres://user:pass@host:port/db`. Parsed here, and opened (Redis with ioredis, memcached with
-// memjs, PostgreSQL with pg) as the StoreHandle the service decides on.
+// memjs, PostgreSQL with pg) as the StoreHandle the service decides on. TLS settings (`?tls_ca=...`
+// or the config's `store.tls`) are read and described in store-tls.ts.
 import { InvalidConfigError, memoryStore, StoreError } from 'sluice'
 import type { MemjsClientLike } from 'sluice/memcached'
 import { forwardStore, type Store } from 'sluice/store'
