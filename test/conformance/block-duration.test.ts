@@ -4,7 +4,7 @@
 // the layers that ran out. The block is the store's own `block`, so each store's block rule decides.
 import { afterAll, describe, expect, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
-import { type LimiterStoreFactory, limiterStores } from './limiter-stores.js'
+import { type LimiterStoreFactory, limiterStores, PATIENT } from './limiter-stores.js'
 
 const { stores, close } = limiterStores('bd')
 afterAll(close)
@@ -16,7 +16,7 @@ const policies = {
 
 function setup(makeStore: LimiterStoreFactory, localDenyCache: boolean) {
   let clock = 1_700_000_000_000
-  const limiter = createLimiter({ store: makeStore(() => clock), policies, localDenyCache })
+  const limiter = createLimiter({ ...PATIENT, store: makeStore(() => clock), policies, localDenyCache })
   return {
     limiter,
     advance(ms: number) {

@@ -3,7 +3,7 @@
 // numbers as they are, alone or in a layered check, and nothing is committed.
 import { afterAll, describe, expect, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
-import { limiterStores } from './limiter-stores.js'
+import { limiterStores, PATIENT } from './limiter-stores.js'
 
 const { stores, close } = limiterStores('oc')
 afterAll(close)
@@ -18,6 +18,7 @@ describe.each(stores)('costAboveCapacity on the %s store', (_, makeStore) => {
     'denies a cost above capacity, committing nothing (deny cache %s)',
     async (denyCache) => {
       const limiter = createLimiter({
+        ...PATIENT,
         store: makeStore(() => 1_700_000_000_000),
         policies,
         localDenyCache: denyCache,

@@ -11,6 +11,13 @@ import { freshPrefix, ioredis, ioredisCluster } from '../helpers/redis-clients.j
 
 export type LimiterStoreFactory = (now: () => number) => Store
 
+/**
+ * Limiter options for these cases: they pin what a store decides, not how the limiter copes with a
+ * slow one, so a call that a busy machine (or a first call that creates its table) makes slower than
+ * the default 100 ms `storeTimeout` must still reach the store instead of being decided degraded.
+ */
+export const PATIENT = { storeTimeout: '30s' } as const
+
 /** The stores by name, and a function that closes their clients (call it in afterAll). */
 export function limiterStores(label: string): {
   stores: [string, LimiterStoreFactory][]
