@@ -270,18 +270,12 @@ function parsePostgresUrl(
   }
 }
 
-/**
- * Open the store a URL names. Redis stores connect (ioredis, loaded only then) and load their
- * scripts before this resolves, or it rejects with a `StoreError`. Closing the handle's store also
- * closes the client.
- */
-export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
-  const spec = parseStoreUrl(url)
-  if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
-  if (spec.kind === 'memcached') return openMemcached(spec, options)
-  if (spec.kind === 'postgres') return openPostgres(spec.connectionString, spec.redacted)
-  // ioredis is an optional peer: without it, say what to install (the CLI prints this one line).
-  const { Redis, Cluster } = await import('ioredis').catch((error: unknown) => {
+/** The ioredis module (an optional peer, loaded only when a Redis store is opened). */
+export type IoredisModule = Pick<typeof import('ioredis'), 'Redis' | 'Cluster'>
+
+/** Load ioredis, or fail with a `StoreError` saying what to install (the CLI prints this one line). */
+export function loadIoredis(): Promise<IoredisModule> {
+  return import('ioredis').catch((error: unknown) => {
     const code = (error as { code?: unknown }).code
     if (
       (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') &&
@@ -290,7 +284,13 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
       throw new StoreError('the redis store needs ioredis: npm install ioredis', { cause: error })
     throw error
   })
-  const { redisStore } = await import('sluice/redis')
+}
+
+/** A Redis spec's client (not yet connected: `lazyConnect`), with the service's fail-fast options. */
+export function redisClient(
+  spec: Extract<StoreSpec, { kind: 'redis' | 'cluster' }>,
+  { Redis, Cluster }: IoredisModule,
+): InstanceType<IoredisModule['Redis']> | InstanceType<IoredisModule['Cluster']> {
   const auth = {
     ...(spec.username === undefined ? {} : { username: spec.username }),
     ...(spec.password === undefined ? {} : { password: spec.password }),
@@ -310,21 +310,34 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     maxRetriesPerRequest: 0,
     retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_MAX_DELAY_MS),
   }
-  const client =
-    spec.kind === 'redis'
-      ? new Redis({
-          ...common,
-          ...auth,
-          enableOfflineQueue: false,
-          host: spec.host,
-          port: spec.port,
-          db: spec.db,
-        })
-      : new Cluster(
-          spec.nodes.map((n) => ({ host: n.host, port: n.port })),
-          { lazyConnect: true, enableOfflineQueue: false, redisOptions: { ...common, ...auth } },
-        )
+  return spec.kind === 'redis'
+    ? new Redis({
+        ...common,
+        ...auth,
+        enableOfflineQueue: false,
+        host: spec.host,
+        port: spec.port,
+        db: spec.db,
+      })
+    : new Cluster(
+        spec.nodes.map((n) => ({ host: n.host, port: n.port })),
+        { lazyConnect: true, enableOfflineQueue: false, redisOptions: { ...common, ...auth } },
+      )
+}
+
+/**
+ * Open the store a URL names. Redis stores connect (ioredis, loaded only then) and load their
+ * scripts before this resolves, or it rejects with a `StoreError`. Closing the handle's store also
+ * closes the client.
+ */
+export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
+  const spec = parseStoreUrl(url)
+  if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
+  if (spec.kind === 'memcached') return openMemcached(spec, options)
+  if (spec.kind === 'postgres') return openPostgres(spec.connectionString, spec.redacted)
+  const client = redisClient(spec, await loadIoredis())
   const connection = watchConnection(client, spec.redacted, options.logger)
+  const { redisStore } = await import('sluice/redis')
   const store = redisStore(client, { prefix: options.prefix })
   try {
     await client.connect()
@@ -366,7 +379,7 @@ interface ConnectionEvents {
  * "Connection is closed."), and once it has served, log a lost connection once with its cause and
  * its return once, however many reconnect attempts fail in between.
  */
-function watchConnection(
+export function watchConnection(
   client: ConnectionEvents,
   redacted: string,
   logger: ConnectionLogger | undefined,
@@ -412,7 +425,7 @@ function describeError(error: Error): string {
  * Why a connection failed, in words a user can act on: the connection's own error (a refused port,
  * a certificate) rather than ioredis's "Connection is closed." that follows it.
  */
-function connectionCause(error: unknown, connectionError: Error | undefined): string {
+export function connectionCause(error: unknown, connectionError: Error | undefined): string {
   const thrown = error instanceof StoreError && error.cause !== undefined ? error.cause : error
   const message = thrown instanceof Error ? describeError(thrown) : String(thrown)
   if (connectionError === undefined) return message
