@@ -15,6 +15,7 @@ import type { Path } from './config-errors.js'
 import { dotted, type Locator, parseYamlDocument, suggestDuration, toPlain } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
+import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
 import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js'
 import { parseStoreUrl, redactStoreUrl } from './store-url.js'
 
@@ -56,6 +57,11 @@ export interface ServiceConfig {
   readonly store: string
   /** True when the file has a `store:` line (then it wins over REDIS_URL; docs/service.md). */
   readonly storeWritten: boolean
+  /**
+   * `store: { region, regions, syncEvery }`: a multiRegionStore over one Redis per region
+   * (config-regions.ts); `store` is then the local region's URL. Undefined for a single store.
+   */
+  readonly regions: RegionsSettings | undefined
   readonly prefix: string
   readonly onStoreError: FailMode
   /** Configured policy names, in file order. */
@@ -110,9 +116,11 @@ const failMode = z.enum(FAIL_MODES, { error: `must be one of ${FAIL_MODES.join('
 const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, { error: 'must be an HTTP header name' })
 
 const topSchema = z.strictObject({
+  // A URL, or a block checked key by key in its own function (regions: config-regions.ts).
   store: z
-    .string({
-      error: 'must be a store URL: memory, redis://host:port, rediss://, redis+cluster://, memcached://',
+    .union([z.string(), z.record(z.string(), z.unknown())], {
+      error:
+        'must be a store URL (memory, redis://host:port, rediss://, redis+cluster://, memcached://) or a block like { region: eu, regions: { eu: redis://..., us: redis://... } }',
     })
     .optional(),
   prefix: z
@@ -298,7 +306,9 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     throw loc.error(path, `${label}: ${message}`)
   }
   const top = parsed.data
-  if (top.store !== undefined) {
+  const regions = isRecord(top.store) ? resolveRegions(loc, top.store) : undefined
+  const store = regions === undefined ? (top.store as string | undefined) : regions.urls[regions.region]
+  if (typeof top.store === 'string') {
     // Checked here so `sluice check` and a reload catch a bad URL; the message is already redacted.
     try {
       parseStoreUrl(top.store)
@@ -415,8 +425,9 @@ export function parseConfig(text: string, file: string): ServiceConfig {
 
   return {
     file,
-    store: top.store ?? 'memory',
+    store: store ?? 'memory',
     storeWritten: top.store !== undefined,
+    regions,
     prefix: top.prefix ?? 'sluice',
     onStoreError,
     policyNames,
@@ -496,7 +507,8 @@ function describeGrpcBounds({ grpc }: ServiceConfig): string {
 export function describeConfig(config: ServiceConfig): string {
   const lines = [
     `${config.file}: ok`,
-    `  store: ${redactStoreUrl(config.store)}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
+    `  store: ${config.regions === undefined ? redactStoreUrl(config.store) : 'multi-region'}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
+    ...(config.regions === undefined ? [] : [`  regions: ${describeRegions(config.regions)}`]),
     `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
     `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${
       config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`
@@ -521,7 +533,10 @@ export function describeConfig(config: ServiceConfig): string {
       r.algorithm === 'concurrency'
         ? `${r.limit} at once, lease timeout ${r.windowMs}ms`
         : `${r.limit} per ${r.windowMs}ms, capacity ${r.capacity}`
-    lines.push(`    ${label}: ${r.algorithm}, ${shape}, onStoreError ${entry.onStoreError} [id ${entry.id}]`)
+    const scope = r.scope === 'global' ? ', scope global' : ''
+    lines.push(
+      `    ${label}: ${r.algorithm}, ${shape}${scope}, onStoreError ${entry.onStoreError} [id ${entry.id}]`,
+    )
   }
   return `${lines.join('\n')}\n`
 }
