@@ -23,7 +23,7 @@ export interface RedisProcess {
   stop(): Promise<void>
 }
 
-/** Resolves when something accepts connections on the port and answers PING. */
+/** Resolves when something accepts connections on the port and answers PING (or asks for a password). */
 export async function waitForPing(port: number, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
@@ -36,7 +36,8 @@ export async function waitForPing(port: number, timeoutMs = 5000): Promise<void>
       socket.setTimeout(200, () => done(false))
       socket.once('error', () => done(false))
       socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'))
-      socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
+      // A server with a password answers PING with NOAUTH: up all the same.
+      socket.once('data', (data) => done(/^(\+PONG|-NOAUTH)/.test(data.toString())))
     })
     if (ok) return
     await new Promise((r) => setTimeout(r, 20))
@@ -44,7 +45,8 @@ export async function waitForPing(port: number, timeoutMs = 5000): Promise<void>
   throw new Error(`redis on port ${port} did not answer PING within ${timeoutMs} ms`)
 }
 
-export async function startRedisProcess(): Promise<RedisProcess> {
+/** Start one; `extra` are more redis-server arguments (`['--requirepass', 'secret']`). */
+export async function startRedisProcess(extra: readonly string[] = []): Promise<RedisProcess> {
   const port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'sluice-fault-'))
   let child: ChildProcess
@@ -52,7 +54,19 @@ export async function startRedisProcess(): Promise<RedisProcess> {
   async function launch(): Promise<void> {
     child = spawn(
       'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        ...extra,
+      ],
       { stdio: 'ignore' },
     )
     live.add(child)

@@ -92,6 +92,9 @@ export function createService(options: ServiceOptions): Service {
           dashboardPath: '/dashboard',
         })
   const metrics = observability?.metrics
+  // A multi-region store's regions: sluice_region_stale / _sync_age_seconds and the dashboard.
+  const regionsOf = handle.regions?.bind(handle)
+  if (regionsOf !== undefined) metrics?.watchRegions(regionsOf)
   // The store's health, as the failover layer reports it, into sluice_store_up / _circuit_state /
   // _store_errors_total. The memory store is in-process: it is always up.
   const onStoreHealth = (event: StoreHealthEvent): void => {
@@ -215,7 +218,11 @@ export function createService(options: ServiceOptions): Service {
     },
     reload(next, nextEnvoy) {
       const { config } = ctx
-      if (next.store !== config.store || next.prefix !== config.prefix) {
+      if (
+        next.store !== config.store ||
+        next.prefix !== config.prefix ||
+        JSON.stringify(next.regions) !== JSON.stringify(config.regions)
+      ) {
         logger.warn(
           { store: redactStoreUrl(next.store), prefix: next.prefix },
           'store and prefix changes take effect on restart; keeping the current store',

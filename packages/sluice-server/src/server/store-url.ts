@@ -4,6 +4,7 @@
 // memjs, PostgreSQL with pg) as the StoreHandle the service decides on.
 import { InvalidConfigError, memoryStore, StoreError } from 'sluice'
 import type { MemjsClientLike } from 'sluice/memcached'
+import type { RegionHealth } from 'sluice/redis'
 import { forwardStore, type Store } from 'sluice/store'
 
 /** The store the service decides on, with a way to ask whether it answers. */
@@ -13,6 +14,8 @@ export interface StoreHandle {
   readonly description: string
   /** Resolves when the store answers, rejects when it does not. */
   ping(): Promise<void>
+  /** Multi-region stores only (`store.regions` in the config): every region's health, the local one first. */
+  regions?(): readonly RegionHealth[]
 }
 
 export interface HostPort {
