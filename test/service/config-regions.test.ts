@@ -1,5 +1,7 @@
 // The `store:` block with regions: parsed into the local region, each region's URL and the sync
 // period; every mistake refused with file:line and path; passwords never printed; `scope` per policy.
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { InvalidConfigError } from '../../packages/sluice/src/errors.js'
 import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
@@ -16,6 +18,15 @@ function errorOf(text: string): string {
     return (error as Error).message
   }
   throw new Error('expected the config to be refused')
+}
+
+/** The first yaml fence after `heading` in a docs page of this repository. */
+function yamlAfter(page: string, heading: string): string {
+  const text = readFileSync(fileURLToPath(new URL(`../../docs/${page}`, import.meta.url)), 'utf8')
+  const from = text.indexOf(heading)
+  expect(from).toBeGreaterThan(-1)
+  const fence = /```yaml\n([\s\S]*?)```/.exec(text.slice(from))
+  return fence![1]!
 }
 
 const withStore = (store: string) => `store:\n${store}policies:\n${API}${PER_IP}`
@@ -122,6 +133,20 @@ describe('store: { region, regions, syncEvery }', () => {
       '  regions: local eu; eu redis://app:***@a:6379, us redis://***@b:6379; sync every 200ms',
     )
     expect(described).not.toContain(secret)
+  })
+})
+
+describe('the documented examples', () => {
+  it('docs/service.md and docs/topologies.md show configs that load, with their regions', () => {
+    const service = parseConfig(yamlAfter('service.md', '### Several regions'), 'service.md')
+    expect(service.regions).toMatchObject({ region: 'eu', syncEveryMs: 200 })
+    expect(Object.keys(service.regions!.urls)).toEqual(['eu', 'us'])
+    expect(service.lookup('api')?.resolved.scope).toBe('global')
+    const topologies = parseConfig(
+      yamlAfter('topologies.md', "**From the service's config.**"),
+      'topologies.md',
+    )
+    expect(Object.keys(topologies.regions!.urls)).toEqual(['eu', 'us', 'ap'])
   })
 })
 
