@@ -2,8 +2,9 @@
 // each region's Redis (password-protected) direct for its own process and behind a latency proxy
 // for the other. A global policy's decisions in one region count in the other after a sync; a
 // region-scoped one's do not; the other region's Redis stopped shows stale in /readyz, /metrics and
-// the dashboard; the password is printed nowhere.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+// the dashboard; a reload that changes the regions says it needs a restart; the password is
+// printed nowhere.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -174,6 +175,16 @@ describe('sluice serve in two regions', () => {
     expect(await consume('eu', 'own', 'other-key')).toMatchObject({ allowed: true })
     for (const text of [JSON.stringify(ready.body), metrics, JSON.stringify(snapshot)])
       expect(text).not.toContain(PASSWORD)
+  })
+
+  it('a reload that changes the regions says they take effect on restart', async () => {
+    const file = join(dir, 'eu.yaml')
+    const cli = clis[0]!
+    writeFileSync(file, readFileSync(file, 'utf8').replace('syncEvery: 50ms', 'syncEvery: 100ms'))
+    cli.child.kill('SIGHUP')
+    await eventually('the reload warning', async () =>
+      cli.output().includes('store and prefix changes take effect on restart') ? true : undefined,
+    )
   })
 
   it('no process printed the password', () => {
