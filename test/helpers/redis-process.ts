@@ -25,7 +25,7 @@ export interface RedisProcess {
   stop(): Promise<void>
 }
 
-/** Resolves when something accepts connections on the port and answers PING. */
+/** Resolves when something accepts connections on the port and answers PING (or asks for a password). */
 export async function waitForPing(port: number, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
@@ -38,7 +38,8 @@ export async function waitForPing(port: number, timeoutMs = 5000): Promise<void>
       socket.setTimeout(200, () => done(false))
       socket.once('error', () => done(false))
       socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'))
-      socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
+      // A server with a password answers PING with NOAUTH: up all the same.
+      socket.once('data', (data) => done(/^(\+PONG|-NOAUTH)/.test(data.toString())))
     })
     if (ok) return
     await new Promise((r) => setTimeout(r, 20))
@@ -83,7 +84,10 @@ async function waitForTlsPing(port: number, files: RedisTlsFiles, timeoutMs = 50
   throw new Error(`redis on TLS port ${port} did not answer PING within ${timeoutMs} ms`)
 }
 
-export async function startRedisProcess(options: { tls?: RedisTlsFiles } = {}): Promise<RedisProcess> {
+/** Start one; `extra` are more redis-server arguments (`['--requirepass', 'secret']`). */
+export async function startRedisProcess(
+  options: { tls?: RedisTlsFiles; extra?: readonly string[] } = {},
+): Promise<RedisProcess> {
   const port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'sluice-fault-'))
   let child: ChildProcess
@@ -109,7 +113,18 @@ export async function startRedisProcess(options: { tls?: RedisTlsFiles } = {}): 
   async function launch(): Promise<void> {
     child = spawn(
       'redis-server',
-      [...ports, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+      [
+        ...ports,
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        ...(options.extra ?? []),
+      ],
       { stdio: 'ignore' },
     )
     live.add(child)

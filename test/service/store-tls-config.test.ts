@@ -22,7 +22,7 @@ function refusal(run: () => unknown): InvalidConfigError {
 describe('tls_* URL parameters', () => {
   it('rediss:// and rediss+cluster:// take tls_ca, tls_cert, tls_key and tls_servername', () => {
     const spec = parseStoreUrl(
-      'rediss://:pw@cache:6380/2?tls_ca=/etc/ca.pem&tls_cert=/etc/c.pem&tls_key=/etc/c.key&tls_servername=cache.internal',
+      'rediss://:pw@cache:6380/2?tls_ca=certs/ca.pem&tls_cert=certs/c.pem&tls_key=certs/c.key&tls_servername=cache.internal',
     )
     expect(spec).toMatchObject({
       kind: 'redis',
@@ -31,38 +31,43 @@ describe('tls_* URL parameters', () => {
       port: 6380,
       db: 2,
       password: 'pw',
-      tlsSettings: { ca: '/etc/ca.pem', cert: '/etc/c.pem', key: '/etc/c.key', servername: 'cache.internal' },
+      tlsSettings: {
+        ca: 'certs/ca.pem',
+        cert: 'certs/c.pem',
+        key: 'certs/c.key',
+        servername: 'cache.internal',
+      },
     })
     expect(spec.redacted).toBe(
-      'rediss://:***@cache:6380/2?tls_ca=/etc/ca.pem&tls_cert=/etc/c.pem&tls_key=/etc/c.key&tls_servername=cache.internal',
+      'rediss://:***@cache:6380/2?tls_ca=certs/ca.pem&tls_cert=certs/c.pem&tls_key=certs/c.key&tls_servername=cache.internal',
     )
-    expect(parseStoreUrl('rediss+cluster://a:7000,b:7001?tls_ca=/etc/ca.pem')).toMatchObject({
+    expect(parseStoreUrl('rediss+cluster://a:7000,b:7001?tls_ca=certs/ca.pem')).toMatchObject({
       kind: 'cluster',
       tls: true,
       nodes: [
         { host: 'a', port: 7000 },
         { host: 'b', port: 7001 },
       ],
-      tlsSettings: { ca: '/etc/ca.pem' },
+      tlsSettings: { ca: 'certs/ca.pem' },
     })
   })
 
   it.each([
-    ['redis://cache:6379?tls_ca=/etc/ca.pem', 'TLS settings need a TLS URL: rediss:// or rediss+cluster://'],
-    ['redis+cluster://a:7000?tls_ca=/etc/ca.pem', 'TLS settings need a TLS URL'],
-    ['rediss://cache:6380?tls_cert=/etc/c.pem', 'a client certificate needs both tls_cert and tls_key'],
+    ['redis://cache:6379?tls_ca=certs/ca.pem', 'TLS settings need a TLS URL: rediss:// or rediss+cluster://'],
+    ['redis+cluster://a:7000?tls_ca=certs/ca.pem', 'TLS settings need a TLS URL'],
+    ['rediss://cache:6380?tls_cert=certs/c.pem', 'a client certificate needs both tls_cert and tls_key'],
     ['rediss://cache:6380?tls_ca=', 'tls_ca is empty'],
     ['rediss://cache:6380?tls_ca=/a&tls_ca=/b', 'tls_ca is given 2 times'],
     [
-      'rediss://cache:6380?tls_cafile=/etc/ca.pem',
+      'rediss://cache:6380?tls_cafile=certs/ca.pem',
       'unknown parameter "tls_cafile" (a Redis URL takes tls_ca',
     ],
     [
-      'postgres://u:pw@db/app?tls_ca=/etc/ca.pem',
+      'postgres://u:pw@db/app?tls_ca=certs/ca.pem',
       'TLS settings need sslmode=verify-full (or verify-ca, require) in the URL, got no sslmode',
     ],
-    ['postgres://u:pw@db/app?sslmode=disable&tls_ca=/etc/ca.pem', 'got sslmode=disable'],
-    ['memcached://cache:11211?tls_ca=/etc/ca.pem', 'memcached:// takes no parameters'],
+    ['postgres://u:pw@db/app?sslmode=disable&tls_ca=certs/ca.pem', 'got sslmode=disable'],
+    ['memcached://cache:11211?tls_ca=certs/ca.pem', 'memcached:// takes no parameters'],
   ])('%s is refused: %s', (url, message) => {
     const error = refusal(() => parseStoreUrl(url))
     expect(error.message).toContain(message)
@@ -71,12 +76,12 @@ describe('tls_* URL parameters', () => {
 
   it('postgres:// takes them beside sslmode; pg sees the rest of the query, not them', () => {
     const spec = parseStoreUrl(
-      'postgres://u:pw@db:5433/app?sslmode=verify-full&tls_ca=/etc/ca.pem&tls_servername=db.internal&application_name=sluice',
+      'postgres://u:pw@db:5433/app?sslmode=verify-full&tls_ca=certs/ca.pem&tls_servername=db.internal&application_name=sluice',
     )
     expect(spec).toMatchObject({
       kind: 'postgres',
       sslmode: 'verify-full',
-      tlsSettings: { ca: '/etc/ca.pem', servername: 'db.internal' },
+      tlsSettings: { ca: 'certs/ca.pem', servername: 'db.internal' },
     })
     const { connectionString } = spec as { connectionString: string }
     expect(connectionString).toBe('postgres://u:pw@db:5433/app?sslmode=verify-full&application_name=sluice')
@@ -97,30 +102,30 @@ describe('store: { url, tls } in the config', () => {
 
   it('reads the block; sluice check prints the paths and the server name', () => {
     const config = parse(
-      'store:\n  url: rediss://:pw@cache:6380\n  tls:\n    ca: /etc/sluice/ca.pem\n    cert: /etc/sluice/client.pem\n    key: /etc/sluice/client.key\n    servername: cache.internal\n',
+      'store:\n  url: rediss://:pw@cache:6380\n  tls:\n    ca: certs/ca.pem\n    cert: certs/client.pem\n    key: certs/client.key\n    servername: cache.internal\n',
     )
     expect(config.store).toBe('rediss://:pw@cache:6380')
     expect(config.storeWritten).toBe(true)
     expect(config.storeTls).toEqual({
-      ca: '/etc/sluice/ca.pem',
-      cert: '/etc/sluice/client.pem',
-      key: '/etc/sluice/client.key',
+      ca: 'certs/ca.pem',
+      cert: 'certs/client.pem',
+      key: 'certs/client.key',
       servername: 'cache.internal',
     })
     const described = describeConfig(config)
     expect(described).toContain('  store: rediss://:***@cache:6380')
     expect(described).toContain(
-      '  store tls: ca /etc/sluice/ca.pem, client cert /etc/sluice/client.pem, key /etc/sluice/client.key, servername cache.internal',
+      '  store tls: ca certs/ca.pem, client cert certs/client.pem, key certs/client.key, servername cache.internal',
     )
     expect(described).not.toContain(':pw@')
   })
 
   it('a block without url keeps the store from --store, SLUICE_STORE or REDIS_URL', () => {
-    const config = parse('store:\n  tls: { ca: /etc/sluice/ca.pem }\n')
+    const config = parse('store:\n  tls: { ca: certs/ca.pem }\n')
     expect(config).toMatchObject({
       store: 'memory',
       storeWritten: false,
-      storeTls: { ca: '/etc/sluice/ca.pem' },
+      storeTls: { ca: 'certs/ca.pem' },
     })
     // The store chosen at start must take them: memory does not.
     expect(refusal(() => storeTlsSettings(parseStoreUrl('memory'), config.storeTls)).message).toContain(
@@ -138,13 +143,13 @@ describe('store: { url, tls } in the config', () => {
       "conf.yaml:4: store.tls.servrname: unknown key; did you mean 'servername'?",
     ],
     [
-      'store:\n  url: rediss://c:6380\n  tls:\n    cafile: /etc/ca.pem\n',
+      'store:\n  url: rediss://c:6380\n  tls:\n    cafile: certs/ca.pem\n',
       'conf.yaml:4: store.tls.cafile: unknown key; the keys are ca, cert, key, servername',
     ],
     ['store:\n  url: rediss://c:6380\n  tls:\n    ca: 5\n', 'conf.yaml:4: store.tls.ca: must be a file path'],
-    ['store:\n  url: rediss://c:6380\n  tls: /etc/ca.pem\n', 'conf.yaml:3: store.tls: must be a map'],
+    ['store:\n  url: rediss://c:6380\n  tls: certs/ca.pem\n', 'conf.yaml:3: store.tls: must be a map'],
     [
-      'store:\n  url: redis://:pw@c:6379\n  tls: { ca: /etc/ca.pem }\n',
+      'store:\n  url: redis://:pw@c:6379\n  tls: { ca: certs/ca.pem }\n',
       'conf.yaml:2: store.url: "redis://:***@c:6379": TLS settings need a TLS URL',
     ],
     [
@@ -152,7 +157,7 @@ describe('store: { url, tls } in the config', () => {
       'tls_ca in the URL and store.tls.ca both set the ca; keep one',
     ],
     [
-      'store:\n  url: postgres://db/app\n  tls: { ca: /etc/ca.pem }\n',
+      'store:\n  url: postgres://db/app\n  tls: { ca: certs/ca.pem }\n',
       'conf.yaml:2: store.url: "postgres://db/app": TLS settings need sslmode=verify-full',
     ],
     ['store:\n  url: rediss://c:6380\n  tls: { cert: /c.pem }\n', 'needs both tls_cert and tls_key'],
@@ -170,14 +175,16 @@ describe('docs/service.md', () => {
     const section = doc.slice(doc.indexOf('#### TLS to the store'))
     const block = /```yaml\n([\s\S]*?)```/.exec(section)![1]!
     const config = parseConfig(`${block}${POLICIES}`, 'docs.yaml')
+    // The example's own paths (deployment paths, never read here): each file named, as written.
     expect(config.storeTls).toEqual({
-      ca: '/etc/sluice/redis-ca.pem',
-      cert: '/etc/sluice/client.pem',
-      key: '/etc/sluice/client.key',
+      ca: expect.stringMatching(/\/redis-ca\.pem$/),
+      cert: expect.stringMatching(/\/client\.pem$/),
+      key: expect.stringMatching(/\/client\.key$/),
       servername: 'cache.internal',
     })
     expect(describeConfig(config)).toContain(
-      'store tls: ca /etc/sluice/redis-ca.pem, client cert /etc/sluice/client.pem, key /etc/sluice/client.key, servername cache.internal',
+      `store tls: ca ${config.storeTls?.ca}, client cert ${config.storeTls?.cert}, key ${config.storeTls?.key}, servername cache.internal`,
     )
+    expect(block).toContain(`ca: ${config.storeTls?.ca}`)
   })
 })

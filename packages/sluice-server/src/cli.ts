@@ -14,7 +14,9 @@ import type { EnvoyRules } from './envoy/config.js'
 import { describeEnvoyConfig, loadEnvoyConfig } from './envoy/config.js'
 import type { ServiceConfig } from './server/config.js'
 import { describeConfig, loadConfig, parseConfig, validateAdminToken } from './server/config.js'
+import { describeRegions, type RegionsSettings } from './server/config-regions.js'
 import { createService } from './server/service.js'
+import { openRegionStore } from './server/store-regions.js'
 import { openStore, redactStoreUrl } from './server/store-url.js'
 
 const HELP = `Usage: sluice <command> [options]
@@ -122,6 +124,8 @@ function failAndExit(error: unknown): never {
 interface StoreSource {
   url: string
   source: string
+  /** The config's `store: { regions }` block, when the config's store is the one chosen. */
+  regions?: RegionsSettings
 }
 
 /** The store `serve` opens, where that came from, and the stores also given that it wins over. */
@@ -140,7 +144,13 @@ function chooseStore(flag: string | undefined, config: ServiceConfig): StoreChoi
     flag === undefined ? undefined : { url: flag, source: '--store' },
     sourced(env('SLUICE_STORE'), 'SLUICE_STORE'),
     sourced(env('REDIS_URL'), 'REDIS_URL'),
-    config.storeWritten ? { url: config.store, source: `${config.file} store:` } : undefined,
+    config.storeWritten
+      ? {
+          url: config.store,
+          source: `${config.file} store:`,
+          ...(config.regions === undefined ? {} : { regions: config.regions }),
+        }
+      : undefined,
   ]
   const [chosen = { url: config.store, source: 'default' }, ...others] = given.filter(
     (candidate) => candidate !== undefined,
@@ -161,8 +171,15 @@ function storeOverrideWarning(choice: StoreChoice): string | undefined {
   const redisUrlInvolved =
     choice.source === 'REDIS_URL' || choice.overrides.some((other) => other.source === 'REDIS_URL')
   if (choice.overrides.length === 0 || !redisUrlInvolved) return undefined
-  const others = choice.overrides.map((o) => `${redactStoreUrl(o.url)} (from ${o.source})`).join(' or ')
-  return `WARNING: the store is ${redactStoreUrl(choice.url)} (from ${choice.source}), not ${others}`
+  const others = choice.overrides.map((o) => `${describeChoice(o)} (from ${o.source})`).join(' or ')
+  return `WARNING: the store is ${describeChoice(choice)} (from ${choice.source}), not ${others}`
+}
+
+/** The chosen store for `sluice check`, redacted: a URL, or the regions of a multi-region block. */
+function describeChoice(choice: StoreSource): string {
+  return choice.regions === undefined
+    ? redactStoreUrl(choice.url)
+    : `multi-region (${describeRegions(choice.regions)})`
 }
 
 async function check(argv: string[]): Promise<void> {
@@ -183,7 +200,7 @@ async function check(argv: string[]): Promise<void> {
       const config = await loadConfig(configPath(values.config))
       const store = chooseStore(values.store, config)
       process.stdout.write(describeConfig(config))
-      process.stdout.write(`  sluice serve would use: ${redactStoreUrl(store.url)} (from ${store.source})\n`)
+      process.stdout.write(`  sluice serve would use: ${describeChoice(store)} (from ${store.source})\n`)
       const warning = storeOverrideWarning(store)
       if (warning !== undefined) process.stdout.write(`  ${warning}\n`)
       envoyPath ??= config.envoy.config
@@ -299,11 +316,14 @@ async function serve(argv: string[]): Promise<void> {
   let service: ReturnType<typeof createService>
   try {
     if (envoyPath !== undefined) envoy = await loadEnvoyConfig(envoyPath)
-    const store = await openStore(storeChoice.url, {
-      prefix: config.prefix,
-      logger,
-      ...(config.storeTls === undefined ? {} : { tls: config.storeTls }),
-    })
+    const store =
+      storeChoice.regions === undefined
+        ? await openStore(storeChoice.url, {
+            prefix: config.prefix,
+            logger,
+            ...(config.storeTls === undefined ? {} : { tls: config.storeTls }),
+          })
+        : await openRegionStore(storeChoice.regions, { prefix: config.prefix, logger })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
     validateAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
     service = createService({

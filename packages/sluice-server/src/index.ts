@@ -6,9 +6,11 @@ export { describeEnvoyConfig, loadEnvoyConfig, parseEnvoyConfig } from './envoy/
 export type { ChargeMode, EnvoySettings, GrpcSettings } from './envoy/settings.js'
 export type { FailMode, PolicyEntry, ServiceConfig } from './server/config.js'
 export { describeConfig, loadConfig, parseConfig } from './server/config.js'
+export type { RegionsSettings } from './server/config-regions.js'
 export type { ClientErrorCode } from './server/requests.js'
 export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './server/service.js'
 export { createService } from './server/service.js'
+export { openRegionStore } from './server/store-regions.js'
 export type {
   ConnectionLogger,
   HostPort,

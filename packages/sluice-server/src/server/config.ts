@@ -15,6 +15,7 @@ import type { Path } from './config-errors.js'
 import { dotted, type Locator, parseYamlDocument, suggestDuration, toPlain } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
+import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
 import { describeStoreTls, resolveStoreSettings } from './config-store.js'
 import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js'
 import type { StoreTlsSettings } from './store-tls.js'
@@ -63,6 +64,11 @@ export interface ServiceConfig {
    * service opens (joined to the URL's own `tls_*` parameters). Paths, not contents.
    */
   readonly storeTls: StoreTlsSettings | undefined
+  /**
+   * `store: { region, regions, syncEvery }`: a multiRegionStore over one Redis per region
+   * (config-regions.ts); `store` is then the local region's URL. Undefined for a single store.
+   */
+  readonly regions: RegionsSettings | undefined
   readonly prefix: string
   readonly onStoreError: FailMode
   /** Configured policy names, in file order. */
@@ -117,7 +123,8 @@ const failMode = z.enum(FAIL_MODES, { error: `must be one of ${FAIL_MODES.join('
 const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, { error: 'must be an HTTP header name' })
 
 const topSchema = z.strictObject({
-  // A URL or a block with TLS settings: checked by resolveStoreSettings (config-store.ts).
+  // A URL, or a block checked key by key in its own function: `{ url, tls }` (config-store.ts) or
+  // `{ region, regions, syncEvery }` (config-regions.ts).
   store: z.unknown().optional(),
   prefix: z
     .string()
@@ -264,6 +271,11 @@ function resolveEntry(
 }
 
 /** A map (a YAML mapping or a JSON object), not null, not a list. */
+/** A `store:` block naming regions (config-regions.ts) rather than one store's URL and TLS files. */
+function isRegionsBlock(value: unknown): value is Record<string, unknown> {
+  return isRecord(value) && ('regions' in value || 'region' in value || 'syncEvery' in value)
+}
+
 export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
@@ -303,7 +315,11 @@ export function parseConfig(text: string, file: string): ServiceConfig {
   }
   const top = parsed.data
   // Checked here so `sluice check` and a reload catch a bad URL; the message is already redacted.
-  const storeSettings = resolveStoreSettings(loc, top.store)
+  const regions = isRegionsBlock(top.store) ? resolveRegions(loc, top.store) : undefined
+  const storeSettings =
+    regions === undefined
+      ? resolveStoreSettings(loc, top.store)
+      : { url: regions.urls[regions.region], tls: undefined }
   const onStoreError: FailMode = top.onStoreError ?? 'open'
   const entries = new Map<string, PolicyEntry>()
   const byName = new Map<string, PolicyEntry>()
@@ -415,6 +431,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     store: storeSettings.url ?? 'memory',
     storeWritten: storeSettings.url !== undefined,
     storeTls: storeSettings.tls,
+    regions,
     prefix: top.prefix ?? 'sluice',
     onStoreError,
     policyNames,
@@ -494,8 +511,9 @@ function describeGrpcBounds({ grpc }: ServiceConfig): string {
 export function describeConfig(config: ServiceConfig): string {
   const lines = [
     `${config.file}: ok`,
-    `  store: ${redactStoreUrl(config.store)}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
+    `  store: ${config.regions === undefined ? redactStoreUrl(config.store) : 'multi-region'}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
     ...describeStoreTls(config.storeTls),
+    ...(config.regions === undefined ? [] : [`  regions: ${describeRegions(config.regions)}`]),
     `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
     `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${
       config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`
@@ -520,7 +538,10 @@ export function describeConfig(config: ServiceConfig): string {
       r.algorithm === 'concurrency'
         ? `${r.limit} at once, lease timeout ${r.windowMs}ms`
         : `${r.limit} per ${r.windowMs}ms, capacity ${r.capacity}`
-    lines.push(`    ${label}: ${r.algorithm}, ${shape}, onStoreError ${entry.onStoreError} [id ${entry.id}]`)
+    const scope = r.scope === 'global' ? ', scope global' : ''
+    lines.push(
+      `    ${label}: ${r.algorithm}, ${shape}${scope}, onStoreError ${entry.onStoreError} [id ${entry.id}]`,
+    )
   }
   return `${lines.join('\n')}\n`
 }

@@ -115,6 +115,9 @@ export function createService(options: ServiceOptions): Service {
           dashboardPath: '/dashboard',
         })
   const metrics = observability?.metrics
+  // A multi-region store's regions: sluice_region_stale / _sync_age_seconds and the dashboard.
+  const regionsOf = handle.regions?.bind(handle)
+  if (regionsOf !== undefined) metrics?.watchRegions(regionsOf)
   // The store's health, as the failover layer reports it, into sluice_store_up / _circuit_state /
   // _store_errors_total. The memory store is in-process: it is always up.
   const onStoreHealth = (event: StoreHealthEvent): void => {
@@ -238,7 +241,10 @@ export function createService(options: ServiceOptions): Service {
     },
     reload(next, nextEnvoy) {
       const { config } = ctx
-      const storeKept = next.store === config.store && sameStoreTls(next, config)
+      const storeKept =
+        next.store === config.store &&
+        sameStoreTls(next, config) &&
+        JSON.stringify(next.regions) === JSON.stringify(config.regions)
       if (!storeKept || next.prefix !== config.prefix) {
         logger.warn(
           { store: redactStoreUrl(next.store), prefix: next.prefix },

@@ -5,6 +5,7 @@
 // or the config's `store.tls`) are read and described in store-tls.ts.
 import { InvalidConfigError, memoryStore, StoreError } from 'sluice'
 import type { MemjsClientLike } from 'sluice/memcached'
+import type { RegionHealth } from 'sluice/redis'
 import { forwardStore, type Store } from 'sluice/store'
 import type { EncryptingSslMode, StoreTlsSettings, TlsMaterial } from './store-tls.js'
 import {
@@ -32,6 +33,8 @@ export interface StoreHandle {
    * read. Absent when the store has no TLS files.
    */
   rereadTlsFiles?(): void
+  /** Multi-region stores only (`store.regions` in the config): every region's health, the local one first. */
+  regions?(): readonly RegionHealth[]
 }
 
 export interface HostPort {
@@ -390,6 +393,66 @@ function postgresParameters(
   return { query: kept === '' ? '' : `?${kept}`, sslmode, tlsSettings }
 }
 
+/** The ioredis module (an optional peer, loaded only when a Redis store is opened). */
+export type IoredisModule = Pick<typeof import('ioredis'), 'Redis' | 'Cluster'>
+
+/** Load ioredis, or fail with a `StoreError` saying what to install (the CLI prints this one line). */
+export function loadIoredis(): Promise<IoredisModule> {
+  return import('ioredis').catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code
+    if (
+      (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') &&
+      String(error).includes("'ioredis'")
+    )
+      throw new StoreError('the redis store needs ioredis: npm install ioredis', { cause: error })
+    throw error
+  })
+}
+
+/**
+ * A Redis spec's client (not yet connected: `lazyConnect`), with the service's fail-fast options.
+ * `tlsOptions`: the one options object ioredis keeps and reads at each connection (the TLS files'
+ * material, which a reload fills again); a `rediss` URL without files gets the system's CAs.
+ */
+export function redisClient(
+  spec: Extract<StoreSpec, { kind: 'redis' | 'cluster' }>,
+  { Redis, Cluster }: IoredisModule,
+  tlsOptions?: object,
+): InstanceType<IoredisModule['Redis']> | InstanceType<IoredisModule['Cluster']> {
+  const auth = {
+    ...(spec.username === undefined ? {} : { username: spec.username }),
+    ...(spec.password === undefined ? {} : { password: spec.password }),
+    ...(spec.tls ? { tls: tlsOptions ?? {} } : {}),
+  }
+  // A decision must not wait on a dead Redis (docs/reliability.md): while disconnected a command
+  // fails at once, so the breaker opens on the first failures instead of after each one waited the
+  // store timeout in the offline queue; a command cut off by a lost connection is not sent again
+  // (its decision was already made by the fallback); reconnect attempts stay close together.
+  // A Cluster's node connections keep their own queue: they connect on their first command, which
+  // would otherwise be refused; the Cluster's queue is the one turned off.
+  const common = {
+    lazyConnect: true,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_MAX_DELAY_MS),
+  }
+  return spec.kind === 'redis'
+    ? new Redis({
+        ...common,
+        ...auth,
+        enableOfflineQueue: false,
+        host: spec.host,
+        port: spec.port,
+        db: spec.db,
+      })
+    : new Cluster(
+        spec.nodes.map((n) => ({ host: n.host, port: n.port })),
+        { lazyConnect: true, enableOfflineQueue: false, redisOptions: { ...common, ...auth } },
+      )
+}
+
 /**
  * Open the store a URL names. Redis stores connect (ioredis, loaded only then) and load their
  * scripts before this resolves, or it rejects with a `StoreError`. Closing the handle's store also
@@ -411,51 +474,8 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
   const rereadPart = material === undefined ? {} : { rereadTlsFiles: () => material.reread() }
   if (spec.kind === 'postgres')
     return { ...(await openPostgres(spec.connectionString, spec.redacted, material)), ...rereadPart }
-  // ioredis is an optional peer: without it, say what to install (the CLI prints this one line).
-  const { Redis, Cluster } = await import('ioredis').catch((error: unknown) => {
-    const code = (error as { code?: unknown }).code
-    if (
-      (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') &&
-      String(error).includes("'ioredis'")
-    )
-      throw new StoreError('the redis store needs ioredis: npm install ioredis', { cause: error })
-    throw error
-  })
+  const client = redisClient(spec, await loadIoredis(), material?.options)
   const { redisStore } = await import('sluice/redis')
-  const auth = {
-    ...(spec.username === undefined ? {} : { username: spec.username }),
-    ...(spec.password === undefined ? {} : { password: spec.password }),
-    // The one options object ioredis keeps and reads at each connection (material.reread fills it).
-    ...(spec.tls ? { tls: material?.options ?? {} } : {}),
-  }
-  // A decision must not wait on a dead Redis (docs/reliability.md): while disconnected a command
-  // fails at once, so the breaker opens on the first failures instead of after each one waited the
-  // store timeout in the offline queue; a command cut off by a lost connection is not sent again
-  // (its decision was already made by the fallback); reconnect attempts stay close together.
-  // A Cluster's node connections keep their own queue: they connect on their first command, which
-  // would otherwise be refused; the Cluster's queue is the one turned off.
-  const common = {
-    lazyConnect: true,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    commandTimeout: COMMAND_TIMEOUT_MS,
-    autoResendUnfulfilledCommands: false,
-    maxRetriesPerRequest: 0,
-    retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_MAX_DELAY_MS),
-  }
-  const client =
-    spec.kind === 'redis'
-      ? new Redis({
-          ...common,
-          ...auth,
-          enableOfflineQueue: false,
-          host: spec.host,
-          port: spec.port,
-          db: spec.db,
-        })
-      : new Cluster(
-          spec.nodes.map((n) => ({ host: n.host, port: n.port })),
-          { lazyConnect: true, enableOfflineQueue: false, redisOptions: { ...common, ...auth } },
-        )
   const connection = watchConnection(client, spec.redacted, options.logger)
   // Under TLS 1.3 a server that wants a client certificate checks it after the handshake, and the
   // client often sees only the reset, not the server's alert: say what it most likely means.
@@ -526,7 +546,7 @@ interface ConnectionEvents {
  * "Connection is closed."), and once it has served, log a lost connection once with its cause and
  * its return once, however many reconnect attempts fail in between.
  */
-function watchConnection(
+export function watchConnection(
   client: ConnectionEvents,
   redacted: string,
   logger: ConnectionLogger | undefined,
@@ -586,7 +606,7 @@ function describeError(error: Error): string {
  * Why a connection failed, in words a user can act on: the connection's own error (a refused port,
  * a certificate) rather than ioredis's "Connection is closed." that follows it.
  */
-function connectionCause(error: unknown, connectionError: Error | undefined): string {
+export function connectionCause(error: unknown, connectionError: Error | undefined): string {
   const thrown = error instanceof StoreError && error.cause !== undefined ? error.cause : error
   const message = thrown instanceof Error ? describeError(thrown) : String(thrown)
   if (connectionError === undefined) return message
