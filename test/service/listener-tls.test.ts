@@ -2,8 +2,9 @@
 // HTTPS for the JSON API (http.tls), TLS and mTLS for Envoy's gRPC listener (grpc.tls), subjects in
 // grpc.trustedPeers, and certificates swapped on reload while open connections keep theirs.
 
+import { spawnSync } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
-import { copyFileSync } from 'node:fs'
+import { copyFileSync, writeFileSync } from 'node:fs'
 import type { IncomingMessage } from 'node:http'
 import type { ClientHttp2Session } from 'node:http2'
 import { connect } from 'node:http2'
@@ -16,12 +17,13 @@ import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.
 import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import type { Service } from '../../packages/sluice-server/src/server/service.js'
 import { createService } from '../../packages/sluice-server/src/server/service.js'
+import { CLI, servingUrl, startCli } from '../helpers/cli-process.js'
 import type { RlsClient } from '../helpers/envoy.js'
 import { d, rlsClient } from '../helpers/envoy.js'
 import type { Issued, TestPki } from '../helpers/listener-certs.js'
 import { makeTestPki } from '../helpers/listener-certs.js'
 import { rawCall } from '../helpers/raw-grpc.js'
-import { quietLogger } from '../helpers/service.js'
+import { freePort, quietLogger } from '../helpers/service.js'
 
 let pki: TestPki
 let first: Issued
@@ -318,5 +320,48 @@ describe('the tls settings in sluice.yaml', () => {
     expect(text).toContain(
       'listeners: HTTP TLS (cert /etc/sluice/certs/a.pem, key /keys/a.key; no client certificates); gRPC TLS (cert /etc/sluice/g.pem, key /etc/sluice/g.key; client certificates required (CA /etc/sluice/ca.pem))',
     )
+  })
+})
+
+describe('sluice check and sluice serve with TLS listeners (a real process)', () => {
+  it('sluice check reads the certificate files and prints their paths, never their contents', () => {
+    installServerCert(first)
+    writeFileSync(configFile(), `${POLICIES}${HTTPS_MTLS}`)
+    const ok = spawnSync(process.execPath, [CLI, 'check', '--config', configFile()], { encoding: 'utf8' })
+    expect(ok.status).toBe(0)
+    expect(ok.stdout).toContain(
+      `listeners: HTTP TLS (cert ${join(pki.dir, 'live.pem')}, key ${join(pki.dir, 'live.key')}; client certificates required (CA ${pki.ca}))`,
+    )
+    expect(ok.stdout + ok.stderr).not.toContain('PRIVATE KEY')
+
+    writeFileSync(configFile(), `${POLICIES}http:\n  tls: { cert: live.pem, key: gone.key }\n`)
+    const bad = spawnSync(process.execPath, [CLI, 'check', '--config', configFile()], { encoding: 'utf8' })
+    expect(bad.status).not.toBe(0)
+    expect(bad.stderr).toContain(`http.tls.key: cannot read ${join(pki.dir, 'gone.key')} (ENOENT)`)
+  })
+
+  it('sluice serve answers over HTTPS and gives new connections a renewed certificate once its files change', async () => {
+    installServerCert(first)
+    writeFileSync(configFile(), `${POLICIES}${HTTPS}`)
+    const port = await freePort()
+    const cli = startCli(['serve', '--config', configFile(), '--port', String(port)])
+    closers.push(() => cli.child.kill('SIGKILL'))
+    expect(await servingUrl(cli)).toBe(`https://127.0.0.1:${port}`)
+    const ca = pki.read(pki.ca)
+    expect(await httpsGet(port, '/healthz', { ca })).toMatchObject({
+      status: 200,
+      served: fingerprint(first),
+    })
+
+    installServerCert(second)
+    // Bounded by the file watch's debounce and a loaded machine; each try is a new connection.
+    const deadline = Date.now() + 20_000
+    let served = ''
+    while (served !== fingerprint(second) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      served = (await httpsGet(port, '/healthz', { ca })).served
+    }
+    expect(served).toBe(fingerprint(second))
+    expect(cli.output()).toContain('"trigger":"certificate change"')
   })
 })
