@@ -4,13 +4,14 @@
 
 import { spawnSync } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
-import { copyFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
 import type { IncomingMessage } from 'node:http'
 import type { ClientHttp2Session } from 'node:http2'
 import { connect } from 'node:http2'
 import { Agent, request } from 'node:https'
 import { join } from 'node:path'
 import type { TLSSocket } from 'node:tls'
+import { connect as tlsConnect } from 'node:tls'
 import { credentials, status } from '@grpc/grpc-js'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.js'
@@ -255,6 +256,29 @@ describe("TLS and mTLS on Envoy's gRPC listener (grpc.tls)", () => {
     expect(refused.details).toContain('grpc.trustedPeers')
   })
 
+  it('takes only clients that offer HTTP/2 by ALPN, as gRPC over TLS requires', async () => {
+    installServerCert(first)
+    const { service } = await start(GRPC_TLS, true)
+    const port = service.grpcAddress!.port
+    const offered = (protocols: string[] | undefined) =>
+      new Promise<string | false>((resolve, reject) => {
+        const socket = tlsConnect({
+          host: '127.0.0.1',
+          port,
+          servername: 'localhost',
+          ca: pki.read(pki.ca),
+          ...(protocols === undefined ? {} : { ALPNProtocols: protocols }),
+        })
+        socket.once('secureConnect', () => {
+          resolve(socket.alpnProtocol)
+          socket.destroy()
+        })
+        socket.once('error', reject)
+      })
+    expect(await offered(['h2'])).toBe('h2')
+    await expect(offered(['http/1.1'])).rejects.toThrow(/no application protocol/i)
+  })
+
   it('serves a new certificate to new connections after a reload; an open connection keeps answering', async () => {
     installServerCert(first)
     const { service } = await start(grpcMtls('[loopback]'), true)
@@ -304,6 +328,15 @@ describe('the tls settings in sluice.yaml', () => {
         'grpc:\n  port: 1\n  trustedPeers: ["subject:envoy"]\n  tls: { cert: a.pem, key: a.key, ca: ca.pem, requireClientCert: true }\n',
       ),
     ).toThrow(/grpc\.trustedPeers: "subject:envoy" is not a subject; write subject:CN=envoy/)
+  })
+
+  it("loads docs/service.md's TLS example", () => {
+    const doc = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'service.md'), 'utf8')
+    const block = /```yaml\n(# sluice\.yaml: HTTPS for the JSON API[\s\S]*?)```/.exec(doc)?.[1]
+    const config = parseConfig(block!, '/etc/sluice/sluice.yaml')
+    expect(config.http.tls?.requireClientCert).toBe(false)
+    expect(config.grpc.tls).toMatchObject({ ca: '/etc/sluice/tls/ca.crt', requireClientCert: true })
+    expect(config.grpc.trustedPeers).toEqual(['subject:CN=envoy'])
   })
 
   it('resolves the paths against the config folder; sluice check prints paths, never contents', () => {
