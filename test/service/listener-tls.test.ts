@@ -298,7 +298,9 @@ describe("TLS and mTLS on Envoy's gRPC listener (grpc.tls)", () => {
 })
 
 describe('the tls settings in sluice.yaml', () => {
-  const parse = (yaml: string) => () => parseConfig(`${POLICIES}${yaml}`, '/etc/sluice/sluice.yaml')
+  // A config's place, never read: tls paths resolve against its folder.
+  const folder = join(import.meta.dirname, 'conf')
+  const parse = (yaml: string) => () => parseConfig(`${POLICIES}${yaml}`, join(folder, 'sluice.yaml'))
 
   it('refuses an unknown key under http.tls and grpc.tls with file:line', () => {
     expect(parse('http:\n  tls: { cert: a.pem, key: a.key, requireClientCerts: true }\n')).toThrow(
@@ -333,25 +335,25 @@ describe('the tls settings in sluice.yaml', () => {
   it("loads docs/service.md's TLS example", () => {
     const doc = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'service.md'), 'utf8')
     const block = /```yaml\n(# sluice\.yaml: HTTPS for the JSON API[\s\S]*?)```/.exec(doc)?.[1]
-    const config = parseConfig(block!, '/etc/sluice/sluice.yaml')
+    const config = parseConfig(block!, join(folder, 'sluice.yaml'))
     expect(config.http.tls?.requireClientCert).toBe(false)
-    expect(config.grpc.tls).toMatchObject({ ca: '/etc/sluice/tls/ca.crt', requireClientCert: true })
+    expect(config.grpc.tls).toMatchObject({ ca: expect.stringMatching(/ca\.crt$/), requireClientCert: true })
     expect(config.grpc.trustedPeers).toEqual(['subject:CN=envoy'])
   })
 
   it('resolves the paths against the config folder; sluice check prints paths, never contents', () => {
     const config = parse(
-      'http:\n  tls: { cert: certs/a.pem, key: /keys/a.key }\ngrpc:\n  port: 1\n  tls: { cert: g.pem, key: g.key, ca: ca.pem, requireClientCert: true }\n',
+      `http:\n  tls: { cert: certs/a.pem, key: ${join(folder, 'keys', 'a.key')} }\ngrpc:\n  port: 1\n  tls: { cert: g.pem, key: g.key, ca: ca.pem, requireClientCert: true }\n`,
     )()
     expect(config.http.tls).toEqual({
-      cert: '/etc/sluice/certs/a.pem',
-      key: '/keys/a.key',
+      cert: join(folder, 'certs', 'a.pem'),
+      key: join(folder, 'keys', 'a.key'),
       ca: undefined,
       requireClientCert: false,
     })
     const text = describeConfig(config)
     expect(text).toContain(
-      'listeners: HTTP TLS (cert /etc/sluice/certs/a.pem, key /keys/a.key; no client certificates); gRPC TLS (cert /etc/sluice/g.pem, key /etc/sluice/g.key; client certificates required (CA /etc/sluice/ca.pem))',
+      `listeners: HTTP TLS (cert ${join(folder, 'certs', 'a.pem')}, key ${join(folder, 'keys', 'a.key')}; no client certificates); gRPC TLS (cert ${join(folder, 'g.pem')}, key ${join(folder, 'g.key')}; client certificates required (CA ${join(folder, 'ca.pem')}))`,
     )
   })
 })
