@@ -13,6 +13,8 @@ import { join } from 'node:path'
 import type { TLSSocket } from 'node:tls'
 import { connect as tlsConnect } from 'node:tls'
 import { credentials, status } from '@grpc/grpc-js'
+import type { Logger } from 'pino'
+import { pino } from 'pino'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.js'
 import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
@@ -69,10 +71,14 @@ function installServerCert(issued: Issued): void {
 const fingerprint = (issued: Issued) => new X509Certificate(pki.read(issued.cert)).fingerprint256
 
 /** The service of `yaml` listening on 127.0.0.1; `port` is its HTTP listener's. */
-async function start(yaml: string, grpc = false): Promise<{ service: Service; port: number; url: string }> {
+async function start(
+  yaml: string,
+  grpc = false,
+  logger: Logger = quietLogger,
+): Promise<{ service: Service; port: number; url: string }> {
   const service = createService({
     config: parseConfig(`${POLICIES}${yaml}`, configFile()),
-    logger: quietLogger,
+    logger,
     ...(grpc ? { envoy: rules } : {}),
   })
   services.push(service)
@@ -164,6 +170,20 @@ describe('HTTPS for the JSON API (http.tls)', () => {
     expect(open).toMatchObject({ status: 200, served: fingerprint(first), reused: true })
     const fresh = await httpsGet(port, '/healthz', { ca })
     expect(fresh).toMatchObject({ status: 200, served: fingerprint(second), reused: false })
+  })
+
+  it('keeps TLS off or on, and the client certificate rule, until a restart; a reload says so', async () => {
+    installServerCert(first)
+    const lines: { msg: string; settings?: string[] }[] = []
+    const logger = pino({ level: 'warn' }, { write: (line: string) => lines.push(JSON.parse(line)) })
+    const { service, url } = await start(`${GRPC_TLS}`, true, logger)
+    service.reload(parseConfig(`${POLICIES}${HTTPS}${grpcMtls('[loopback]')}`, configFile()), rules)
+    expect(lines.find((line) => line.msg.includes('take effect on restart'))?.settings).toEqual([
+      'http.tls',
+      'grpc.tls',
+    ])
+    expect((await fetch(`${url}/healthz`)).status).toBe(200)
+    expect((await client(service).shouldRateLimit(request1)).overall_code).toBe('OK')
   })
 
   it('refuses a reload whose certificate files are unreadable or not a key pair, keeping the one in force', async () => {
