@@ -281,7 +281,7 @@ describe("TLS and mTLS on Envoy's gRPC listener (grpc.tls)", () => {
     const { service } = await start(GRPC_TLS, true)
     const port = service.grpcAddress!.port
     const offered = (protocols: string[] | undefined) =>
-      new Promise<string | false>((resolve, reject) => {
+      new Promise<string | false | null>((resolve, reject) => {
         const socket = tlsConnect({
           host: '127.0.0.1',
           port,
