@@ -16,6 +16,8 @@ import { credentials, status } from '@grpc/grpc-js'
 import type { Logger } from 'pino'
 import { pino } from 'pino'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { forwardStore } from '../../packages/sluice/src/store.js'
+import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.js'
 import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import type { Service } from '../../packages/sluice-server/src/server/service.js'
@@ -274,6 +276,36 @@ describe("TLS and mTLS on Envoy's gRPC listener (grpc.tls)", () => {
     const refused = await client(service, otherClient).refused(request1)
     expect(refused.code).toBe(status.PERMISSION_DENIED)
     expect(refused.details).toContain('grpc.trustedPeers')
+  })
+
+  it('lets a call in flight over TLS finish on close(), then takes no new connection', async () => {
+    installServerCert(first)
+    // A real memory store answering 40 ms late, so the call is still in flight when close() starts.
+    const inner = memoryStore()
+    const store = forwardStore(inner, {
+      name: 'slow-memory',
+      inProcess: false,
+      apply: async (steps, mode) => {
+        await new Promise((resolve) => setTimeout(resolve, 40))
+        return inner.apply(steps, mode)
+      },
+    })
+    const service = createService({
+      config: parseConfig(`${POLICIES}${GRPC_TLS}`, configFile()),
+      logger: quietLogger,
+      envoy: rules,
+      store: { store, description: 'slow memory', ping: async () => {} },
+    })
+    services.push(service)
+    await service.listen(0)
+    const rls = client(service)
+    await rls.shouldRateLimit(request1)
+    const inFlight = rls.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'u2'])] })
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    const closed = service.close(2000)
+    expect((await inFlight).overall_code).toBe('OK')
+    await closed
+    expect((await rls.refused(request1)).code).toBe(status.UNAVAILABLE)
   })
 
   it('takes only clients that offer HTTP/2 by ALPN, as gRPC over TLS requires', async () => {

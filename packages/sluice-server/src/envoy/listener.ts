@@ -73,8 +73,9 @@ export function http2Listener(
   })
   /** Every connection: its socket, and a graceful close (GOAWAY, then dropped once it has ended). */
   const open = new Set<{ socket: Socket; close(): void }>()
-  /** Connections still in their TLS handshake (node:tls bounds it by handshakeTimeoutMs). */
-  const handshaking = new Set<Socket>()
+  /** Every accepted socket under TLS (node:tls bounds the handshake by handshakeTimeoutMs). */
+  const encrypted = new Set<Socket>()
+  let closing = false
 
   // node:tls takes each accepted socket the same way (an injected 'connection'): it verifies the
   // client certificate when one is required and hands over the socket once the handshake is done.
@@ -101,13 +102,18 @@ export function http2Listener(
       take(socket, socket.remoteAddress, undefined)
       return
     }
-    handshaking.add(socket)
-    socket.once('close', () => handshaking.delete(socket))
+    encrypted.add(socket)
+    socket.once('close', () => encrypted.delete(socket))
     secure.emit('connection', socket)
   })
   server.maxConnections = bounds.maxConnections
 
   function take(socket: Socket, peer: string | undefined, subject: PeerSubject | undefined): void {
+    // A handshake that ends after shutdown began gets no session to drain.
+    if (closing) {
+      socket.destroy()
+      return
+    }
     // Emitting 'connection' is how node:http2 takes a socket; it makes the session synchronously.
     sessions.emit('connection', socket)
     const session = accepted
@@ -178,10 +184,14 @@ export function http2Listener(
       })
     },
     async shutdown(graceMs) {
+      closing = true
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
-      for (const socket of handshaking) socket.destroy()
       for (const entry of open) entry.close()
-      if (!(await settlesWithin(stopped, graceMs))) for (const { socket } of open) socket.destroy()
+      if (!(await settlesWithin(stopped, graceMs))) {
+        for (const { socket } of open) socket.destroy()
+        // The raw sockets under TLS: those still in their handshake are not in `open`.
+        for (const socket of encrypted) socket.destroy()
+      }
       await stopped
     },
     setSecureContext(context) {
