@@ -1,7 +1,7 @@
 // Shared pieces of the Envoy tests: the configuration fixtures in envoyproxy/ratelimit's format, and
 // a gRPC client built from Sluice's rls.proto (what Envoy sends, field numbers included).
 import { join } from 'node:path'
-import type { ServiceError } from '@grpc/grpc-js'
+import type { ChannelCredentials, ServiceError } from '@grpc/grpc-js'
 import { credentials, loadPackageDefinition } from '@grpc/grpc-js'
 import { loadSync } from '@grpc/proto-loader'
 import { PROTO_OPTIONS, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
@@ -42,13 +42,19 @@ type Unary = (
   callback: (error: ServiceError | null, response: RlsResponse) => void,
 ) => void
 
-/** A client of envoy.service.ratelimit.v3.RateLimitService at `address` (host:port). */
-export function rlsClient(address: string): RlsClient {
+/**
+ * A client of envoy.service.ratelimit.v3.RateLimitService at `address` (host:port), over plaintext
+ * unless given `channel` credentials (`credentials.createSsl(ca, key, cert)` for TLS and mTLS).
+ */
+export function rlsClient(
+  address: string,
+  channel: ChannelCredentials = credentials.createInsecure(),
+): RlsClient {
   const pkg = loadPackageDefinition(loadSync(rlsProtoPath(), PROTO_OPTIONS)) as unknown as {
     envoy: { service: { ratelimit: { v3: { RateLimitService: new (a: string, c: unknown) => unknown } } } }
   }
   const Client = pkg.envoy.service.ratelimit.v3.RateLimitService
-  const client = new Client(address, credentials.createInsecure()) as {
+  const client = new Client(address, channel) as {
     ShouldRateLimit: Unary
     close(): void
   }

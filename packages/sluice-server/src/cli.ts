@@ -7,6 +7,7 @@ import { readFile, writeFile } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import type { Logger } from 'pino'
 import { pino } from 'pino'
 import { InvalidConfigError, SluiceError } from 'sluice'
 import { closest } from 'sluice/internal'
@@ -15,6 +16,7 @@ import { describeEnvoyConfig, loadEnvoyConfig } from './envoy/config.js'
 import type { ServiceConfig } from './server/config.js'
 import { describeConfig, loadConfig, parseConfig, validateAdminToken } from './server/config.js'
 import { describeRegions, type RegionsSettings } from './server/config-regions.js'
+import { checkListenerTls, listenerTlsFiles } from './server/listener-tls.js'
 import { createService } from './server/service.js'
 import { openRegionStore } from './server/store-regions.js'
 import { openStore, redactStoreUrl } from './server/store-url.js'
@@ -182,6 +184,32 @@ function describeChoice(choice: StoreSource): string {
     : `multi-region (${describeRegions(choice.regions)})`
 }
 
+/**
+ * Watch the folders of the listeners' TLS files (as named at start); `changed` on an event for one
+ * of them or for Kubernetes' `..data` links. A folder that cannot be watched is logged: SIGHUP then.
+ */
+function watchCertificates(config: ServiceConfig, logger: Logger, changed: () => void): FSWatcher[] {
+  const byFolder = new Map<string, Set<string>>()
+  for (const file of listenerTlsFiles(config)) {
+    const names = byFolder.get(dirname(file)) ?? new Set<string>()
+    names.add(basename(file))
+    byFolder.set(dirname(file), names)
+  }
+  const watchers: FSWatcher[] = []
+  for (const [folder, names] of byFolder) {
+    try {
+      watchers.push(
+        watch(folder, (_event, name) => {
+          if (name !== null && (names.has(name) || name.startsWith('..'))) changed()
+        }),
+      )
+    } catch (error) {
+      logger.warn({ folder, err: error }, 'cannot watch the TLS certificate folder; reload with SIGHUP')
+    }
+  }
+  return watchers
+}
+
 async function check(argv: string[]): Promise<void> {
   const values = flags('check', argv, {
     config: { type: 'string' },
@@ -199,6 +227,7 @@ async function check(argv: string[]): Promise<void> {
     if (envoyFlag === undefined || values.config !== undefined || env('SLUICE_CONFIG') !== undefined) {
       const config = await loadConfig(configPath(values.config))
       const store = chooseStore(values.store, config)
+      checkListenerTls(config)
       process.stdout.write(describeConfig(config))
       process.stdout.write(`  sluice serve would use: ${describeChoice(store)} (from ${store.source})\n`)
       const warning = storeOverrideWarning(store)
@@ -349,7 +378,7 @@ async function serve(argv: string[]): Promise<void> {
   let reloading = Promise.resolve()
   // Set by a refused reload, so that restoring the file in force says so rather than nothing.
   let refused = false
-  const reload = (trigger: 'SIGHUP' | 'file change' | 'envoy config change') => {
+  const reload = (trigger: 'SIGHUP' | 'file change' | 'envoy config change' | 'certificate change') => {
     reloading = reloading.then(async () => {
       try {
         const text = await readFile(file, 'utf8').catch((error: unknown) => {
@@ -404,6 +433,13 @@ async function serve(argv: string[]): Promise<void> {
     }
   }
 
+  // The listeners' certificate files: renewing them (cert-manager, Kubernetes' `..data` swap of a
+  // mounted secret) reloads, so new connections get the new certificate.
+  const certWatchers = watchCertificates(config, logger, () => {
+    clearTimeout(debounce)
+    debounce = setTimeout(() => reload('certificate change'), 150)
+  })
+
   // Printed once the config is watched: a caller that edits the file on seeing the banner is heard.
   const { url } = address
   process.stdout.write(
@@ -437,6 +473,7 @@ async function serve(argv: string[]): Promise<void> {
     logger.info({ signal }, 'stopping: finishing in-flight requests')
     watcher?.close()
     envoyWatcher?.close()
+    for (const certWatcher of certWatchers) certWatcher.close()
     clearTimeout(debounce)
     service.close().then(
       () => process.exit(0),

@@ -7,6 +7,7 @@ export type { ChargeMode, EnvoySettings, GrpcSettings } from './envoy/settings.j
 export type { FailMode, PolicyEntry, ServiceConfig } from './server/config.js'
 export { describeConfig, loadConfig, parseConfig } from './server/config.js'
 export type { RegionsSettings } from './server/config-regions.js'
+export type { ListenerTls } from './server/listener-tls.js'
 export type { ClientErrorCode } from './server/requests.js'
 export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './server/service.js'
 export { createService } from './server/service.js'

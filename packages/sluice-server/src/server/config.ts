@@ -7,6 +7,7 @@ import { InvalidConfigError, InvalidDurationError, SluiceError } from 'sluice'
 import type { ResolvedPolicy } from 'sluice/internal'
 import { clientIpResolver, closest, ipMatcher, resolvePolicy } from 'sluice/internal'
 import { z } from 'zod'
+import { grpcPeerMatcher, namesSubjects } from '../envoy/peers.js'
 import type { EnvoySettings, GrpcSettings } from '../envoy/settings.js'
 import { envoySchema, grpcSchema, resolveEnvoy, resolveGrpc } from '../envoy/settings.js'
 import type { AbuseSettings } from './config-abuse.js'
@@ -18,6 +19,7 @@ import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './co
 import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
 import { describeStoreTls, resolveStoreSettings } from './config-store.js'
 import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js'
+import { describeListenerTls } from './listener-tls.js'
 import type { StoreTlsSettings } from './store-tls.js'
 import { redactStoreUrl } from './store-url.js'
 
@@ -215,6 +217,21 @@ function knownKeys(path: Path): string[] {
   }
   const inner = schema instanceof z.ZodOptional ? (schema.unwrap() as z.ZodType) : schema
   return inner instanceof z.ZodObject ? Object.keys(inner.shape) : []
+}
+
+/** `grpc.trustedPeers`: addresses, or subjects, which only a verified client certificate can show. */
+function checkGrpcPeers(loc: Locator, grpc: GrpcSettings): void {
+  try {
+    grpcPeerMatcher(grpc.trustedPeers, 'grpc.trustedPeers')
+  } catch (error) {
+    const message = error instanceof SluiceError ? error.message : String(error)
+    throw loc.error(['grpc', 'trustedPeers'], message, error)
+  }
+  if (namesSubjects(grpc.trustedPeers) && grpc.tls?.requireClientCert !== true)
+    throw loc.error(
+      ['grpc', 'trustedPeers'],
+      'grpc.trustedPeers: a subject: entry needs client certificates; set grpc.tls with ca and requireClientCert: true',
+    )
 }
 
 /** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
@@ -416,12 +433,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     throw loc.error(['authz', 'trustedPeers'], message, error)
   }
   const grpc = resolveGrpc(loc, top.grpc)
-  try {
-    ipMatcher(grpc.trustedPeers, 'grpc.trustedPeers')
-  } catch (error) {
-    const message = error instanceof SluiceError ? error.message : String(error)
-    throw loc.error(['grpc', 'trustedPeers'], message, error)
-  }
+  checkGrpcPeers(loc, grpc)
   const http = resolveHttp(loc, top.http)
   const dashboard = resolveDashboard(loc, top.dashboard)
   const abuse = resolveAbuse(loc, top.abuse, policyNames)
@@ -503,6 +515,12 @@ function describeHttp(config: ServiceConfig): string {
   return `  http: browser origins ${origins}; headers ${http.headersTimeoutMs}ms, request ${http.requestTimeoutMs}ms, max ${http.maxConnections} connections; dashboard on ${where}, ${dashboard.token === undefined ? 'no token' : 'token required'}`
 }
 
+function describeListeners({ http, grpc }: ServiceConfig): string {
+  const grpcLine =
+    grpc.port === undefined && grpc.tls === undefined ? '' : `; gRPC ${describeListenerTls(grpc.tls)}`
+  return `  listeners: HTTP ${describeListenerTls(http.tls)}${grpcLine}`
+}
+
 function describeGrpcBounds({ grpc }: ServiceConfig): string {
   return `  grpc: max ${grpc.maxConnections} connections; handshake ${grpc.handshakeTimeoutMs}ms, idle ${grpc.idleTimeoutMs}ms, call ${grpc.callTimeoutMs}ms; per connection ${grpc.maxConcurrentStreams} streams, ${grpc.maxSessionMemoryMb} MB`
 }
@@ -523,6 +541,7 @@ export function describeConfig(config: ServiceConfig): string {
         : ` (headers believed from ${config.authz.trustedPeers.join(', ') || 'no peer'})`
     }; store unavailable -> ${config.authz.storeUnavailableStatus}`,
     describeHttp(config),
+    describeListeners(config),
     ...(config.envoy.config === undefined && config.grpc.port === undefined
       ? []
       : [

@@ -7,14 +7,17 @@ import { type Logger, pino } from 'pino'
 import { Registry } from 'prom-client'
 import type { DecisionListener, Limiter, Policy, StoreHealthEvent } from 'sluice'
 import { createLimiter, InvalidConfigError } from 'sluice'
-import { checkKnownKeys, ipMatcher, keysOf } from 'sluice/internal'
+import { checkKnownKeys, keysOf } from 'sluice/internal'
 import { createObservability } from 'sluice/metrics'
 import type { EnvoyContext } from '../envoy/decide.js'
 import { grpcFront } from '../envoy/grpc.js'
 import { overridePolicies } from '../envoy/overrides.js'
+import { grpcPeerMatcher } from '../envoy/peers.js'
 import type { ServiceConfig } from './config.js'
 import { limiterPolicies, validateAdminToken } from './config.js'
 import { abuseOptions } from './config-abuse.js'
+import type { ListenerTls } from './listener-tls.js'
+import { loadListenerTls } from './listener-tls.js'
 import { authzIpResolver, authzPeerTrusted } from './observe.js'
 import { serve } from './plumbing.js'
 import { dashboardRoute, route } from './routes.js'
@@ -66,6 +69,18 @@ function rereadStoreTls(handle: StoreHandle, logger: Logger): void {
       `store TLS files not read again, keeping the previous ones: ${(error as Error).message}`,
     )
   }
+}
+
+/** A listener's TLS as `serve` and the gRPC listener take it: the files read now (throws InvalidConfigError). */
+function listenerTls(tls: ListenerTls | undefined, where: string) {
+  return tls === undefined
+    ? undefined
+    : { context: loadListenerTls(tls, where), requireClientCert: tls.requireClientCert }
+}
+
+/** The TLS settings a reload cannot change: on or off, and whether client certificates are required. */
+function tlsMode(tls: ListenerTls | undefined): string {
+  return tls === undefined ? 'off' : tls.requireClientCert ? 'mtls' : 'tls'
 }
 
 /** The abuse settings as one comparable string (a change needs a restart: the windows hold state). */
@@ -172,7 +187,7 @@ export function createService(options: ServiceOptions): Service {
   if (handle.store.inProcess === true) metrics?.setStoreUp(ctx.limiter.store.name, true)
   // Timeouts and the connection cap are the server's, fixed at start (a reload logs a change).
   const started = options.config
-  const front = serve(ctx, route, started.http)
+  const front = serve(ctx, route, started.http, listenerTls(started.http.tls, 'http.tls'))
   const dashboardFront =
     ctx.dashboardListener === undefined ? undefined : serve(ctx, dashboardRoute, started.http)
   let dashboardAddress: ListeningAddress | undefined
@@ -184,15 +199,18 @@ export function createService(options: ServiceOptions): Service {
     max: () => ctx.config.envoy.maxOverridePolicies,
     build: (extra) => buildLimiter(ctx.config, extra),
   })
-  let peerTrusted = ipMatcher(options.config.grpc.trustedPeers, 'grpc.trustedPeers')
+  let peerTrusted = grpcPeerMatcher(options.config.grpc.trustedPeers, 'grpc.trustedPeers')
   const envoyContext = (): EnvoyContext => ({
     rules: envoyRules!,
-    peerTrusted: (address) => peerTrusted(address),
+    peerTrusted: (address, subject) => peerTrusted(address, subject),
     settings: ctx.config.envoy,
     limiter: ctx.limiter,
     limiterWith: (extra) => overrides.limiterWith(extra),
   })
-  const grpc = grpcListener === undefined ? undefined : grpcFront(envoyContext, logger, started.grpc)
+  const grpc =
+    grpcListener === undefined
+      ? undefined
+      : grpcFront(envoyContext, logger, started.grpc, listenerTls(started.grpc.tls, 'grpc.tls'))
   let grpcAddress: ListeningAddress | undefined
 
   return {
@@ -260,6 +278,13 @@ export function createService(options: ServiceOptions): Service {
       for (const name of GRPC_AT_START)
         if (next.grpc[name] !== started.grpc[name]) restartOnly.push(`grpc.${name.replace(/Ms$/, '')}`)
       if (abuseKey(next) !== abuseKey(started)) restartOnly.push('abuse')
+      // The certificate files are read again (a bad one refuses the reload); the mode stays.
+      const httpTls = tlsMode(next.http.tls) === tlsMode(started.http.tls) ? next.http.tls : undefined
+      const grpcTls = tlsMode(next.grpc.tls) === tlsMode(started.grpc.tls) ? next.grpc.tls : undefined
+      if (httpTls === undefined && started.http.tls !== next.http.tls) restartOnly.push('http.tls')
+      if (grpcTls === undefined && started.grpc.tls !== next.grpc.tls) restartOnly.push('grpc.tls')
+      const httpContext = listenerTls(httpTls, 'http.tls')?.context
+      const grpcContext = listenerTls(grpcTls, 'grpc.tls')?.context
       if (restartOnly.length > 0)
         logger.warn(
           { settings: restartOnly },
@@ -268,7 +293,9 @@ export function createService(options: ServiceOptions): Service {
       if (nextEnvoy !== undefined) envoyRules = nextEnvoy
       const nextLimiter = buildLimiter(next)
       overrides.clear()
-      peerTrusted = ipMatcher(next.grpc.trustedPeers, 'grpc.trustedPeers')
+      peerTrusted = grpcPeerMatcher(next.grpc.trustedPeers, 'grpc.trustedPeers')
+      if (httpContext !== undefined) front.setSecureContext(httpContext)
+      if (grpcContext !== undefined) grpc?.setSecureContext(grpcContext)
       const ids = new Set([...config.entries.values()].map((entry) => entry.id))
       const kept = [...next.entries.values()].filter((entry) => ids.has(entry.id)).length
       ctx.config = next
