@@ -16,6 +16,7 @@ import type { ServiceConfig } from './server/config.js'
 import { describeConfig, loadConfig, parseConfig, validateAdminToken } from './server/config.js'
 import { createService } from './server/service.js'
 import { openStore, redactStoreUrl } from './server/store-url.js'
+import { startTelemetry } from './server/telemetry.js'
 
 const HELP = `Usage: sluice <command> [options]
 
@@ -302,6 +303,8 @@ async function serve(argv: string[]): Promise<void> {
     const store = await openStore(storeChoice.url, { prefix: config.prefix, logger })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
     validateAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
+    const telemetry =
+      config.telemetry === undefined ? undefined : await startTelemetry(config.telemetry, { logger })
     service = createService({
       config,
       store,
@@ -309,6 +312,7 @@ async function serve(argv: string[]): Promise<void> {
       ...(adminToken === undefined ? {} : { adminToken }),
       ...(envoy === undefined ? {} : { envoy }),
       ...(grpcPort === undefined ? {} : { grpc: { port: grpcPort, host: config.grpc.host } }),
+      ...(telemetry === undefined ? {} : { telemetry }),
     })
   } catch (error) {
     failAndExit(error)

@@ -8,7 +8,7 @@ import { Registry } from 'prom-client'
 import type { DecisionListener, Limiter, Policy, StoreHealthEvent } from 'sluice'
 import { createLimiter, InvalidConfigError } from 'sluice'
 import { checkKnownKeys, ipMatcher, keysOf } from 'sluice/internal'
-import { createObservability } from 'sluice/metrics'
+import { createObservability, createOpenTelemetry } from 'sluice/metrics'
 import type { EnvoyContext } from '../envoy/decide.js'
 import { grpcFront } from '../envoy/grpc.js'
 import { overridePolicies } from '../envoy/overrides.js'
@@ -32,6 +32,7 @@ const OPTION_KEYS = keysOf<ServiceOptions>({
   observability: true,
   envoy: true,
   grpc: true,
+  telemetry: true,
 })
 
 /** The gRPC listener's settings read at start (its peers follow every reload). */
@@ -92,6 +93,16 @@ export function createService(options: ServiceOptions): Service {
           dashboardPath: '/dashboard',
         })
   const metrics = observability?.metrics
+  const { telemetry } = options
+  // Like observability: subscribed once through `forward`, so it outlives every reload.
+  const openTelemetry =
+    telemetry === undefined
+      ? undefined
+      : createOpenTelemetry({
+          meter: telemetry.meter,
+          ...(telemetry.tracer === undefined ? {} : { tracer: telemetry.tracer }),
+          limiter: { subscribe },
+        })
   // The store's health, as the failover layer reports it, into sluice_store_up / _circuit_state /
   // _store_errors_total. The memory store is in-process: it is always up.
   const onStoreHealth = (event: StoreHealthEvent): void => {
@@ -141,6 +152,7 @@ export function createService(options: ServiceOptions): Service {
     authzIp: authzIpResolver(options.config),
     authzTrusted: authzPeerTrusted(options.config),
     closing: false,
+    inTrace: telemetry?.tracer === undefined ? undefined : telemetry.inTrace,
   }
   // An in-process store has no failover layer to report on it: it is up.
   if (handle.store.inProcess === true) metrics?.setStoreUp(ctx.limiter.store.name, true)
@@ -165,6 +177,7 @@ export function createService(options: ServiceOptions): Service {
     settings: ctx.config.envoy,
     limiter: ctx.limiter,
     limiterWith: (extra) => overrides.limiterWith(extra),
+    inTrace: ctx.inTrace,
   })
   const grpc = grpcListener === undefined ? undefined : grpcFront(envoyContext, logger, started.grpc)
   let grpcAddress: ListeningAddress | undefined
@@ -229,6 +242,7 @@ export function createService(options: ServiceOptions): Service {
       for (const name of GRPC_AT_START)
         if (next.grpc[name] !== started.grpc[name]) restartOnly.push(`grpc.${name.replace(/Ms$/, '')}`)
       if (abuseKey(next) !== abuseKey(started)) restartOnly.push('abuse')
+      if (JSON.stringify(next.telemetry) !== JSON.stringify(started.telemetry)) restartOnly.push('telemetry')
       if (restartOnly.length > 0)
         logger.warn(
           { settings: restartOnly },
@@ -254,6 +268,9 @@ export function createService(options: ServiceOptions): Service {
       observability?.close()
       await Promise.all([front.shutdown(graceMs), dashboardFront?.shutdown(graceMs), grpc?.shutdown(graceMs)])
       await handle.store.close()
+      // Last: the decisions answered while draining are exported too.
+      openTelemetry?.close()
+      await telemetry?.shutdown()
       logger.info('stopped')
     },
   }
