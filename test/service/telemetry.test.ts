@@ -2,14 +2,19 @@
 // receiver run here (decision metrics, a span per decision joined to the caller's `traceparent`),
 // metrics without traces, and the block's checking and redaction.
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parseEnvoyConfig } from '../../packages/sluice-server/src/envoy/config.js'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { createService } from '../../packages/sluice-server/src/server/service.js'
-import { startTelemetry } from '../../packages/sluice-server/src/server/telemetry.js'
+import {
+  startTelemetry,
+  TELEMETRY_PACKAGES,
+  TRACE_PACKAGES,
+} from '../../packages/sluice-server/src/server/telemetry.js'
 import { CLI, servingUrl, startCli } from '../helpers/cli-process.js'
 import { d, rlsClient } from '../helpers/envoy.js'
 import { type OtlpReceiver, startOtlpReceiver } from '../helpers/otlp-receiver.js'
@@ -140,6 +145,59 @@ describe('telemetry on the gRPC listener', () => {
   })
 })
 
+describe('telemetry in the service', () => {
+  it("obeys the caller's sampled flag: a traceparent not sampled makes no span", async () => {
+    const own = await startOtlpReceiver()
+    try {
+      const config = parseConfig(
+        `${POLICIES}telemetry:\n  otlp: { endpoint: '${own.url}' }\n  traces: true\n`,
+        'sampled.yaml',
+      )
+      const service = createService({
+        config,
+        logger: quietLogger,
+        telemetry: await startTelemetry(config.telemetry!),
+      })
+      const { url } = await service.listen(0)
+      const check = { policy: 'web', key: 'k' }
+      await post(`${url}/v1/check`, check, {
+        traceparent: `00-${AUTHZ_CALLER.traceId}-${AUTHZ_CALLER.spanId}-00`,
+      })
+      await post(`${url}/v1/check`, check, { traceparent: traceparent(CALLER) })
+      await service.close(500)
+      expect(own.spans().map((s) => s.traceId)).toEqual([CALLER.traceId])
+      expect(own.sum('sluice.decisions', { 'sluice.policy': 'web', 'sluice.outcome': 'allowed' })).toBe(2)
+    } finally {
+      await own.close()
+    }
+  })
+
+  it('logs a failed export at warn, without the headers, and goes on deciding', async () => {
+    const closed = await startOtlpReceiver()
+    await closed.close() // nothing listens there now
+    const lines: string[] = []
+    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) })
+    const config = parseConfig(
+      `${POLICIES}telemetry:\n  otlp: { endpoint: '${closed.url}', headers: { x-api-key: ${HEADER_SECRET} } }\n`,
+      'down.yaml',
+    )
+    const service = createService({
+      config,
+      logger: quietLogger,
+      telemetry: await startTelemetry(config.telemetry!, { logger }),
+    })
+    const { url } = await service.listen(0)
+    expect((await post(`${url}/v1/check`, { policy: 'web', key: 'k' })).body.allowed).toBe(true)
+    await service.close(500)
+    const warnings = lines
+      .map((l) => JSON.parse(l) as { level: number; msg: string })
+      .filter((l) => l.level === 40)
+    expect(warnings.length).toBeGreaterThan(0)
+    expect(warnings.every((w) => w.msg.startsWith('telemetry: '))).toBe(true)
+    expect(lines.join('')).not.toContain(HEADER_SECRET)
+  })
+})
+
 describe('telemetry without traces', () => {
   it('exports metrics only: no span, whatever traceparent says', async () => {
     const own = await startOtlpReceiver()
@@ -213,6 +271,27 @@ describe('the telemetry block', () => {
     ],
   ])('refuses %s with file:line', (_label, block, message) => {
     expect(parse(block)).toThrow(message)
+  })
+
+  it('names in its install line the optional peers sluice-server declares, each on its declared line', () => {
+    const manifest = JSON.parse(
+      readFileSync(join(import.meta.dirname, '../../packages/sluice-server/package.json'), 'utf8'),
+    ) as {
+      peerDependencies: Record<string, string>
+      peerDependenciesMeta: Record<string, { optional?: boolean }>
+    }
+    const declared = Object.entries(manifest.peerDependencies).filter(([name]) =>
+      name.startsWith('@opentelemetry/'),
+    )
+    const hinted = [...TELEMETRY_PACKAGES, ...TRACE_PACKAGES].map((spec) => {
+      const at = spec.lastIndexOf('@')
+      return [spec.slice(0, at), `^${spec.slice(at + 1)}`] as const
+    })
+    expect(hinted.map(([name]) => name).sort()).toEqual(declared.map(([name]) => name).sort())
+    for (const [name, line] of hinted) {
+      expect(manifest.peerDependencies[name]!.startsWith(line), name).toBe(true)
+      expect(manifest.peerDependenciesMeta[name]?.optional, name).toBe(true)
+    }
   })
 
   it('sluice check shows where telemetry goes, never a header value or a password', () => {

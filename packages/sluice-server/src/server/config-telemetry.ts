@@ -6,6 +6,7 @@ import { parseDuration, SluiceError } from 'sluice'
 import { z } from 'zod'
 import type { Locator } from './config-errors.js'
 
+/** The config's `telemetry:` block with its defaults (docs/service.md, OpenTelemetry). */
 export interface TelemetrySettings {
   /** The OTLP/HTTP collector's base URL (`http://collector:4318`); `/v1/metrics` and `/v1/traces` are added. */
   readonly endpoint: string

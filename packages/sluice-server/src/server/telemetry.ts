@@ -9,20 +9,23 @@ import type { OtelMeterLike, OtelTracerLike } from 'sluice/metrics'
 import type { TelemetrySettings } from './config-telemetry.js'
 import { redactTelemetry } from './config-telemetry.js'
 
-/** What `npm install` needs for `telemetry:` (versions the service is tested with). */
-export const TELEMETRY_PACKAGES = [
-  '@opentelemetry/api',
-  '@opentelemetry/sdk-metrics',
-  '@opentelemetry/exporter-metrics-otlp-http',
-  '@opentelemetry/resources',
-] as const
-/** And for `traces: true`. */
-export const TRACE_PACKAGES = [
-  '@opentelemetry/sdk-trace',
-  '@opentelemetry/exporter-trace-otlp-http',
-  '@opentelemetry/core',
-  '@opentelemetry/context-async-hooks',
-] as const
+/**
+ * What `telemetry:` needs installed, as `npm install` takes it: the line of each package the
+ * service is tested with (its optional peer ranges in package.json), no shell quoting needed.
+ */
+export const TELEMETRY_PACKAGES: readonly string[] = [
+  '@opentelemetry/api@1',
+  '@opentelemetry/sdk-metrics@3',
+  '@opentelemetry/exporter-metrics-otlp-http@0.301',
+  '@opentelemetry/resources@3',
+]
+/** And what `traces: true` needs besides. */
+export const TRACE_PACKAGES: readonly string[] = [
+  '@opentelemetry/sdk-trace@3',
+  '@opentelemetry/exporter-trace-otlp-http@0.301',
+  '@opentelemetry/core@3',
+  '@opentelemetry/context-async-hooks@3',
+]
 
 /** OpenTelemetry providers started from a `telemetry:` config; `createService({ telemetry })` uses them. */
 export interface ServiceTelemetry {
@@ -39,6 +42,7 @@ export interface ServiceTelemetry {
   shutdown(): Promise<void>
 }
 
+/** Options of `startTelemetry`. */
 export interface StartTelemetryOptions {
   /** Where export failures are logged (at warn). Default: not logged. */
   logger?: Logger
@@ -52,7 +56,10 @@ async function load<T>(name: string, all: readonly string[]): Promise<T> {
     return (await import(name)) as T
   } catch (error) {
     const code = (error as { code?: unknown }).code
-    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND')
+    if (
+      (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') &&
+      String(error).includes(`'${name}`)
+    )
       throw new InvalidConfigError(
         `telemetry: needs the OpenTelemetry SDK (${name} is missing): npm install ${all.join(' ')}`,
         { cause: error },
