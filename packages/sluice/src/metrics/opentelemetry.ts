@@ -12,19 +12,27 @@ import { countedLayers, outcomeOf } from './prometheus.js'
 export type OtelAttributeValue = string | number | boolean | string[]
 export type OtelAttributes = Record<string, OtelAttributeValue>
 
-/** The part of an OpenTelemetry `Counter` Sluice uses. */
-export interface OtelCounterLike {
-  add(value: number, attributes?: OtelAttributes): void
-}
-
 /** The part of an OpenTelemetry `Histogram` Sluice uses. */
 export interface OtelHistogramLike {
   record(value: number, attributes?: OtelAttributes): void
 }
 
+/** The part of an OpenTelemetry `ObservableResult` Sluice uses. */
+export interface OtelObservableResultLike {
+  observe(value: number, attributes?: OtelAttributes): void
+}
+
+/** The part of an OpenTelemetry `ObservableCounter` Sluice uses. */
+export interface OtelObservableCounterLike {
+  addCallback(callback: (result: OtelObservableResultLike) => void): void
+}
+
 /** The part of an OpenTelemetry `Meter` (`metrics.getMeter('sluice')`) Sluice uses. */
 export interface OtelMeterLike {
-  createCounter(name: string, options?: { description?: string; unit?: string }): OtelCounterLike
+  createObservableCounter(
+    name: string,
+    options?: { description?: string; unit?: string },
+  ): OtelObservableCounterLike
   createHistogram(
     name: string,
     options?: { description?: string; unit?: string; advice?: { explicitBucketBoundaries?: number[] } },
@@ -75,6 +83,14 @@ const DURATION_BUCKETS = [
 ]
 
 const OTHER_LABEL = '_other'
+const OUTCOMES: readonly DecisionOutcome[] = ['allowed', 'denied', 'degraded']
+const HIT: readonly 'hit'[] = ['hit']
+
+/** Totals of one attribute set per kind (outcome), with the attributes they are observed under. */
+interface Counted<K extends string> {
+  counts: Record<K, number>
+  attributes: Record<K, OtelAttributes>
+}
 
 /** The first `max` distinct values pass as they are, the rest become `_other`. */
 function boundedLabel(max: number): (value: string) => string {
@@ -106,7 +122,7 @@ export function createOpenTelemetry(options: OpenTelemetryOptions): SluiceOpenTe
   const { meter, tracer, limiter } = options
   if (meter === undefined && tracer === undefined)
     throw new InvalidOptionsError('createOpenTelemetry: pass a meter, a tracer, or both')
-  if (meter !== undefined && typeof meter.createCounter !== 'function')
+  if (meter !== undefined && typeof meter.createObservableCounter !== 'function')
     throw new InvalidOptionsError(
       'createOpenTelemetry: meter must be an OpenTelemetry Meter (metrics.getMeter)',
     )
@@ -122,41 +138,66 @@ export function createOpenTelemetry(options: OpenTelemetryOptions): SluiceOpenTe
   const policyLabel = boundedLabel(maxLabelValues)
   const storeLabel = boundedLabel(maxLabelValues)
 
-  const decisions = meter?.createCounter('sluice.decisions', {
-    description: 'Rate limit decisions by policy and outcome (allowed, denied, degraded).',
-    unit: '{decision}',
-  })
+  // The counters are observable: a decision adds to a plain number, and the SDK reads the totals
+  // when it collects (its Counter.add hashes the attributes on every call, measured several times
+  // the limiter's own decision). The histogram has no observable form: one record per store call.
+  /** Counts per policy as given; folded names share the `_other` entry. */
+  const decisionCounts = new Map<string, Counted<DecisionOutcome>>()
+  const cacheHitCounts = new Map<string, Counted<'hit'>>()
+  meter
+    ?.createObservableCounter('sluice.decisions', {
+      description: 'Rate limit decisions by policy and outcome (allowed, denied, degraded).',
+      unit: '{decision}',
+    })
+    .addCallback((result) => {
+      for (const c of new Set(decisionCounts.values()))
+        for (const outcome of OUTCOMES)
+          if (c.counts[outcome] > 0) result.observe(c.counts[outcome], c.attributes[outcome])
+    })
+  meter
+    ?.createObservableCounter('sluice.local_cache.hits', {
+      description: 'Requests denied from the local deny cache without a store round trip.',
+      unit: '{request}',
+    })
+    .addCallback((result) => {
+      for (const c of new Set(cacheHitCounts.values())) result.observe(c.counts.hit, c.attributes.hit)
+    })
   const storeDuration = meter?.createHistogram('sluice.store.duration', {
     description: 'Time the store took to decide, by store and operation (consume, peek, acquire).',
     unit: 's',
     advice: { explicitBucketBoundaries: DURATION_BUCKETS },
   })
-  const cacheHits = meter?.createCounter('sluice.local_cache.hits', {
-    description: 'Requests denied from the local deny cache without a store round trip.',
-    unit: '{request}',
-  })
 
-  // Attribute objects are made once per (policy, outcome) and (store, operation) and reused: the
-  // SDK reads them, it does not keep them.
-  const decisionAttributes = new Map<string, Record<DecisionOutcome, OtelAttributes>>()
-  const durationAttributes = new Map<string, Map<string, OtelAttributes>>()
-  const cacheAttributes = new Map<string, OtelAttributes>()
-
-  function decisionAttributesOf(policy: string, outcome: DecisionOutcome): OtelAttributes {
-    let byOutcome = decisionAttributes.get(policy)
-    if (byOutcome === undefined) {
-      const label = policyLabel(policy)
-      // Names past the bound share the `_other` entry: a flood of new names must not grow this map.
-      byOutcome = decisionAttributes.get(label)
-      if (byOutcome === undefined) {
-        const of = (o: DecisionOutcome) => ({ 'sluice.policy': label, 'sluice.outcome': o })
-        byOutcome = { allowed: of('allowed'), denied: of('denied'), degraded: of('degraded') }
-        decisionAttributes.set(label, byOutcome)
+  /** The counts of `policy`; a name past `maxLabelValues` shares the `_other` entry. */
+  function countedOf<K extends string>(
+    counted: Map<string, Counted<K>>,
+    policy: string,
+    kinds: readonly K[],
+    attributes: (label: string, kind: K) => OtelAttributes,
+  ): Counted<K> {
+    let c = counted.get(policy)
+    if (c !== undefined) return c
+    const label = policyLabel(policy)
+    c = counted.get(label)
+    if (c === undefined) {
+      c = { counts: {} as Record<K, number>, attributes: {} as Record<K, OtelAttributes> }
+      for (const kind of kinds) {
+        c.counts[kind] = 0
+        c.attributes[kind] = attributes(label, kind)
       }
+      counted.set(label, c)
     }
-    return byOutcome[outcome]
+    // A folded name is not kept under its own name: a flood of new names must not grow the map.
+    return c
   }
+  const decisionAttributes = (label: string, outcome: DecisionOutcome): OtelAttributes => ({
+    'sluice.policy': label,
+    'sluice.outcome': outcome,
+  })
+  const cacheAttributes = (label: string): OtelAttributes => ({ 'sluice.policy': label })
 
+  // Attribute objects of the histogram are made once per (store, operation) and reused.
+  const durationAttributes = new Map<string, Map<string, OtelAttributes>>()
   function durationAttributesOf(store: string, operation: string): OtelAttributes {
     let byOperation = durationAttributes.get(store)
     if (byOperation === undefined) {
@@ -171,28 +212,19 @@ export function createOpenTelemetry(options: OpenTelemetryOptions): SluiceOpenTe
     return attributes
   }
 
-  function cacheAttributesOf(policy: string): OtelAttributes {
-    const label = policyLabel(policy)
-    let attributes = cacheAttributes.get(label)
-    if (attributes === undefined) {
-      attributes = { 'sluice.policy': label }
-      cacheAttributes.set(label, attributes)
-    }
-    return attributes
-  }
-
   function record(event: DecisionEvent): void {
     const d = event.decision
     if (event.cached) {
       const policy = 'deniedBy' in d && d.deniedBy !== undefined ? d.deniedBy : d.policy
-      cacheHits?.add(1, cacheAttributesOf(policy))
+      countedOf(cacheHitCounts, policy, HIT, cacheAttributes).counts.hit++
     } else storeDuration?.record(event.storeSeconds, durationAttributesOf(event.store, event.operation))
     // A peek commits nothing and decides nothing: timed, not counted (as in sluice_decisions_total).
-    if (event.operation === 'peek' || decisions === undefined) return
-    if (!('results' in d)) decisions.add(1, decisionAttributesOf(d.policy, outcomeOf(d)))
+    if (event.operation === 'peek') return
+    if (!('results' in d))
+      countedOf(decisionCounts, d.policy, OUTCOMES, decisionAttributes).counts[outcomeOf(d)]++
     else
       for (const { policy, outcome } of countedLayers(d))
-        decisions.add(1, decisionAttributesOf(policy, outcome))
+        countedOf(decisionCounts, policy, OUTCOMES, decisionAttributes).counts[outcome]++
   }
 
   function span(event: DecisionEvent): void {
