@@ -162,6 +162,19 @@ describe('sluice-server, installed with its sluice tarball', () => {
     expect(out.code).toBe(1)
   })
 
+  it('`sluice serve` with telemetry but without the OpenTelemetry SDK prints the npm install line and exits 1', async () => {
+    const dir = dirOf('alone')
+    await writeFile(
+      join(dir, 'telemetry.yaml'),
+      'policies:\n  api: { algorithm: gcra, limit: 1, window: 1s }\ntelemetry:\n  otlp: { endpoint: http://127.0.0.1:1 }\n',
+    )
+    const out = await npx(dir, ['sluice', 'serve', '--config', 'telemetry.yaml', '--port', '0'])
+    expect(out.stderr).toMatch(
+      /^sluice: telemetry: needs the OpenTelemetry SDK \(@opentelemetry\/[a-z-]+ is missing\): npm install @opentelemetry\/api@1 @opentelemetry\/sdk-metrics@3 @opentelemetry\/exporter-metrics-otlp-http@0\.301 @opentelemetry\/resources@3\n$/,
+    )
+    expect(out.code).toBe(1)
+  })
+
   it('openStore from sluice-server rejects with a StoreError naming what to install (ESM and CommonJS builds)', async () => {
     const dir = dirOf('alone')
     const body = `.openStore('redis://127.0.0.1:1', { prefix: 'x' }).then(

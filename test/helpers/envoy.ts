@@ -2,7 +2,7 @@
 // a gRPC client built from Sluice's rls.proto (what Envoy sends, field numbers included).
 import { join } from 'node:path'
 import type { ChannelCredentials, ServiceError } from '@grpc/grpc-js'
-import { credentials, loadPackageDefinition } from '@grpc/grpc-js'
+import { credentials, loadPackageDefinition, Metadata } from '@grpc/grpc-js'
 import { loadSync } from '@grpc/proto-loader'
 import { PROTO_OPTIONS, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
 
@@ -31,7 +31,8 @@ export interface RlsResponse {
 }
 
 export interface RlsClient {
-  shouldRateLimit(request: RlsRequest): Promise<RlsResponse>
+  /** One call; `metadata` is sent with it (`traceparent`, ...). */
+  shouldRateLimit(request: RlsRequest, metadata?: Record<string, string>): Promise<RlsResponse>
   /** The call's error (code and details), or fails the test when it answers. */
   refused(request: RlsRequest): Promise<ServiceError>
   close(): void
@@ -39,6 +40,7 @@ export interface RlsClient {
 
 type Unary = (
   request: RlsRequest,
+  metadata: Metadata,
   callback: (error: ServiceError | null, response: RlsResponse) => void,
 ) => void
 
@@ -58,10 +60,12 @@ export function rlsClient(
     ShouldRateLimit: Unary
     close(): void
   }
-  const call = (request: RlsRequest) =>
-    new Promise<RlsResponse>((resolve, reject) =>
-      client.ShouldRateLimit(request, (error, response) => (error ? reject(error) : resolve(response))),
-    )
+  const call = (request: RlsRequest, metadata: Record<string, string> = {}) =>
+    new Promise<RlsResponse>((resolve, reject) => {
+      const sent = new Metadata()
+      for (const [name, value] of Object.entries(metadata)) sent.set(name, value)
+      client.ShouldRateLimit(request, sent, (error, response) => (error ? reject(error) : resolve(response)))
+    })
   return {
     shouldRateLimit: call,
     refused: (request) =>

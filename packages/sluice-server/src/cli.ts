@@ -20,6 +20,7 @@ import { checkListenerTls, listenerTlsFiles } from './server/listener-tls.js'
 import { createService } from './server/service.js'
 import { openRegionStore } from './server/store-regions.js'
 import { openStore, redactStoreUrl } from './server/store-url.js'
+import { startTelemetry } from './server/telemetry.js'
 
 const HELP = `Usage: sluice <command> [options]
 
@@ -355,6 +356,8 @@ async function serve(argv: string[]): Promise<void> {
         : await openRegionStore(storeChoice.regions, { prefix: config.prefix, logger })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
     validateAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
+    const telemetry =
+      config.telemetry === undefined ? undefined : await startTelemetry(config.telemetry, { logger })
     service = createService({
       config,
       store,
@@ -362,6 +365,7 @@ async function serve(argv: string[]): Promise<void> {
       ...(adminToken === undefined ? {} : { adminToken }),
       ...(envoy === undefined ? {} : { envoy }),
       ...(grpcPort === undefined ? {} : { grpc: { port: grpcPort, host: config.grpc.host } }),
+      ...(telemetry === undefined ? {} : { telemetry }),
     })
   } catch (error) {
     failAndExit(error)

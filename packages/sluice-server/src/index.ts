@@ -7,6 +7,7 @@ export type { ChargeMode, EnvoySettings, GrpcSettings } from './envoy/settings.j
 export type { FailMode, PolicyEntry, ServiceConfig } from './server/config.js'
 export { describeConfig, loadConfig, parseConfig } from './server/config.js'
 export type { RegionsSettings } from './server/config-regions.js'
+export type { TelemetrySettings } from './server/config-telemetry.js'
 export type { ListenerTls } from './server/listener-tls.js'
 export type { ClientErrorCode } from './server/requests.js'
 export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './server/service.js'
@@ -20,3 +21,5 @@ export type {
   StoreTlsSettings,
 } from './server/store-url.js'
 export { openStore, parseStoreUrl } from './server/store-url.js'
+export type { ServiceTelemetry, StartTelemetryOptions } from './server/telemetry.js'
+export { startTelemetry } from './server/telemetry.js'

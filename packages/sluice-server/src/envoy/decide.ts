@@ -68,6 +68,10 @@ export interface EnvoyContext {
   peerTrusted(address: string | undefined, subject?: PeerSubject): boolean
   /** A limiter holding the configured policies and these extra ones (per-request overrides). */
   limiterWith(extra: Readonly<Record<string, Policy>>): Limiter
+  /** Answers a call in the trace of its `traceparent` metadata (telemetry with traces); undefined: off. */
+  readonly inTrace?:
+    | (<T>(headers: Readonly<Record<string, string | string[] | undefined>>, answer: () => T) => T)
+    | undefined
 }
 
 // Invalid UTF-8 arrives as U+FFFD (protobuf strings are UTF-8); NUL would end a C string in a log.

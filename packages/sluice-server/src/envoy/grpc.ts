@@ -230,7 +230,12 @@ export function grpcFront(
         return
       }
       const body = Buffer.concat(chunks, received).subarray(5)
-      answer(stream, ctx, body, peer).catch((error: unknown) => {
+      // With traces, the call's traceparent metadata is the active context while it is answered.
+      const answered =
+        ctx.inTrace === undefined
+          ? answer(stream, ctx, body, peer)
+          : ctx.inTrace(headers, () => answer(stream, ctx, body, peer))
+      answered.catch((error: unknown) => {
         logger.error({ grpc: true, err: error }, 'internal error in ShouldRateLimit')
         endWith(stream, STATUS.INTERNAL, 'internal error; see the service log')
       })

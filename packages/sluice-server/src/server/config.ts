@@ -18,6 +18,8 @@ import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
 import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
 import { describeStoreTls, resolveStoreSettings } from './config-store.js'
+import type { TelemetrySettings } from './config-telemetry.js'
+import { describeTelemetry, resolveTelemetry, telemetrySchema } from './config-telemetry.js'
 import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js'
 import { describeListenerTls } from './listener-tls.js'
 import type { StoreTlsSettings } from './store-tls.js'
@@ -112,6 +114,8 @@ export interface ServiceConfig {
   readonly abuse: AbuseSettings
   /** /v1/wait's cap and the open reservations' bound (waiting.ts). */
   readonly waiting: WaitingSettings
+  /** OpenTelemetry export (config-telemetry.ts); undefined: off. */
+  readonly telemetry: TelemetrySettings | undefined
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -181,6 +185,7 @@ const topSchema = z.strictObject({
   envoy: envoySchema,
   abuse: abuseSchema,
   waiting: waitingSchema,
+  telemetry: telemetrySchema,
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
@@ -465,6 +470,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     envoy: resolveEnvoy(top.envoy, file),
     abuse,
     waiting: resolveWaiting(loc, top.waiting),
+    telemetry: resolveTelemetry(loc, top.telemetry),
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined
@@ -548,6 +554,7 @@ export function describeConfig(config: ServiceConfig): string {
           `  envoy: rules ${config.envoy.config ?? '(from --envoy-config)'}, charge ${config.envoy.charge}, gRPC on ${config.grpc.host}:${config.grpc.port ?? 8081} (peers ${config.grpc.trustedPeers.join(', ')})`,
           describeGrpcBounds(config),
         ]),
+    ...describeTelemetry(config.telemetry),
     '  policies:',
   ]
   for (const entry of config.entries.values()) {

@@ -212,7 +212,12 @@ export function serve(ctx: ServiceContext, route: Route, settings: HttpSettings,
     const id = requestId(req)
     res.setHeader('x-request-id', id)
     const started = logger.isLevelEnabled('debug') ? performance.now() : 0
-    route(ctx, req, res, id).then(
+    // With traces, the request's traceparent is the active context while it is answered.
+    const answer =
+      ctx.inTrace === undefined
+        ? route(ctx, req, res, id)
+        : ctx.inTrace(req.headers, () => route(ctx, req, res, id))
+    answer.then(
       () => settle(req, res, id, started),
       (error: unknown) => {
         fail(ctx, req, res, id, error)

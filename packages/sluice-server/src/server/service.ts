@@ -8,7 +8,7 @@ import { Registry } from 'prom-client'
 import type { DecisionListener, Limiter, Policy, StoreHealthEvent } from 'sluice'
 import { createLimiter, InvalidConfigError } from 'sluice'
 import { checkKnownKeys, keysOf } from 'sluice/internal'
-import { createObservability } from 'sluice/metrics'
+import { createObservability, createOpenTelemetry } from 'sluice/metrics'
 import type { EnvoyContext } from '../envoy/decide.js'
 import { grpcFront } from '../envoy/grpc.js'
 import { overridePolicies } from '../envoy/overrides.js'
@@ -35,6 +35,7 @@ const OPTION_KEYS = keysOf<ServiceOptions>({
   observability: true,
   envoy: true,
   grpc: true,
+  telemetry: true,
 })
 
 /** The gRPC listener's settings read at start (its peers follow every reload). */
@@ -133,6 +134,16 @@ export function createService(options: ServiceOptions): Service {
   // A multi-region store's regions: sluice_region_stale / _sync_age_seconds and the dashboard.
   const regionsOf = handle.regions?.bind(handle)
   if (regionsOf !== undefined) metrics?.watchRegions(regionsOf)
+  const { telemetry } = options
+  // Like observability: subscribed once through `forward`, so it outlives every reload.
+  const openTelemetry =
+    telemetry === undefined
+      ? undefined
+      : createOpenTelemetry({
+          meter: telemetry.meter,
+          ...(telemetry.tracer === undefined ? {} : { tracer: telemetry.tracer }),
+          limiter: { subscribe },
+        })
   // The store's health, as the failover layer reports it, into sluice_store_up / _circuit_state /
   // _store_errors_total. The memory store is in-process: it is always up.
   const onStoreHealth = (event: StoreHealthEvent): void => {
@@ -182,6 +193,7 @@ export function createService(options: ServiceOptions): Service {
     authzIp: authzIpResolver(options.config),
     authzTrusted: authzPeerTrusted(options.config),
     closing: false,
+    inTrace: telemetry?.tracer === undefined ? undefined : telemetry.inTrace,
   }
   // An in-process store has no failover layer to report on it: it is up.
   if (handle.store.inProcess === true) metrics?.setStoreUp(ctx.limiter.store.name, true)
@@ -206,6 +218,7 @@ export function createService(options: ServiceOptions): Service {
     settings: ctx.config.envoy,
     limiter: ctx.limiter,
     limiterWith: (extra) => overrides.limiterWith(extra),
+    inTrace: ctx.inTrace,
   })
   const grpc =
     grpcListener === undefined
@@ -285,6 +298,7 @@ export function createService(options: ServiceOptions): Service {
       if (grpcTls === undefined && started.grpc.tls !== next.grpc.tls) restartOnly.push('grpc.tls')
       const httpContext = listenerTls(httpTls, 'http.tls')?.context
       const grpcContext = listenerTls(grpcTls, 'grpc.tls')?.context
+      if (JSON.stringify(next.telemetry) !== JSON.stringify(started.telemetry)) restartOnly.push('telemetry')
       if (restartOnly.length > 0)
         logger.warn(
           { settings: restartOnly },
@@ -312,6 +326,9 @@ export function createService(options: ServiceOptions): Service {
       observability?.close()
       await Promise.all([front.shutdown(graceMs), dashboardFront?.shutdown(graceMs), grpc?.shutdown(graceMs)])
       await handle.store.close()
+      // Last: the decisions answered while draining are exported too.
+      openTelemetry?.close()
+      await telemetry?.shutdown()
       logger.info('stopped')
     },
   }
