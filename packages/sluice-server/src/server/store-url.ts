@@ -1,10 +1,12 @@
 // Store URLs for the service: `memory`, `redis://host:port[/db]`, `rediss://...`,
-// `redis+cluster://host1:port1,host2:port2`, `memcached://host:port`,
+// `redis+cluster://host1:port1,host2:port2`, `redis+sentinel://host1:26379,host2:26379/mastername`,
+// `memcached://host:port`,
 // `postgres://user:pass@host:port/db`. Parsed here, and opened (Redis with ioredis, memcached with
 // memjs, PostgreSQL with pg) as the StoreHandle the service decides on.
 import { InvalidConfigError, memoryStore, StoreError } from 'sluice'
 import type { MemjsClientLike } from 'sluice/memcached'
 import { forwardStore, type Store } from 'sluice/store'
+import { type SentinelClient, sentinelClient } from './store-sentinel.js'
 
 /** The store the service decides on, with a way to ask whether it answers. */
 export interface StoreHandle {
@@ -38,6 +40,7 @@ export type StoreSpec = (
       readonly username: string | undefined
       readonly password: string | undefined
     }
+  | SentinelSpec
   | {
       readonly kind: 'memcached'
       readonly host: string
@@ -56,8 +59,24 @@ export type StoreSpec = (
   readonly redacted: string
 }
 
+/** A Redis master found through Sentinel: the sentinels to ask, the name they know it by. */
+export interface SentinelSpec {
+  readonly kind: 'sentinel'
+  /** TLS to the sentinels and to the master (`rediss+sentinel://`). */
+  readonly tls: boolean
+  readonly sentinels: readonly HostPort[]
+  readonly masterName: string
+  readonly db: number
+  /** The master's credentials (the URL's auth part). */
+  readonly username: string | undefined
+  readonly password: string | undefined
+  /** The sentinels' own password (`?sentinel_password=`), when they require one. */
+  readonly sentinelPassword: string | undefined
+}
+
 const USAGE =
   'use memory, redis://host:port[/db], rediss://host:port[/db], redis+cluster://host1:port1,host2:port2' +
+  ', redis+sentinel://host1:26379,host2:26379/mastername[?db=N&sentinel_password=...]' +
   ', memcached://host:port or postgres://user:password@host:port/db'
 
 /**
@@ -81,8 +100,9 @@ function splitStoreUrl(text: string): { scheme: string; auth: string | undefined
  * @example redactStoreUrl('redis://user:p@ss/w@host:6379') // 'redis://user:***@host:6379'
  */
 export function redactStoreUrl(url: string): string {
-  // A PostgreSQL connection string may also carry the password as a parameter (`?password=...`).
-  const text = url.trim().replace(/([?&]password=)[^&]*/gi, '$1***')
+  // A PostgreSQL connection string may also carry the password as a parameter (`?password=...`),
+  // a Sentinel URL the sentinels' password (`?sentinel_password=...`).
+  const text = url.trim().replace(/([?&](?:sentinel_)?password=)[^&]*/gi, '$1***')
   const parts = splitStoreUrl(text)
   if (parts === undefined) {
     // Not scheme://...: whatever precedes an `@` may be a password.
@@ -156,6 +176,10 @@ export function parseStoreUrl(url: string): StoreSpec {
   const path = slash === -1 ? '' : afterAuth.slice(slash + 1)
   if (hosts === '') throw bad(url, 'no host')
   if (POSTGRES_SCHEMES.has(protocol)) return parsePostgresUrl(url, auth, afterAuth, redacted)
+  if (protocol === 'redis+sentinel' || protocol === 'rediss+sentinel') {
+    const tls = protocol === 'rediss+sentinel'
+    return { ...parseSentinelUrl(url, tls, afterAuth), username, password, redacted }
+  }
   if (protocol === 'redis' || protocol === 'rediss') {
     if (hosts.includes(',')) throw bad(url, 'several hosts need redis+cluster://')
     const { host, port } = hostPort(url, hosts)
@@ -186,6 +210,54 @@ export function parseStoreUrl(url: string): StoreSpec {
   }
   throw bad(url, `unknown scheme ${protocol}://`)
 }
+
+/**
+ * The part of `redis+sentinel://[user:pass@]host1:26379,host2:26379/mastername[?db=N&sentinel_password=...]`
+ * after the auth: the sentinels (port 26379 by default), the master's name and the parameters.
+ */
+function parseSentinelUrl(
+  url: string,
+  tls: boolean,
+  afterAuth: string,
+): Omit<SentinelSpec, 'username' | 'password'> {
+  // The query first: it may hold a `/` (in the sentinel password), and the master name may be missing.
+  const q = afterAuth.indexOf('?')
+  const beforeQuery = q === -1 ? afterAuth : afterAuth.slice(0, q)
+  const slash = beforeQuery.indexOf('/')
+  const hosts = slash === -1 ? beforeQuery : beforeQuery.slice(0, slash)
+  const path = slash === -1 ? '' : beforeQuery.slice(slash + 1)
+  if (hosts === '') throw bad(url, 'no host')
+  const sentinels = hosts.split(',').map((h) => hostPort(url, h.trim(), 26379))
+  const masterName = decodePart(path)
+  if (masterName === '') throw bad(url, 'name the master the sentinels monitor: /mastername')
+  if (!/^[A-Za-z0-9._:-]{1,128}$/.test(masterName))
+    throw bad(url, `${JSON.stringify(masterName)} is not a master name (letters, digits, '.', '_', ':', '-')`)
+  // Values are percent-decoded like the auth part (a `+` stays a `+`: a password may hold one).
+  const parameters = new Map<string, string>()
+  for (const pair of q === -1 ? [] : afterAuth.slice(q + 1).split('&')) {
+    if (pair === '') continue
+    const eq = pair.indexOf('=')
+    const name = eq === -1 ? pair : pair.slice(0, eq)
+    if (!SENTINEL_PARAMETERS.includes(name))
+      throw bad(url, `unknown Sentinel parameter ${JSON.stringify(name)} (${SENTINEL_PARAMETERS.join(', ')})`)
+    if (parameters.has(name)) throw bad(url, `${name} is given twice`)
+    parameters.set(name, eq === -1 ? '' : decodePart(pair.slice(eq + 1)))
+  }
+  const dbText = parameters.get('db')
+  if (dbText !== undefined && !/^\d{1,2}$/.test(dbText))
+    throw bad(url, `db ${JSON.stringify(dbText)} is not a number`)
+  const sentinelPassword = parameters.get('sentinel_password')
+  return {
+    kind: 'sentinel',
+    tls,
+    sentinels,
+    masterName,
+    db: dbText === undefined ? 0 : Number(dbText),
+    sentinelPassword: sentinelPassword === '' ? undefined : sentinelPassword,
+  }
+}
+
+const SENTINEL_PARAMETERS = ['db', 'sentinel_password']
 
 /** `memory?maxKeys=N`: the memory store's bound on keys held, all policies together. */
 function parseMemoryUrl(url: string, text: string): StoreSpec {
@@ -310,20 +382,36 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     maxRetriesPerRequest: 0,
     retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_MAX_DELAY_MS),
   }
-  const client =
-    spec.kind === 'redis'
-      ? new Redis({
-          ...common,
-          ...auth,
-          enableOfflineQueue: false,
-          host: spec.host,
-          port: spec.port,
-          db: spec.db,
-        })
-      : new Cluster(
-          spec.nodes.map((n) => ({ host: n.host, port: n.port })),
-          { lazyConnect: true, enableOfflineQueue: false, redisOptions: { ...common, ...auth } },
-        )
+  let client: InstanceType<typeof Redis> | InstanceType<typeof Cluster>
+  let sentinel: SentinelClient | undefined
+  if (spec.kind === 'cluster')
+    client = new Cluster(
+      spec.nodes.map((n) => ({ host: n.host, port: n.port })),
+      { lazyConnect: true, enableOfflineQueue: false, redisOptions: { ...common, ...auth } },
+    )
+  else if (spec.kind === 'sentinel') {
+    const timing = {
+      sentinelCommandTimeoutMs: COMMAND_TIMEOUT_MS,
+      reconnectMaxDelayMs: RECONNECT_MAX_DELAY_MS,
+    }
+    sentinel = sentinelClient(spec, { ...common, ...auth }, timing, (error) =>
+      options.logger?.warn(
+        { store: spec.redacted, error: error.message },
+        `store ${spec.redacted}: the master answered READONLY (demoted to a replica); asking the sentinels for the master`,
+      ),
+    )
+    const sentinelRedis = new Redis(sentinel.options)
+    sentinel.watch(sentinelRedis)
+    client = sentinelRedis
+  } else
+    client = new Redis({
+      ...common,
+      ...auth,
+      enableOfflineQueue: false,
+      host: spec.host,
+      port: spec.port,
+      db: spec.db,
+    })
   const connection = watchConnection(client, spec.redacted, options.logger)
   const store = redisStore(client, { prefix: options.prefix })
   try {
@@ -333,10 +421,11 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     await store.ready()
   } catch (error) {
     client.disconnect()
-    const cause = connectionCause(error, connection.lastError())
+    const cause = (await sentinel?.cause(error)) ?? connectionCause(error, connection.lastError())
     throw new StoreError(`cannot connect to ${spec.redacted}: ${cause}`, { cause: error })
   }
   connection.serving()
+  sentinel?.serving()
   // The service's handle owns the client: closing the store also closes it.
   const owned = forwardStore(store, {
     async close() {
