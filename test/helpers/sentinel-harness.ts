@@ -5,7 +5,15 @@ import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort, redisCli, spawnRedisServer, startNode, stopServer, waitFor } from './redis-harness.js'
+import {
+  freePort,
+  redisCli,
+  redisServerArgs,
+  spawnRedisServer,
+  startNode,
+  stopServer,
+  waitFor,
+} from './redis-harness.js'
 
 export const MASTER_NAME = 'mymaster'
 
@@ -222,6 +230,79 @@ export async function startSentinelGroup(options: SentinelGroupOptions = {}): Pr
       },
       stop,
     }
+  } catch (error) {
+    await stop()
+    throw error
+  }
+}
+
+/** Files of a private CA and a certificate it signed for 127.0.0.1 and localhost. */
+export interface TestCertificates {
+  readonly ca: string
+  readonly cert: string
+  readonly key: string
+}
+
+/**
+ * A master and one sentinel (quorum 1) that speak TLS only, with `certificates` (their clients
+ * need not present one), the sentinel reaching the master over TLS too. No failover: what a
+ * start over TLS needs.
+ */
+export async function startTlsSentinel(
+  certificates: TestCertificates,
+): Promise<{ sentinelPort: number; masterPort: number; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-sentinel-tls-'))
+  const children: ChildProcess[] = []
+  const stop = async () => {
+    await Promise.all(children.map(stopServer))
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
+  }
+  const tls = [
+    ['tls-cert-file', certificates.cert],
+    ['tls-key-file', certificates.key],
+    ['tls-ca-cert-file', certificates.ca],
+    ['tls-auth-clients', 'no'],
+    ['tls-replication', 'yes'],
+  ]
+  const tlsPing = (port: number) =>
+    waitFor(`TLS redis-server on ${port}`, 5000, async () => {
+      const answer = await redisCli(port, '--tls', '--cacert', certificates.ca, 'PING')
+      return answer === 'PONG'
+    })
+  try {
+    const masterPort = await freePort()
+    children.push(
+      spawnRedisServer([
+        ...redisServerArgs(
+          masterPort,
+          dir,
+          tls.flatMap(([name, value]) => [`--${name}`, value!]),
+        ),
+        '--port',
+        '0',
+        '--tls-port',
+        String(masterPort),
+      ]),
+    )
+    await tlsPing(masterPort)
+    const sentinelPort = await freePort()
+    const file = join(dir, `sentinel-${sentinelPort}.conf`)
+    writeFileSync(
+      file,
+      [
+        'port 0',
+        `tls-port ${sentinelPort}`,
+        ...tls.map(([name, value]) => `${name} ${value}`),
+        'bind 127.0.0.1',
+        `dir ${dir}`,
+        `logfile ${join(dir, `sentinel-${sentinelPort}.log`)}`,
+        `sentinel monitor ${MASTER_NAME} 127.0.0.1 ${masterPort} 1`,
+        '',
+      ].join('\n'),
+    )
+    children.push(spawnRedisServer([file, '--sentinel']))
+    await tlsPing(sentinelPort)
+    return { sentinelPort, masterPort, stop }
   } catch (error) {
     await stop()
     throw error

@@ -3,6 +3,7 @@
 // sentinels, all with passwords): a start that cannot find the master says why, a master demoted
 // under the service (READONLY) is left for the new one, and a master SIGKILLed under load is
 // followed to the promoted replica while every request is answered through the policy's onStoreError.
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -10,7 +11,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { parseStoreUrl, redactStoreUrl } from '../../packages/sluice-server/src/server/store-url.js'
 import { type CliProcess, servingUrl, startCli } from '../helpers/cli-process.js'
-import { type SentinelGroup, startSentinelGroup } from '../helpers/sentinel-harness.js'
+import {
+  type SentinelGroup,
+  startSentinelGroup,
+  startTlsSentinel,
+  type TestCertificates,
+} from '../helpers/sentinel-harness.js'
 import { freePort, get } from '../helpers/service.js'
 
 const PASSWORD = 'data-SECRET/pw'
@@ -97,6 +103,98 @@ describe('redis+sentinel:// URLs', () => {
     expect(refused).toMatchObject({ code: 'SLUICE_INVALID_CONFIG' })
     expect(refused.message).toMatch(/^conf\.yaml:3: store: .*name the master the sentinels monitor/)
     expect(refused.message).not.toContain('hunter3')
+  })
+})
+
+/** A private CA and a certificate it signed for 127.0.0.1 and localhost, made with openssl in `dir`. */
+function makeCertificates(dir: string): TestCertificates {
+  const file = (name: string) => join(dir, name)
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'ignore', cwd: dir })
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=test-ca',
+    '-keyout',
+    file('ca.key'),
+    '-out',
+    file('ca.pem'),
+  )
+  openssl(
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-subj',
+    '/CN=localhost',
+    '-keyout',
+    file('srv.key'),
+    '-out',
+    file('srv.csr'),
+  )
+  writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n')
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    file('srv.csr'),
+    '-CA',
+    file('ca.pem'),
+    '-CAkey',
+    file('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    file('san.ext'),
+    '-out',
+    file('srv.pem'),
+  )
+  return { ca: file('ca.pem'), cert: file('srv.pem'), key: file('srv.key') }
+}
+
+describe('rediss+sentinel:// speaks TLS to the sentinels and to the master', () => {
+  let dir: string
+  let tls: Awaited<ReturnType<typeof startTlsSentinel>>
+  let ca: string
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-sentinel-certs-'))
+    const certificates = makeCertificates(dir)
+    ca = certificates.ca
+    tls = await startTlsSentinel(certificates)
+  })
+  afterAll(async () => {
+    await tls?.stop()
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('serves from a TLS master found through a TLS sentinel (the private CA given with NODE_EXTRA_CA_CERTS)', async () => {
+    const url = `rediss+sentinel://127.0.0.1:${tls.sentinelPort}/mymaster`
+    const cli = startCli(['serve', '--port', '0', '--store', url], { NODE_EXTRA_CA_CERTS: ca })
+    try {
+      const served = await servingUrl(cli)
+      const answer = await check(served, 'api', 'tls')
+      expect(answer.status).toBe(200)
+      expect(answer.body.degraded).toBeUndefined()
+    } finally {
+      cli.child.kill('SIGTERM')
+      await cli.exited
+    }
+  })
+
+  it('a sentinel whose certificate is not trusted stops the start with the certificate error', async () => {
+    const url = `rediss+sentinel://127.0.0.1:${tls.sentinelPort}/mymaster?sentinel_password=hunter-SECRET`
+    const cli = startCli(['serve', '--port', '0', '--store', url])
+    expect(await cli.exited).toBe(1)
+    expect(cli.output()).toBe(
+      `sluice: cannot connect to rediss+sentinel://127.0.0.1:${tls.sentinelPort}/mymaster?sentinel_password=***: ` +
+        `no sentinel (127.0.0.1:${tls.sentinelPort}) named master "mymaster": self-signed certificate in certificate chain (SELF_SIGNED_CERT_IN_CHAIN)\n`,
+    )
   })
 })
 
@@ -306,6 +404,7 @@ describe('sluice serve on a real Sentinel group', () => {
       group.process(master).kill('SIGKILL')
       killedAt = Date.now()
       await until('the sentinels to promote the replica', async () => (await group.masterNamed()) === replica)
+      const promotedAt = Date.now()
       await until('decisions from the promoted replica', () => firstExactAt !== 0)
       stop = true
       await Promise.all(loops)
@@ -327,7 +426,8 @@ describe('sluice serve on a real Sentinel group', () => {
       expect(cli.output()).not.toContain('SECRET')
       expect(cli.output()).not.toContain('Unhandled error event')
       console.log(
-        `sentinel failover: SIGKILL of the master to the first decision from the promoted replica ${firstExactAt - killedAt} ms; ` +
+        `sentinel failover: SIGKILL of the master to the first decision from the promoted replica ${firstExactAt - killedAt} ms ` +
+          `(the sentinels named it after ${promotedAt - killedAt} ms); ` +
           `${sent} requests: ${outcomes.fromRedis} from Redis, ${outcomes.admittedDegraded} admitted degraded (open), ` +
           `${outcomes.deniedUnavailable} denied store_unavailable (closed)`,
       )

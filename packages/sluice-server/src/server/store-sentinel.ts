@@ -106,7 +106,7 @@ const PROBE_TIMEOUT_MS = 1000
 /** Why a connection to a sentinel fails (`connect ECONNREFUSED ...`, a certificate), or undefined when it does not. */
 function probe(address: { host: string; port: number }, tls: boolean): Promise<string | undefined> {
   return new Promise((resolve) => {
-    const socket = tls ? connectTls({ ...address, servername: address.host }) : new Socket()
+    const socket = tls ? connectTls(address) : new Socket()
     const done = (cause: string | undefined) => {
       socket.destroy()
       resolve(cause)
