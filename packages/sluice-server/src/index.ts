@@ -9,5 +9,11 @@ export { describeConfig, loadConfig, parseConfig } from './server/config.js'
 export type { ClientErrorCode } from './server/requests.js'
 export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './server/service.js'
 export { createService } from './server/service.js'
-export type { ConnectionLogger, HostPort, OpenStoreOptions, StoreSpec } from './server/store-url.js'
+export type {
+  ConnectionLogger,
+  HostPort,
+  OpenStoreOptions,
+  SentinelSpec,
+  StoreSpec,
+} from './server/store-url.js'
 export { openStore, parseStoreUrl } from './server/store-url.js'

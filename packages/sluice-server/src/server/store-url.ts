@@ -64,11 +64,15 @@ export interface SentinelSpec {
   readonly kind: 'sentinel'
   /** TLS to the sentinels and to the master (`rediss+sentinel://`). */
   readonly tls: boolean
+  /** The sentinels to ask, in order (port 26379 when the URL gives none). */
   readonly sentinels: readonly HostPort[]
+  /** The name the sentinels monitor the master by (the URL's path). */
   readonly masterName: string
+  /** The database (`?db=`, default 0). */
   readonly db: number
-  /** The master's credentials (the URL's auth part). */
+  /** The master's user name (the URL's auth part). */
   readonly username: string | undefined
+  /** The master's password (the URL's auth part). */
   readonly password: string | undefined
   /** The sentinels' own password (`?sentinel_password=`), when they require one. */
   readonly sentinelPassword: string | undefined
