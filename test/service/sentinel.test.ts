@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { parseStoreUrl, redactStoreUrl } from '../../packages/sluice-server/src/server/store-url.js'
-import { type CliProcess, servingUrl, startCli } from '../helpers/cli-process.js'
+import { type CliProcess, servingUrl, startCli as startCliProcess } from '../helpers/cli-process.js'
 import {
   type SentinelGroup,
   startSentinelGroup,
@@ -18,6 +18,20 @@ import {
   type TestCertificates,
 } from '../helpers/sentinel-harness.js'
 import { freePort, get } from '../helpers/service.js'
+
+// Every `sluice` process this file starts, killed after the file if still running (a test that
+// fails or times out must not leave a service behind).
+const started: CliProcess[] = []
+afterAll(() => {
+  for (const cli of started)
+    if (cli.child.exitCode === null && cli.child.signalCode === null) cli.child.kill('SIGKILL')
+})
+
+function startCli(args: string[], env: Record<string, string> = {}): CliProcess {
+  const cli = startCliProcess(args, env)
+  started.push(cli)
+  return cli
+}
 
 const PASSWORD = 'data-SECRET/pw'
 const SENTINEL_PASSWORD = 'sentinel-SECRET&pw'
