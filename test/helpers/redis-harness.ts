@@ -104,7 +104,7 @@ function tlsNodeArgs(port: number, tls: ClusterTlsFiles): string[] {
   ]
 }
 
-async function waitFor(what: string, timeoutMs: number, test: () => Promise<boolean>): Promise<void> {
+export async function waitFor(what: string, timeoutMs: number, test: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     try {
@@ -137,21 +137,27 @@ export function redisServerArgs(port: number, dir: string, extra: string[] = [])
 }
 
 function startServer(port: number, dir: string, extra: string[]): ChildProcess {
-  const child = spawn('redis-server', redisServerArgs(port, dir, extra), { stdio: 'ignore' })
+  return spawnRedisServer(redisServerArgs(port, dir, extra))
+}
+
+/** `redis-server ARGS` as a child process killed on stop, on process exit and on SIGINT/SIGTERM. */
+export function spawnRedisServer(args: string[]): ChildProcess {
+  const child = spawn('redis-server', args, { stdio: 'ignore' })
   live.add(child)
   child.once('exit', () => live.delete(child))
   hookExit()
   return child
 }
 
-async function stopServer(child: ChildProcess): Promise<void> {
+export async function stopServer(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   child.kill('SIGKILL')
   await exited
 }
 
-async function startNode(
+/** A redis-server on a free port (another if that one was taken meanwhile), answering PING. */
+export async function startNode(
   dir: string,
   extra: (port: number) => string[],
   cliArgs: string[] = [],

@@ -43,6 +43,7 @@ POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics, /dashboard (
   --port N       Port to listen on (default 8080, or SLUICE_PORT; 0 picks a free port)
   --host H       Address to bind (default 127.0.0.1, or SLUICE_HOST)
   --store URL    memory | redis://host:port[/db] | rediss://... | redis+cluster://h1:p1,h2:p2
+                 | redis+sentinel://s1:26379,s2:26379/mastername[?db=N&sentinel_password=...]
                  | memcached://host:port | postgres://user:password@host:port/db
                  (default: SLUICE_STORE, then REDIS_URL, then the config's store: line, then memory)
   --envoy-config PATH  envoyproxy/ratelimit YAML (a file or a folder of files; or envoy.config)

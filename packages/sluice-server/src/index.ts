@@ -17,6 +17,7 @@ export type {
   ConnectionLogger,
   HostPort,
   OpenStoreOptions,
+  SentinelSpec,
   StoreSpec,
   StoreTlsSettings,
 } from './server/store-url.js'

@@ -1,5 +1,6 @@
 // Store URLs for the service: `memory`, `redis://host:port[/db]`, `rediss://...`,
-// `redis+cluster://host1:port1,host2:port2`, `memcached://host:port`,
+// `redis+cluster://host1:port1,host2:port2`, `redis+sentinel://host1:26379,host2:26379/mastername`,
+// `memcached://host:port`,
 // `postgres://user:pass@host:port/db`. Parsed here, and opened (Redis with ioredis, memcached with
 // memjs, PostgreSQL with pg) as the StoreHandle the service decides on. TLS settings (`?tls_ca=...`
 // or the config's `store.tls`) are read and described in store-tls.ts.
@@ -19,6 +20,8 @@ import {
 } from './store-tls.js'
 
 export type { StoreTlsSettings } from './store-tls.js'
+
+import { type SentinelClient, sentinelClient } from './store-sentinel.js'
 
 /** The store the service decides on, with a way to ask whether it answers. */
 export interface StoreHandle {
@@ -60,6 +63,7 @@ export type StoreSpec = (
       readonly username: string | undefined
       readonly password: string | undefined
     }
+  | SentinelSpec
   | {
       readonly kind: 'memcached'
       readonly host: string
@@ -82,8 +86,28 @@ export type StoreSpec = (
   readonly tlsSettings?: StoreTlsSettings
 }
 
+/** A Redis master found through Sentinel: the sentinels to ask, the name they know it by. */
+export interface SentinelSpec {
+  readonly kind: 'sentinel'
+  /** TLS to the sentinels and to the master (`rediss+sentinel://`). */
+  readonly tls: boolean
+  /** The sentinels to ask, in order (port 26379 when the URL gives none). */
+  readonly sentinels: readonly HostPort[]
+  /** The name the sentinels monitor the master by (the URL's path). */
+  readonly masterName: string
+  /** The database (`?db=`, default 0). */
+  readonly db: number
+  /** The master's user name (the URL's auth part). */
+  readonly username: string | undefined
+  /** The master's password (the URL's auth part). */
+  readonly password: string | undefined
+  /** The sentinels' own password (`?sentinel_password=`), when they require one. */
+  readonly sentinelPassword: string | undefined
+}
+
 const USAGE =
   'use memory, redis://host:port[/db], rediss://host:port[/db], redis+cluster://host1:port1,host2:port2' +
+  ', redis+sentinel://host1:26379,host2:26379/mastername[?db=N&sentinel_password=...]' +
   ', memcached://host:port or postgres://user:password@host:port/db'
 
 /**
@@ -107,8 +131,9 @@ function splitStoreUrl(text: string): { scheme: string; auth: string | undefined
  * @example redactStoreUrl('redis://user:p@ss/w@host:6379') // 'redis://user:***@host:6379'
  */
 export function redactStoreUrl(url: string): string {
-  // A PostgreSQL connection string may also carry the password as a parameter (`?password=...`).
-  const text = url.trim().replace(/([?&]password=)[^&]*/gi, '$1***')
+  // A PostgreSQL connection string may also carry the password as a parameter (`?password=...`),
+  // a Sentinel URL the sentinels' password (`?sentinel_password=...`).
+  const text = url.trim().replace(/([?&](?:sentinel_)?password=)[^&]*/gi, '$1***')
   const parts = splitStoreUrl(text)
   if (parts === undefined) {
     // Not scheme://...: whatever precedes an `@` may be a password.
@@ -203,6 +228,10 @@ export function parseStoreUrl(url: string): StoreSpec {
   const path = slash === -1 ? '' : location.slice(slash + 1)
   if (hosts === '') throw bad(url, 'no host')
   if (POSTGRES_SCHEMES.has(protocol)) return parsePostgresUrl(url, auth, afterAuth, redacted)
+  if (protocol === 'redis+sentinel' || protocol === 'rediss+sentinel') {
+    const tls = protocol === 'rediss+sentinel'
+    return { ...parseSentinelUrl(url, tls, afterAuth), username, password, redacted }
+  }
   const tlsSettings =
     queryAt === -1 || !REDIS_SCHEMES.has(protocol)
       ? undefined
@@ -248,6 +277,54 @@ export function parseStoreUrl(url: string): StoreSpec {
   }
   throw bad(url, `unknown scheme ${protocol}://`)
 }
+
+/**
+ * The part of `redis+sentinel://[user:pass@]host1:26379,host2:26379/mastername[?db=N&sentinel_password=...]`
+ * after the auth: the sentinels (port 26379 by default), the master's name and the parameters.
+ */
+function parseSentinelUrl(
+  url: string,
+  tls: boolean,
+  afterAuth: string,
+): Omit<SentinelSpec, 'username' | 'password'> {
+  // The query first: it may hold a `/` (in the sentinel password), and the master name may be missing.
+  const q = afterAuth.indexOf('?')
+  const beforeQuery = q === -1 ? afterAuth : afterAuth.slice(0, q)
+  const slash = beforeQuery.indexOf('/')
+  const hosts = slash === -1 ? beforeQuery : beforeQuery.slice(0, slash)
+  const path = slash === -1 ? '' : beforeQuery.slice(slash + 1)
+  if (hosts === '') throw bad(url, 'no host')
+  const sentinels = hosts.split(',').map((h) => hostPort(url, h.trim(), 26379))
+  const masterName = decodePart(path)
+  if (masterName === '') throw bad(url, 'name the master the sentinels monitor: /mastername')
+  if (!/^[A-Za-z0-9._:-]{1,128}$/.test(masterName))
+    throw bad(url, `${JSON.stringify(masterName)} is not a master name (letters, digits, '.', '_', ':', '-')`)
+  // Values are percent-decoded like the auth part (a `+` stays a `+`: a password may hold one).
+  const parameters = new Map<string, string>()
+  for (const pair of q === -1 ? [] : afterAuth.slice(q + 1).split('&')) {
+    if (pair === '') continue
+    const eq = pair.indexOf('=')
+    const name = eq === -1 ? pair : pair.slice(0, eq)
+    if (!SENTINEL_PARAMETERS.includes(name))
+      throw bad(url, `unknown Sentinel parameter ${JSON.stringify(name)} (${SENTINEL_PARAMETERS.join(', ')})`)
+    if (parameters.has(name)) throw bad(url, `${name} is given twice`)
+    parameters.set(name, eq === -1 ? '' : decodePart(pair.slice(eq + 1)))
+  }
+  const dbText = parameters.get('db')
+  if (dbText !== undefined && !/^\d{1,2}$/.test(dbText))
+    throw bad(url, `db ${JSON.stringify(dbText)} is not a number`)
+  const sentinelPassword = parameters.get('sentinel_password')
+  return {
+    kind: 'sentinel',
+    tls,
+    sentinels,
+    masterName,
+    db: dbText === undefined ? 0 : Number(dbText),
+    sentinelPassword: sentinelPassword === '' ? undefined : sentinelPassword,
+  }
+}
+
+const SENTINEL_PARAMETERS = ['db', 'sentinel_password']
 
 /** `memory?maxKeys=N`: the memory store's bound on keys held, all policies together. */
 function parseMemoryUrl(url: string, text: string): StoreSpec {
@@ -306,7 +383,7 @@ export function storeTlsSettings(
 ): StoreTlsSettings | undefined {
   let settings: StoreTlsSettings | undefined
   try {
-    settings = mergeTlsSettings(spec.tlsSettings, fromConfig)
+    settings = mergeTlsSettings('tlsSettings' in spec ? spec.tlsSettings : undefined, fromConfig)
   } catch (error) {
     throw bad(spec.redacted, (error as Error).message.replace(/^store: /, ''))
   }
@@ -326,6 +403,8 @@ export function storeTlsSettings(
 
 const CONNECT_TIMEOUT_MS = 5000
 const COMMAND_TIMEOUT_MS = 1000
+/** The most a reconnect attempt waits after the previous one failed. */
+const RECONNECT_MAX_DELAY_MS = 500
 
 /**
  * `postgres://[user[:password]@]host[:port][/database][?params]`, read the way the Redis URLs are
@@ -409,39 +488,47 @@ export function loadIoredis(): Promise<IoredisModule> {
   })
 }
 
+// A decision must not wait on a dead Redis (docs/reliability.md): while disconnected a command
+// fails at once, so the breaker opens on the first failures instead of after each one waited the
+// store timeout in the offline queue; a command cut off by a lost connection is not sent again
+// (its decision was already made by the fallback); reconnect attempts stay close together.
+// A Cluster's node connections keep their own queue: they connect on their first command, which
+// would otherwise be refused; the Cluster's queue is the one turned off.
+const FAIL_FAST = {
+  lazyConnect: true,
+  connectTimeout: CONNECT_TIMEOUT_MS,
+  commandTimeout: COMMAND_TIMEOUT_MS,
+  autoResendUnfulfilledCommands: false,
+  maxRetriesPerRequest: 0,
+  retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_MAX_DELAY_MS),
+}
+
 /**
- * A Redis spec's client (not yet connected: `lazyConnect`), with the service's fail-fast options.
- * `tlsOptions`: the one options object ioredis keeps and reads at each connection (the TLS files'
- * material, which a reload fills again); a `rediss` URL without files gets the system's CAs.
+ * A Redis URL's user, password and TLS as ioredis options. `tlsOptions`: the one options object
+ * ioredis keeps and reads at each connection (the TLS files' material, which a reload fills again);
+ * a `rediss` URL without files gets the system's CAs.
  */
+function redisAuth(
+  spec: Extract<StoreSpec, { kind: 'redis' | 'cluster' | 'sentinel' }>,
+  tlsOptions?: object,
+): { username?: string; password?: string; tls?: object } {
+  return {
+    ...(spec.username === undefined ? {} : { username: spec.username }),
+    ...(spec.password === undefined ? {} : { password: spec.password }),
+    ...(spec.tls ? { tls: tlsOptions ?? {} } : {}),
+  }
+}
+
+/** A Redis spec's client (not yet connected: `lazyConnect`), with the service's fail-fast options. */
 export function redisClient(
   spec: Extract<StoreSpec, { kind: 'redis' | 'cluster' }>,
   { Redis, Cluster }: IoredisModule,
   tlsOptions?: object,
 ): InstanceType<IoredisModule['Redis']> | InstanceType<IoredisModule['Cluster']> {
-  const auth = {
-    ...(spec.username === undefined ? {} : { username: spec.username }),
-    ...(spec.password === undefined ? {} : { password: spec.password }),
-    ...(spec.tls ? { tls: tlsOptions ?? {} } : {}),
-  }
-  // A decision must not wait on a dead Redis (docs/reliability.md): while disconnected a command
-  // fails at once, so the breaker opens on the first failures instead of after each one waited the
-  // store timeout in the offline queue; a command cut off by a lost connection is not sent again
-  // (its decision was already made by the fallback); reconnect attempts stay close together.
-  // A Cluster's node connections keep their own queue: they connect on their first command, which
-  // would otherwise be refused; the Cluster's queue is the one turned off.
-  const common = {
-    lazyConnect: true,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    commandTimeout: COMMAND_TIMEOUT_MS,
-    autoResendUnfulfilledCommands: false,
-    maxRetriesPerRequest: 0,
-    retryStrategy: (attempts: number) => Math.min(attempts * 50, RECONNECT_MAX_DELAY_MS),
-  }
   return spec.kind === 'redis'
     ? new Redis({
-        ...common,
-        ...auth,
+        ...FAIL_FAST,
+        ...redisAuth(spec, tlsOptions),
         enableOfflineQueue: false,
         host: spec.host,
         port: spec.port,
@@ -449,7 +536,11 @@ export function redisClient(
       })
     : new Cluster(
         spec.nodes.map((n) => ({ host: n.host, port: n.port })),
-        { lazyConnect: true, enableOfflineQueue: false, redisOptions: { ...common, ...auth } },
+        {
+          lazyConnect: true,
+          enableOfflineQueue: false,
+          redisOptions: { ...FAIL_FAST, ...redisAuth(spec, tlsOptions) },
+        },
       )
 }
 
@@ -474,8 +565,25 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
   const rereadPart = material === undefined ? {} : { rereadTlsFiles: () => material.reread() }
   if (spec.kind === 'postgres')
     return { ...(await openPostgres(spec.connectionString, spec.redacted, material)), ...rereadPart }
-  const client = redisClient(spec, await loadIoredis(), material?.options)
+  const ioredis = await loadIoredis()
   const { redisStore } = await import('sluice/redis')
+  let client: InstanceType<IoredisModule['Redis']> | InstanceType<IoredisModule['Cluster']>
+  let sentinel: SentinelClient | undefined
+  if (spec.kind === 'sentinel') {
+    const timing = {
+      sentinelCommandTimeoutMs: COMMAND_TIMEOUT_MS,
+      reconnectMaxDelayMs: RECONNECT_MAX_DELAY_MS,
+    }
+    sentinel = sentinelClient(spec, { ...FAIL_FAST, ...redisAuth(spec) }, timing, (error) =>
+      options.logger?.warn(
+        { store: spec.redacted, error: error.message },
+        `store ${spec.redacted}: the master answered READONLY (demoted to a replica); asking the sentinels for the master`,
+      ),
+    )
+    const sentinelRedis = new ioredis.Redis(sentinel.options)
+    sentinel.watch(sentinelRedis)
+    client = sentinelRedis
+  } else client = redisClient(spec, ioredis, material?.options)
   const connection = watchConnection(client, spec.redacted, options.logger)
   // Under TLS 1.3 a server that wants a client certificate checks it after the handshake, and the
   // client often sees only the reset, not the server's alert: say what it most likely means.
@@ -491,7 +599,9 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     await store.ready()
   } catch (error) {
     client.disconnect()
-    let cause = withoutClientCertificate(connectionCause(error, connection.lastError()))
+    let cause =
+      (await sentinel?.cause(error)) ??
+      withoutClientCertificate(connectionCause(error, connection.lastError()))
     if (spec.kind === 'cluster' && spec.tls && tlsCause(connection.lastError()) === undefined) {
       // The Cluster hides a refused handshake behind "Failed to refresh slots cache.": shake hands
       // with the first node the same way to find it.
@@ -507,6 +617,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     throw new StoreError(`cannot connect to ${spec.redacted}: ${cause}`, { cause: error })
   }
   connection.serving()
+  sentinel?.serving()
   // The service's handle owns the client: closing the store also closes it.
   const owned = forwardStore(store, {
     async close() {
@@ -531,9 +642,6 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     ...rereadPart,
   }
 }
-
-/** The most a reconnect attempt waits after the previous one failed. */
-const RECONNECT_MAX_DELAY_MS = 500
 
 /** What `watchConnection` needs of an ioredis Redis or Cluster. */
 interface ConnectionEvents {
