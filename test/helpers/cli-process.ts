@@ -39,7 +39,7 @@ export function startCli(args: string[], env: Record<string, string> = {}): CliP
 export async function servingUrl(cli: CliProcess, withinMs = 20_000): Promise<string> {
   const deadline = Date.now() + withinMs
   for (;;) {
-    const m = /sluice serving on (http:\/\/\S+)/.exec(cli.output())
+    const m = /sluice serving on (https?:\/\/\S+)/.exec(cli.output())
     if (m !== null) return m[1]!
     if (Date.now() > deadline || cli.child.exitCode !== null) throw new Error(`not serving: ${cli.output()}`)
     await new Promise((r) => setTimeout(r, 50))

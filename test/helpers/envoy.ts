@@ -1,8 +1,8 @@
 // Shared pieces of the Envoy tests: the configuration fixtures in envoyproxy/ratelimit's format, and
 // a gRPC client built from Sluice's rls.proto (what Envoy sends, field numbers included).
 import { join } from 'node:path'
-import type { ServiceError } from '@grpc/grpc-js'
-import { credentials, loadPackageDefinition } from '@grpc/grpc-js'
+import type { ChannelCredentials, ServiceError } from '@grpc/grpc-js'
+import { credentials, loadPackageDefinition, Metadata } from '@grpc/grpc-js'
 import { loadSync } from '@grpc/proto-loader'
 import { PROTO_OPTIONS, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
 
@@ -31,7 +31,8 @@ export interface RlsResponse {
 }
 
 export interface RlsClient {
-  shouldRateLimit(request: RlsRequest): Promise<RlsResponse>
+  /** One call; `metadata` is sent with it (`traceparent`, ...). */
+  shouldRateLimit(request: RlsRequest, metadata?: Record<string, string>): Promise<RlsResponse>
   /** The call's error (code and details), or fails the test when it answers. */
   refused(request: RlsRequest): Promise<ServiceError>
   close(): void
@@ -39,23 +40,32 @@ export interface RlsClient {
 
 type Unary = (
   request: RlsRequest,
+  metadata: Metadata,
   callback: (error: ServiceError | null, response: RlsResponse) => void,
 ) => void
 
-/** A client of envoy.service.ratelimit.v3.RateLimitService at `address` (host:port). */
-export function rlsClient(address: string): RlsClient {
+/**
+ * A client of envoy.service.ratelimit.v3.RateLimitService at `address` (host:port), over plaintext
+ * unless given `channel` credentials (`credentials.createSsl(ca, key, cert)` for TLS and mTLS).
+ */
+export function rlsClient(
+  address: string,
+  channel: ChannelCredentials = credentials.createInsecure(),
+): RlsClient {
   const pkg = loadPackageDefinition(loadSync(rlsProtoPath(), PROTO_OPTIONS)) as unknown as {
     envoy: { service: { ratelimit: { v3: { RateLimitService: new (a: string, c: unknown) => unknown } } } }
   }
   const Client = pkg.envoy.service.ratelimit.v3.RateLimitService
-  const client = new Client(address, credentials.createInsecure()) as {
+  const client = new Client(address, channel) as {
     ShouldRateLimit: Unary
     close(): void
   }
-  const call = (request: RlsRequest) =>
-    new Promise<RlsResponse>((resolve, reject) =>
-      client.ShouldRateLimit(request, (error, response) => (error ? reject(error) : resolve(response))),
-    )
+  const call = (request: RlsRequest, metadata: Record<string, string> = {}) =>
+    new Promise<RlsResponse>((resolve, reject) => {
+      const sent = new Metadata()
+      for (const [name, value] of Object.entries(metadata)) sent.set(name, value)
+      client.ShouldRateLimit(request, sent, (error, response) => (error ? reject(error) : resolve(response)))
+    })
   return {
     shouldRateLimit: call,
     refused: (request) =>

@@ -2,7 +2,7 @@
 // folder owned by the `postgres` user (initdb refuses root), pg_ctl on a free port below 32768,
 // loopback only, no fsync. Stopped (immediate mode) on stop(), on process exit and on SIGINT/SIGTERM.
 import { execFile, execFileSync } from 'node:child_process'
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -71,8 +71,14 @@ function hookExit(bin: string): void {
   }
 }
 
-/** Start one PostgreSQL server on a free port. About 2 s. */
-export async function startPostgres(): Promise<PostgresServer> {
+/** A server certificate and key (PEM files) for `ssl=on`; copied into the server's folder. */
+export interface PostgresSslFiles {
+  readonly cert: string
+  readonly key: string
+}
+
+/** Start one PostgreSQL server on a free port (with `ssl`, also accepting TLS). About 2 s. */
+export async function startPostgres(options: { ssl?: PostgresSslFiles } = {}): Promise<PostgresServer> {
   const bin = postgresBinDir()
   if (bin === undefined) throw new Error('postgres-harness: no PostgreSQL (apt-get install postgresql)')
   const dir = mkdtempSync(join(tmpdir(), 'sluice-pg-'))
@@ -88,10 +94,26 @@ export async function startPostgres(): Promise<PostgresServer> {
   const initdb = asPostgres(join(bin, 'initdb'), ['-D', dataDir, '-A', 'trust', '-U', 'sluice', '-E', 'UTF8'])
   await run(root ? 'runuser' : initdb[0]!, root ? initdb : initdb.slice(1))
   const port = await freePort()
+  let sslSettings = ''
+  if (options.ssl !== undefined) {
+    // postgres reads its key only when the server's user owns it and no one else can read it.
+    const cert = join(dir, 'server.crt')
+    const key = join(dir, 'server.key')
+    copyFileSync(options.ssl.cert, cert)
+    copyFileSync(options.ssl.key, key)
+    chmodSync(key, 0o600)
+    if (root) {
+      const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim())
+      const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim())
+      chownSync(cert, uid, gid)
+      chownSync(key, uid, gid)
+    }
+    sslSettings = ` -c ssl=on -c ssl_cert_file=${cert} -c ssl_key_file=${key}`
+  }
   const start = async () => {
     const [cmd, args] = pgCtl(bin, dataDir, [
       '-o',
-      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300`,
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300${sslSettings}`,
       '-l',
       join(dir, 'log'),
       '-w',

@@ -88,7 +88,23 @@ export async function redisCli(port: number, ...args: string[]): Promise<string>
   return stdout.trim()
 }
 
-async function waitFor(what: string, timeoutMs: number, test: () => Promise<boolean>): Promise<void> {
+/** A TLS cluster's server files: every node, its bus and its replication speak only TLS. */
+export interface ClusterTlsFiles {
+  readonly cert: string
+  readonly key: string
+  readonly ca: string
+}
+
+/** redis-server arguments for a TLS-only node on `port` (the plaintext port off). */
+function tlsNodeArgs(port: number, tls: ClusterTlsFiles): string[] {
+  return [
+    ...['--port', '0', '--tls-port', String(port), '--tls-cluster', 'yes', '--tls-replication', 'yes'],
+    ...['--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-ca-cert-file', tls.ca],
+    ...['--tls-auth-clients', 'no'],
+  ]
+}
+
+export async function waitFor(what: string, timeoutMs: number, test: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     try {
@@ -121,26 +137,40 @@ export function redisServerArgs(port: number, dir: string, extra: string[] = [])
 }
 
 function startServer(port: number, dir: string, extra: string[]): ChildProcess {
-  const child = spawn('redis-server', redisServerArgs(port, dir, extra), { stdio: 'ignore' })
+  return spawnRedisServer(redisServerArgs(port, dir, extra))
+}
+
+/** `redis-server ARGS` as a child process killed on stop, on process exit and on SIGINT/SIGTERM. */
+export function spawnRedisServer(args: string[]): ChildProcess {
+  const child = spawn('redis-server', args, { stdio: 'ignore' })
   live.add(child)
   child.once('exit', () => live.delete(child))
   hookExit()
   return child
 }
 
-async function stopServer(child: ChildProcess): Promise<void> {
+export async function stopServer(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   child.kill('SIGKILL')
   await exited
 }
 
-async function startNode(dir: string, extra: (port: number) => string[]): Promise<[number, ChildProcess]> {
+/** A redis-server on a free port (another if that one was taken meanwhile), answering PING. */
+export async function startNode(
+  dir: string,
+  extra: (port: number) => string[],
+  cliArgs: string[] = [],
+): Promise<[number, ChildProcess]> {
   for (let attempt = 0; ; attempt++) {
     const port = await freePort()
     const child = startServer(port, dir, extra(port))
     try {
-      await waitFor(`redis-server on ${port}`, 5000, async () => (await redisCli(port, 'PING')) === 'PONG')
+      await waitFor(
+        `redis-server on ${port}`,
+        5000,
+        async () => (await redisCli(port, ...cliArgs, 'PING')) === 'PONG',
+      )
       return [port, child]
     } catch (error) {
       // Another process took the port between the check and the start: try another one.
@@ -165,8 +195,13 @@ export async function startRedis(): Promise<RedisServer> {
   }
 }
 
-/** Start a 3-master, 3-replica Redis Cluster on free ports and wait until it serves every slot. */
-export async function startCluster(): Promise<RedisClusterServers> {
+/**
+ * Start a 3-master, 3-replica Redis Cluster on free ports and wait until it serves every slot.
+ * With `tls`, every port speaks only TLS (clients, cluster bus, replication).
+ */
+export async function startCluster(options: { tls?: ClusterTlsFiles } = {}): Promise<RedisClusterServers> {
+  const { tls } = options
+  const cliArgs = tls === undefined ? [] : ['--tls', '--cacert', tls.ca]
   const dir = mkdtempSync(join(tmpdir(), 'sluice-cluster-'))
   dirs.add(dir)
   const children = new Map<number, ChildProcess>()
@@ -177,21 +212,27 @@ export async function startCluster(): Promise<RedisClusterServers> {
   try {
     const started = await Promise.all(
       Array.from({ length: 6 }, () =>
-        startNode(dir, (port) => [
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          join(dir, `nodes-${port}.conf`),
-          '--cluster-node-timeout',
-          '2000',
-          '--repl-diskless-sync-delay',
-          '0',
-        ]),
+        startNode(
+          dir,
+          (port) => [
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            join(dir, `nodes-${port}.conf`),
+            '--cluster-node-timeout',
+            '2000',
+            '--repl-diskless-sync-delay',
+            '0',
+            ...(tls === undefined ? [] : tlsNodeArgs(port, tls)),
+          ],
+          cliArgs,
+        ),
       ),
     )
     for (const [port, child] of started) children.set(port, child)
     const ports = started.map(([port]) => port)
     await run('redis-cli', [
+      ...cliArgs,
       '--cluster',
       'create',
       ...ports.map((p) => `127.0.0.1:${p}`),
@@ -200,7 +241,7 @@ export async function startCluster(): Promise<RedisClusterServers> {
       '--cluster-yes',
     ])
     await waitFor('cluster_state:ok on every node', 20_000, async () => {
-      const infos = await Promise.all(ports.map((p) => redisCli(p, 'CLUSTER', 'INFO')))
+      const infos = await Promise.all(ports.map((p) => redisCli(p, ...cliArgs, 'CLUSTER', 'INFO')))
       return infos.every((info) => info.includes('cluster_state:ok'))
     })
     return {

@@ -30,7 +30,13 @@ describe('the sluice/metrics subpath (built package)', () => {
     })
     const result = JSON.parse(out) as { esm: string[]; cjs: string; denied: boolean }
     // The factories and keyFingerprint (docs/observability.md); the data structures stay inside.
-    expect(result.esm).toEqual(['createDashboard', 'createMetrics', 'createObservability', 'keyFingerprint'])
+    expect(result.esm).toEqual([
+      'createDashboard',
+      'createMetrics',
+      'createObservability',
+      'createOpenTelemetry',
+      'keyFingerprint',
+    ])
     expect(result.cjs).toBe('function')
     expect(result.denied).toBe(true)
     for (const file of ['metrics.d.ts', 'metrics.d.cts'])

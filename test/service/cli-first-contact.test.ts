@@ -71,6 +71,7 @@ describe('sluice, first contact', () => {
       'redis://',
       'rediss://',
       'redis+cluster://',
+      'redis+sentinel://',
       'memcached://',
       'postgres://',
     ])

@@ -98,7 +98,7 @@ describe('sluice serve cannot connect: the cause is shown', () => {
       const cli = startCli(['serve', '--port', '0', '--store', `rediss://user:secret@127.0.0.1:${port}`])
       expect(await cli.exited).toBe(1)
       expect(cli.output()).toBe(
-        `sluice: cannot connect to rediss://user:***@127.0.0.1:${port}: self-signed certificate (DEPTH_ZERO_SELF_SIGNED_CERT)\n`,
+        `sluice: cannot connect to rediss://user:***@127.0.0.1:${port}: TLS: the server certificate is self-signed and not in tls_ca: self-signed certificate (DEPTH_ZERO_SELF_SIGNED_CERT)\n`,
       )
     } finally {
       await closed(peer)

@@ -7,6 +7,7 @@ import { readFile, writeFile } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import type { Logger } from 'pino'
 import { pino } from 'pino'
 import { InvalidConfigError, SluiceError } from 'sluice'
 import { closest } from 'sluice/internal'
@@ -14,8 +15,12 @@ import type { EnvoyRules } from './envoy/config.js'
 import { describeEnvoyConfig, loadEnvoyConfig } from './envoy/config.js'
 import type { ServiceConfig } from './server/config.js'
 import { describeConfig, loadConfig, parseConfig, validateAdminToken } from './server/config.js'
+import { describeRegions, type RegionsSettings } from './server/config-regions.js'
+import { checkListenerTls, listenerTlsFiles } from './server/listener-tls.js'
 import { createService } from './server/service.js'
+import { openRegionStore } from './server/store-regions.js'
 import { openStore, redactStoreUrl } from './server/store-url.js'
+import { startTelemetry } from './server/telemetry.js'
 
 const HELP = `Usage: sluice <command> [options]
 
@@ -38,6 +43,7 @@ POST /v1/reset, /v1/block (admin), GET /healthz, /readyz, /metrics, /dashboard (
   --port N       Port to listen on (default 8080, or SLUICE_PORT; 0 picks a free port)
   --host H       Address to bind (default 127.0.0.1, or SLUICE_HOST)
   --store URL    memory | redis://host:port[/db] | rediss://... | redis+cluster://h1:p1,h2:p2
+                 | redis+sentinel://s1:26379,s2:26379/mastername[?db=N&sentinel_password=...]
                  | memcached://host:port | postgres://user:password@host:port/db
                  (default: SLUICE_STORE, then REDIS_URL, then the config's store: line, then memory)
   --envoy-config PATH  envoyproxy/ratelimit YAML (a file or a folder of files; or envoy.config)
@@ -122,6 +128,8 @@ function failAndExit(error: unknown): never {
 interface StoreSource {
   url: string
   source: string
+  /** The config's `store: { regions }` block, when the config's store is the one chosen. */
+  regions?: RegionsSettings
 }
 
 /** The store `serve` opens, where that came from, and the stores also given that it wins over. */
@@ -140,7 +148,13 @@ function chooseStore(flag: string | undefined, config: ServiceConfig): StoreChoi
     flag === undefined ? undefined : { url: flag, source: '--store' },
     sourced(env('SLUICE_STORE'), 'SLUICE_STORE'),
     sourced(env('REDIS_URL'), 'REDIS_URL'),
-    config.storeWritten ? { url: config.store, source: `${config.file} store:` } : undefined,
+    config.storeWritten
+      ? {
+          url: config.store,
+          source: `${config.file} store:`,
+          ...(config.regions === undefined ? {} : { regions: config.regions }),
+        }
+      : undefined,
   ]
   const [chosen = { url: config.store, source: 'default' }, ...others] = given.filter(
     (candidate) => candidate !== undefined,
@@ -161,8 +175,41 @@ function storeOverrideWarning(choice: StoreChoice): string | undefined {
   const redisUrlInvolved =
     choice.source === 'REDIS_URL' || choice.overrides.some((other) => other.source === 'REDIS_URL')
   if (choice.overrides.length === 0 || !redisUrlInvolved) return undefined
-  const others = choice.overrides.map((o) => `${redactStoreUrl(o.url)} (from ${o.source})`).join(' or ')
-  return `WARNING: the store is ${redactStoreUrl(choice.url)} (from ${choice.source}), not ${others}`
+  const others = choice.overrides.map((o) => `${describeChoice(o)} (from ${o.source})`).join(' or ')
+  return `WARNING: the store is ${describeChoice(choice)} (from ${choice.source}), not ${others}`
+}
+
+/** The chosen store for `sluice check`, redacted: a URL, or the regions of a multi-region block. */
+function describeChoice(choice: StoreSource): string {
+  return choice.regions === undefined
+    ? redactStoreUrl(choice.url)
+    : `multi-region (${describeRegions(choice.regions)})`
+}
+
+/**
+ * Watch the folders of the listeners' TLS files (as named at start); `changed` on an event for one
+ * of them or for Kubernetes' `..data` links. A folder that cannot be watched is logged: SIGHUP then.
+ */
+function watchCertificates(config: ServiceConfig, logger: Logger, changed: () => void): FSWatcher[] {
+  const byFolder = new Map<string, Set<string>>()
+  for (const file of listenerTlsFiles(config)) {
+    const names = byFolder.get(dirname(file)) ?? new Set<string>()
+    names.add(basename(file))
+    byFolder.set(dirname(file), names)
+  }
+  const watchers: FSWatcher[] = []
+  for (const [folder, names] of byFolder) {
+    try {
+      watchers.push(
+        watch(folder, (_event, name) => {
+          if (name !== null && (names.has(name) || name.startsWith('..'))) changed()
+        }),
+      )
+    } catch (error) {
+      logger.warn({ folder, err: error }, 'cannot watch the TLS certificate folder; reload with SIGHUP')
+    }
+  }
+  return watchers
 }
 
 async function check(argv: string[]): Promise<void> {
@@ -182,8 +229,9 @@ async function check(argv: string[]): Promise<void> {
     if (envoyFlag === undefined || values.config !== undefined || env('SLUICE_CONFIG') !== undefined) {
       const config = await loadConfig(configPath(values.config))
       const store = chooseStore(values.store, config)
+      checkListenerTls(config)
       process.stdout.write(describeConfig(config))
-      process.stdout.write(`  sluice serve would use: ${redactStoreUrl(store.url)} (from ${store.source})\n`)
+      process.stdout.write(`  sluice serve would use: ${describeChoice(store)} (from ${store.source})\n`)
       const warning = storeOverrideWarning(store)
       if (warning !== undefined) process.stdout.write(`  ${warning}\n`)
       envoyPath ??= config.envoy.config
@@ -299,9 +347,18 @@ async function serve(argv: string[]): Promise<void> {
   let service: ReturnType<typeof createService>
   try {
     if (envoyPath !== undefined) envoy = await loadEnvoyConfig(envoyPath)
-    const store = await openStore(storeChoice.url, { prefix: config.prefix, logger })
+    const store =
+      storeChoice.regions === undefined
+        ? await openStore(storeChoice.url, {
+            prefix: config.prefix,
+            logger,
+            ...(config.storeTls === undefined ? {} : { tls: config.storeTls }),
+          })
+        : await openRegionStore(storeChoice.regions, { prefix: config.prefix, logger })
     const adminToken = env('SLUICE_ADMIN_TOKEN')
     validateAdminToken(adminToken, 'SLUICE_ADMIN_TOKEN')
+    const telemetry =
+      config.telemetry === undefined ? undefined : await startTelemetry(config.telemetry, { logger })
     service = createService({
       config,
       store,
@@ -309,6 +366,7 @@ async function serve(argv: string[]): Promise<void> {
       ...(adminToken === undefined ? {} : { adminToken }),
       ...(envoy === undefined ? {} : { envoy }),
       ...(grpcPort === undefined ? {} : { grpc: { port: grpcPort, host: config.grpc.host } }),
+      ...(telemetry === undefined ? {} : { telemetry }),
     })
   } catch (error) {
     failAndExit(error)
@@ -325,7 +383,7 @@ async function serve(argv: string[]): Promise<void> {
   let reloading = Promise.resolve()
   // Set by a refused reload, so that restoring the file in force says so rather than nothing.
   let refused = false
-  const reload = (trigger: 'SIGHUP' | 'file change' | 'envoy config change') => {
+  const reload = (trigger: 'SIGHUP' | 'file change' | 'envoy config change' | 'certificate change') => {
     reloading = reloading.then(async () => {
       try {
         const text = await readFile(file, 'utf8').catch((error: unknown) => {
@@ -380,6 +438,13 @@ async function serve(argv: string[]): Promise<void> {
     }
   }
 
+  // The listeners' certificate files: renewing them (cert-manager, Kubernetes' `..data` swap of a
+  // mounted secret) reloads, so new connections get the new certificate.
+  const certWatchers = watchCertificates(config, logger, () => {
+    clearTimeout(debounce)
+    debounce = setTimeout(() => reload('certificate change'), 150)
+  })
+
   // Printed once the config is watched: a caller that edits the file on seeing the banner is heard.
   const { url } = address
   process.stdout.write(
@@ -413,6 +478,7 @@ async function serve(argv: string[]): Promise<void> {
     logger.info({ signal }, 'stopping: finishing in-flight requests')
     watcher?.close()
     envoyWatcher?.close()
+    for (const certWatcher of certWatchers) certWatcher.close()
     clearTimeout(debounce)
     service.close().then(
       () => process.exit(0),

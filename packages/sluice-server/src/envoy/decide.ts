@@ -5,6 +5,7 @@ import type { Check, Decision, Limiter, Policy } from 'sluice'
 import { hashedApiKey, resolvePolicy } from 'sluice/internal'
 import type { EnvoyLevel, EnvoyLimit, EnvoyNode, EnvoyRules, Unit } from './config.js'
 import { UNITS } from './config.js'
+import type { PeerSubject } from './peers.js'
 import type { EnvoySettings } from './settings.js'
 
 /** Request bounds: what one Envoy call may carry (docs/envoy.md, "Bounds"). */
@@ -63,10 +64,14 @@ export interface EnvoyContext {
   readonly rules: EnvoyRules
   readonly settings: EnvoySettings
   readonly limiter: Limiter
-  /** Whether a call from this peer address is answered (grpc.trustedPeers). */
-  peerTrusted(address: string | undefined): boolean
+  /** Whether a call from this peer (address, verified certificate subject) is answered (grpc.trustedPeers). */
+  peerTrusted(address: string | undefined, subject?: PeerSubject): boolean
   /** A limiter holding the configured policies and these extra ones (per-request overrides). */
   limiterWith(extra: Readonly<Record<string, Policy>>): Limiter
+  /** Answers a call in the trace of its `traceparent` metadata (telemetry with traces); undefined: off. */
+  readonly inTrace?:
+    | (<T>(headers: Readonly<Record<string, string | string[] | undefined>>, answer: () => T) => T)
+    | undefined
 }
 
 // Invalid UTF-8 arrives as U+FFFD (protobuf strings are UTF-8); NUL would end a C string in a log.

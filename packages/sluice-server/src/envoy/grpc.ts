@@ -10,8 +10,9 @@ import { loadSync } from '@grpc/proto-loader'
 import type { Logger } from 'pino'
 import type { EnvoyContext, WireRequest, WireResponse } from './decide.js'
 import { EnvoyRequestError, shouldRateLimit } from './decide.js'
-import type { Http2Listener } from './listener.js'
+import type { Http2Listener, Http2Tls } from './listener.js'
 import { http2Listener } from './listener.js'
+import type { PeerSubject } from './peers.js'
 import type { GrpcSettings } from './settings.js'
 
 /** Where rls.proto is: beside this module in src/envoy/, copied beside the chunks in dist/. */
@@ -98,7 +99,12 @@ export type GrpcFront = Http2Listener
  * A gRPC server answering ShouldRateLimit with `context()` (read per call: reloads apply at once),
  * within the bounds of `settings` (docs/security.md, "The gRPC listener").
  */
-export function grpcFront(context: () => EnvoyContext, logger: Logger, settings: GrpcSettings): GrpcFront {
+export function grpcFront(
+  context: () => EnvoyContext,
+  logger: Logger,
+  settings: GrpcSettings,
+  tls?: Http2Tls,
+): GrpcFront {
   const { requestDeserialize: decode, responseSerialize: encode } = rlsCodec()
 
   async function answer(
@@ -138,7 +144,12 @@ export function grpcFront(context: () => EnvoyContext, logger: Logger, settings:
     stream.end(framed(encode(response)))
   }
 
-  function onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, peer: string | undefined): void {
+  function onStream(
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    peer: string | undefined,
+    subject: PeerSubject | undefined,
+  ): void {
     stream.on('error', () => {})
     const contentType = headers['content-type']
     if (typeof contentType !== 'string' || !contentType.startsWith('application/grpc')) {
@@ -152,8 +163,8 @@ export function grpcFront(context: () => EnvoyContext, logger: Logger, settings:
       return
     }
     const ctx = context()
-    if (!ctx.peerTrusted(peer)) {
-      logger.warn({ grpc: true, peer }, 'ShouldRateLimit from a peer not in grpc.trustedPeers')
+    if (!ctx.peerTrusted(peer, subject)) {
+      logger.warn({ grpc: true, peer, subject }, 'ShouldRateLimit from a peer not in grpc.trustedPeers')
       endWith(stream, STATUS.PERMISSION_DENIED, `peer ${peer ?? 'unknown'} is not in grpc.trustedPeers`)
       return
     }
@@ -219,12 +230,17 @@ export function grpcFront(context: () => EnvoyContext, logger: Logger, settings:
         return
       }
       const body = Buffer.concat(chunks, received).subarray(5)
-      answer(stream, ctx, body, peer).catch((error: unknown) => {
+      // With traces, the call's traceparent metadata is the active context while it is answered.
+      const answered =
+        ctx.inTrace === undefined
+          ? answer(stream, ctx, body, peer)
+          : ctx.inTrace(headers, () => answer(stream, ctx, body, peer))
+      answered.catch((error: unknown) => {
         logger.error({ grpc: true, err: error }, 'internal error in ShouldRateLimit')
         endWith(stream, STATUS.INTERNAL, 'internal error; see the service log')
       })
     })
   }
 
-  return http2Listener(settings, onStream)
+  return http2Listener(settings, onStream, tls)
 }

@@ -1,12 +1,16 @@
 // The bounded HTTP/2 listener under the gRPC front: node:net accepts (connection cap), node:http2
 // makes the sessions (stream and memory bounds), and each connection is watched for its handshake
-// and idle time. Knows nothing of gRPC: grpc.ts answers the streams.
+// and idle time; with TLS, node:tls makes the handshake first (with the certificate in force when
+// the connection came). Knows nothing of gRPC: grpc.ts answers the streams.
 import type { IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2'
 import { createServer as createHttp2Server } from 'node:http2'
 import type { AddressInfo, Socket } from 'node:net'
 import { createServer } from 'node:net'
+import type { SecureContextOptions, TLSSocket } from 'node:tls'
+import { createServer as createTlsServer } from 'node:tls'
 import { settlesWithin } from '../server/plumbing.js'
 import type { ListeningAddress } from '../server/types.js'
+import type { PeerSubject } from './peers.js'
 import type { GrpcSettings } from './settings.js'
 
 export type ListenerBounds = Pick<
@@ -14,17 +18,29 @@ export type ListenerBounds = Pick<
   'maxConnections' | 'handshakeTimeoutMs' | 'idleTimeoutMs' | 'maxConcurrentStreams' | 'maxSessionMemoryMb'
 >
 
-/** Answers one stream; `peer` is the connection's remote address. */
+/**
+ * Answers one stream; `peer` is the connection's remote address, `subject` the subject of the
+ * client certificate it showed (only when client certificates are required, so verified).
+ */
 export type StreamHandler = (
   stream: ServerHttp2Stream,
   headers: IncomingHttpHeaders,
   peer: string | undefined,
+  subject: PeerSubject | undefined,
 ) => void
+
+/** TLS for the listener: the secure context's files, and whether clients must show a certificate. */
+export interface Http2Tls {
+  readonly context: SecureContextOptions
+  readonly requireClientCert: boolean
+}
 
 export interface Http2Listener {
   listen(port: number, host: string): Promise<ListeningAddress>
   /** Stop accepting, send GOAWAY, let open streams finish (up to `graceMs`), then drop every connection. */
   shutdown(graceMs: number): Promise<void>
+  /** With TLS: the certificate, key and CA for connections accepted from now on; open ones keep theirs. */
+  setSecureContext(context: SecureContextOptions): void
 }
 
 /**
@@ -40,7 +56,11 @@ const FLUSH_GRACE_MS = 1000
  * most `maxConcurrentStreams` streams (more are refused) and `maxSessionMemoryMb` of memory (past
  * it new streams are refused, and node:http2 ends a session that keeps trying).
  */
-export function http2Listener(bounds: ListenerBounds, onStream: StreamHandler): Http2Listener {
+export function http2Listener(
+  bounds: ListenerBounds,
+  onStream: StreamHandler,
+  tls?: Http2Tls,
+): Http2Listener {
   // node:http2's own server makes the sessions but never listens: the accepting net.Server keeps
   // the cap and the raw socket, the one handle that can drop a peer whose writes never drain.
   const sessions = createHttp2Server({
@@ -53,10 +73,47 @@ export function http2Listener(bounds: ListenerBounds, onStream: StreamHandler): 
   })
   /** Every connection: its socket, and a graceful close (GOAWAY, then dropped once it has ended). */
   const open = new Set<{ socket: Socket; close(): void }>()
+  /** Every accepted socket under TLS (node:tls bounds the handshake by handshakeTimeoutMs). */
+  const encrypted = new Set<Socket>()
+  let closing = false
+
+  // node:tls takes each accepted socket the same way (an injected 'connection'): it verifies the
+  // client certificate when one is required and hands over the socket once the handshake is done.
+  const secure =
+    tls === undefined
+      ? undefined
+      : createTlsServer({
+          ...tls.context,
+          ALPNProtocols: ['h2'],
+          requestCert: tls.requireClientCert,
+          rejectUnauthorized: tls.requireClientCert,
+          handshakeTimeout: bounds.handshakeTimeoutMs,
+        })
+  secure?.on('secureConnection', (socket: TLSSocket) => {
+    socket.on('error', () => {})
+    const subject = tls?.requireClientCert === true ? socket.getPeerCertificate().subject : undefined
+    take(socket, socket.remoteAddress, subject)
+  })
+  secure?.on('tlsClientError', (_error: Error, socket: TLSSocket) => socket.destroy())
 
   const server = createServer((socket) => {
     socket.on('error', () => {})
-    const peer = socket.remoteAddress
+    if (secure === undefined) {
+      take(socket, socket.remoteAddress, undefined)
+      return
+    }
+    encrypted.add(socket)
+    socket.once('close', () => encrypted.delete(socket))
+    secure.emit('connection', socket)
+  })
+  server.maxConnections = bounds.maxConnections
+
+  function take(socket: Socket, peer: string | undefined, subject: PeerSubject | undefined): void {
+    // A handshake that ends after shutdown began gets no session to drain.
+    if (closing) {
+      socket.destroy()
+      return
+    }
     // Emitting 'connection' is how node:http2 takes a socket; it makes the session synchronously.
     sessions.emit('connection', socket)
     const session = accepted
@@ -65,11 +122,15 @@ export function http2Listener(bounds: ListenerBounds, onStream: StreamHandler): 
       socket.destroy()
       return
     }
-    watch(session, socket, peer)
-  })
-  server.maxConnections = bounds.maxConnections
+    watch(session, socket, peer, subject)
+  }
 
-  function watch(session: ServerHttp2Session, socket: Socket, peer: string | undefined): void {
+  function watch(
+    session: ServerHttp2Session,
+    socket: Socket,
+    peer: string | undefined,
+    subject: PeerSubject | undefined,
+  ): void {
     let streams = 0
     const handshake = setTimeout(() => socket.destroy(), bounds.handshakeTimeoutMs)
     session.once('remoteSettings', () => clearTimeout(handshake))
@@ -97,7 +158,7 @@ export function http2Listener(bounds: ListenerBounds, onStream: StreamHandler): 
       stream.once('close', () => {
         if (--streams === 0) idle.refresh()
       })
-      onStream(stream, headers, peer)
+      onStream(stream, headers, peer, subject)
     })
     // A protocol error, too many refused streams, or the peer's GOAWAY: node:http2 ends the session.
     session.once('error', closing)
@@ -123,10 +184,18 @@ export function http2Listener(bounds: ListenerBounds, onStream: StreamHandler): 
       })
     },
     async shutdown(graceMs) {
+      closing = true
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
       for (const entry of open) entry.close()
-      if (!(await settlesWithin(stopped, graceMs))) for (const { socket } of open) socket.destroy()
+      if (!(await settlesWithin(stopped, graceMs))) {
+        for (const { socket } of open) socket.destroy()
+        // The raw sockets under TLS: those still in their handshake are not in `open`.
+        for (const socket of encrypted) socket.destroy()
+      }
       await stopped
+    },
+    setSecureContext(context) {
+      secure?.setSecureContext(context)
     },
   }
 }

@@ -5,6 +5,8 @@ import { dirname, resolve } from 'node:path'
 import { parseDuration, SluiceError } from 'sluice'
 import { z } from 'zod'
 import type { Locator } from '../server/config-errors.js'
+import type { ListenerTls } from '../server/listener-tls.js'
+import { listenerTlsSchema, resolveListenerTls } from '../server/listener-tls.js'
 
 const CHARGE_MODES = ['all-or-nothing', 'every'] as const
 /** `all-or-nothing`: no descriptor is charged when one is over; `every`: envoyproxy/ratelimit's way. */
@@ -46,6 +48,7 @@ export const grpcSchema = z
     callTimeout: duration.optional(),
     maxConcurrentStreams: atLeastOne('streams'),
     maxSessionMemoryMb: atLeastOne('megabytes'),
+    tls: listenerTlsSchema,
   })
   .optional()
 
@@ -93,7 +96,10 @@ export interface GrpcSettings {
   readonly port: number | undefined
   /** Default 127.0.0.1. */
   readonly host: string
-  /** Peers whose calls are answered (addresses, CIDRs, loopback, private, linklocal). Default [loopback]. */
+  /**
+   * Peers whose calls are answered (addresses, CIDRs, loopback, private, linklocal, and with mTLS
+   * `subject:CN=envoy`: peers.ts). Default [loopback].
+   */
   readonly trustedPeers: readonly string[]
   /** Connections held at once; more are closed on accept. Default 1024. Needs a restart, as all below. */
   readonly maxConnections: number
@@ -107,6 +113,8 @@ export interface GrpcSettings {
   readonly maxConcurrentStreams: number
   /** Memory one connection may hold (node:http2's maxSessionMemory, in MB); past it new calls are refused. Default 10. */
   readonly maxSessionMemoryMb: number
+  /** TLS or mTLS (listener-tls.ts); undefined: cleartext HTTP/2. Files re-read on reload; on/off needs a restart. */
+  readonly tls: ListenerTls | undefined
 }
 
 export interface EnvoySettings {
@@ -161,6 +169,7 @@ export function resolveGrpc(loc: Locator, input: GrpcInput): GrpcSettings {
     callTimeoutMs: timeoutAt(loc, input, 'callTimeout', defaults.callTimeoutMs),
     maxConcurrentStreams: input?.maxConcurrentStreams ?? defaults.maxConcurrentStreams,
     maxSessionMemoryMb: input?.maxSessionMemoryMb ?? defaults.maxSessionMemoryMb,
+    tls: resolveListenerTls(loc, 'grpc', input?.tls),
   }
 }
 

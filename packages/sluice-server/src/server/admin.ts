@@ -70,13 +70,23 @@ export async function admin(
   send(ctx, res, 200, JSON.stringify({ ok: true, action: kind, policy: entries[0]!.name, key }))
 }
 
-/** Ready when the store answers within a second, or when some policy does not fail closed. */
+/**
+ * Ready when the store answers within a second, or when some policy does not fail closed. A
+ * multi-region store adds each region's health: another region stale does not make this instance
+ * unready (it decides on the local Redis, global limits on the last totals read).
+ */
 export async function ready(ctx: ServiceContext, res: ServerResponse): Promise<void> {
   const { handle } = ctx
+  const regions = handle.regions === undefined ? {} : { regions: handle.regions() }
   try {
     if (!(await settlesWithin(handle.ping(), READY_TIMEOUT_MS)))
       throw new Error(`no answer within ${READY_TIMEOUT_MS}ms`)
-    send(ctx, res, 200, JSON.stringify({ ready: true, store: handle.description, reachable: true }))
+    send(
+      ctx,
+      res,
+      200,
+      JSON.stringify({ ready: true, store: handle.description, reachable: true, ...regions }),
+    )
   } catch (error) {
     // The store does not answer: ready only while some policy's failure mode still serves decisions.
     const modes = [...new Set([...ctx.config.entries.values()].map((entry) => entry.onStoreError))]
@@ -94,6 +104,7 @@ export async function ready(ctx: ServiceContext, res: ServerResponse): Promise<v
           : 'nothing: every policy is onStoreError closed',
         health: ctx.limiter.health(),
         message: (error as Error).message,
+        ...regions,
       }),
     )
   }

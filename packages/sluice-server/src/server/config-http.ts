@@ -5,6 +5,8 @@ import { isIP } from 'node:net'
 import { parseDuration, SluiceError } from 'sluice'
 import { z } from 'zod'
 import type { Locator } from './config-errors.js'
+import type { ListenerTls } from './listener-tls.js'
+import { listenerTlsSchema, resolveListenerTls } from './listener-tls.js'
 
 /** Defaults, well under Node's (60 s for headers, 300 s for a request, no connection cap). */
 const HTTP_DEFAULTS = {
@@ -22,6 +24,8 @@ export interface HttpSettings {
   readonly requestTimeoutMs: number
   /** Connections held at once; more are closed on accept. Default 1024. Needs a restart. */
   readonly maxConnections: number
+  /** HTTPS (listener-tls.ts); undefined: plain HTTP. Files re-read on reload; on/off needs a restart. */
+  readonly tls: ListenerTls | undefined
 }
 
 export interface DashboardSettings {
@@ -58,6 +62,7 @@ export const httpSchema = z
       .int()
       .min(1, { error: 'must be a whole number of connections, at least 1' })
       .optional(),
+    tls: listenerTlsSchema,
   })
   .optional()
 
@@ -109,6 +114,7 @@ export function resolveHttp(loc: Locator, input: HttpInput): HttpSettings {
     headersTimeoutMs,
     requestTimeoutMs,
     maxConnections: input?.maxConnections ?? HTTP_DEFAULTS.maxConnections,
+    tls: resolveListenerTls(loc, 'http', input?.tls),
   }
 }
 

@@ -7,6 +7,7 @@ import { InvalidConfigError, InvalidDurationError, SluiceError } from 'sluice'
 import type { ResolvedPolicy } from 'sluice/internal'
 import { clientIpResolver, closest, ipMatcher, resolvePolicy } from 'sluice/internal'
 import { z } from 'zod'
+import { grpcPeerMatcher, namesSubjects } from '../envoy/peers.js'
 import type { EnvoySettings, GrpcSettings } from '../envoy/settings.js'
 import { envoySchema, grpcSchema, resolveEnvoy, resolveGrpc } from '../envoy/settings.js'
 import type { AbuseSettings } from './config-abuse.js'
@@ -15,8 +16,14 @@ import type { Path } from './config-errors.js'
 import { dotted, type Locator, parseYamlDocument, suggestDuration, toPlain } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
+import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
+import { describeStoreTls, resolveStoreSettings } from './config-store.js'
+import type { TelemetrySettings } from './config-telemetry.js'
+import { describeTelemetry, resolveTelemetry, telemetrySchema } from './config-telemetry.js'
 import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js'
-import { parseStoreUrl, redactStoreUrl } from './store-url.js'
+import { describeListenerTls } from './listener-tls.js'
+import type { StoreTlsSettings } from './store-tls.js'
+import { redactStoreUrl } from './store-url.js'
 
 const FAIL_MODES = ['open', 'closed', 'memory'] as const
 /** What to do when the store cannot answer: allow, deny, or decide on an in-process store. */
@@ -56,6 +63,16 @@ export interface ServiceConfig {
   readonly store: string
   /** True when the file has a `store:` line (then it wins over REDIS_URL; docs/service.md). */
   readonly storeWritten: boolean
+  /**
+   * `store.tls`: the CA, client certificate and key files and the server name for the store the
+   * service opens (joined to the URL's own `tls_*` parameters). Paths, not contents.
+   */
+  readonly storeTls: StoreTlsSettings | undefined
+  /**
+   * `store: { region, regions, syncEvery }`: a multiRegionStore over one Redis per region
+   * (config-regions.ts); `store` is then the local region's URL. Undefined for a single store.
+   */
+  readonly regions: RegionsSettings | undefined
   readonly prefix: string
   readonly onStoreError: FailMode
   /** Configured policy names, in file order. */
@@ -97,6 +114,8 @@ export interface ServiceConfig {
   readonly abuse: AbuseSettings
   /** /v1/wait's cap and the open reservations' bound (waiting.ts). */
   readonly waiting: WaitingSettings
+  /** OpenTelemetry export (config-telemetry.ts); undefined: off. */
+  readonly telemetry: TelemetrySettings | undefined
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -110,11 +129,9 @@ const failMode = z.enum(FAIL_MODES, { error: `must be one of ${FAIL_MODES.join('
 const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, { error: 'must be an HTTP header name' })
 
 const topSchema = z.strictObject({
-  store: z
-    .string({
-      error: 'must be a store URL: memory, redis://host:port, rediss://, redis+cluster://, memcached://',
-    })
-    .optional(),
+  // A URL, or a block checked key by key in its own function: `{ url, tls }` (config-store.ts) or
+  // `{ region, regions, syncEvery }` (config-regions.ts).
+  store: z.unknown().optional(),
   prefix: z
     .string()
     .regex(/^[A-Za-z0-9_:.-]{1,64}$/, { error: "must be 1-64 letters, digits, '_', ':', '.' or '-'" })
@@ -168,6 +185,7 @@ const topSchema = z.strictObject({
   envoy: envoySchema,
   abuse: abuseSchema,
   waiting: waitingSchema,
+  telemetry: telemetrySchema,
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
@@ -204,6 +222,21 @@ function knownKeys(path: Path): string[] {
   }
   const inner = schema instanceof z.ZodOptional ? (schema.unwrap() as z.ZodType) : schema
   return inner instanceof z.ZodObject ? Object.keys(inner.shape) : []
+}
+
+/** `grpc.trustedPeers`: addresses, or subjects, which only a verified client certificate can show. */
+function checkGrpcPeers(loc: Locator, grpc: GrpcSettings): void {
+  try {
+    grpcPeerMatcher(grpc.trustedPeers, 'grpc.trustedPeers')
+  } catch (error) {
+    const message = error instanceof SluiceError ? error.message : String(error)
+    throw loc.error(['grpc', 'trustedPeers'], message, error)
+  }
+  if (namesSubjects(grpc.trustedPeers) && grpc.tls?.requireClientCert !== true)
+    throw loc.error(
+      ['grpc', 'trustedPeers'],
+      'grpc.trustedPeers: a subject: entry needs client certificates; set grpc.tls with ca and requireClientCert: true',
+    )
 }
 
 /** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
@@ -260,6 +293,11 @@ function resolveEntry(
 }
 
 /** A map (a YAML mapping or a JSON object), not null, not a list. */
+/** A `store:` block naming regions (config-regions.ts) rather than one store's URL and TLS files. */
+function isRegionsBlock(value: unknown): value is Record<string, unknown> {
+  return isRecord(value) && ('regions' in value || 'region' in value || 'syncEvery' in value)
+}
+
 export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
@@ -298,15 +336,12 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     throw loc.error(path, `${label}: ${message}`)
   }
   const top = parsed.data
-  if (top.store !== undefined) {
-    // Checked here so `sluice check` and a reload catch a bad URL; the message is already redacted.
-    try {
-      parseStoreUrl(top.store)
-    } catch (error) {
-      const message = error instanceof SluiceError ? error.message : String(error)
-      throw loc.error(['store'], message.replace(/^store /, 'store: '), error)
-    }
-  }
+  // Checked here so `sluice check` and a reload catch a bad URL; the message is already redacted.
+  const regions = isRegionsBlock(top.store) ? resolveRegions(loc, top.store) : undefined
+  const storeSettings =
+    regions === undefined
+      ? resolveStoreSettings(loc, top.store)
+      : { url: regions.urls[regions.region], tls: undefined }
   const onStoreError: FailMode = top.onStoreError ?? 'open'
   const entries = new Map<string, PolicyEntry>()
   const byName = new Map<string, PolicyEntry>()
@@ -403,20 +438,17 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     throw loc.error(['authz', 'trustedPeers'], message, error)
   }
   const grpc = resolveGrpc(loc, top.grpc)
-  try {
-    ipMatcher(grpc.trustedPeers, 'grpc.trustedPeers')
-  } catch (error) {
-    const message = error instanceof SluiceError ? error.message : String(error)
-    throw loc.error(['grpc', 'trustedPeers'], message, error)
-  }
+  checkGrpcPeers(loc, grpc)
   const http = resolveHttp(loc, top.http)
   const dashboard = resolveDashboard(loc, top.dashboard)
   const abuse = resolveAbuse(loc, top.abuse, policyNames)
 
   return {
     file,
-    store: top.store ?? 'memory',
-    storeWritten: top.store !== undefined,
+    store: storeSettings.url ?? 'memory',
+    storeWritten: storeSettings.url !== undefined,
+    storeTls: storeSettings.tls,
+    regions,
     prefix: top.prefix ?? 'sluice',
     onStoreError,
     policyNames,
@@ -438,6 +470,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     envoy: resolveEnvoy(top.envoy, file),
     abuse,
     waiting: resolveWaiting(loc, top.waiting),
+    telemetry: resolveTelemetry(loc, top.telemetry),
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined
@@ -488,6 +521,12 @@ function describeHttp(config: ServiceConfig): string {
   return `  http: browser origins ${origins}; headers ${http.headersTimeoutMs}ms, request ${http.requestTimeoutMs}ms, max ${http.maxConnections} connections; dashboard on ${where}, ${dashboard.token === undefined ? 'no token' : 'token required'}`
 }
 
+function describeListeners({ http, grpc }: ServiceConfig): string {
+  const grpcLine =
+    grpc.port === undefined && grpc.tls === undefined ? '' : `; gRPC ${describeListenerTls(grpc.tls)}`
+  return `  listeners: HTTP ${describeListenerTls(http.tls)}${grpcLine}`
+}
+
 function describeGrpcBounds({ grpc }: ServiceConfig): string {
   return `  grpc: max ${grpc.maxConnections} connections; handshake ${grpc.handshakeTimeoutMs}ms, idle ${grpc.idleTimeoutMs}ms, call ${grpc.callTimeoutMs}ms; per connection ${grpc.maxConcurrentStreams} streams, ${grpc.maxSessionMemoryMb} MB`
 }
@@ -496,7 +535,9 @@ function describeGrpcBounds({ grpc }: ServiceConfig): string {
 export function describeConfig(config: ServiceConfig): string {
   const lines = [
     `${config.file}: ok`,
-    `  store: ${redactStoreUrl(config.store)}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
+    `  store: ${config.regions === undefined ? redactStoreUrl(config.store) : 'multi-region'}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
+    ...describeStoreTls(config.storeTls),
+    ...(config.regions === undefined ? [] : [`  regions: ${describeRegions(config.regions)}`]),
     `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
     `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${
       config.authz.tierHeader === undefined ? '' : `, tier from ${config.authz.tierHeader}`
@@ -506,12 +547,14 @@ export function describeConfig(config: ServiceConfig): string {
         : ` (headers believed from ${config.authz.trustedPeers.join(', ') || 'no peer'})`
     }; store unavailable -> ${config.authz.storeUnavailableStatus}`,
     describeHttp(config),
+    describeListeners(config),
     ...(config.envoy.config === undefined && config.grpc.port === undefined
       ? []
       : [
           `  envoy: rules ${config.envoy.config ?? '(from --envoy-config)'}, charge ${config.envoy.charge}, gRPC on ${config.grpc.host}:${config.grpc.port ?? 8081} (peers ${config.grpc.trustedPeers.join(', ')})`,
           describeGrpcBounds(config),
         ]),
+    ...describeTelemetry(config.telemetry),
     '  policies:',
   ]
   for (const entry of config.entries.values()) {
@@ -521,7 +564,10 @@ export function describeConfig(config: ServiceConfig): string {
       r.algorithm === 'concurrency'
         ? `${r.limit} at once, lease timeout ${r.windowMs}ms`
         : `${r.limit} per ${r.windowMs}ms, capacity ${r.capacity}`
-    lines.push(`    ${label}: ${r.algorithm}, ${shape}, onStoreError ${entry.onStoreError} [id ${entry.id}]`)
+    const scope = r.scope === 'global' ? ', scope global' : ''
+    lines.push(
+      `    ${label}: ${r.algorithm}, ${shape}${scope}, onStoreError ${entry.onStoreError} [id ${entry.id}]`,
+    )
   }
   return `${lines.join('\n')}\n`
 }

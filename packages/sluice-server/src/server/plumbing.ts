@@ -4,8 +4,10 @@
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { createServer, STATUS_CODES } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo, Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
+import type { SecureContextOptions } from 'node:tls'
 import { SluiceError } from 'sluice'
 import type { HttpSettings } from './config-http.js'
 import type { ClientErrorCode } from './requests.js'
@@ -143,6 +145,17 @@ export interface HttpFront {
    * Set `ctx.closing` first: answers given meanwhile then close their connections.
    */
   shutdown(graceMs: number): Promise<void>
+  /**
+   * HTTPS only: the certificate, key and CA for connections accepted from now on; open ones keep
+   * theirs.
+   */
+  setSecureContext(options: SecureContextOptions): void
+}
+
+/** HTTPS for `serve`: the secure context's files, and whether clients must show a certificate. */
+export interface ServeTls {
+  readonly context: SecureContextOptions
+  readonly requireClientCert: boolean
 }
 
 /**
@@ -150,7 +163,7 @@ export interface HttpFront {
  * headers and whole-request timeouts (Node's checker runs at a quarter of the shorter, at most every
  * second), a connection cap, and JSON answers for what Node's parser refuses.
  */
-export function serve(ctx: ServiceContext, route: Route, settings: HttpSettings): HttpFront {
+export function serve(ctx: ServiceContext, route: Route, settings: HttpSettings, tls?: ServeTls): HttpFront {
   const { logger } = ctx
 
   // Request ids: the caller's X-Request-Id when it is sane, else a per-boot prefix and a counter.
@@ -194,18 +207,41 @@ export function serve(ctx: ServiceContext, route: Route, settings: HttpSettings)
     requestTimeout: requestTimeoutMs,
     connectionsCheckingInterval: checkEveryMs,
   }
-  const server = createServer(options, (req, res) => {
+  const answer = (req: IncomingMessage, res: ServerResponse) => {
     inFlight++
     const id = requestId(req)
     res.setHeader('x-request-id', id)
     const started = logger.isLevelEnabled('debug') ? performance.now() : 0
-    route(ctx, req, res, id).then(
+    // With traces, the request's traceparent is the active context while it is answered.
+    const answer =
+      ctx.inTrace === undefined
+        ? route(ctx, req, res, id)
+        : ctx.inTrace(req.headers, () => route(ctx, req, res, id))
+    answer.then(
       () => settle(req, res, id, started),
       (error: unknown) => {
         fail(ctx, req, res, id, error)
         settle(req, res, id, started)
       },
     )
+  }
+  const server =
+    tls === undefined
+      ? createServer(options, answer)
+      : createHttpsServer(
+          {
+            ...options,
+            ...tls.context,
+            requestCert: tls.requireClientCert,
+            rejectUnauthorized: tls.requireClientCert,
+          },
+          answer,
+        )
+  // A failed handshake (no client certificate, unknown CA, plain HTTP on the TLS port) is the
+  // client's problem: logged at debug, its socket dropped.
+  server.on('tlsClientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    logger.debug({ error: 'tls_handshake', cause: error.code }, 'TLS handshake failed')
+    socket.destroy()
   })
   server.keepAliveTimeout = 65_000
   server.maxConnections = settings.maxConnections
@@ -221,7 +257,8 @@ export function serve(ctx: ServiceContext, route: Route, settings: HttpSettings)
           server.off('error', reject)
           const address = server.address() as AddressInfo
           const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
-          resolve({ host: address.address, port: address.port, url: `http://${shown}:${address.port}` })
+          const scheme = tls === undefined ? 'http' : 'https'
+          resolve({ host: address.address, port: address.port, url: `${scheme}://${shown}:${address.port}` })
         })
       })
     },
@@ -236,6 +273,9 @@ export function serve(ctx: ServiceContext, route: Route, settings: HttpSettings)
       }
       server.closeAllConnections()
       await stopped
+    },
+    setSecureContext(context) {
+      if ('setSecureContext' in server) server.setSecureContext(context)
     },
   }
 }

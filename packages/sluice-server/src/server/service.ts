@@ -3,23 +3,26 @@
 // in-process on port 0; the CLI adds config files, signals and store URLs around it. This file wires
 // config, limiter, observability and reload; routes.ts maps requests to the endpoints (decisions.ts,
 // admin.ts) and plumbing.ts is the server around them.
-import { pino } from 'pino'
+import { type Logger, pino } from 'pino'
 import { Registry } from 'prom-client'
 import type { DecisionListener, Limiter, Policy, StoreHealthEvent } from 'sluice'
 import { createLimiter, InvalidConfigError } from 'sluice'
-import { checkKnownKeys, ipMatcher, keysOf } from 'sluice/internal'
-import { createObservability } from 'sluice/metrics'
+import { checkKnownKeys, keysOf } from 'sluice/internal'
+import { createObservability, createOpenTelemetry } from 'sluice/metrics'
 import type { EnvoyContext } from '../envoy/decide.js'
 import { grpcFront } from '../envoy/grpc.js'
 import { overridePolicies } from '../envoy/overrides.js'
+import { grpcPeerMatcher } from '../envoy/peers.js'
 import type { ServiceConfig } from './config.js'
 import { limiterPolicies, validateAdminToken } from './config.js'
 import { abuseOptions } from './config-abuse.js'
+import type { ListenerTls } from './listener-tls.js'
+import { loadListenerTls } from './listener-tls.js'
 import { authzIpResolver, authzPeerTrusted } from './observe.js'
 import { serve } from './plumbing.js'
 import { dashboardRoute, route } from './routes.js'
 import { memoryStoreHandle, redactStoreUrl } from './store-url.js'
-import type { ListeningAddress, Service, ServiceContext, ServiceOptions } from './types.js'
+import type { ListeningAddress, Service, ServiceContext, ServiceOptions, StoreHandle } from './types.js'
 
 export { memoryStoreHandle } from './store-url.js'
 export type { ListeningAddress, Service, ServiceOptions, StoreHandle } from './types.js'
@@ -32,6 +35,7 @@ const OPTION_KEYS = keysOf<ServiceOptions>({
   observability: true,
   envoy: true,
   grpc: true,
+  telemetry: true,
 })
 
 /** The gRPC listener's settings read at start (its peers follow every reload). */
@@ -45,6 +49,41 @@ const GRPC_AT_START = [
   'maxConcurrentStreams',
   'maxSessionMemoryMb',
 ] as const
+/** True when both configs name the same store TLS files and server name. */
+function sameStoreTls(a: ServiceConfig, b: ServiceConfig): boolean {
+  return JSON.stringify(a.storeTls ?? {}) === JSON.stringify(b.storeTls ?? {})
+}
+
+/**
+ * A reload with the same store settings reads the store's TLS files again (a rotated CA or client
+ * certificate): the connections made from then on use them. One that cannot be read keeps the
+ * previous ones, loudly.
+ */
+function rereadStoreTls(handle: StoreHandle, logger: Logger): void {
+  if (handle.rereadTlsFiles === undefined) return
+  try {
+    handle.rereadTlsFiles()
+    logger.info({ store: handle.description }, 'store TLS files read again; new connections use them')
+  } catch (error) {
+    logger.error(
+      { store: handle.description },
+      `store TLS files not read again, keeping the previous ones: ${(error as Error).message}`,
+    )
+  }
+}
+
+/** A listener's TLS as `serve` and the gRPC listener take it: the files read now (throws InvalidConfigError). */
+function listenerTls(tls: ListenerTls | undefined, where: string) {
+  return tls === undefined
+    ? undefined
+    : { context: loadListenerTls(tls, where), requireClientCert: tls.requireClientCert }
+}
+
+/** The TLS settings a reload cannot change: on or off, and whether client certificates are required. */
+function tlsMode(tls: ListenerTls | undefined): string {
+  return tls === undefined ? 'off' : tls.requireClientCert ? 'mtls' : 'tls'
+}
+
 /** The abuse settings as one comparable string (a change needs a restart: the windows hold state). */
 function abuseKey(config: ServiceConfig): string {
   return JSON.stringify(abuseOptions(config.abuse, config.tierNames))
@@ -92,6 +131,19 @@ export function createService(options: ServiceOptions): Service {
           dashboardPath: '/dashboard',
         })
   const metrics = observability?.metrics
+  // A multi-region store's regions: sluice_region_stale / _sync_age_seconds and the dashboard.
+  const regionsOf = handle.regions?.bind(handle)
+  if (regionsOf !== undefined) metrics?.watchRegions(regionsOf)
+  const { telemetry } = options
+  // Like observability: subscribed once through `forward`, so it outlives every reload.
+  const openTelemetry =
+    telemetry === undefined
+      ? undefined
+      : createOpenTelemetry({
+          meter: telemetry.meter,
+          ...(telemetry.tracer === undefined ? {} : { tracer: telemetry.tracer }),
+          limiter: { subscribe },
+        })
   // The store's health, as the failover layer reports it, into sluice_store_up / _circuit_state /
   // _store_errors_total. The memory store is in-process: it is always up.
   const onStoreHealth = (event: StoreHealthEvent): void => {
@@ -141,12 +193,13 @@ export function createService(options: ServiceOptions): Service {
     authzIp: authzIpResolver(options.config),
     authzTrusted: authzPeerTrusted(options.config),
     closing: false,
+    inTrace: telemetry?.tracer === undefined ? undefined : telemetry.inTrace,
   }
   // An in-process store has no failover layer to report on it: it is up.
   if (handle.store.inProcess === true) metrics?.setStoreUp(ctx.limiter.store.name, true)
   // Timeouts and the connection cap are the server's, fixed at start (a reload logs a change).
   const started = options.config
-  const front = serve(ctx, route, started.http)
+  const front = serve(ctx, route, started.http, listenerTls(started.http.tls, 'http.tls'))
   const dashboardFront =
     ctx.dashboardListener === undefined ? undefined : serve(ctx, dashboardRoute, started.http)
   let dashboardAddress: ListeningAddress | undefined
@@ -158,15 +211,19 @@ export function createService(options: ServiceOptions): Service {
     max: () => ctx.config.envoy.maxOverridePolicies,
     build: (extra) => buildLimiter(ctx.config, extra),
   })
-  let peerTrusted = ipMatcher(options.config.grpc.trustedPeers, 'grpc.trustedPeers')
+  let peerTrusted = grpcPeerMatcher(options.config.grpc.trustedPeers, 'grpc.trustedPeers')
   const envoyContext = (): EnvoyContext => ({
     rules: envoyRules!,
-    peerTrusted: (address) => peerTrusted(address),
+    peerTrusted: (address, subject) => peerTrusted(address, subject),
     settings: ctx.config.envoy,
     limiter: ctx.limiter,
     limiterWith: (extra) => overrides.limiterWith(extra),
+    inTrace: ctx.inTrace,
   })
-  const grpc = grpcListener === undefined ? undefined : grpcFront(envoyContext, logger, started.grpc)
+  const grpc =
+    grpcListener === undefined
+      ? undefined
+      : grpcFront(envoyContext, logger, started.grpc, listenerTls(started.grpc.tls, 'grpc.tls'))
   let grpcAddress: ListeningAddress | undefined
 
   return {
@@ -215,12 +272,17 @@ export function createService(options: ServiceOptions): Service {
     },
     reload(next, nextEnvoy) {
       const { config } = ctx
-      if (next.store !== config.store || next.prefix !== config.prefix) {
+      const storeKept =
+        next.store === config.store &&
+        sameStoreTls(next, config) &&
+        JSON.stringify(next.regions) === JSON.stringify(config.regions)
+      if (!storeKept || next.prefix !== config.prefix) {
         logger.warn(
           { store: redactStoreUrl(next.store), prefix: next.prefix },
           'store and prefix changes take effect on restart; keeping the current store',
         )
       }
+      if (storeKept) rereadStoreTls(handle, logger)
       const restartOnly: string[] = (['headersTimeoutMs', 'requestTimeoutMs', 'maxConnections'] as const)
         .filter((name) => next.http[name] !== started.http[name])
         .map((name) => `http.${name}`)
@@ -229,6 +291,14 @@ export function createService(options: ServiceOptions): Service {
       for (const name of GRPC_AT_START)
         if (next.grpc[name] !== started.grpc[name]) restartOnly.push(`grpc.${name.replace(/Ms$/, '')}`)
       if (abuseKey(next) !== abuseKey(started)) restartOnly.push('abuse')
+      // The certificate files are read again (a bad one refuses the reload); the mode stays.
+      const httpTls = tlsMode(next.http.tls) === tlsMode(started.http.tls) ? next.http.tls : undefined
+      const grpcTls = tlsMode(next.grpc.tls) === tlsMode(started.grpc.tls) ? next.grpc.tls : undefined
+      if (httpTls === undefined && started.http.tls !== next.http.tls) restartOnly.push('http.tls')
+      if (grpcTls === undefined && started.grpc.tls !== next.grpc.tls) restartOnly.push('grpc.tls')
+      const httpContext = listenerTls(httpTls, 'http.tls')?.context
+      const grpcContext = listenerTls(grpcTls, 'grpc.tls')?.context
+      if (JSON.stringify(next.telemetry) !== JSON.stringify(started.telemetry)) restartOnly.push('telemetry')
       if (restartOnly.length > 0)
         logger.warn(
           { settings: restartOnly },
@@ -237,7 +307,9 @@ export function createService(options: ServiceOptions): Service {
       if (nextEnvoy !== undefined) envoyRules = nextEnvoy
       const nextLimiter = buildLimiter(next)
       overrides.clear()
-      peerTrusted = ipMatcher(next.grpc.trustedPeers, 'grpc.trustedPeers')
+      peerTrusted = grpcPeerMatcher(next.grpc.trustedPeers, 'grpc.trustedPeers')
+      if (httpContext !== undefined) front.setSecureContext(httpContext)
+      if (grpcContext !== undefined) grpc?.setSecureContext(grpcContext)
       const ids = new Set([...config.entries.values()].map((entry) => entry.id))
       const kept = [...next.entries.values()].filter((entry) => ids.has(entry.id)).length
       ctx.config = next
@@ -254,6 +326,9 @@ export function createService(options: ServiceOptions): Service {
       observability?.close()
       await Promise.all([front.shutdown(graceMs), dashboardFront?.shutdown(graceMs), grpc?.shutdown(graceMs)])
       await handle.store.close()
+      // Last: the decisions answered while draining are exported too.
+      openTelemetry?.close()
+      await telemetry?.shutdown()
       logger.info('stopped')
     },
   }

@@ -8,6 +8,7 @@ import type { Observability, ObservabilityOptions } from 'sluice/metrics'
 import type { EnvoyRules } from '../envoy/config.js'
 import type { ServiceConfig } from './config.js'
 import type { StoreHandle } from './store-url.js'
+import type { ServiceTelemetry } from './telemetry.js'
 
 export type { StoreHandle } from './store-url.js'
 
@@ -31,6 +32,11 @@ export interface ServiceOptions {
   envoy?: EnvoyRules
   /** The gRPC listener for Envoy; overrides the config's `grpc:` (needs `envoy`). */
   grpc?: { port: number; host?: string }
+  /**
+   * OpenTelemetry export (`startTelemetry(config.telemetry)`): decision metrics on its Meter, a span
+   * per decision on its Tracer, joined to a request's `traceparent`. The service shuts it down on `close()`.
+   */
+  telemetry?: ServiceTelemetry
 }
 
 export interface ListeningAddress {
@@ -108,4 +114,6 @@ export interface ServiceContext {
   authzTrusted: (req: IncomingMessage) => boolean
   /** Set by close(): every answer from then on carries `connection: close`. */
   closing: boolean
+  /** Answers a request in the trace of its `traceparent` (telemetry with traces); undefined: off. */
+  readonly inTrace: ServiceTelemetry['inTrace'] | undefined
 }

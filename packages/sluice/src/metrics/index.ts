@@ -1,6 +1,6 @@
-// `sluice/metrics`: Prometheus metrics, top keys, spike detection, abuse patterns and the live
-// dashboard. The factories and what they report; the data structures behind them (top-K, sketches,
-// spike detector, series) stay inside.
+// `sluice/metrics`: Prometheus metrics, OpenTelemetry metrics and spans, top keys, spike detection,
+// abuse patterns and the live dashboard. The factories and what they report; the data structures
+// behind them (top-K, sketches, spike detector, series) stay inside.
 
 export type { Dashboard, DashboardOptions } from '../dashboard/handler.js'
 export { createDashboard } from '../dashboard/handler.js'
@@ -24,6 +24,19 @@ export type {
   TopKeysReport,
 } from './observability.js'
 export { createObservability } from './observability.js'
+export type {
+  OpenTelemetryOptions,
+  OtelAttributes,
+  OtelAttributeValue,
+  OtelHistogramLike,
+  OtelMeterLike,
+  OtelObservableCounterLike,
+  OtelObservableResultLike,
+  OtelSpanLike,
+  OtelTracerLike,
+  SluiceOpenTelemetry,
+} from './opentelemetry.js'
+export { createOpenTelemetry } from './opentelemetry.js'
 export type {
   CircuitState,
   DecisionOutcome,

@@ -1,0 +1,85 @@
+// The config's `store:`: a store URL, or a block `{ url, tls: { ca, cert, key, servername } }`
+// naming the TLS files and server name beside it. Checked here, keys strictly, with file:line.
+import { SluiceError } from 'sluice'
+import { closest } from 'sluice/internal'
+import type { Locator, Path } from './config-errors.js'
+import { dotted } from './config-errors.js'
+import type { StoreTlsSettings } from './store-tls.js'
+import { describeTlsSettings } from './store-tls.js'
+import { parseStoreUrl, storeTlsSettings } from './store-url.js'
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value)
+
+const BLOCK_KEYS = ['url', 'tls'] as const
+const TLS_KEYS = ['ca', 'cert', 'key', 'servername'] as const
+
+/** The store as the config writes it: the URL (if the file names one) and the TLS settings (if any). */
+export interface StoreSettings {
+  readonly url: string | undefined
+  readonly tls: StoreTlsSettings | undefined
+}
+
+const SHAPE =
+  'must be a store URL (memory, redis://host:port, rediss://, redis+cluster://, memcached://, postgres://) or a map { url, tls: { ca, cert, key, servername } }'
+
+function unknownKey(loc: Locator, at: Path, key: string, known: readonly string[]): SluiceError {
+  const path = [...at, key]
+  const meant = closest(key, [...known])
+  const hint = meant === undefined ? `the keys are ${known.join(', ')}` : `did you mean '${meant}'?`
+  return loc.error(path, `${dotted(path)}: unknown key; ${hint}`)
+}
+
+function text(loc: Locator, path: Path, value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.trim() === '')
+    throw loc.error(path, `${dotted(path)}: must be ${what}`)
+  return value
+}
+
+function tlsBlock(loc: Locator, value: unknown): StoreTlsSettings {
+  const at = ['store', 'tls']
+  if (!isRecord(value))
+    throw loc.error(
+      at,
+      'store.tls: must be a map like { ca: /etc/sluice/redis-ca.pem, servername: cache.internal }',
+    )
+  const settings: Record<string, string> = {}
+  for (const [key, given] of Object.entries(value)) {
+    if (!(TLS_KEYS as readonly string[]).includes(key)) throw unknownKey(loc, at, key, TLS_KEYS)
+    settings[key] = text(loc, [...at, key], given, key === 'servername' ? 'a host name' : 'a file path')
+  }
+  return settings
+}
+
+/**
+ * Read `store:` (undefined when the file has none). The URL and the TLS settings are checked
+ * together here, so `sluice check` and a reload refuse what the start would refuse; messages print
+ * the URL redacted.
+ */
+export function resolveStoreSettings(loc: Locator, raw: unknown): StoreSettings {
+  if (raw === undefined) return { url: undefined, tls: undefined }
+  let url: string | undefined
+  let tls: StoreTlsSettings | undefined
+  if (typeof raw === 'string') url = raw
+  else if (isRecord(raw)) {
+    for (const key of Object.keys(raw))
+      if (!(BLOCK_KEYS as readonly string[]).includes(key)) throw unknownKey(loc, ['store'], key, BLOCK_KEYS)
+    if (raw.url !== undefined) url = text(loc, ['store', 'url'], raw.url, 'a store URL')
+    if (raw.tls !== undefined) tls = tlsBlock(loc, raw.tls)
+  } else throw loc.error(['store'], `store: ${SHAPE}`)
+  if (url !== undefined) {
+    const path = typeof raw === 'string' ? ['store'] : ['store', 'url']
+    try {
+      storeTlsSettings(parseStoreUrl(url), tls)
+    } catch (error) {
+      const message = error instanceof SluiceError ? error.message : String(error)
+      throw loc.error(path, message.replace(/^store /, `${dotted(path)}: `), error)
+    }
+  }
+  return { url, tls }
+}
+
+/** `sluice check`'s line for the TLS settings (paths, never contents), or none. */
+export function describeStoreTls(tls: StoreTlsSettings | undefined): string[] {
+  return tls === undefined ? [] : [`  store tls: ${describeTlsSettings(tls)}`]
+}
