@@ -25,10 +25,10 @@ import { createService } from '../../packages/sluice-server/src/server/service.j
 import { CLI, servingUrl, startCli } from '../helpers/cli-process.js'
 import type { RlsClient } from '../helpers/envoy.js'
 import { d, rlsClient } from '../helpers/envoy.js'
-import type { Issued, TestPki } from '../helpers/listener-certs.js'
-import { makeTestPki } from '../helpers/listener-certs.js'
 import { rawCall } from '../helpers/raw-grpc.js'
 import { freePort, quietLogger } from '../helpers/service.js'
+import type { Issued, TestPki } from '../helpers/tls-certs.js'
+import { makeTestPki } from '../helpers/tls-certs.js'
 
 let pki: TestPki
 let first: Issued

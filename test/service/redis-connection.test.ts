@@ -2,7 +2,6 @@
 // connection's own error (a refused port, a certificate the client rejects), and a Redis lost while
 // serving fails decisions at once (no command waits out the store timeout in a queue), is logged once
 // when lost and once when back, whatever the number of reconnect attempts in between.
-import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createNetServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -12,6 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { type CliProcess, servingUrl, startCli } from '../helpers/cli-process.js'
 import { startRedisProcess } from '../helpers/redis-process.js'
 import { post } from '../helpers/service.js'
+import { makeCa } from '../helpers/tls-certs.js'
 
 /** Poll until `test` holds; the bound only stops a test that would never pass. */
 async function until(
@@ -68,27 +68,8 @@ describe('sluice serve cannot connect: the cause is shown', () => {
   })
 
   it('rediss:// to a server with a self-signed certificate: the certificate error and its code', async () => {
-    const key = join(dir, 'key.pem')
-    const cert = join(dir, 'cert.pem')
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=localhost',
-      ],
-      { stdio: 'ignore' },
-    )
+    // Self-signed: a CA certificate for localhost that nothing trusts.
+    const { key, cert } = makeCa(dir, 'localhost')
     const peer = createTlsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (socket) =>
       socket.destroy(),
     )

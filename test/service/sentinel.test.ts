@@ -3,7 +3,6 @@
 // sentinels, all with passwords): a start that cannot find the master says why, a master demoted
 // under the service (READONLY) is left for the new one, and a master SIGKILLed under load is
 // followed to the promoted replica while every request is answered through the policy's onStoreError.
-import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,6 +17,7 @@ import {
   type TestCertificates,
 } from '../helpers/sentinel-harness.js'
 import { freePort, get } from '../helpers/service.js'
+import { issue, makeCa, SERVER_EXT } from '../helpers/tls-certs.js'
 
 // Every `sluice` process this file starts, killed after the file if still running (a test that
 // fails or times out must not leave a service behind).
@@ -122,54 +122,8 @@ describe('redis+sentinel:// URLs', () => {
 
 /** A private CA and a certificate it signed for 127.0.0.1 and localhost, made with openssl in `dir`. */
 function makeCertificates(dir: string): TestCertificates {
-  const file = (name: string) => join(dir, name)
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'ignore', cwd: dir })
-  openssl(
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=test-ca',
-    '-keyout',
-    file('ca.key'),
-    '-out',
-    file('ca.pem'),
-  )
-  openssl(
-    'req',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-subj',
-    '/CN=localhost',
-    '-keyout',
-    file('srv.key'),
-    '-out',
-    file('srv.csr'),
-  )
-  writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n')
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    file('srv.csr'),
-    '-CA',
-    file('ca.pem'),
-    '-CAkey',
-    file('ca.key'),
-    '-CAcreateserial',
-    '-days',
-    '2',
-    '-extfile',
-    file('san.ext'),
-    '-out',
-    file('srv.pem'),
-  )
-  return { ca: file('ca.pem'), cert: file('srv.pem'), key: file('srv.key') }
+  const ca = makeCa(dir, 'ca').cert
+  return { ca, ...issue(dir, 'ca', 'srv', '/CN=localhost', SERVER_EXT) }
 }
 
 describe('rediss+sentinel:// speaks TLS to the sentinels and to the master', () => {
