@@ -11,7 +11,7 @@ import { closest, resolvePolicy } from 'sluice/internal'
 import type { Document } from 'yaml'
 import { isMap, isScalar, isSeq, visit } from 'yaml'
 import type { Path } from '../server/config-errors.js'
-import { type Locator, parseYamlDocument, toPlain } from '../server/config-errors.js'
+import { isRecord, type Locator, parseYamlDocument, toPlain } from '../server/config-errors.js'
 
 /**
  * Envoy's units (envoy.type.v3.RateLimitUnit) and their length. A month is 30 days and a year 365,
@@ -122,10 +122,6 @@ interface MutableLevel {
 }
 
 const emptyLevel = (): MutableLevel => ({ exact: new Map(), wildcards: new Map(), keyOnly: new Map() })
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
 
 const hash6 = (text: string) => createHash('sha1').update(text).digest('hex').slice(0, 6)
 

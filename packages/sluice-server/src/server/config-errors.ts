@@ -2,6 +2,7 @@
 // messages name it, and what to write instead of a spelled-out duration.
 
 import { InvalidConfigError } from 'sluice'
+import { closest } from 'sluice/internal'
 import type { Document } from 'yaml'
 import { isMap, isScalar, LineCounter, parseDocument, visit } from 'yaml'
 
@@ -53,6 +54,30 @@ export class Locator {
 
 /** `tiers.pro.api.limit`: how messages name a path. */
 export const dotted = (path: Path): string => path.map(String).join('.')
+
+/** A YAML map as plain data: an object, not null, not a list. */
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/**
+ * Refuse the first key of the map at `at` that is not among `known`: `store.tls.cafile: unknown key;
+ * did you mean 'ca'?`, or the known keys when none is near.
+ */
+export function refuseUnknownKeys(
+  loc: Locator,
+  at: Path,
+  map: Readonly<Record<string, unknown>>,
+  known: readonly string[],
+): void {
+  for (const key of Object.keys(map)) {
+    if (known.includes(key)) continue
+    const path = [...at, key]
+    const meant = closest(key, [...known])
+    const hint = meant === undefined ? `the keys are ${known.join(', ')}` : `did you mean '${meant}'?`
+    throw loc.error(path, `${dotted(path)}: unknown key; ${hint}`)
+  }
+}
 
 const LONG_UNITS: Record<string, string> = {
   millisecond: 'ms',

@@ -3,9 +3,8 @@
 // mistake with its file:line); opened by store-regions.ts as a multiRegionStore.
 
 import { parseDuration, SluiceError } from 'sluice'
-import { closest } from 'sluice/internal'
 import type { Locator, Path } from './config-errors.js'
-import { dotted, suggestDuration } from './config-errors.js'
+import { dotted, isRecord, refuseUnknownKeys, suggestDuration } from './config-errors.js'
 import { parseStoreUrl, redactStoreUrl } from './store-url.js'
 
 /** `store: { region, regions, syncEvery }`: one Redis per region, this instance in `region`. */
@@ -43,15 +42,9 @@ const EXAMPLE =
  */
 export function resolveRegions(loc: Locator, block: Readonly<Record<string, unknown>>): RegionsSettings {
   const at = (...path: Path): Path => ['store', ...path]
-  for (const key of Object.keys(block)) {
-    if ((REGIONS_BLOCK_KEYS as readonly string[]).includes(key)) continue
-    const meant = closest(key, [...REGIONS_BLOCK_KEYS])
-    const hint =
-      meant === undefined ? `the keys are ${REGIONS_BLOCK_KEYS.join(', ')}` : `did you mean '${meant}'?`
-    throw loc.error(at(key), `${dotted(at(key))}: unknown key; ${hint}`)
-  }
+  refuseUnknownKeys(loc, at(), block, REGIONS_BLOCK_KEYS)
   const { region, regions, syncEvery } = block
-  if (regions === undefined || typeof regions !== 'object' || regions === null || Array.isArray(regions))
+  if (!isRecord(regions))
     throw loc.error(
       at('regions'),
       `store.regions: must be a map of region name to Redis URL, as in store: ${EXAMPLE}`,

@@ -1,15 +1,11 @@
 // The config's `store:`: a store URL, or a block `{ url, tls: { ca, cert, key, servername } }`
 // naming the TLS files and server name beside it. Checked here, keys strictly, with file:line.
 import { SluiceError } from 'sluice'
-import { closest } from 'sluice/internal'
 import type { Locator, Path } from './config-errors.js'
-import { dotted } from './config-errors.js'
+import { dotted, isRecord, refuseUnknownKeys } from './config-errors.js'
 import type { StoreTlsSettings } from './store-tls.js'
 import { describeTlsSettings } from './store-tls.js'
 import { parseStoreUrl, storeTlsSettings } from './store-url.js'
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value)
 
 const BLOCK_KEYS = ['url', 'tls'] as const
 const TLS_KEYS = ['ca', 'cert', 'key', 'servername'] as const
@@ -22,13 +18,6 @@ export interface StoreSettings {
 
 const SHAPE =
   'must be a store URL (memory, redis://host:port, rediss://, redis+cluster://, memcached://, postgres://) or a map { url, tls: { ca, cert, key, servername } }'
-
-function unknownKey(loc: Locator, at: Path, key: string, known: readonly string[]): SluiceError {
-  const path = [...at, key]
-  const meant = closest(key, [...known])
-  const hint = meant === undefined ? `the keys are ${known.join(', ')}` : `did you mean '${meant}'?`
-  return loc.error(path, `${dotted(path)}: unknown key; ${hint}`)
-}
 
 function text(loc: Locator, path: Path, value: unknown, what: string): string {
   if (typeof value !== 'string' || value.trim() === '')
@@ -43,9 +32,9 @@ function tlsBlock(loc: Locator, value: unknown): StoreTlsSettings {
       at,
       'store.tls: must be a map like { ca: /etc/sluice/redis-ca.pem, servername: cache.internal }',
     )
+  refuseUnknownKeys(loc, at, value, TLS_KEYS)
   const settings: Record<string, string> = {}
   for (const [key, given] of Object.entries(value)) {
-    if (!(TLS_KEYS as readonly string[]).includes(key)) throw unknownKey(loc, at, key, TLS_KEYS)
     settings[key] = text(loc, [...at, key], given, key === 'servername' ? 'a host name' : 'a file path')
   }
   return settings
@@ -62,8 +51,7 @@ export function resolveStoreSettings(loc: Locator, raw: unknown): StoreSettings 
   let tls: StoreTlsSettings | undefined
   if (typeof raw === 'string') url = raw
   else if (isRecord(raw)) {
-    for (const key of Object.keys(raw))
-      if (!(BLOCK_KEYS as readonly string[]).includes(key)) throw unknownKey(loc, ['store'], key, BLOCK_KEYS)
+    refuseUnknownKeys(loc, ['store'], raw, BLOCK_KEYS)
     if (raw.url !== undefined) url = text(loc, ['store', 'url'], raw.url, 'a store URL')
     if (raw.tls !== undefined) tls = tlsBlock(loc, raw.tls)
   } else throw loc.error(['store'], `store: ${SHAPE}`)

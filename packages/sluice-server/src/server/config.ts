@@ -13,7 +13,14 @@ import { envoySchema, grpcSchema, resolveEnvoy, resolveGrpc } from '../envoy/set
 import type { AbuseSettings } from './config-abuse.js'
 import { abuseSchema, resolveAbuse } from './config-abuse.js'
 import type { Path } from './config-errors.js'
-import { dotted, type Locator, parseYamlDocument, suggestDuration, toPlain } from './config-errors.js'
+import {
+  dotted,
+  isRecord,
+  type Locator,
+  parseYamlDocument,
+  suggestDuration,
+  toPlain,
+} from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
 import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
@@ -296,10 +303,6 @@ function resolveEntry(
 /** A `store:` block naming regions (config-regions.ts) rather than one store's URL and TLS files. */
 function isRegionsBlock(value: unknown): value is Record<string, unknown> {
   return isRecord(value) && ('regions' in value || 'region' in value || 'syncEvery' in value)
-}
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 /**

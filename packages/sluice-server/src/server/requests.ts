@@ -3,7 +3,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Check } from 'sluice'
 import type { PolicyEntry, ServiceConfig } from './config.js'
-import { isRecord } from './config.js'
+import { isRecord } from './config-errors.js'
 
 const MAX_BODY_BYTES = 16 * 1024
 export const MAX_KEY_BYTES = 1024

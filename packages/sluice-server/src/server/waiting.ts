@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision, LayeredDecision, Settlement } from 'sluice'
 import { parseDuration, SluiceError } from 'sluice'
-import { isRecord } from './config.js'
+import { isRecord } from './config-errors.js'
 import { send } from './plumbing.js'
 import { ClientError, type DecisionRequest, jsonBody, parseDecisionRequest } from './requests.js'
 import { present, presentLayered } from './responses.js'
