@@ -4,16 +4,14 @@
 // the same requests to both. Where the guide says they match, the answers are equal (reset seconds
 // within the time between the two apps' first requests); where it says they differ, the difference
 // is pinned.
-import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
 import express from 'express'
 import { ipKeyGenerator, rateLimit } from 'express-rate-limit'
 import { afterEach, describe, expect, it } from 'vitest'
 import { sluice } from '../../packages/sluice/src/adapters/express.js'
 import { ipKey } from '../../packages/sluice/src/http/index.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
-import { call, type Reply } from './servers.js'
+import { appServers, call, type Reply } from './servers.js'
 
 /** The guide these setups come from: each option the tests give either side is written there. */
 const GUIDE = readFileSync(
@@ -21,23 +19,8 @@ const GUIDE = readFileSync(
   'utf8',
 )
 
-const servers: Server[] = []
-afterEach(async () => {
-  for (const server of servers.splice(0)) {
-    server.closeAllConnections()
-    await new Promise<void>((resolve) => server.close(() => resolve()))
-  }
-})
-
-async function serve(app: express.Express): Promise<{ port: number }> {
-  const server = createServer(app)
-  servers.push(server)
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const address = server.address()
-  if (address === null || typeof address === 'string') throw new Error('no port')
-  return { port: address.port }
-}
+const { serve, closeAll } = appServers()
+afterEach(closeAll)
 
 interface SignedIn {
   user?: { id: string }

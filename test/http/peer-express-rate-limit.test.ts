@@ -2,8 +2,6 @@
 // Sluice's Express middleware set up the way docs/http.md tells its users to (fixed window, 100 per
 // 15 minutes, the matching `headers` mode), the same requests to both, the same answers: header names
 // and values, status and body. Reset seconds may differ by the time between the two apps' requests.
-import { once } from 'node:events'
-import { createServer, type Server } from 'node:http'
 import express from 'express'
 import { rateLimit } from 'express-rate-limit'
 import { type Item, parseList } from 'structured-headers'
@@ -11,30 +9,15 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { sluice } from '../../packages/sluice/src/adapters/express.js'
 import type { HttpLimiterOptions } from '../../packages/sluice/src/http/index.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
-import { call, type Reply } from './servers.js'
+import { appServers, call, type Reply } from './servers.js'
 
 type Mode = 'draft-6' | 'draft-7' | 'draft-8'
 
 /** express-rate-limit's name for a 100 per 15 minutes limit in draft-8 (its default `identifier`). */
 const POLICY = '100-in-15min'
 
-const servers: Server[] = []
-afterEach(async () => {
-  for (const server of servers.splice(0)) {
-    server.closeAllConnections()
-    await new Promise<void>((resolve) => server.close(() => resolve()))
-  }
-})
-
-async function serve(app: express.Express): Promise<{ port: number }> {
-  const server = createServer(app)
-  servers.push(server)
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const address = server.address()
-  if (address === null || typeof address === 'string') throw new Error('no port')
-  return { port: address.port }
-}
+const { serve, closeAll } = appServers()
+afterEach(closeAll)
 
 function peerApp(mode: Mode): express.Express {
   const app = express()

@@ -2,8 +2,6 @@
 // app limited by express-rate-limit, one by Sluice's Express middleware with the same options, the
 // same requests to both (200s and 500s mixed, past the limit), the same status, body and draft-7
 // headers on every reply. Reset seconds may differ by the time between the two apps' requests.
-import { once } from 'node:events'
-import { createServer, type Server } from 'node:http'
 import express from 'express'
 import { rateLimit } from 'express-rate-limit'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -11,27 +9,14 @@ import { sluice } from '../../packages/sluice/src/adapters/express.js'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { forwardStore, type Step } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
-import { call, type Reply } from './servers.js'
+import { appServers, call, type Reply } from './servers.js'
 
 type Skip = { skipFailedRequests: true } | { skipSuccessfulRequests: true }
 
 const MESSAGE = 'Too many requests, please try again later.'
 
-const servers: Server[] = []
-afterEach(async () => {
-  for (const server of servers.splice(0)) {
-    server.closeAllConnections()
-    await new Promise<void>((resolve) => server.close(() => resolve()))
-  }
-})
-
-async function serve(app: express.Express): Promise<{ port: number }> {
-  const server = createServer(app)
-  servers.push(server)
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  return { port: (server.address() as { port: number }).port }
-}
+const { serve, closeAll } = appServers()
+afterEach(closeAll)
 
 function routes(app: express.Express): express.Express {
   app.get('/ok', (_req, res) => res.send('ok'))

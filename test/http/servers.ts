@@ -6,6 +6,7 @@ import {
   request as httpRequest,
   type IncomingHttpHeaders,
   type IncomingMessage,
+  type RequestListener,
   type Server,
 } from 'node:http'
 import { createAdaptorServer } from '@hono/node-server'
@@ -51,6 +52,27 @@ async function listenNode(
 async function closeNode(server: Server): Promise<void> {
   server.closeAllConnections()
   await new Promise<void>((resolve) => server.close(() => resolve()))
+}
+
+/**
+ * Apps served on 127.0.0.1 for one test file: `serve(app)` listens on a free port, `closeAll()`
+ * (in an afterEach) closes every server served since.
+ */
+export function appServers(): {
+  serve(app: RequestListener): Promise<{ port: number }>
+  closeAll(): Promise<void>
+} {
+  const open: Server[] = []
+  return {
+    async serve(app) {
+      const server = createServer(app)
+      open.push(server)
+      return (await listenNode(server, { port: 0 })) as { port: number }
+    },
+    async closeAll() {
+      for (const server of open.splice(0)) await closeNode(server)
+    },
+  }
 }
 
 function expressHarness(name: string, express: typeof express5): AdapterHarness {
