@@ -1,9 +1,8 @@
 // The service's ioredis client for a master found through Redis Sentinel (`redis+sentinel://`):
 // the options that make it fail fast like the other Redis clients and follow a failover, and the
 // words for why it could not start.
-import { Socket } from 'node:net'
-import { connect as connectTls } from 'node:tls'
 import type { RedisOptions } from 'ioredis'
+import { connectFailure, errorText } from './store-tls.js'
 import type { SentinelSpec } from './store-url.js'
 
 /** What `sentinelClient` needs of an ioredis Redis: its sentinel errors (one per sentinel asked). */
@@ -92,8 +91,12 @@ export function sentinelClient(
         '',
       )
       if (/connection is closed/i.test(why)) {
-        const causes = await Promise.all(spec.sentinels.map((address) => probe(address, spec.tls)))
-        const found = causes.filter((c) => c !== undefined)
+        const failures = await Promise.all(
+          spec.sentinels.map(({ host, port }) =>
+            connectFailure(host, port, spec.tls ? {} : undefined, PROBE_TIMEOUT_MS),
+          ),
+        )
+        const found = failures.filter((f) => f !== undefined).map(errorText)
         if (found.length > 0) why = [...new Set(found)].join('; ')
       }
       return `no sentinel (${asked}) named master ${JSON.stringify(spec.masterName)}: ${why}`
@@ -102,29 +105,6 @@ export function sentinelClient(
 }
 
 const PROBE_TIMEOUT_MS = 1000
-
-/** Why a connection to a sentinel fails (`connect ECONNREFUSED ...`, a certificate), or undefined when it does not. */
-function probe(address: { host: string; port: number }, tls: boolean): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const socket = tls ? connectTls(address) : new Socket()
-    const done = (cause: string | undefined) => {
-      socket.destroy()
-      resolve(cause)
-    }
-    socket.setTimeout(PROBE_TIMEOUT_MS, () =>
-      done(`no answer from ${address.host}:${address.port} within ${PROBE_TIMEOUT_MS} ms`),
-    )
-    socket.once('error', (error: Error & { code?: unknown }) =>
-      done(
-        typeof error.code === 'string' && !error.message.includes(error.code)
-          ? `${error.message} (${error.code})`
-          : error.message,
-      ),
-    )
-    socket.once(tls ? 'secureConnect' : 'connect', () => done(undefined))
-    if (!tls) socket.connect(address.port, address.host)
-  })
-}
 
 /** A Redis error reply's code: its first word (`READONLY You can't write against a read only replica.`). */
 function errorCode(error: Error): string {

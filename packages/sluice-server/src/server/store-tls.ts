@@ -2,6 +2,7 @@
 // (`tls_ca`, `tls_cert`, `tls_key`, `tls_servername`) or the config's `store.tls` names; the files
 // read when the store opens and again on a reload; a failed handshake said in the operator's words.
 import { readFileSync } from 'node:fs'
+import { createConnection } from 'node:net'
 import { type ConnectionOptions, checkServerIdentity, connect, type PeerCertificate } from 'node:tls'
 import { InvalidConfigError } from 'sluice'
 
@@ -199,26 +200,37 @@ export function tlsCause(error: unknown): string | undefined {
 }
 
 /**
- * Why a TLS handshake with `host:port` fails with these options, or undefined when it succeeds (or
- * does not finish within `timeoutMs`). For clients that drop the handshake's error: ioredis's Cluster
- * reads its slots over connections whose errors it ignores, and reports only "Failed to refresh
- * slots cache.".
+ * Why a connection to `host:port` fails, over TLS with `tls` or plain TCP without: the error
+ * (`connect ECONNREFUSED ...`, a certificate refused), one saying no answer came within `timeoutMs`,
+ * or undefined when it connects. For clients that drop the connection's own error: ioredis's
+ * Cluster reports only "Failed to refresh slots cache.", its Sentinel mode "Connection is closed.".
  */
-export function handshakeFailure(
+export function connectFailure(
   host: string,
   port: number,
-  options: ConnectionOptions,
+  tls: ConnectionOptions | undefined,
   timeoutMs: number,
 ): Promise<Error | undefined> {
   return new Promise((resolve) => {
-    const socket = connect({ ...options, host, port })
+    const socket = tls === undefined ? createConnection({ host, port }) : connect({ ...tls, host, port })
     const done = (error: Error | undefined) => {
       clearTimeout(timer)
       socket.destroy()
       resolve(error)
     }
-    const timer = setTimeout(() => done(undefined), timeoutMs)
-    socket.once('secureConnect', () => done(undefined))
+    const timer = setTimeout(
+      () => done(new Error(`no answer from ${host}:${port} within ${timeoutMs} ms`)),
+      timeoutMs,
+    )
+    socket.once(tls === undefined ? 'connect' : 'secureConnect', () => done(undefined))
     socket.once('error', (error) => done(error))
   })
+}
+
+/** An error's message with its code when the message does not already hold it (`ECONNREFUSED`). */
+export function errorText(error: Error): string {
+  const code = (error as { code?: unknown }).code
+  return typeof code === 'string' && !error.message.includes(code)
+    ? `${error.message} (${code})`
+    : error.message
 }

@@ -10,7 +10,8 @@ import type { RegionHealth } from 'sluice/redis'
 import { forwardStore, type Store } from 'sluice/store'
 import type { EncryptingSslMode, StoreTlsSettings, TlsMaterial } from './store-tls.js'
 import {
-  handshakeFailure,
+  connectFailure,
+  errorText,
   loadTlsMaterial,
   mergeTlsSettings,
   TLS_PARAMETERS,
@@ -606,7 +607,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
       // The Cluster hides a refused handshake behind "Failed to refresh slots cache.": shake hands
       // with the first node the same way to find it.
       const first = spec.nodes[0]!
-      const failure = await handshakeFailure(
+      const failure = await connectFailure(
         first.host,
         first.port,
         material?.options ?? {},
@@ -701,13 +702,10 @@ export function watchConnection(
   }
 }
 
-/** An error's message with its code when the message does not already hold it (`ECONNREFUSED`). */
+/** An error as the logs and start failures say it: its TLS cause first when it has one, then its text. */
 function describeError(error: Error): string {
-  const code = (error as { code?: unknown }).code
-  const own =
-    typeof code === 'string' && !error.message.includes(code) ? `${error.message} (${code})` : error.message
   const tls = tlsCause(error)
-  return tls === undefined ? own : `${tls}: ${own}`
+  return tls === undefined ? errorText(error) : `${tls}: ${errorText(error)}`
 }
 
 /**
