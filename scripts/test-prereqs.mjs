@@ -22,6 +22,8 @@ export const NEEDED = [
   { pkg: 'python3-uvicorn', pythonModule: 'uvicorn' },
   { pkg: 'python3-httpx', pythonModule: 'httpx' },
   { pkg: 'memcached', bins: ['memcached'] },
+  // The TLS tests (stores, listeners, Sentinel) make their certificates with it.
+  { pkg: 'openssl', bins: ['openssl'] },
   // test/helpers/postgres-harness.ts runs initdb and pg_ctl of Debian's newest installed major version.
   { pkg: 'postgresql', anyOf: postgresPrograms },
 ]

@@ -55,6 +55,13 @@ describe('the pre-test check', () => {
     expect(r.stderr).toMatch(/apt-get install -y [^\n]*\bmemcached\b/)
   })
 
+  it('names openssl (the TLS tests make their certificates with it) when it is missing', () => {
+    const r = run({ PATH: '/nonexistent', SLUICE_NO_INSTALL: '1', SLUICE_PREREQS_SBIN: '/nonexistent' })
+    expect(r.status).toBe(1)
+    expect(r.stderr).toMatch(/need [^;]*\bopenssl\b[^;]*;/)
+    expect(r.stderr).toMatch(/apt-get install -y [^\n]*\bopenssl\b/)
+  })
+
   it('names postgresql when no PostgreSQL server programs are installed', () => {
     const r = run({
       PATH: process.env.PATH ?? '',
