@@ -21,6 +21,7 @@ export type SluiceErrorCode =
   | 'SLUICE_THROTTLE_STOPPED'
   | 'SLUICE_RESERVATION_SETTLED'
   | 'SLUICE_RESERVATION_EXPIRED'
+  | 'SLUICE_TOO_MANY_RECORDS'
 
 /** Base class of every error Sluice throws on purpose. `code` is stable across versions. */
 export class SluiceError extends Error {
@@ -173,5 +174,12 @@ export class ReservationSettledError extends SluiceError {
 export class ReservationExpiredError extends SluiceError {
   constructor(message: string) {
     super('SLUICE_RESERVATION_EXPIRED', message)
+  }
+}
+
+/** A record put past the most a (kind, policy) may hold (MAX_RECORDS_PER_POLICY). Nothing was written. */
+export class TooManyRecordsError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_TOO_MANY_RECORDS', message)
   }
 }

@@ -20,6 +20,7 @@ export {
   StoreTimeoutError,
   StoreUnavailableError,
   ThrottleStoppedError,
+  TooManyRecordsError,
   TooManyWaitersError,
   UnknownPolicyError,
   UnsupportedError,
