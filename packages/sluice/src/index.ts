@@ -73,6 +73,8 @@ export type {
   Lease,
   Limiter,
   LimiterOptions,
+  Override,
+  OverrideOptions,
 } from './limiter.js'
 export { createLimiter } from './limiter.js'
 export type {

@@ -33,6 +33,8 @@ export interface Decision {
    * (full `remaining`), not its state; the rate-limit headers leave it out of `RateLimit`.
    */
   notEvaluated?: boolean
+  /** True when the key has a per-key override (limiter.setOverride): `limit` is the override's. */
+  override?: boolean
 }
 
 /** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */

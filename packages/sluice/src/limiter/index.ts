@@ -18,6 +18,8 @@ import { createWaiting, waitBounds } from '../waiting/index.js'
 import { buildChain, type Chain } from './chain.js'
 import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
 import { type DecisionEvents, decisionEvents, type Run, type RunOne } from './events.js'
+import { overrideMethods } from './override-methods.js'
+import { DEFAULT_STALENESS_MS, OverrideCache, overrideStore } from './overrides.js'
 import type {
   AcquireDecision,
   Check,
@@ -42,6 +44,8 @@ export type {
   Lease,
   Limiter,
   LimiterOptions,
+  Override,
+  OverrideOptions,
   WaitingMethod,
 } from './types.js'
 
@@ -54,6 +58,7 @@ const LIMITER_OPTION_KEYS = [
     localDenyCache: true,
     hybrid: true,
     waiting: true,
+    staleness: true,
   }),
   ...FAILOVER_OPTION_KEYS,
 ]
@@ -78,9 +83,20 @@ export function createLimiter<const P extends Record<string, Policy>>(
     hybrid: options.hybrid,
   })
   const validate = validator(settings.policies)
-  const events = decisionPath(chain.store, userStore.name, options.onDecision)
+  const overrides = new OverrideCache({
+    records: userStore.records,
+    policyIds: [...new Set([...settings.policies.values()].map((p) => p.id))],
+    stalenessMs: settings.stalenessMs,
+    poll: !userStore.inProcess,
+    now: () => userStore.now(),
+    changed: (policyId, key) => chain.forgetDenial(policyId, key),
+  })
+  const head = overrideStore(chain.store, overrides)
+  const events = decisionPath(head, chain.store, overrides, userStore.name, options.onDecision)
+  overrides.start()
   const base = limiterMethods<Name>(
-    chain,
+    { ...chain, store: head },
+    overrides,
     userStore,
     validate,
     events,
@@ -163,6 +179,8 @@ function limiterSettings(options: LimiterOptions<Record<string, Policy>>) {
   }
   return {
     policies,
+    stalenessMs:
+      options.staleness === undefined ? DEFAULT_STALENESS_MS : parseDuration(options.staleness, 'staleness'),
     failover: resolveFailover(options),
     denyCache: options.localDenyCache === false ? undefined : denyCache,
     waitingBounds,
@@ -175,6 +193,8 @@ function limiterSettings(options: LimiterOptions<Record<string, Policy>>) {
  */
 function decisionPath(
   store: Store,
+  below: Store,
+  overrides: OverrideCache,
   storeName: string,
   onDecision: LimiterOptions<Record<string, Policy>>['onDecision'],
 ): DecisionEvents {
@@ -188,12 +208,16 @@ function decisionPath(
   // A single check: straight to the memory store's single-step path when the chain is that store
   // alone (no Step, no arrays, one result object reused: the Decision copies it at once); otherwise
   // down the chain as a one-step list.
-  const single = singleStepOf(store)
+  // The override link is above the memory store: while no override is known, the single-step path
+  // is taken as before; a key may have one, the check goes down the chain through the link.
+  const single = singleStepOf(below)
   const scratch: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
   const plainOne: RunOne =
     single !== undefined
-      ? (_operation, policy, key, cost, mode) =>
-          decisionFor(policy, key, single(policy, key, cost, mode, scratch))
+      ? (operation, policy, key, cost, mode) =>
+          overrides.size === 0
+            ? decisionFor(policy, key, single(policy, key, cost, mode, scratch))
+            : plain(operation, [{ policy, key, cost }], mode, false)
       : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
   return decisionEvents(plain, plainOne, storeName, onDecision)
 }
@@ -201,6 +225,7 @@ function decisionPath(
 /** The limiter's own methods (all but wait, reserve and throttle), over the decision path. */
 function limiterMethods<Name extends string>(
   chain: Chain,
+  overrides: OverrideCache,
   userStore: Store,
   validate: Validator,
   events: DecisionEvents,
@@ -314,7 +339,11 @@ function limiterMethods<Name extends string>(
     },
     subscribe: (listener) => events.subscribe(listener),
     health: () => chain.health(),
-    close: () => store.close(),
+    ...overrideMethods<Name>(userStore, validate, overrides),
+    close: () => {
+      overrides.stop()
+      return store.close()
+    },
   }
 
   function lease(s: Step, id: string): NonNullable<AcquireDecision['lease']> {
