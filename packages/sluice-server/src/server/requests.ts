@@ -43,6 +43,9 @@ export type ClientErrorCode =
   | 'reservation_settled'
   | 'reservation_expired'
   | 'unsupported'
+  // /v1/overrides (overrides.ts)
+  | 'invalid_override'
+  | 'too_many_overrides'
 
 /** A mistake of the caller: answered with `status` and `{"error": code, "message": ...}`. */
 export class ClientError extends Error {
