@@ -113,6 +113,21 @@ describe('override endpoints, two service instances on one Redis', () => {
       reason: 'blocked',
     })
 
+    // The dashboard lists the overrides in force (the instance's copy, read again after a change).
+    await eventually(async () => {
+      const snapshot = (await get(`${a.url}/dashboard/snapshot.json`)).body as {
+        overrides?: { key: string }[]
+      }
+      return (snapshot.overrides ?? []).some((o) => o.key === key)
+    })
+    const snapshot = (await get(`${a.url}/dashboard/snapshot.json`)).body as { overrides: unknown[] }
+    expect(snapshot.overrides).toContainEqual(
+      expect.objectContaining({ policy: 'api', key, limit: 10, reason: 'launch' }),
+    )
+    expect(snapshot.overrides).toContainEqual(
+      expect.objectContaining({ policy: 'api.pro', key: 'only-pro', blocked: true }),
+    )
+
     const changed = log.lines.filter((l) => l.event === 'override_changed')
     expect(changed[0]).toMatchObject({
       action: 'set',

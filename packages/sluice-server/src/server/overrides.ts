@@ -147,6 +147,7 @@ export async function overrides(
       },
       method === 'PUT' ? 'override set' : 'override cleared',
     )
+    void ctx.overrideFeed?.refresh()
     send(
       ctx,
       res,

@@ -19,6 +19,7 @@ import { abuseOptions } from './config-abuse.js'
 import type { ListenerTls } from './listener-tls.js'
 import { loadListenerTls } from './listener-tls.js'
 import { authzIpResolver, authzPeerTrusted } from './observe.js'
+import { overrideFeed } from './override-feed.js'
 import { serve } from './plumbing.js'
 import { dashboardRoute, route } from './routes.js'
 import { memoryStoreHandle, redactStoreUrl } from './store-url.js'
@@ -197,6 +198,11 @@ export function createService(options: ServiceOptions): Service {
   }
   // An in-process store has no failover layer to report on it: it is up.
   if (handle.store.inProcess === true) metrics?.setStoreUp(ctx.limiter.store.name, true)
+  if (observability !== undefined) {
+    const feed = overrideFeed(ctx)
+    ctx.overrideFeed = feed
+    observability.watchOverrides(feed.current)
+  }
   // Timeouts and the connection cap are the server's, fixed at start (a reload logs a change).
   const started = options.config
   const front = serve(ctx, route, started.http, listenerTls(started.http.tls, 'http.tls'))
@@ -322,6 +328,7 @@ export function createService(options: ServiceOptions): Service {
     async close(graceMs = 10_000) {
       if (ctx.closing) return
       ctx.closing = true
+      ctx.overrideFeed?.stop()
       // Ends the dashboard's event streams, which would otherwise hold the server open.
       observability?.close()
       await Promise.all([front.shutdown(graceMs), dashboardFront?.shutdown(graceMs), grpc?.shutdown(graceMs)])

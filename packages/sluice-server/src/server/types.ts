@@ -116,4 +116,6 @@ export interface ServiceContext {
   closing: boolean
   /** Answers a request in the trace of its `traceparent` (telemetry with traces); undefined: off. */
   readonly inTrace: ServiceTelemetry['inTrace'] | undefined
+  /** The dashboard's copy of the per-key overrides (override-feed.ts); undefined without a dashboard. */
+  overrideFeed?: { refresh(): Promise<void>; stop(): void }
 }

@@ -159,6 +159,12 @@ function render(s) {
     el('td', { class: 'key', title: sp.key ?? '' }, sp.scope === 'key' ? sp.fingerprint ?? sp.key : '(whole policy)'),
     el('td', {}, sp.rate.toFixed(0) + '/s'), el('td', {}, sp.ratio.toFixed(1) + '×'))), 'no spikes', 5);
   renderAbuse(s.abuse);
+  $('overrides-section').hidden = !s.overrides || s.overrides.length === 0;
+  fill($('overrides'), (s.overrides ?? []).map((o) => el('tr', { 'data-override': o.policy + ' ' + o.key },
+    el('td', {}, o.policy), el('td', { class: 'key', title: o.key }, o.key),
+    el('td', {}, o.unlimited ? 'unlimited' : o.blocked ? 'blocked' : [o.limit != null ? 'limit ' + o.limit : '', o.windowMs != null ? 'window ' + ms(o.windowMs) : '', o.burst != null ? 'burst ' + o.burst : ''].filter(Boolean).join(', ')),
+    el('td', {}, o.expiresAt == null ? 'never' : new Date(o.expiresAt).toLocaleString()),
+    el('td', {}, o.reason ?? ''))), 'no overrides', 5);
   $('updated').textContent = new Date(s.at).toLocaleTimeString();
 }
 const PATTERN = { identitiesPerAddress: 'identities per address', addressesPerIdentity: 'addresses per identity' };
@@ -231,6 +237,11 @@ export function dashboardPage(base: string): string {
   <h2>Regions</h2>
   <table><thead><tr><th>region</th><th>totals</th><th>last sync</th></tr></thead>
   <tbody id="regions"></tbody></table>
+</section>
+<section id="overrides-section" hidden>
+  <h2>Per-key overrides in force</h2>
+  <table><thead><tr><th>policy</th><th>key</th><th>override</th><th>ends</th><th>reason</th></tr></thead>
+  <tbody id="overrides"></tbody></table>
 </section>
 <section>
   <h2>Top limited keys (last minute)</h2>

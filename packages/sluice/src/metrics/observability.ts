@@ -4,7 +4,7 @@ import type { Registry } from 'prom-client'
 import { createDashboard } from '../dashboard/handler.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { NodeHandler } from '../http/types.js'
-import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limiter.js'
+import type { DecisionEvent, DecisionListener, LayeredDecision, Override } from '../limiter.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
@@ -125,6 +125,8 @@ export interface DashboardSnapshot {
   spikes: Spike[]
   /** Abuse patterns and their alerts; `null` when turned off with `abuse: false`. */
   abuse: AbuseReport | null
+  /** Per-key overrides in force, as `watchOverrides` last gave them (at most 50); empty without it. */
+  overrides: Override[]
 }
 
 export interface Observability {
@@ -152,9 +154,17 @@ export interface Observability {
    */
   observePair(address: string, identity: string, denied?: boolean): void
   snapshot(): DashboardSnapshot
+  /**
+   * Where the dashboard reads the per-key overrides in force: `source` is called for each snapshot
+   * and must answer at once (a copy the caller keeps fresh, e.g. from `limiter.listOverrides`).
+   */
+  watchOverrides(source: () => readonly Override[]): void
   /** Stop listening to the limiter, end SSE streams and timers. Does not close the limiter. */
   close(): void
 }
+
+/** The most overrides one dashboard snapshot lists. */
+const MAX_SHOWN_OVERRIDES = 50
 
 const OPTION_KEYS = keysOf<ObservabilityOptions>({
   limiter: true,
@@ -500,9 +510,11 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       topAdmitted: policies.map((p) => report(p.policy, 'admitted', at, 10)),
       spikes: detector.recent().slice(0, 20),
       abuse: abuse === undefined ? null : abuse.report(at, 10),
+      overrides: overridesOf().slice(0, MAX_SHOWN_OVERRIDES),
     }
   }
 
+  let overridesOf: () => readonly Override[] = () => []
   const dashboard = createDashboard({
     path: options.dashboardPath ?? '/dashboard',
     intervalMs: options.pushIntervalMs ?? 1000,
@@ -549,6 +561,11 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       if (abuse !== undefined) pair(address, identity, denied)
     },
     snapshot,
+    watchOverrides(source) {
+      if (typeof source !== 'function')
+        throw new InvalidOptionsError('watchOverrides: pass a function returning the overrides in force')
+      overridesOf = source
+    },
     close() {
       unsubscribe()
       clearInterval(flushTimer)
