@@ -9,6 +9,7 @@ export {
   InvalidCostError,
   InvalidDurationError,
   InvalidKeyError,
+  InvalidListError,
   InvalidOptionsError,
   InvalidPolicyError,
   RateLimitedError,

@@ -43,6 +43,8 @@ export interface StepResult {
   notEvaluated?: boolean
   /** Set by the limiter's local deny cache, never by a store: answered without asking the store. */
   cached?: boolean
+  /** Set by the limiter's lists, never by a store: an allow or deny list decided this step. */
+  listed?: 'allow' | 'deny'
 }
 
 export interface Store {
