@@ -1,6 +1,7 @@
 // Allow and deny lists in the service's YAML: /v1/check and /v1/authz answer a denied key or address
 // without a store call (authz: 403), an allowed one is not limited, a reload replaces the lists,
 // and a bad list is a config error naming its line.
+import { readFileSync } from 'node:fs'
 import { describe, expect, inject, it } from 'vitest'
 import { forwardStore, type Step } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
@@ -120,5 +121,19 @@ describe('allow and deny lists in the service', () => {
         message: expect.stringMatching(new RegExp(`bad\\.yaml:6.*${named.replace(/[.[\]]/g, '\\$&')}`)),
       }),
     )
+  })
+
+  it("loads docs/service.md's example", async () => {
+    const doc = readFileSync(new URL('../../docs/service.md', import.meta.url), 'utf8')
+    const from = doc.indexOf('### Allow and deny lists')
+    const yaml = /```yaml\n([\s\S]*?)```/.exec(doc.slice(from))![1]!
+    const r = await service(yaml)
+    expect((await post(`${r.url}/v1/check`, { policy: 'api', key: 'user-666' })).body).toMatchObject({
+      allowed: false,
+      reason: 'denied',
+    })
+    expect((await post(`${r.url}/v1/check`, { policy: 'api', key: 'ip:10.1.1.1' })).body).toMatchObject({
+      listed: 'allow',
+    })
   })
 })

@@ -75,6 +75,7 @@ export type {
   LimiterOptions,
 } from './limiter.js'
 export { createLimiter } from './limiter.js'
+export type { ListEntries, ListName } from './lists.js'
 export type {
   AlgorithmName,
   ConcurrencyPolicy,
