@@ -136,4 +136,20 @@ describe('allow and deny lists in the service', () => {
       listed: 'allow',
     })
   })
+
+  it("the dashboard shows the lists in force, and a reload's", async () => {
+    const r = await service(CONFIG)
+    const lists = async () => (await get(`${r.url}/dashboard/snapshot.json`)).body.lists
+    expect(await lists()).toEqual([
+      {
+        policy: 'api',
+        deny: { keys: 1, ips: 2, shown: { keys: ['mallory'], ips: ['203.0.113.0/24', '2001:db8:bad::/48'] } },
+        allow: { keys: 1, ips: 1, shown: { keys: ['ci-runner'], ips: ['10.0.0.0/8'] } },
+      },
+    ])
+    r.service.reload(
+      parseConfig('policies:\n  api: { algorithm: fixed-window, limit: 2, window: 1m }\n', 'bare'),
+    )
+    expect(await lists()).toEqual([])
+  })
 })

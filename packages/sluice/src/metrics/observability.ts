@@ -2,9 +2,11 @@
 // the live dashboard, as plain node:http handlers that any server (or the Sluice service) can mount.
 import type { Registry } from 'prom-client'
 import { createDashboard } from '../dashboard/handler.js'
+import { listsSnapshot, type PolicyListsSnapshot } from '../dashboard/lists.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { NodeHandler } from '../http/types.js'
 import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limiter.js'
+import type { CompiledLists } from '../lists.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
@@ -25,8 +27,14 @@ import { SlidingTopK, TOPK_OPTION_KEYS } from './topk.js'
 /** A node:http request handler (also fits Express and `@hono/node-server` raw handlers). */
 
 export interface ObservabilityOptions {
-  /** The limiter to watch (anything with `subscribe`). */
-  limiter: { subscribe(listener: DecisionListener): () => void }
+  /**
+   * The limiter to watch (anything with `subscribe`). Its `policies`, when it has them (a limiter
+   * does), are read at each snapshot for the lists in force.
+   */
+  limiter: {
+    subscribe(listener: DecisionListener): () => void
+    readonly policies?: Readonly<Record<string, { readonly lists?: CompiledLists }>>
+  }
   /** Prometheus registry. Default: a new one. */
   registry?: Registry
   /** Bounds of the Prometheus labels and histogram buckets. */
@@ -125,6 +133,8 @@ export interface DashboardSnapshot {
   spikes: Spike[]
   /** Abuse patterns and their alerts; `null` when turned off with `abuse: false`. */
   abuse: AbuseReport | null
+  /** The allow and deny lists in force, per policy that has any (a limiter's policies; empty otherwise). */
+  lists: PolicyListsSnapshot[]
 }
 
 export interface Observability {
@@ -500,6 +510,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       topAdmitted: policies.map((p) => report(p.policy, 'admitted', at, 10)),
       spikes: detector.recent().slice(0, 20),
       abuse: abuse === undefined ? null : abuse.report(at, 10),
+      lists: listsSnapshot(options.limiter.policies),
     }
   }
 
