@@ -6,6 +6,7 @@
 // Run: npm run build && node --import tsx bench/limiter-overhead.ts
 import { createLimiter as fromDist } from '../packages/sluice/dist/index.js'
 import { createLimiter as fromSrc } from '../packages/sluice/src/limiter.js'
+import { unsupportedRecords } from '../packages/sluice/src/records.js'
 import type { StepResult, Store } from '../packages/sluice/src/store.js'
 
 const answer: StepResult[] = [{ allowed: true, remaining: 5, resetMs: 10, retryAfterMs: 0, blocked: false }]
@@ -18,6 +19,7 @@ const store: Omit<Store, 'apply'> & { apply(...args: unknown[]): Promise<StepRes
   block: async () => {},
   reset: async () => {},
   now: Date.now,
+  records: unsupportedRecords('instant'),
   close: async () => {},
 }
 const policies = { tb: { algorithm: 'token-bucket', limit: 1_000_000, window: '1h' } } as const

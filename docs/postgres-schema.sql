@@ -586,4 +586,52 @@ BEGIN
   RETURN deleted;
 END $$;
 
+-- Records (src/records.ts): per-key overrides and run-time allow and deny lists, one row per
+-- (kind, policy, subject). expires_at 0: never. The version row changes with every write, so
+-- instances poll it and re-read only when it moved.
+CREATE TABLE IF NOT EXISTS "sluice_limits_records" (
+  kind text NOT NULL,
+  policy text NOT NULL,
+  subject bytea NOT NULL,
+  value bytea NOT NULL,
+  expires_at bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (kind, policy, subject)
+);
+CREATE TABLE IF NOT EXISTS "sluice_limits_records_version" (
+  id int PRIMARY KEY,
+  v bigint NOT NULL
+);
+
+-- Write one record within the bound of its (kind, policy): reply 1 written, 0 refused. Writes of
+-- one (kind, policy) take turns on an advisory lock, so two cannot both pass the bound.
+CREATE OR REPLACE FUNCTION "sluice_limits_record_put"(p_kind text, p_policy text, p_subject bytea,
+  p_value bytea, p_ttl bigint, p_now bigint, p_most int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  now_ms bigint := "sluice_limits_now"(p_now);
+  n int;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('sluice records sluice_limits'), hashtext(p_kind || ' ' || p_policy));
+  IF NOT EXISTS (SELECT 1 FROM "sluice_limits_records" WHERE kind = p_kind AND policy = p_policy AND subject = p_subject) THEN
+    DELETE FROM "sluice_limits_records" WHERE kind = p_kind AND policy = p_policy AND expires_at <> 0 AND expires_at <= now_ms;
+    SELECT count(*) INTO n FROM "sluice_limits_records" WHERE kind = p_kind AND policy = p_policy;
+    IF n >= p_most THEN RETURN 0; END IF;
+  END IF;
+  INSERT INTO "sluice_limits_records" AS r (kind, policy, subject, value, expires_at)
+  VALUES (p_kind, p_policy, p_subject, p_value, CASE WHEN p_ttl IS NULL THEN 0 ELSE now_ms + p_ttl END)
+  ON CONFLICT (kind, policy, subject) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at;
+  INSERT INTO "sluice_limits_records_version" AS v (id, v) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET v = v.v + 1;
+  RETURN 1;
+END $$;
+
+-- Remove one record: reply 1 removed, 0 there was none.
+CREATE OR REPLACE FUNCTION "sluice_limits_record_delete"(p_kind text, p_policy text, p_subject bytea) RETURNS int
+LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM "sluice_limits_records" WHERE kind = p_kind AND policy = p_policy AND subject = p_subject;
+  IF NOT FOUND THEN RETURN 0; END IF;
+  INSERT INTO "sluice_limits_records_version" AS v (id, v) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET v = v.v + 1;
+  RETURN 1;
+END $$;
+
 COMMIT;

@@ -13,7 +13,7 @@ afterAll(() => pool.end())
 runConformance('postgres', async (now) => {
   const store = postgresStore(pool, { table, clock: 'client', now, cleanupIntervalMs: 0 })
   // One table for the file; vectors run one at a time, each on an empty table.
-  if (truncate) await pool.query(`TRUNCATE "${table}"`)
+  if (truncate) await pool.query(`TRUNCATE "${table}", "${table}_records", "${table}_records_version"`)
   else await store.apply([], 'peek').then(() => store.cleanup())
   truncate = true
   return store

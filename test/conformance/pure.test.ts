@@ -10,6 +10,7 @@
 import { decideAll, decideStep, refundStep } from '../../packages/sluice/src/algorithms/rules.js'
 import { vectors } from '../../packages/sluice/src/conformance/vectors.js'
 import { UnsupportedError } from '../../packages/sluice/src/errors.js'
+import { memoryRecords } from '../../packages/sluice/src/records.js'
 import type { Step, Store } from '../../packages/sluice/src/store.js'
 import { runConformance } from './suite.js'
 
@@ -34,6 +35,7 @@ function pureStore(now: () => number, withExpiry: boolean): Store {
     name: withExpiry ? 'pure-expiry' : 'pure',
     inProcess: false,
     now,
+    records: memoryRecords(now),
     async charge() {
       throw new UnsupportedError('pure store: the vectors make no forced charge')
     },

@@ -34,6 +34,7 @@ export function switchableStore(behaviour: Behaviour = 'answer', now?: () => num
     name: 'switchable',
     inProcess: false,
     now: inner.now,
+    records: inner.records,
     behaviour,
     calls,
     get hanging() {

@@ -140,6 +140,7 @@ describe('run-time errors leave every stored key as it was', () => {
       block: (steps, ms) => inner.block(steps, ms),
       reset: (steps) => inner.reset(steps),
       now: () => inner.now(),
+      records: inner.records,
       close: () => inner.close(),
     }
     const limiter = createLimiter({
@@ -165,6 +166,7 @@ describe('run-time errors leave every stored key as it was', () => {
       block: (steps, ms) => inner.block(steps, ms),
       reset: (steps) => inner.reset(steps),
       now: () => inner.now(),
+      records: inner.records,
       close: () => inner.close(),
     }
     const limiter = createLimiter({

@@ -51,6 +51,27 @@ function recordingStore(): Store & { calls: string[] } {
       calls.push('now')
       return 1_700_000_000_000
     },
+    records: {
+      async put() {
+        calls.push('records.put')
+      },
+      async delete() {
+        calls.push('records.delete')
+        return true
+      },
+      async get() {
+        calls.push('records.get')
+        return undefined
+      },
+      async list() {
+        calls.push('records.list')
+        return []
+      },
+      async version() {
+        calls.push('records.version')
+        return '1'
+      },
+    },
     async close() {
       calls.push('close')
     },
@@ -74,6 +95,16 @@ const CAPABILITIES: { [K in Capability]-?: { call: (link: Store) => unknown; rec
   block: { call: (link) => link.block([step], 1_000), records: ['block'] },
   reset: { call: (link) => link.reset([step]), records: ['reset'] },
   now: { call: (link) => link.now(), records: ['now'] },
+  records: {
+    call: async (link) => {
+      await link.records.put('override', 'api', 'user-1', '{}')
+      await link.records.get('override', 'api', 'user-1')
+      await link.records.list('override', 'api')
+      await link.records.delete('override', 'api', 'user-1')
+      await link.records.version()
+    },
+    records: ['records.put', 'records.get', 'records.list', 'records.delete', 'records.version'],
+  },
   close: { call: (link) => link.close(), records: ['close'] },
 }
 

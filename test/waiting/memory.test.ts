@@ -49,6 +49,7 @@ function countingStore(): Store & { calls: number } {
     reset: (steps: readonly Step[]) => inner.reset(steps),
     charge: (steps: readonly Step[]) => inner.charge(steps),
     now: () => inner.now(),
+    records: inner.records,
     close: () => inner.close(),
   }
   return counted

@@ -22,6 +22,7 @@ export type SluiceErrorCode =
   | 'SLUICE_RESERVATION_SETTLED'
   | 'SLUICE_RESERVATION_EXPIRED'
   | 'SLUICE_INVALID_LIST'
+  | 'SLUICE_TOO_MANY_RECORDS'
 
 /** Base class of every error Sluice throws on purpose. `code` is stable across versions. */
 export class SluiceError extends Error {
@@ -185,5 +186,12 @@ export class ReservationExpiredError extends SluiceError {
 export class InvalidListError extends SluiceError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('SLUICE_INVALID_LIST', message, options)
+  }
+}
+
+/** A record put past the most a (kind, policy) may hold (MAX_RECORDS_PER_POLICY). Nothing was written. */
+export class TooManyRecordsError extends SluiceError {
+  constructor(message: string) {
+    super('SLUICE_TOO_MANY_RECORDS', message)
   }
 }

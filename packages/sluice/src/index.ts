@@ -21,6 +21,7 @@ export {
   StoreTimeoutError,
   StoreUnavailableError,
   ThrottleStoppedError,
+  TooManyRecordsError,
   TooManyWaitersError,
   UnknownPolicyError,
   UnsupportedError,

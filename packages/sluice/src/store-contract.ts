@@ -1,5 +1,5 @@
 // `sluice/store`: what a store author writes against. The contract every store implements (one
-// atomic step or several, peek, refund, block, reset, charge, now, close), the step a limiter hands
+// atomic step or several, peek, refund, block, reset, charge, now, records, close), the step a limiter hands
 // it, the policy as the store sees it (resolved to whole milliseconds), `forwardStore` for a store
 // that wraps another, and the conformance suite every store Sluice ships passes, to run against a
 // store of your own.
@@ -9,5 +9,13 @@ export type { ExpectedResult, Vector, VectorStep } from './conformance/vectors.j
 export { vectors } from './conformance/vectors.js'
 export type { CompiledList, CompiledLists, ListEntries } from './lists.js'
 export type { AlgorithmName, ResolvedPolicy } from './policy.js'
+export type { RecordKind, StoreRecord, StoreRecords } from './records.js'
+export {
+  MAX_RECORD_SUBJECT_LENGTH,
+  MAX_RECORD_VALUE_LENGTH,
+  MAX_RECORDS_PER_POLICY,
+  RECORD_KINDS,
+  unsupportedRecords,
+} from './records.js'
 export type { MaybePromise, Step, StepResult, Store, StoreChanges } from './store.js'
 export { forwardStore } from './store.js'

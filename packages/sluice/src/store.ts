@@ -1,6 +1,7 @@
 // The store contract: a few methods that every store (memory, Redis, Redis Cluster) implements.
 // A store owns the clock and the physical keys; the limiter above it owns policies and validation.
 import type { ResolvedPolicy } from './policy.js'
+import type { StoreRecords } from './records.js'
 
 /**
  * A value, or a promise of it. In-process stores answer `apply` with the value itself, so a decision
@@ -82,6 +83,12 @@ export interface Store {
    * cached denial ends when the store's would.
    */
   now(): number
+  /**
+   * Small records kept for the limiter (per-key overrides, run-time allow and deny lists), shared by
+   * every instance on this store. A store that cannot keep them answers with `unsupportedRecords`
+   * (every method rejects with `UnsupportedError`).
+   */
+  readonly records: StoreRecords
   close(): Promise<void>
 }
 
@@ -106,6 +113,7 @@ export function forwardStore<const C extends StoreChanges>(inner: Store, changes
     block: (steps, durationMs) => inner.block(steps, durationMs),
     reset: (steps) => inner.reset(steps),
     now: () => inner.now(),
+    records: inner.records,
     close: () => inner.close(),
   }
   return Object.defineProperties(link, Object.getOwnPropertyDescriptors(changes)) as Store & C

@@ -37,6 +37,7 @@ function wrapped(now: () => number): { store: Store; applies: () => number } {
     reset: (steps) => inner.reset(steps),
     close: () => inner.close(),
     now: () => inner.now(),
+    records: inner.records,
   }
   return { store, applies: () => applies }
 }

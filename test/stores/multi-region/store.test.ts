@@ -3,6 +3,7 @@
 // in one region denies in the other after a sync, charging nothing there.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { conformanceCases } from '../../../packages/sluice/src/conformance/run.js'
 import { createLimiter } from '../../../packages/sluice/src/limiter.js'
 import { multiRegionStore } from '../../../packages/sluice/src/stores/multi-region/index.js'
 import { type RedisServer, startRedis } from '../../helpers/redis-harness.js'
@@ -22,6 +23,27 @@ describe('multiRegionStore', () => {
     eu.disconnect()
     us.disconnect()
     await Promise.all(servers.map((s) => s.stop()))
+  })
+
+  it("records are the local region's: the records conformance cases pass, and the other region does not see them", async () => {
+    let n = 0
+    const cases = conformanceCases(
+      () => multiRegionStore({ region: 'eu', regions: { eu, us }, prefix: `mrr${Date.now()}x${n++}` }),
+      { vectors: [], throughLimiter: false },
+    )
+    expect(cases.map((c) => c.name).every((name) => name.startsWith('records:'))).toBe(true)
+    for (const c of cases) await c.run()
+    const prefix = `mrl${Date.now()}`
+    const here = multiRegionStore({ region: 'eu', regions: { eu, us }, prefix })
+    const there = multiRegionStore({ region: 'us', regions: { eu, us }, prefix })
+    try {
+      await here.records.put('override', 'api', 'k', 'v')
+      expect(await here.records.get('override', 'api', 'k')).toEqual({ subject: 'k', value: 'v' })
+      expect(await there.records.get('override', 'api', 'k')).toBeUndefined()
+    } finally {
+      await here.close()
+      await there.close()
+    }
   })
 
   it('refuses bad options at construction', () => {

@@ -68,7 +68,15 @@ describe('generated Lua module', () => {
     expect(files.sort()).toEqual(ALGORITHMS.map((a) => `${a}.lua`).sort())
     expect(Object.keys(luaAlgorithms).sort()).toEqual([...ALGORITHMS].sort())
     expect(Object.keys(luaSources).sort()).toEqual(
-      [...ALGORITHMS.map((a) => `apply/${a}`), 'block', 'charge', 'hybrid/add', 'layered', 'refund'].sort(),
+      [
+        ...ALGORITHMS.map((a) => `apply/${a}`),
+        'block',
+        'charge',
+        'hybrid/add',
+        'layered',
+        ...['delete', 'put', 'read'].map((r) => `records/${r}`),
+        'refund',
+      ].sort(),
     )
   })
 

@@ -4,6 +4,7 @@
 import { createLimiter, type Limiter } from '../limiter.js'
 import { type ResolvedPolicy, resolvePolicy } from '../policy.js'
 import type { Step, StepResult, Store } from '../store.js'
+import { recordCases } from './records.js'
 import { vectors as allVectors, type ExpectedResult, type Vector, type VectorStep } from './vectors.js'
 
 /** Builds a fresh, empty store whose clock is `now()` (ms since the epoch). Called once per case. */
@@ -20,6 +21,11 @@ export interface ConformanceOptions {
   vectors?: readonly Vector[]
   /** The cases through a limiter (its deny cache, how it passes refunds down). Default true. */
   throughLimiter?: boolean
+  /**
+   * Whether the store keeps records (`store.records`). Default true: the records cases run. False:
+   * one case checks that every records method rejects with `SLUICE_UNSUPPORTED`.
+   */
+  records?: boolean
 }
 
 /** A store answered otherwise than the table says. */
@@ -229,6 +235,7 @@ export function conformanceCases(
   options: ConformanceOptions = {},
 ): ConformanceCase[] {
   const cases = options.throughLimiter === false ? [] : limiterCases(makeStore)
+  cases.push(...recordCases(makeStore, options.records !== false))
   for (const vector of options.vectors ?? allVectors)
     cases.push({ name: vector.name, run: () => runVector(makeStore, vector) })
   return cases

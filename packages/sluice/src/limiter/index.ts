@@ -115,8 +115,9 @@ const STORE_MEMBERS = {
   block: 'function',
   reset: 'function',
   now: 'function',
+  records: 'object',
   close: 'function',
-} as const satisfies Record<keyof Store, 'string' | 'boolean' | 'function'>
+} as const satisfies Record<keyof Store, 'string' | 'boolean' | 'function' | 'object'>
 
 /**
  * `store` when it has every member of the contract: a member missing would otherwise fail later, in

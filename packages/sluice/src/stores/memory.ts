@@ -7,6 +7,7 @@ import { decideAll, decideStep, refundStep, type StepDecision } from '../algorit
 import { InvalidOptionsError } from '../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
+import { memoryRecords } from '../records.js'
 import type { Step, StepResult, Store } from '../store.js'
 
 export interface MemoryStoreOptions {
@@ -419,10 +420,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     return all.results
   }
 
+  const records = memoryRecords(clock)
   const store: MemoryStore = {
     name: 'memory',
     inProcess: true,
     now: clock,
+    records,
     get size() {
       return size
     },
@@ -484,6 +487,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       }
     },
     async close() {
+      records.clear()
       lastTable = undefined
       tables = new Map()
       size = 0

@@ -5,6 +5,7 @@
 import { decideAll, decideStep, refundStep, resultOf, type StepDecision } from '../../algorithms/rules.js'
 import { InvalidOptionsError, StoreClosedError, StoreError, UnsupportedError } from '../../errors.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../../options.js'
+import { unsupportedRecords } from '../../records.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { type CasItem, isMemjsClient, MemcachedCommands, type MemjsClientLike } from './client.js'
 import { itemKey, PREFIX_PATTERN } from './keys.js'
@@ -380,6 +381,8 @@ export function memcachedStore(client: MemjsClientLike, options: MemcachedStoreO
     name: 'memcached',
     inProcess: false,
     now: clock,
+    // No atomic compare over a set of records, nor a way to list one: refused, nothing written.
+    records: unsupportedRecords('memcached'),
     // No forced charge over gets + CAS: settle above the estimate is refused, nothing written.
     async charge() {
       throw new UnsupportedError(

@@ -152,6 +152,8 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
     inProcess: false,
     now: Date.now,
     region,
+    // The local region's records: an override or list entry applies in the region it was set in.
+    records: local.records,
     // A forced charge would have to reach the other regions' shares too: refused, nothing written.
     async charge() {
       throw new UnsupportedError(

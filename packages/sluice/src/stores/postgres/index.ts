@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto'
 import { InvalidOptionsError, StoreClosedError, StoreError, UnsupportedError } from '../../errors.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { type PostgresStoreOptions, postgresStoreSettings } from './options.js'
+import { postgresRecords, recordStatements } from './records.js'
 import { postgresSchemaSql, schemaNames } from './schema.js'
 
 export type { PostgresStoreOptions } from './options.js'
@@ -88,6 +89,7 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
     block: `SELECT ${names.fn('block')}($1, $2, $3, $4) AS r`,
     reset: `DELETE FROM ${names.table} WHERE (policy, key) IN (SELECT * FROM unnest($1::text[], $2::bytea[]))`,
     cleanup: `SELECT ${names.fn('cleanup')}(${names.fn('now')}($1) - $2, $3) AS r`,
+    ...recordStatements(names),
   }
   /** Statement names: `sluice_` + a hash of the text, which names the table. */
   const statementNames = new Map(
@@ -106,7 +108,8 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
     if (error instanceof StoreError) return error
     const detail = error instanceof Error ? error.message : String(error)
     const hint =
-      (error as { code?: unknown }).code === '42883' && !migrate
+      // 42883: a function is missing, 42P01: a table (the records tables of an older schema).
+      ['42883', '42P01'].includes(String((error as { code?: unknown }).code)) && !migrate
         ? ` (run docs/postgres-schema.sql for table ${table}, or use migrate: true)`
         : ''
     return new StoreError(`postgres store: ${detail}${hint}`, { cause: error })
@@ -248,6 +251,7 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
       })
       return cleaning
     },
+    records: postgresRecords(query, sql, clock),
     async close() {
       closed = true
       if (timer !== undefined) clearInterval(timer)

@@ -24,6 +24,8 @@ export function schemaNames(table: string): {
   table: string
   fn: (suffix: string) => string
   index: string
+  records: string
+  recordsVersion: string
 } {
   const dot = table.indexOf('.')
   const schema = dot === -1 ? '' : `"${table.slice(0, dot)}".`
@@ -32,6 +34,8 @@ export function schemaNames(table: string): {
     table: `${schema}"${name}"`,
     fn: (suffix) => `${schema}"${name}_${suffix}"`,
     index: `"${name}_expiry"`,
+    records: `${schema}"${name}_records"`,
+    recordsVersion: `${schema}"${name}_records_version"`,
   }
 }
 
@@ -55,7 +59,7 @@ const TOTAL_MODULUS = 549755813888
  */
 export function postgresSchemaSql(table: string): string {
   if (!TABLE_NAME.test(table)) throw new Error(`postgresSchemaSql: bad table name ${JSON.stringify(table)}`)
-  const { table: t, fn, index } = schemaNames(table)
+  const { table: t, fn, index, records, recordsVersion } = schemaNames(table)
   const fdiv = fn('fdiv')
   const cdiv = fn('cdiv')
   // What every algorithm's function takes and answers: step() calls one of them, by name.
@@ -631,6 +635,54 @@ BEGIN
     LIMIT batch FOR UPDATE SKIP LOCKED));
   GET DIAGNOSTICS deleted = ROW_COUNT;
   RETURN deleted;
+END $$;
+
+-- Records (src/records.ts): per-key overrides and run-time allow and deny lists, one row per
+-- (kind, policy, subject). expires_at 0: never. The version row changes with every write, so
+-- instances poll it and re-read only when it moved.
+CREATE TABLE IF NOT EXISTS ${records} (
+  kind text NOT NULL,
+  policy text NOT NULL,
+  subject bytea NOT NULL,
+  value bytea NOT NULL,
+  expires_at bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (kind, policy, subject)
+);
+CREATE TABLE IF NOT EXISTS ${recordsVersion} (
+  id int PRIMARY KEY,
+  v bigint NOT NULL
+);
+
+-- Write one record within the bound of its (kind, policy): reply 1 written, 0 refused. Writes of
+-- one (kind, policy) take turns on an advisory lock, so two cannot both pass the bound.
+CREATE OR REPLACE FUNCTION ${fn('record_put')}(p_kind text, p_policy text, p_subject bytea,
+  p_value bytea, p_ttl bigint, p_now bigint, p_most int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  now_ms bigint := ${fn('now')}(p_now);
+  n int;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('sluice records ${table}'), hashtext(p_kind || ' ' || p_policy));
+  IF NOT EXISTS (SELECT 1 FROM ${records} WHERE kind = p_kind AND policy = p_policy AND subject = p_subject) THEN
+    DELETE FROM ${records} WHERE kind = p_kind AND policy = p_policy AND expires_at <> 0 AND expires_at <= now_ms;
+    SELECT count(*) INTO n FROM ${records} WHERE kind = p_kind AND policy = p_policy;
+    IF n >= p_most THEN RETURN 0; END IF;
+  END IF;
+  INSERT INTO ${records} AS r (kind, policy, subject, value, expires_at)
+  VALUES (p_kind, p_policy, p_subject, p_value, CASE WHEN p_ttl IS NULL THEN 0 ELSE now_ms + p_ttl END)
+  ON CONFLICT (kind, policy, subject) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at;
+  INSERT INTO ${recordsVersion} AS v (id, v) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET v = v.v + 1;
+  RETURN 1;
+END $$;
+
+-- Remove one record: reply 1 removed, 0 there was none.
+CREATE OR REPLACE FUNCTION ${fn('record_delete')}(p_kind text, p_policy text, p_subject bytea) RETURNS int
+LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM ${records} WHERE kind = p_kind AND policy = p_policy AND subject = p_subject;
+  IF NOT FOUND THEN RETURN 0; END IF;
+  INSERT INTO ${recordsVersion} AS v (id, v) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET v = v.v + 1;
+  RETURN 1;
 END $$;
 
 COMMIT;

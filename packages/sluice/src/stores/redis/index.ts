@@ -10,6 +10,7 @@ import { type Pending, tickCoalescer } from './coalescer.js'
 import { type KeyLayout, keyedLayout, type SharedLayout, sharedLayout, subjectLayout } from './keys.js'
 import { luaAlgorithms } from './lua.generated.js'
 import { type RedisStoreOptions, redisStoreSettings } from './options.js'
+import { RECORD_SCRIPTS, redisRecords } from './records.js'
 import { type Script, script, scriptRunner } from './script.js'
 
 export type { IORedisClientLike, NodeRedisClientLike, NodeRedisClusterLike, RedisClient } from './client.js'
@@ -167,6 +168,7 @@ const SINGLE = new Map<AlgorithmName, { script: Script; readOne(reply: unknown):
 const STORE_SCRIPTS: readonly Script[] = [
   ...[...SINGLE.values()].map((s) => s.script),
   ...(['layered', 'refund', 'block', 'charge'] as const).map((name) => script(name)),
+  ...RECORD_SCRIPTS,
 ]
 
 /**
@@ -407,6 +409,14 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     // Client clock: the scripts decide on `now`, so the limiter's deny cache must time with it too.
     now: clientClock ? () => Math.floor(now()) : Date.now,
     client: { library: adapter.library, cluster: adapter.cluster },
+    records: redisRecords({
+      adapter,
+      runner,
+      prefix,
+      now: clientClock ? now : Date.now,
+      assertOpen,
+      wrap,
+    }),
     // Not async: the one-slot path returns its call's promise as is, without another layer.
     apply(steps, mode) {
       try {
