@@ -1,5 +1,5 @@
 // The decision path, composed once at createLimiter from what is configured:
-//   validate -> steps -> lists? -> oversized cost? -> hybrid? -> block on deny? -> deny cache? -> failover? -> store
+//   validate -> steps -> oversized cost? -> hybrid? -> block on deny? -> deny cache? -> failover? -> store
 // Each optional link is a Store decorator with the store's own contract, so a link that is not
 // configured costs nothing, and no call re-decides which links apply.
 import type { FailoverSettings, StoreHealth } from '../failover/index.js'
@@ -12,7 +12,6 @@ import type { Store } from '../store.js'
 import { blockOnDenyStore } from './block-on-deny-store.js'
 import { denyCacheStore } from './deny-cache-store.js'
 import { hybridStore } from './hybrid-store.js'
-import { listsStore } from './lists-store.js'
 import { oversizedCostStore } from './oversized-cost-store.js'
 
 export interface ChainOptions {
@@ -52,8 +51,6 @@ export function buildChain(options: ChainOptions): Chain {
   if (hybrids.size > 0) head = hybridStore(head, hybrids)
   // At the head: an oversized step turns the whole check into a peek before any link decides on it.
   if ([...policies.values()].some((p) => p.costAboveCapacity === 'deny')) head = oversizedCostStore(head)
-  // Above all: a listed step is decided before any other link, so a denied key costs no store call.
-  if ([...policies.values()].some((p) => p.lists !== undefined)) head = listsStore(head)
   return {
     store: head,
     health: () =>

@@ -11,6 +11,7 @@ import { FAILOVER_OPTION_KEYS } from '../failover/options.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
+import { RuntimeLists } from '../runtime-lists.js'
 import { denyCacheOptions } from '../scale/deny-cache.js'
 import { isPending, type MaybePromise, type Step, type StepResult, type Store } from '../store.js'
 import { memoryStore, singleStepOf } from '../stores/memory.js'
@@ -18,6 +19,8 @@ import { createWaiting, waitBounds } from '../waiting/index.js'
 import { buildChain, type Chain } from './chain.js'
 import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
 import { type DecisionEvents, decisionEvents, type Run, type RunOne } from './events.js'
+import { type ListMethod, listMethods } from './list-methods.js'
+import { listsStore } from './lists-store.js'
 import type {
   AcquireDecision,
   Check,
@@ -78,14 +81,28 @@ export function createLimiter<const P extends Record<string, Policy>>(
     hybrid: options.hybrid,
   })
   const validate = validator(settings.policies)
-  const events = decisionPath(chain.store, userStore.name, options.onDecision)
-  const base = limiterMethods<Name>(
-    chain,
-    userStore,
-    validate,
-    events,
-    settings.policies,
-    (policyId: string, key: string): void => waiting.queues.released(policyId, key),
+  // Allow and deny lists at the head: the policies' own, and the run-time entries of the store's
+  // records. While there are neither, a single check on the memory store skips the link.
+  const runtimeLists = new RuntimeLists(() => userStore.now())
+  const ownLists = [...settings.policies.values()].some((p) => p.lists !== undefined)
+  const head = listsStore(chain.store, runtimeLists)
+  const events = decisionPath(
+    head,
+    chain.store,
+    () => ownLists || runtimeLists.size > 0,
+    userStore.name,
+    options.onDecision,
+  )
+  const base = Object.assign(
+    limiterMethods<Name>(
+      { ...chain, store: head },
+      userStore,
+      validate,
+      events,
+      settings.policies,
+      (policyId: string, key: string): void => waiting.queues.released(policyId, key),
+    ),
+    listMethods<Name>(userStore, validate, runtimeLists),
   )
   // wait / reserve / throttle over the methods above; settle's forced charge goes down the chain to
   // the store's `charge`, which a store that cannot refuses itself (costs were checked by reserve; a
@@ -175,6 +192,8 @@ function limiterSettings(options: LimiterOptions<Record<string, Policy>>) {
  */
 function decisionPath(
   store: Store,
+  below: Store,
+  listed: () => boolean,
   storeName: string,
   onDecision: LimiterOptions<Record<string, Policy>>['onDecision'],
 ): DecisionEvents {
@@ -188,12 +207,16 @@ function decisionPath(
   // A single check: straight to the memory store's single-step path when the chain is that store
   // alone (no Step, no arrays, one result object reused: the Decision copies it at once); otherwise
   // down the chain as a one-step list.
-  const single = singleStepOf(store)
+  // The lists link is above the memory store: while there is no list, the single-step path is taken;
+  // with one, the check goes down the chain through the link.
+  const single = singleStepOf(below)
   const scratch: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
   const plainOne: RunOne =
     single !== undefined
-      ? (_operation, policy, key, cost, mode) =>
-          decisionFor(policy, key, single(policy, key, cost, mode, scratch))
+      ? (operation, policy, key, cost, mode) =>
+          listed()
+            ? plain(operation, [{ policy, key, cost }], mode, false)
+            : decisionFor(policy, key, single(policy, key, cost, mode, scratch))
       : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
   return decisionEvents(plain, plainOne, storeName, onDecision)
 }
@@ -206,7 +229,7 @@ function limiterMethods<Name extends string>(
   events: DecisionEvents,
   policies: ReadonlyMap<string, ResolvedPolicy>,
   released: (policyId: string, key: string) => void,
-): Omit<Limiter<Name>, WaitingMethod> {
+): Omit<Limiter<Name>, WaitingMethod | ListMethod> {
   const store = chain.store
 
   function decide(
@@ -265,7 +288,7 @@ function limiterMethods<Name extends string>(
   /** Releasing a lease frees units a waiter of this process may fit in now. */
   const freed = (s: Step): void => released(s.policy.id, s.key)
 
-  const methods: Omit<Limiter<Name>, WaitingMethod> = {
+  const methods: Omit<Limiter<Name>, WaitingMethod | ListMethod> = {
     store: userStore,
     policies: Object.fromEntries(policies) as Record<Name, ResolvedPolicy>,
     consume,

@@ -1,7 +1,9 @@
-// The first link of the chain, present when a policy has an allow or deny list: a step whose key a
-// deny list holds denies the whole check without a store call (nothing committed); a step an allow
-// list holds is answered here, not limited, and the other steps go down to the store.
-import { listOfKey } from '../lists.js'
+// The link at the head of the chain that applies allow and deny lists, the policies' own and the
+// run-time entries (src/runtime-lists.ts): a step whose key a deny list holds denies the whole check
+// without a store call (nothing committed); a step an allow list holds is answered here, not
+// limited, and the other steps go down to the store.
+import { type ListName, listOfKey } from '../lists.js'
+import type { RuntimeLists } from '../runtime-lists.js'
 import type { Step, StepResult, Store } from '../store.js'
 import { forwardStore, isPending } from '../store.js'
 
@@ -43,17 +45,23 @@ function merged(
   })
 }
 
+/** Which list holds the step's key: the policy's own lists, then the run-time ones; a deny wins. */
+function listOfStep(s: Step, runtime: RuntimeLists): ListName | undefined {
+  const own = s.policy.lists === undefined ? undefined : listOfKey(s.policy.lists, s.key)
+  if (own === 'deny' || runtime.size === 0) return own
+  return runtime.listOfKey(s.policy.id, s.key) ?? own
+}
+
 /** `inner` with the lists of each step's policy applied before any other link sees the step. */
-export function listsStore(inner: Store): Store {
+export function listsStore(inner: Store, runtime: RuntimeLists): Store {
   return forwardStore(inner, {
     apply(steps, mode) {
       let verdicts: ('allow' | 'deny' | undefined)[] | undefined
       let denied = false
       for (let i = 0; i < steps.length; i++) {
         const s = steps[i]!
-        const lists = s.policy.lists
-        if (lists === undefined) continue
-        const listed = listOfKey(lists, s.key)
+        if (s.policy.lists === undefined && runtime.size === 0) continue
+        const listed = listOfStep(s, runtime)
         if (listed === undefined) continue
         verdicts ??= new Array<'allow' | 'deny' | undefined>(steps.length)
         verdicts[i] = listed
