@@ -3,10 +3,12 @@
 // `{ reason?, addedAt }`, so every instance sharing the store applies them. This is the local copy
 // one limiter matches with: per policy id and list, a Set of keys and a BlockList of addresses,
 // rebuilt when the records are read again and changed at once by this limiter's own writes.
-import { InvalidListError } from './errors.js'
+import { InvalidListError, UnsupportedError } from './errors.js'
 import { ipMatcher, parseIp } from './http/ip.js'
 import { addressOfKey, type ListName, MAX_LIST_KEY_LENGTH } from './lists.js'
-import type { StoreRecord } from './records.js'
+import type { StoreRecord, StoreRecords } from './records.js'
+
+const LISTS: readonly ListName[] = ['allow', 'deny']
 
 /** The longest `reason` of a run-time entry. */
 export const MAX_LIST_REASON_LENGTH = 256
@@ -114,9 +116,35 @@ function compiledIps(ips: Map<string, number>): RuntimeList['ipMatch'] {
  */
 export class RuntimeLists {
   size = 0
+  /** Reads of the store that failed (the copy kept is the last one read), and the last error. */
+  failures = 0
+  lastError: unknown
   private readonly lists = new Map<string, RuntimeList>()
+  /** Moves with every change made here: a read that started before one does not overwrite it. */
+  private generation = 0
 
   constructor(private readonly now: () => number) {}
+
+  /**
+   * Read every run-time entry of `policyIds` from `records` and take them as the copy. Never
+   * rejects: a store without records has none, a failing read keeps the copy as it is.
+   */
+  async read(records: StoreRecords, policyIds: readonly string[]): Promise<void> {
+    const generation = this.generation
+    try {
+      const read = await Promise.all(
+        policyIds.flatMap((id) =>
+          LISTS.map(async (list) => ({ id, list, records: await records.list(list, id) })),
+        ),
+      )
+      if (generation !== this.generation) return
+      for (const r of read) this.replace(r.id, r.list, r.records)
+    } catch (error) {
+      if (error instanceof UnsupportedError) return
+      this.failures++
+      this.lastError = error
+    }
+  }
 
   /** Replace every entry of (policy id, list) with `records` (a fresh read of the store). */
   replace(policyId: string, list: ListName, records: readonly StoreRecord[]): void {
@@ -140,6 +168,7 @@ export class RuntimeLists {
       ipMatch: undefined,
     }
     ;(kind === 'ip' ? next.ips : next.keys).set(entry, expiresAt)
+    this.generation++
     next.ipMatch = kind === 'ip' ? compiledIps(next.ips) : current?.ipMatch
     this.set(id, next)
   }
@@ -148,6 +177,7 @@ export class RuntimeLists {
   remove(policyId: string, list: ListName, entry: string): void {
     const id = `${list}\0${policyId}`
     const current = this.lists.get(id)
+    this.generation++
     if (current === undefined) return
     const next: RuntimeList = {
       keys: new Map(current.keys),

@@ -23,7 +23,7 @@ export function sameSecret(given: string, expected: string): boolean {
  * Throw 403 when admin endpoints are off, 401 unless the request carries the admin bearer token
  * (compared with sameSecret). A failure is logged with the peer address.
  */
-function authorize(ctx: ServiceContext, req: IncomingMessage, id: string): void {
+export function authorize(ctx: ServiceContext, req: IncomingMessage, id: string): void {
   if (ctx.adminToken === undefined)
     throw new ClientError(
       'admin_disabled',

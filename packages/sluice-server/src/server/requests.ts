@@ -43,6 +43,9 @@ export type ClientErrorCode =
   | 'reservation_settled'
   | 'reservation_expired'
   | 'unsupported'
+  // /v1/lists (lists.ts)
+  | 'invalid_entry'
+  | 'too_many_entries'
 
 /** A mistake of the caller: answered with `status` and `{"error": code, "message": ...}`. */
 export class ClientError extends Error {

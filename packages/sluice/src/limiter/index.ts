@@ -84,6 +84,8 @@ export function createLimiter<const P extends Record<string, Policy>>(
   // Allow and deny lists at the head: the policies' own, and the run-time entries of the store's
   // records. While there are neither, a single check on the memory store skips the link.
   const runtimeLists = new RuntimeLists(() => userStore.now())
+  // The entries already in the store; afterwards this limiter's own writes keep the copy current.
+  void runtimeLists.read(userStore.records, [...new Set([...settings.policies.values()].map((p) => p.id))])
   const ownLists = [...settings.policies.values()].some((p) => p.lists !== undefined)
   const head = listsStore(chain.store, runtimeLists)
   const events = decisionPath(
