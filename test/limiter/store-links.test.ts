@@ -168,7 +168,7 @@ describe('every link of the chain forwards every capability of the store contrac
 })
 
 describe('through a whole limiter: failover, deny cache, hybrid and a listener in front of the store', () => {
-  it('consume, peek, refund, block, reset, a settle above its estimate (charge), now and close reach the store', async () => {
+  it('consume, peek, refund, block, reset, a settle above its estimate (charge), now, records and close reach the store', async () => {
     const store = recordingStore()
     const events: string[] = []
     const limiter = createLimiter({
@@ -188,9 +188,28 @@ describe('through a whole limiter: failover, deny cache, hybrid and a listener i
     await limiter.reset('api', 'user-3')
     const reservation = await limiter.reserve('api', 'user-4', { cost: 2 })
     await reservation.settle(5)
+    await limiter.setOverride('api', 'user-5', { limit: 3 })
+    await limiter.getOverride('api', 'user-5')
+    await limiter.listOverrides('api')
+    await limiter.clearOverride('api', 'user-5')
     await limiter.close()
     expect(new Set(store.calls)).toEqual(
-      new Set(['apply', 'peek', 'refund', 'block', 'reset', 'charge', 'now', 'close']),
+      new Set([
+        'apply',
+        'peek',
+        'refund',
+        'block',
+        'reset',
+        'charge',
+        'now',
+        'close',
+        // The limiter's copy of the overrides (its first read) and the override methods.
+        'records.version',
+        'records.list',
+        'records.put',
+        'records.get',
+        'records.delete',
+      ]),
     )
     expect(events).toEqual(['consume', 'consume', 'peek', 'consume'])
   })

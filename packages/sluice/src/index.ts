@@ -75,6 +75,8 @@ export type {
   Lease,
   Limiter,
   LimiterOptions,
+  Override,
+  OverrideOptions,
 } from './limiter.js'
 export { createLimiter } from './limiter.js'
 export type { ListEntries, ListName } from './lists.js'

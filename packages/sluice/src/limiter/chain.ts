@@ -28,6 +28,8 @@ export interface Chain {
   readonly store: Store
   /** The failover link's health; always `ok` for an in-process store, which has none. */
   health(): StoreHealth
+  /** Forget the deny cache's denial of (policy id, key), if any: its parameters changed. */
+  forgetDenial(policyId: string, key: string): void
 }
 
 export function buildChain(options: ChainOptions): Chain {
@@ -39,8 +41,9 @@ export function buildChain(options: ChainOptions): Chain {
     ? protectStore(store, { ...options.failover, policies: policies.values() })
     : undefined
   let head: Store = failover ?? store
-  if (remote && options.denyCache !== undefined)
-    head = denyCacheStore(head, new LocalDenyCache(options.denyCache), () => store.now())
+  const denyCache =
+    remote && options.denyCache !== undefined ? new LocalDenyCache(options.denyCache) : undefined
+  if (denyCache !== undefined) head = denyCacheStore(head, denyCache, () => store.now())
   // Above the deny cache: the block goes through it, so the cached denial that called for the
   // block is forgotten and the next answer is the store's, blocked.
   if ([...policies.values()].some((p) => p.blockDurationMs !== undefined)) head = blockOnDenyStore(head)
@@ -53,6 +56,10 @@ export function buildChain(options: ChainOptions): Chain {
   if ([...policies.values()].some((p) => p.costAboveCapacity === 'deny')) head = oversizedCostStore(head)
   return {
     store: head,
+    forgetDenial(policyId, key) {
+      const policy = [...policies.values()].find((p) => p.id === policyId)
+      if (denyCache !== undefined && policy !== undefined) denyCache.forget({ policy, key, cost: 1 })
+    },
     health: () =>
       failover?.health() ?? {
         status: 'ok',

@@ -44,6 +44,8 @@ export interface Decision {
    * nothing spent) or `allow` (allowed, full `remaining`, nothing spent).
    */
   listed?: 'allow' | 'deny'
+  /** True when the key has a per-key override (limiter.setOverride): `limit` is the override's. */
+  override?: boolean
 }
 
 /** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */

@@ -17,7 +17,7 @@ function decisionOf(s: Step, r: StepResult): Decision {
 export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult): Decision {
   const d: Decision = {
     allowed: r.allowed,
-    limit: policy.capacity,
+    limit: r.capacity ?? policy.capacity,
     remaining: r.remaining,
     resetMs: r.resetMs,
     retryAfterMs: r.retryAfterMs,
@@ -30,6 +30,7 @@ export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult):
   if (r.degraded) d.degraded = true
   if (r.notEvaluated) d.notEvaluated = true
   if (r.listed !== undefined) d.listed = r.listed
+  if (r.override) d.override = true
   return d
 }
 

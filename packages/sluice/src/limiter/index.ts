@@ -21,6 +21,8 @@ import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
 import { type DecisionEvents, decisionEvents, type Run, type RunOne } from './events.js'
 import { type ListMethod, listMethods } from './list-methods.js'
 import { listsStore } from './lists-store.js'
+import { overrideMethods } from './override-methods.js'
+import { DEFAULT_STALENESS_MS, OverrideCache, overrideStore } from './overrides.js'
 import type {
   AcquireDecision,
   Check,
@@ -45,6 +47,8 @@ export type {
   Lease,
   Limiter,
   LimiterOptions,
+  Override,
+  OverrideOptions,
   WaitingMethod,
 } from './types.js'
 
@@ -57,6 +61,7 @@ const LIMITER_OPTION_KEYS = [
     localDenyCache: true,
     hybrid: true,
     waiting: true,
+    staleness: true,
   }),
   ...FAILOVER_OPTION_KEYS,
 ]
@@ -81,23 +86,36 @@ export function createLimiter<const P extends Record<string, Policy>>(
     hybrid: options.hybrid,
   })
   const validate = validator(settings.policies)
-  // Allow and deny lists at the head: the policies' own, and the run-time entries of the store's
-  // records. While there are neither, a single check on the memory store skips the link.
+  // Allow and deny lists at the very head (a denied key never reaches an override), then per-key
+  // overrides. The override cache reads the store's records, run-time list entries included, at
+  // start and every `staleness`; while there is no list and no override, a single check on the
+  // memory store takes the single-step path below both links.
+  const policyIds = [...new Set([...settings.policies.values()].map((p) => p.id))]
   const runtimeLists = new RuntimeLists(() => userStore.now())
-  // The entries already in the store; afterwards this limiter's own writes keep the copy current.
-  void runtimeLists.read(userStore.records, [...new Set([...settings.policies.values()].map((p) => p.id))])
   const ownLists = [...settings.policies.values()].some((p) => p.lists !== undefined)
-  const head = listsStore(chain.store, runtimeLists)
+  const overrides = new OverrideCache({
+    records: userStore.records,
+    policyIds,
+    stalenessMs: settings.stalenessMs,
+    poll: !userStore.inProcess,
+    now: () => userStore.now(),
+    changed: (policyId, key) => chain.forgetDenial(policyId, key),
+  })
+  const head = listsStore(overrideStore(chain.store, overrides), runtimeLists)
   const events = decisionPath(
     head,
     chain.store,
-    () => ownLists || runtimeLists.size > 0,
+    () => overrides.size === 0 && !ownLists && runtimeLists.size === 0,
     userStore.name,
     options.onDecision,
   )
+  overrides.start()
+  // The run-time entries already in the store; afterwards this limiter's own writes keep them current.
+  void runtimeLists.read(userStore.records, policyIds)
   const base = Object.assign(
     limiterMethods<Name>(
       { ...chain, store: head },
+      overrides,
       userStore,
       validate,
       events,
@@ -182,6 +200,8 @@ function limiterSettings(options: LimiterOptions<Record<string, Policy>>) {
   }
   return {
     policies,
+    stalenessMs:
+      options.staleness === undefined ? DEFAULT_STALENESS_MS : parseDuration(options.staleness, 'staleness'),
     failover: resolveFailover(options),
     denyCache: options.localDenyCache === false ? undefined : denyCache,
     waitingBounds,
@@ -195,7 +215,7 @@ function limiterSettings(options: LimiterOptions<Record<string, Policy>>) {
 function decisionPath(
   store: Store,
   below: Store,
-  listed: () => boolean,
+  direct: () => boolean,
   storeName: string,
   onDecision: LimiterOptions<Record<string, Policy>>['onDecision'],
 ): DecisionEvents {
@@ -209,16 +229,16 @@ function decisionPath(
   // A single check: straight to the memory store's single-step path when the chain is that store
   // alone (no Step, no arrays, one result object reused: the Decision copies it at once); otherwise
   // down the chain as a one-step list.
-  // The lists link is above the memory store: while there is no list, the single-step path is taken;
-  // with one, the check goes down the chain through the link.
+  // The list and override links are above the memory store: while there is no list and no
+  // override, the single-step path is taken; with one, the check goes down through the links.
   const single = singleStepOf(below)
   const scratch: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
   const plainOne: RunOne =
     single !== undefined
       ? (operation, policy, key, cost, mode) =>
-          listed()
-            ? plain(operation, [{ policy, key, cost }], mode, false)
-            : decisionFor(policy, key, single(policy, key, cost, mode, scratch))
+          direct()
+            ? decisionFor(policy, key, single(policy, key, cost, mode, scratch))
+            : plain(operation, [{ policy, key, cost }], mode, false)
       : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
   return decisionEvents(plain, plainOne, storeName, onDecision)
 }
@@ -226,6 +246,7 @@ function decisionPath(
 /** The limiter's own methods (all but wait, reserve and throttle), over the decision path. */
 function limiterMethods<Name extends string>(
   chain: Chain,
+  overrides: OverrideCache,
   userStore: Store,
   validate: Validator,
   events: DecisionEvents,
@@ -339,7 +360,11 @@ function limiterMethods<Name extends string>(
     },
     subscribe: (listener) => events.subscribe(listener),
     health: () => chain.health(),
-    close: () => store.close(),
+    ...overrideMethods<Name>(userStore, validate, overrides),
+    close: () => {
+      overrides.stop()
+      return store.close()
+    },
   }
 
   function lease(s: Step, id: string): NonNullable<AcquireDecision['lease']> {

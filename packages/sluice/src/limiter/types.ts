@@ -20,6 +20,7 @@ import type {
 } from '../waiting/types.js'
 import type { AcquireDecision, Check, ConsumeOptions, Decision, LayeredDecision } from './decision-types.js'
 import type { ListEntryOptions, PolicyLists } from './list-methods.js'
+import type { Override, OverrideOptions } from './overrides.js'
 
 export type {
   AcquireDecision,
@@ -30,6 +31,7 @@ export type {
   LayeredDecision,
   Lease,
 } from './decision-types.js'
+export type { Override, OverrideOptions } from './overrides.js'
 
 /** One event per decision, for metrics, top keys and the dashboard. */
 export interface DecisionEvent {
@@ -61,6 +63,12 @@ export interface LimiterOptions<P extends Record<string, Policy>> extends Failov
   hybrid?: HybridBackend
   /** Bounds on `wait` / `throttle` waiters in this process (docs/waiting.md). */
   waiting?: WaitingOptions
+  /**
+   * How stale this limiter's copy of the store's per-key overrides may be: it polls the store's
+   * records version this often and re-reads the overrides when it moved. Default `1s`. Changes made
+   * through this limiter apply here at once.
+   */
+  staleness?: Duration
 }
 
 export interface Limiter<Name extends string = string> {
@@ -113,6 +121,19 @@ export interface Limiter<Name extends string = string> {
   removeListEntry(policy: Name, list: ListName, entry: string): Promise<boolean>
   /** `policy`'s allow and deny lists: the configured entries, then the run-time ones, each marked. */
   getLists(policy: Name): Promise<PolicyLists>
+  /**
+   * Give `key` its own limit, window or burst under `policy`, or make it unlimited or blocked, in
+   * the store, so every limiter sharing the store applies it (within their `staleness`). Replaces
+   * the key's override if it has one. Resolves with the override as stored.
+   * @example await limiter.setOverride('api', 'customer-7', { limit: 1000, ttl: '1d', reason: 'launch week' })
+   */
+  setOverride(policy: Name, key: string, options: OverrideOptions): Promise<Override>
+  /** Remove the key's override; true when it had one. */
+  clearOverride(policy: Name, key: string): Promise<boolean>
+  /** The key's override as the store holds it, or undefined. */
+  getOverride(policy: Name, key: string): Promise<Override | undefined>
+  /** Every override of `policy` in force, as the store holds them. */
+  listOverrides(policy: Name): Promise<Override[]>
   close(): Promise<void>
   /**
    * Wait until the request fits, or give up: `reason: 'timeout'` when it cannot fit within
