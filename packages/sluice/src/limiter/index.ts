@@ -100,6 +100,7 @@ export function createLimiter<const P extends Record<string, Policy>>(
     poll: !userStore.inProcess,
     now: () => userStore.now(),
     changed: (policyId, key) => chain.forgetDenial(policyId, key),
+    lists: runtimeLists,
   })
   const head = listsStore(overrideStore(chain.store, overrides), runtimeLists)
   const events = decisionPath(
@@ -110,8 +111,6 @@ export function createLimiter<const P extends Record<string, Policy>>(
     options.onDecision,
   )
   overrides.start()
-  // The run-time entries already in the store; afterwards this limiter's own writes keep them current.
-  void runtimeLists.read(userStore.records, policyIds)
   const base = Object.assign(
     limiterMethods<Name>(
       { ...chain, store: head },
