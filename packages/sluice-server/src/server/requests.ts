@@ -46,6 +46,9 @@ export type ClientErrorCode =
   // /v1/lists (lists.ts)
   | 'invalid_entry'
   | 'too_many_entries'
+  // /v1/overrides (overrides.ts)
+  | 'invalid_override'
+  | 'too_many_overrides'
 
 /** A mistake of the caller: answered with `status` and `{"error": code, "message": ...}`. */
 export class ClientError extends Error {

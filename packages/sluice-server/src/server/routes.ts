@@ -7,6 +7,7 @@ import { admin, ready, sameSecret } from './admin.js'
 import { authz, decisionJson } from './decisions.js'
 import { lists } from './lists.js'
 import { finished } from './observe.js'
+import { overrides } from './overrides.js'
 import { send } from './plumbing.js'
 import { ClientError, jsonBody, parseDecisionRequest } from './requests.js'
 import type { ServiceContext } from './types.js'
@@ -159,6 +160,11 @@ export async function route(
       if (path.startsWith('/v1/settle/')) {
         allow(method, 'POST')
         await settle(ctx, req, res, path)
+        return
+      }
+      if (path.startsWith('/v1/overrides/')) {
+        const query = new URLSearchParams(queryAt === -1 ? '' : url.slice(queryAt + 1))
+        await overrides(ctx, req, res, path, query, id)
         return
       }
       throw new ClientError('not_found', `no route ${method} ${path}; see docs/service.md`, 404)

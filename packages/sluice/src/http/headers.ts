@@ -110,7 +110,9 @@ const quotedNames = new Map<string, string>()
  * no window.
  */
 function policyItem(layer: Decision, policy: ResolvedPolicy | undefined): string {
-  if (policy === undefined) return `${sfString(layer.policy)};q=${safe(layer.limit)}`
+  // A key with a per-key override is decided by its own numbers: its limit, and no window claimed.
+  if (policy === undefined || layer.override === true)
+    return `${sfString(layer.policy)};q=${safe(layer.limit)}`
   return describePolicyCached(policy)
 }
 
@@ -395,7 +397,8 @@ export function headerWriter(
     if ('results' in decision && Array.isArray(layered.results) && layered.results.length > 0)
       return generic(decision, nowMs)
     const p = Object.hasOwn(policies, decision.policy) ? parts.get(decision.policy) : undefined
-    if (p === undefined || decision.notEvaluated === true) return generic(decision, nowMs)
+    if (p === undefined || decision.notEvaluated === true || decision.override === true)
+      return generic(decision, nowMs)
     const resetMs = resetInstantMs(decision, p.policy)
     let out: Record<string, string>
     if (legacy) {

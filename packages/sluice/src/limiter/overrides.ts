@@ -244,8 +244,16 @@ export class OverrideCache {
   start(): void {
     void this.refresh()
     if (!this.options.poll) return
-    this.timer = setInterval(() => void this.refresh(), this.options.stalenessMs)
-    this.timer.unref()
+    // The timer holds the copy weakly: a limiter dropped without close() (the service replaces its
+    // limiter on every reload, over the same store) stops polling once it is collected.
+    const ref = new WeakRef(this)
+    const timer: ReturnType<typeof setInterval> = setInterval(() => {
+      const cache = ref.deref()
+      if (cache === undefined) clearInterval(timer)
+      else void cache.refresh()
+    }, this.options.stalenessMs)
+    timer.unref()
+    this.timer = timer
   }
 
   stop(): void {
