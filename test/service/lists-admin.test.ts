@@ -165,3 +165,22 @@ describe('/v1/lists refusals', () => {
     expect((await call(`${off.url}/v1/lists/api/deny/x`, 'PUT', auth)).status).toBe(403)
   })
 })
+
+describe('/v1/lists with two instances sharing a Redis', () => {
+  it('an entry added through one instance applies in the other within its staleness (1 s)', async () => {
+    const prefix = `lists-shared-${process.pid}-${Date.now()}`
+    const open = () => openStore(`${inject('redis').url}/0`, { prefix })
+    const a = await service(CONFIG, { store: await open() })
+    const b = await service(CONFIG, { store: await open() })
+    const denied = async (r: { url: string }) =>
+      (await post(`${r.url}/v1/check`, { policy: 'api', key: 'ip:198.51.100.9' })).body.reason === 'denied'
+    expect(await denied(b)).toBe(false)
+    expect((await call(`${a.url}/v1/lists/api/deny/198.51.100.0%2F24`, 'PUT', auth)).status).toBe(200)
+    expect(await denied(a)).toBe(true)
+    await vi.waitFor(async () => expect(await denied(b)).toBe(true), { timeout: 5_000, interval: 20 })
+    expect((await call(`${b.url}/v1/lists/api/deny/198.51.100.0%2F24`, 'DELETE', auth)).body).toMatchObject({
+      removed: true,
+    })
+    await vi.waitFor(async () => expect(await denied(a)).toBe(false), { timeout: 5_000, interval: 20 })
+  })
+})
