@@ -16,7 +16,7 @@ import { sample } from '../helpers/exposition.js'
 const limiter = createLimiter({
   policies: {
     api: { algorithm: 'sliding-window-counter', limit: 40, window: '1m' },
-    login: { algorithm: 'token-bucket', limit: 5, window: '1m' },
+    login: { algorithm: 'token-bucket', limit: 5, window: '1m', deny: { ips: ['198.51.100.0/24'] } },
     perIp: { algorithm: 'fixed-window', limit: 100_000, window: '1h' },
     perUser: { algorithm: 'fixed-window', limit: 10, window: '1h' },
   },
@@ -85,6 +85,14 @@ afterAll(async () => {
 })
 
 describe('dashboard in headless Chromium', () => {
+  it('shows the allow and deny lists in force', async () => {
+    await page.goto(`${base}/dashboard`)
+    await page.waitForSelector('#lists tr[data-policy="login"]')
+    expect(await page.locator('#lists-section').isVisible()).toBe(true)
+    expect(await text('#lists tr[data-policy="login"] .deny')).toBe('0 keys, 1 ranges: 198.51.100.0/24')
+    expect(await text('#lists tr[data-policy="login"] .allow')).toBe('–')
+  })
+
   it('goes live, moves with traffic and settles on the /metrics numbers', async () => {
     const errors: string[] = []
     page.on('pageerror', (e) => errors.push(String(e)))

@@ -72,6 +72,21 @@ describe('clientIpResolver', () => {
     )
     expect(() => ipMatcher(['nope'], 'deny.ips')).toThrow(/deny\.ips/)
   })
+
+  it('reads a prefix length of digits only: an empty or padded one is refused, not read as a number', () => {
+    for (const range of [
+      '10.0.0.0/',
+      '10.0.0.0/ 8',
+      '10.0.0.0/8 ',
+      '10.0.0.0/0x8',
+      '2001:db8::/',
+      '10.0.0.0/1e1',
+    ])
+      expect(() => ipMatcher([range], 'skip.ips'), range).toThrow(
+        expect.objectContaining({ code: 'SLUICE_INVALID_OPTIONS' }),
+      )
+    expect(ipMatcher(['10.0.0.0/8'], 'skip.ips')('10.9.9.9')).toBe(true)
+  })
 })
 
 describe('createHttpLimiter options', () => {

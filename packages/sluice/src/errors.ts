@@ -21,6 +21,7 @@ export type SluiceErrorCode =
   | 'SLUICE_THROTTLE_STOPPED'
   | 'SLUICE_RESERVATION_SETTLED'
   | 'SLUICE_RESERVATION_EXPIRED'
+  | 'SLUICE_INVALID_LIST'
   | 'SLUICE_TOO_MANY_RECORDS'
 
 /** Base class of every error Sluice throws on purpose. `code` is stable across versions. */
@@ -174,6 +175,17 @@ export class ReservationSettledError extends SluiceError {
 export class ReservationExpiredError extends SluiceError {
   constructor(message: string) {
     super('SLUICE_RESERVATION_EXPIRED', message)
+  }
+}
+
+/**
+ * An allow or deny list that cannot work: not `{ keys?, ips? }`, an entry that is not a non-empty
+ * string, an address or CIDR that does not parse (prefix length out of range included), or more
+ * entries than a list holds.
+ */
+export class InvalidListError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SLUICE_INVALID_LIST', message, options)
   }
 }
 

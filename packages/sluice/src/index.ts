@@ -9,6 +9,7 @@ export {
   InvalidCostError,
   InvalidDurationError,
   InvalidKeyError,
+  InvalidListError,
   InvalidOptionsError,
   InvalidPolicyError,
   RateLimitedError,
@@ -61,6 +62,7 @@ export type {
   TrustProxy,
 } from './http/index.js'
 export { createHttpLimiter, ipKey, rateLimitBody, rateLimitHeaders } from './http/index.js'
+export type { ListEntryOptions, PolicyLists } from './limiter/list-methods.js'
 export type {
   AcquireDecision,
   Check,
@@ -77,6 +79,7 @@ export type {
   OverrideOptions,
 } from './limiter.js'
 export { createLimiter } from './limiter.js'
+export type { ListEntries, ListName } from './lists.js'
 export type {
   AlgorithmName,
   ConcurrencyPolicy,
@@ -86,6 +89,7 @@ export type {
   RatePolicy,
   StoreErrorMode,
 } from './policy.js'
+export type { ListEntry, ListEntryKind } from './runtime-lists.js'
 export type { LocalDenyCacheOptions } from './scale/deny-cache.js'
 export type { HybridBackend } from './scale/hybrid.js'
 export type { Store } from './store.js'

@@ -2,6 +2,7 @@
 import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
 import { InvalidPolicyError } from './errors.js'
+import { type CompiledLists, compileLists, type ListEntries } from './lists.js'
 import {
   count,
   duration,
@@ -90,6 +91,16 @@ export interface RatePolicy {
    * numbers as they are, committing nothing (for costs taken from user input).
    */
   costAboveCapacity?: CostAboveCapacity
+  /**
+   * Keys and addresses this policy never limits (`allow`: allowed with full `remaining`, no store
+   * call) or always refuses (`deny`: `reason: 'denied'`, no store call, nothing spent; a deny wins).
+   * `keys` match the key exactly; `ips` (addresses, CIDRs) match a key that is an address, bare or
+   * in the HTTP core's `ip:<address>` form. See docs/policies.md#allow-and-deny-lists.
+   * @example { algorithm: 'fixed-window', limit: 5, window: '1m', deny: { ips: ['203.0.113.0/24'] } }
+   */
+  allow?: ListEntries
+  /** See `allow`. */
+  deny?: ListEntries
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -120,6 +131,16 @@ export interface ConcurrencyPolicy {
    * numbers as they are, committing nothing (for costs taken from user input).
    */
   costAboveCapacity?: CostAboveCapacity
+  /**
+   * Keys and addresses this policy never limits (`allow`: allowed with full `remaining`, no store
+   * call) or always refuses (`deny`: `reason: 'denied'`, no store call, nothing spent; a deny wins).
+   * `keys` match the key exactly; `ips` (addresses, CIDRs) match a key that is an address, bare or
+   * in the HTTP core's `ip:<address>` form. See docs/policies.md#allow-and-deny-lists.
+   * @example { algorithm: 'fixed-window', limit: 5, window: '1m', deny: { ips: ['203.0.113.0/24'] } }
+   */
+  allow?: ListEntries
+  /** See `allow`. */
+  deny?: ListEntries
 }
 
 export type Policy = RatePolicy | ConcurrencyPolicy
@@ -149,6 +170,8 @@ export interface ResolvedPolicy {
   readonly blockDurationMs?: number
   /** Set only when a cost above the capacity is answered as a denial rather than an error. */
   readonly costAboveCapacity?: 'deny'
+  /** Set only when the policy has an allow or a deny list (src/lists.ts). */
+  readonly lists?: CompiledLists
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -166,6 +189,8 @@ const idCheck = optional(
 )
 const maxKeysCheck = optional(count('maxKeys'))
 const costAboveCapacityCheck = optional(oneOf(['error', 'deny'], "must be 'error' or 'deny'"))
+// Lists are checked by compileLists after the shape, with their own error (SLUICE_INVALID_LIST).
+const listsChecked: Validator = () => undefined
 
 const RATE_SHAPE = {
   id: idCheck,
@@ -180,6 +205,8 @@ const RATE_SHAPE = {
   maxKeys: maxKeysCheck,
   blockDuration: optional(durationCheck),
   costAboveCapacity: costAboveCapacityCheck,
+  allow: listsChecked,
+  deny: listsChecked,
 } satisfies Record<keyof RatePolicy, Validator>
 
 const CONCURRENCY_SHAPE = {
@@ -191,6 +218,8 @@ const CONCURRENCY_SHAPE = {
   scope: optional(oneOf(['region'], "must be 'region': concurrency leases are held per region")),
   maxKeys: maxKeysCheck,
   costAboveCapacity: costAboveCapacityCheck,
+  allow: listsChecked,
+  deny: listsChecked,
 } satisfies Record<keyof ConcurrencyPolicy, Validator>
 
 // The keys a policy may have, checked before its shape so a misspelling (`windw`) is named as such
@@ -256,7 +285,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   }
   // The values as given. A concurrency policy has no window, burst, mode or syncEvery: what it
   // inherits under those names is not read.
-  const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity } = policy as Policy
+  const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity, allow, deny } = policy as Policy
   const { window, burst, mode, syncEvery, blockDuration }: Partial<RatePolicy> = concurrency
     ? {}
     : (policy as RatePolicy)
@@ -323,5 +352,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   if (costAboveCapacity === 'deny') resolved.costAboveCapacity = 'deny'
   if (blockDuration !== undefined)
     resolved.blockDurationMs = parseDuration(blockDuration, `policies.${name}.blockDuration`)
+  const lists = compileLists(`policies.${name}`, allow, deny)
+  if (lists !== undefined) resolved.lists = lists
   return Object.freeze(resolved)
 }

@@ -7,6 +7,7 @@ export type { ConformanceCase, ConformanceOptions, StoreFactory } from './confor
 export { ConformanceError, checkStore, conformanceCases } from './conformance/run.js'
 export type { ExpectedResult, Vector, VectorStep } from './conformance/vectors.js'
 export { vectors } from './conformance/vectors.js'
+export type { CompiledList, CompiledLists, ListEntries } from './lists.js'
 export type { AlgorithmName, ResolvedPolicy } from './policy.js'
 export type { RecordKind, StoreRecord, StoreRecords } from './records.js'
 export {

@@ -44,6 +44,8 @@ export interface StepResult {
   notEvaluated?: boolean
   /** Set by the limiter's local deny cache, never by a store: answered without asking the store. */
   cached?: boolean
+  /** Set by the limiter's lists, never by a store: an allow or deny list decided this step. */
+  listed?: 'allow' | 'deny'
   /** Set by the limiter's override link, never by a store: the key has a per-key override. */
   override?: boolean
   /** Set by the limiter's override link with `override`: the capacity the key was decided under. */

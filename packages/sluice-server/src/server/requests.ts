@@ -43,6 +43,9 @@ export type ClientErrorCode =
   | 'reservation_settled'
   | 'reservation_expired'
   | 'unsupported'
+  // /v1/lists (lists.ts)
+  | 'invalid_entry'
+  | 'too_many_entries'
   // /v1/overrides (overrides.ts)
   | 'invalid_override'
   | 'too_many_overrides'

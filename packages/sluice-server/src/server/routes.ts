@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { admin, ready, sameSecret } from './admin.js'
 import { authz, decisionJson } from './decisions.js'
+import { lists } from './lists.js'
 import { finished } from './observe.js'
 import { overrides } from './overrides.js'
 import { send } from './plumbing.js'
@@ -152,6 +153,10 @@ export async function route(
       return
     }
     default:
+      if (path.startsWith('/v1/lists/')) {
+        await lists(ctx, req, res, path, id)
+        return
+      }
       if (path.startsWith('/v1/settle/')) {
         allow(method, 'POST')
         await settle(ctx, req, res, path)

@@ -127,7 +127,13 @@ export function createService(options: ServiceOptions): Service {
           ...options.observability,
           // The config's abuse: section, unless the caller turned the patterns off or tuned them.
           abuse: options.observability?.abuse ?? abuseOptions(options.config.abuse, options.config.tierNames),
-          limiter: { subscribe },
+          // The policies of the limiter in force (a reload swaps it): the dashboard shows their lists.
+          limiter: {
+            subscribe,
+            get policies() {
+              return ctx.limiter.policies
+            },
+          },
           registry,
           dashboardPath: '/dashboard',
         })

@@ -147,6 +147,14 @@ function render(s) {
     el('td', {}, r.region + (r.local ? ' (local)' : '')),
     el('td', {}, el('span', { class: 'badge ' + (r.stale ? 'down' : 'up') }, r.stale ? 'stale' : 'fresh')),
     el('td', { class: 'age' }, r.lastSyncAgeMs == null ? 'never' : ms(r.lastSyncAgeMs)))), 'no regions', 3);
+  const lists = s.lists || [];
+  $('lists-section').hidden = lists.length === 0;
+  const listCell = (l) => l == null ? '–' : [l.keys + ' keys', l.ips + ' ranges'].join(', ') +
+    (l.shown.keys.length + l.shown.ips.length ? ': ' + l.shown.keys.concat(l.shown.ips).join(' ') +
+      (l.shown.keys.length + l.shown.ips.length < l.keys + l.ips ? ' …' : '') : '');
+  fill($('lists'), lists.map((p) => el('tr', { 'data-policy': p.policy },
+    el('td', {}, p.policy), el('td', { class: 'deny l' }, listCell(p.deny)),
+    el('td', { class: 'allow l' }, listCell(p.allow)))), 'no lists', 3);
   const limited = s.topDenied.flatMap((t) => t.keys.map((k) => ({ ...k, policy: t.policy, total: t.total })))
     .sort((a, b) => b.count - a.count).slice(0, 10);
   fill($('top'), limited.map((k) => el('tr', {},
@@ -242,6 +250,11 @@ export function dashboardPage(base: string): string {
   <h2>Per-key overrides in force</h2>
   <table><thead><tr><th>policy</th><th>key</th><th>override</th><th>ends</th><th>reason</th></tr></thead>
   <tbody id="overrides"></tbody></table>
+</section>
+<section id="lists-section" hidden>
+  <h2>Allow and deny lists</h2>
+  <table><thead><tr><th>policy</th><th class="l">deny</th><th class="l">allow</th></tr></thead>
+  <tbody id="lists"></tbody></table>
 </section>
 <section>
   <h2>Top limited keys (last minute)</h2>

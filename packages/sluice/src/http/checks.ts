@@ -4,7 +4,9 @@
 // admits or none is committed. Who is asking (the keys) is keys.ts; which rules apply, rules.ts.
 import { InvalidCostError, UnknownPolicyError } from '../errors.js'
 import type { Check } from '../limiter.js'
+import { listOf } from '../lists.js'
 import { isPending } from '../store.js'
+import { DENIED_MESSAGE } from './headers.js'
 import { RequestKeys } from './keys.js'
 import type { LimitedShorthand } from './limited.js'
 import type { ResolvedHttpOptions } from './options.js'
@@ -91,6 +93,19 @@ export function checksReader(
   const defaultTier = options.tiers?.default ?? ''
   const tierCacheKey = options.tiers?.cacheBy ?? 'user'
 
+  /**
+   * The answer to a denied client (the limiter's `deny`, or a rule's deny list): 403 without a
+   * store call, or in shadow mode a logged pass.
+   */
+  function denied(checks: RequestChecks): HttpOutcome {
+    if (!settings.shadow) return refusal(403, 'forbidden', DENIED_MESSAGE)
+    logger.warn(
+      { route: checks.routeId, ip: checks.ip() },
+      'sluice: shadow mode would refuse a denied client',
+    )
+    return { action: 'continue', headers: {}, wouldDeny: true }
+  }
+
   /** Each rule that applies to the request, with its tier's policy, added to its checks. */
   function gather(
     checks: RequestChecks,
@@ -106,6 +121,12 @@ export function checksReader(
       if (rule.key === 'ip' && checks.ip() === undefined && settings.missingIp === 'reject')
         return refusal(400, 'bad_request', 'The client address is unknown; requests must come over TCP/IP.')
       const key = checks.key(rule.key)
+      const { lists } = applicable[i]!
+      if (lists !== undefined) {
+        const listed = listOf(lists, key, checks.ip())
+        if (listed === 'deny') return denied(checks)
+        if (listed === 'allow') continue
+      }
       if (key === undefined) continue
       // Not of the request here: a rule's cost is a number (`gatherOfRequest` takes the others).
       checks.add(policy, key, (rule.cost as number | undefined) ?? routeCost)
@@ -165,7 +186,7 @@ export function checksReader(
   /** The answered layers of `gatherOfRequest` checked and added; throws on a function's bad answer. */
   function addLayers(checks: RequestChecks, layers: readonly LayerOfRequest[]): RequestRead {
     for (const { compiled, policy, cost, costWhere } of layers) {
-      const { rule, where } = compiled
+      const { rule, where, lists } = compiled
       if (typeof rule.policy === 'function') {
         if (policy === null) continue
         if (typeof policy !== 'string' || !Object.hasOwn(policies, policy))
@@ -177,6 +198,11 @@ export function checksReader(
       if (rule.key === 'ip' && checks.ip() === undefined && settings.missingIp === 'reject')
         return refusal(400, 'bad_request', 'The client address is unknown; requests must come over TCP/IP.')
       const key = checks.key(rule.key)
+      if (lists !== undefined) {
+        const listed = listOf(lists, key, checks.ip())
+        if (listed === 'deny') return denied(checks)
+        if (listed === 'allow') continue
+      }
       if (key === undefined) continue
       if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost <= 0)
         throw new InvalidCostError(
@@ -201,11 +227,7 @@ export function checksReader(
     checks.limited = route === undefined ? rules.limited : route.limited
     checks.counting = route === undefined ? rules.counting : route.counting
     if (skipIp?.(checks.ip()) === true) return pass()
-    if (denyIp?.(checks.ip()) === true || options.deny?.when?.(request) === true) {
-      if (!settings.shadow) return refusal(403, 'forbidden', 'This client is not allowed to call this API.')
-      logger.warn({ route: routeId, ip: checks.ip() }, 'sluice: shadow mode would refuse a denied client')
-      return { action: 'continue', headers: {}, wouldDeny: true }
-    }
+    if (denyIp?.(checks.ip()) === true || options.deny?.when?.(request) === true) return denied(checks)
     const applicable = route === undefined ? rules.globalRules : route.all
     const ofRequest = route === undefined ? rules.globalDynamic : route.dynamic
     // Without functions of the request, the route's cost is a number (checked when compiled).

@@ -227,7 +227,9 @@ export function rateLimitHeaders(
     out['RateLimit-Policy'] = policyField
     if (stateField !== '') out.RateLimit = stateField
   }
-  if (!decision.allowed) out['Retry-After'] = String(retryAfterSeconds(decision))
+  // A denied key (deny list) is refused whenever it asks: no time to wait for.
+  if (!decision.allowed && decision.reason !== 'denied')
+    out['Retry-After'] = String(retryAfterSeconds(decision))
   return out
 }
 
@@ -243,6 +245,26 @@ function seenBefore(layers: readonly Decision[], index: number, name: string): b
   for (let j = 0; j < index; j++) if (layers[j]!.policy === name) return true
   return false
 }
+
+/** The answer to a key a deny list holds: 403, the HTTP core's `forbidden` answer, and the policy. */
+function deniedBody(decision: Decision | LayeredDecision, format: 'json' | 'problem'): RateLimitBody {
+  const policy = (decision as LayeredDecision).deniedBy ?? decision.policy
+  const message = DENIED_MESSAGE
+  if (format === 'problem')
+    return {
+      status: 403,
+      contentType: 'application/problem+json',
+      body: JSON.stringify({ type: 'about:blank', title: 'Forbidden', status: 403, detail: message, policy }),
+    }
+  return {
+    status: 403,
+    contentType: 'application/json',
+    body: JSON.stringify({ error: 'forbidden', message, policy }),
+  }
+}
+
+/** What a denied client is told, by the HTTP core's `deny` and by a deny list alike. */
+export const DENIED_MESSAGE = 'This client is not allowed to call this API.'
 
 export interface RateLimitBody {
   status: number
@@ -264,7 +286,9 @@ export interface RateLimitBodyOptions {
  * (`format: 'json'`, the default) or an RFC 9457 problem document (`format: 'problem'`,
  * `application/problem+json`). Denied because the store failed (reason `store_unavailable`, a policy
  * with `onStoreError: 'closed'`): status 503 (or `storeUnavailableStatus`) with
- * `"error":"store_unavailable"`. Allowed (degraded or not): status 200 with `{"allowed":true,"remaining":N}`.
+ * `"error":"store_unavailable"`. Denied by a deny list (reason `denied`): status 403 with
+ * `{"error":"forbidden","message":"...","policy":"<layer>"}`. Allowed (degraded or not): status 200
+ * with `{"allowed":true,"remaining":N}`.
  */
 export function rateLimitBody(
   decision: Decision | LayeredDecision,
@@ -279,6 +303,7 @@ export function rateLimitBody(
       body: JSON.stringify({ allowed: true, remaining }),
     }
   }
+  if (decision.reason === 'denied') return deniedBody(decision, format)
   const retryAfter = retryAfterSeconds(decision)
   const policy =
     'deniedBy' in decision && typeof decision.deniedBy === 'string'
@@ -407,7 +432,9 @@ export function headerWriter(
         RateLimit: p.statePrefix + String(safe(decision.remaining)) + waitSuffix(p, seconds(resetMs)),
       }
     }
-    if (!decision.allowed) out['Retry-After'] = String(retryAfterSeconds(decision))
+    // A denied key (deny list) is refused whenever it asks: no time to wait for.
+    if (!decision.allowed && decision.reason !== 'denied')
+      out['Retry-After'] = String(retryAfterSeconds(decision))
     return out
   }
 }

@@ -1,7 +1,7 @@
 // Who is asking, by address: parse IPs, group IPv6 by prefix, and read X-Forwarded-For / Forwarded
 // only through proxies the operator trusts (a header from anyone else changes nothing).
 import { BlockList, isIPv4, isIPv6 } from 'node:net'
-import { InvalidOptionsError } from '../errors.js'
+import { InvalidOptionsError, type SluiceError } from '../errors.js'
 
 /** Normalise one address: strip brackets, zone and port; IPv4-mapped and -compatible IPv6 to IPv4. */
 export function parseIp(raw: string): { address: string; family: 'ipv4' | 'ipv6' } | undefined {
@@ -192,15 +192,18 @@ export function clientIpResolver(options: ClientIpOptions): ClientIpResolver {
 }
 
 /**
- * A matcher for a list of addresses and CIDRs (and the names loopback, private, linklocal).
+ * A matcher for a list of addresses and CIDRs (and the names loopback, private, linklocal). A bad
+ * entry throws what `fail` makes of the message (default `InvalidOptionsError`).
  * @example ipMatcher(['10.0.0.0/8', '::1'], 'skip.ips')('10.1.2.3') // true
  */
 export function ipMatcher(
   entries: readonly string[],
   what: string,
+  fail: (message: string) => SluiceError = (message) => new InvalidOptionsError(message),
 ): (address: string | undefined) => boolean {
   const list = new BlockList()
-  for (const entry of entries) for (const range of NAMED_RANGES[entry] ?? [entry]) addRange(list, range, what)
+  for (const entry of entries)
+    for (const range of NAMED_RANGES[entry] ?? [entry]) addRange(list, range, what, fail)
   return (address) => {
     if (address === undefined) return false
     const ip = parseIp(address)
@@ -208,13 +211,20 @@ export function ipMatcher(
   }
 }
 
-function addRange(list: BlockList, range: string, what = 'trustProxy'): void {
+function addRange(
+  list: BlockList,
+  range: string,
+  what = 'trustProxy',
+  fail: (message: string) => SluiceError = (message) => new InvalidOptionsError(message),
+): void {
   const slash = range.indexOf('/')
   const ip = parseIp(slash < 0 ? range : range.slice(0, slash))
-  const bits = slash < 0 ? undefined : Number(range.slice(slash + 1))
+  const length = slash < 0 ? '' : range.slice(slash + 1)
+  // Digits only: Number() reads '' as 0 (`10.0.0.0/` would be every address) and ' 8' as 8.
+  const bits = slash < 0 ? undefined : /^[0-9]{1,3}$/.test(length) ? Number(length) : Number.NaN
   const max = ip?.family === 'ipv4' ? 32 : 128
   if (ip === undefined || (bits !== undefined && (!Number.isInteger(bits) || bits < 0 || bits > max))) {
-    throw new InvalidOptionsError(
+    throw fail(
       `${what}: ${JSON.stringify(range)} is not an address, a CIDR or one of loopback, private, linklocal${what === 'trustProxy' ? ', unix' : ''}`,
     )
   }

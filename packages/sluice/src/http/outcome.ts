@@ -3,7 +3,7 @@
 // `onLimited` returns instead; shadow mode continues either way. Refusals that are not a rate limit
 // (403 deny, 400 unknown client, 500 failure) are plain JSON answers.
 import type { Decision, LayeredDecision } from '../limiter.js'
-import { rateLimitBody } from './headers.js'
+import { DENIED_MESSAGE, rateLimitBody } from './headers.js'
 import type { LimitedShorthand } from './limited.js'
 import type { ResolvedHttpOptions } from './options.js'
 import type { DecisionInfo, HttpLogger, HttpOutcome, HttpRequestInfo, HttpResponseSpec } from './types.js'
@@ -79,6 +79,8 @@ export function outcomeWriter(resolved: ResolvedHttpOptions): OutcomeWriter {
       logger.warn({ route: routeId, policy, key: decision.key }, 'sluice: shadow mode would refuse')
       return { action: 'continue', headers, decision, wouldDeny: true }
     }
+    // A deny list of the policy: the HTTP core's 403 for a denied client, not a rate limit.
+    if (decision.reason === 'denied') return { ...refusal(403, 'forbidden', DENIED_MESSAGE), decision }
     // A `closed` policy whose store failed: 503 (or 429) with Retry-After, not a plain 429.
     const body = rateLimitBody(decision, settings.body, bodyOptions)
     // The shorthands speak for rate limits; a store that failed keeps its own answer (503 or

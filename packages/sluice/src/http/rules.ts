@@ -1,6 +1,7 @@
 // Rules and routes: which layers apply to a request. Rules are checked against the limiter's policies
 // once, route patterns become matchers, and configured routes merge with adapter route options.
 import { InvalidOptionsError } from '../errors.js'
+import { type CompiledLists, compileLists } from '../lists.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
 import { validateKey } from './keys.js'
@@ -10,7 +11,7 @@ import type { HttpLimiterOptions, RequestCost, RouteOptions, Rule } from './type
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'])
 
-const RULE_KEYS = keysOf<Rule>({ policy: true, key: true, routes: true, cost: true })
+const RULE_KEYS = keysOf<Rule>({ policy: true, key: true, routes: true, cost: true, allow: true, deny: true })
 const ROUTE_KEYS = keysOf<RouteOptions>({
   cost: true,
   rules: true,
@@ -90,6 +91,8 @@ export interface CompiledRule {
   dynamic: boolean
   /** Where it was written (`rules[0]`), for the errors of its functions' answers. */
   where: string
+  /** Its allow and deny lists, compiled; undefined when it has none. */
+  lists: CompiledLists | undefined
 }
 
 export interface CompiledRoute {
@@ -200,6 +203,7 @@ export function compileRules(
       everywhere: rule.routes === undefined,
       dynamic: policyOfRequest || typeof rule.cost === 'function',
       where,
+      lists: compileLists(where, rule.allow, rule.deny),
     }
   }
 

@@ -1,6 +1,8 @@
 // The framework-neutral shapes the HTTP core works on: what an adapter hands in, what it gets back.
+
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision, LayeredDecision, Limiter } from '../limiter.js'
+import type { ListEntries } from '../lists.js'
 import type { HeaderFamilies } from './headers.js'
 import type { TrustProxy } from './ip.js'
 import type { QueueOptions } from './queue.js'
@@ -78,6 +80,16 @@ export interface Rule<Raw = unknown> {
   routes?: readonly string[]
   /** This layer's cost, whatever the route's (e.g. a per-IP request count), or a function of the request. */
   cost?: RequestCost<Raw>
+  /**
+   * Requests this layer never limits: `ips` (addresses, CIDRs) match the client IP, `keys` the
+   * layer's key exactly. The layer is skipped without a store call; the other layers still apply.
+   */
+  allow?: ListEntries
+  /**
+   * Requests refused with 403 when this layer applies, without a store call: `ips` match the
+   * client IP, `keys` the layer's key exactly. A deny wins over an allow.
+   */
+  deny?: ListEntries
 }
 
 /** A response that has ended, as `requestWasSuccessful` sees it. */

@@ -3,10 +3,16 @@
 
 /**
  * Why a request was denied: out of units, blocked, the store failed with `onStoreError: 'closed'`,
- * (wait) it could not fit within its longest wait, or its cost is above the policy's capacity, so
- * it never fits (a policy with `costAboveCapacity: 'deny'`).
+ * (wait) it could not fit within its longest wait, its cost is above the policy's capacity, so
+ * it never fits (a policy with `costAboveCapacity: 'deny'`), or a deny list holds its key (`denied`).
  */
-export type DenyReason = 'limit' | 'blocked' | 'store_unavailable' | 'timeout' | 'cost_above_capacity'
+export type DenyReason =
+  | 'limit'
+  | 'blocked'
+  | 'store_unavailable'
+  | 'timeout'
+  | 'cost_above_capacity'
+  | 'denied'
 
 /** The answer to one check. Times are whole milliseconds. */
 export interface Decision {
@@ -33,6 +39,11 @@ export interface Decision {
    * (full `remaining`), not its state; the rate-limit headers leave it out of `RateLimit`.
    */
   notEvaluated?: boolean
+  /**
+   * Set when a list of the policy decided without the store: `deny` (denied, `reason: 'denied'`,
+   * nothing spent) or `allow` (allowed, full `remaining`, nothing spent).
+   */
+  listed?: 'allow' | 'deny'
   /** True when the key has a per-key override (limiter.setOverride): `limit` is the override's. */
   override?: boolean
 }

@@ -24,9 +24,12 @@ export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult):
     policy: policy.name,
     key,
   }
-  if (!r.allowed) d.reason = r.unavailable ? 'store_unavailable' : r.blocked ? 'blocked' : 'limit'
+  if (!r.allowed)
+    d.reason =
+      r.listed === 'deny' ? 'denied' : r.unavailable ? 'store_unavailable' : r.blocked ? 'blocked' : 'limit'
   if (r.degraded) d.degraded = true
   if (r.notEvaluated) d.notEvaluated = true
+  if (r.listed !== undefined) d.listed = r.listed
   if (r.override) d.override = true
   return d
 }

@@ -11,6 +11,7 @@ import { FAILOVER_OPTION_KEYS } from '../failover/options.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
 import { resolvePolicy } from '../policy.js'
+import { RuntimeLists } from '../runtime-lists.js'
 import { denyCacheOptions } from '../scale/deny-cache.js'
 import { isPending, type MaybePromise, type Step, type StepResult, type Store } from '../store.js'
 import { memoryStore, singleStepOf } from '../stores/memory.js'
@@ -18,6 +19,8 @@ import { createWaiting, waitBounds } from '../waiting/index.js'
 import { buildChain, type Chain } from './chain.js'
 import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
 import { type DecisionEvents, decisionEvents, type Run, type RunOne } from './events.js'
+import { type ListMethod, listMethods } from './list-methods.js'
+import { listsStore } from './lists-store.js'
 import { overrideMethods } from './override-methods.js'
 import { DEFAULT_STALENESS_MS, OverrideCache, overrideStore } from './overrides.js'
 import type {
@@ -83,25 +86,42 @@ export function createLimiter<const P extends Record<string, Policy>>(
     hybrid: options.hybrid,
   })
   const validate = validator(settings.policies)
+  // Allow and deny lists at the very head (a denied key never reaches an override), then per-key
+  // overrides. The override cache reads the store's records, run-time list entries included, at
+  // start and every `staleness`; while there is no list and no override, a single check on the
+  // memory store takes the single-step path below both links.
+  const policyIds = [...new Set([...settings.policies.values()].map((p) => p.id))]
+  const runtimeLists = new RuntimeLists(() => userStore.now())
+  const ownLists = [...settings.policies.values()].some((p) => p.lists !== undefined)
   const overrides = new OverrideCache({
     records: userStore.records,
-    policyIds: [...new Set([...settings.policies.values()].map((p) => p.id))],
+    policyIds,
     stalenessMs: settings.stalenessMs,
     poll: !userStore.inProcess,
     now: () => userStore.now(),
     changed: (policyId, key) => chain.forgetDenial(policyId, key),
+    lists: runtimeLists,
   })
-  const head = overrideStore(chain.store, overrides)
-  const events = decisionPath(head, chain.store, overrides, userStore.name, options.onDecision)
+  const head = listsStore(overrideStore(chain.store, overrides), runtimeLists)
+  const events = decisionPath(
+    head,
+    chain.store,
+    () => overrides.size === 0 && !ownLists && runtimeLists.size === 0,
+    userStore.name,
+    options.onDecision,
+  )
   overrides.start()
-  const base = limiterMethods<Name>(
-    { ...chain, store: head },
-    overrides,
-    userStore,
-    validate,
-    events,
-    settings.policies,
-    (policyId: string, key: string): void => waiting.queues.released(policyId, key),
+  const base = Object.assign(
+    limiterMethods<Name>(
+      { ...chain, store: head },
+      overrides,
+      userStore,
+      validate,
+      events,
+      settings.policies,
+      (policyId: string, key: string): void => waiting.queues.released(policyId, key),
+    ),
+    listMethods<Name>(userStore, validate, runtimeLists),
   )
   // wait / reserve / throttle over the methods above; settle's forced charge goes down the chain to
   // the store's `charge`, which a store that cannot refuses itself (costs were checked by reserve; a
@@ -194,7 +214,7 @@ function limiterSettings(options: LimiterOptions<Record<string, Policy>>) {
 function decisionPath(
   store: Store,
   below: Store,
-  overrides: OverrideCache,
+  direct: () => boolean,
   storeName: string,
   onDecision: LimiterOptions<Record<string, Policy>>['onDecision'],
 ): DecisionEvents {
@@ -208,14 +228,14 @@ function decisionPath(
   // A single check: straight to the memory store's single-step path when the chain is that store
   // alone (no Step, no arrays, one result object reused: the Decision copies it at once); otherwise
   // down the chain as a one-step list.
-  // The override link is above the memory store: while no override is known, the single-step path
-  // is taken as before; a key may have one, the check goes down the chain through the link.
+  // The list and override links are above the memory store: while there is no list and no
+  // override, the single-step path is taken; with one, the check goes down through the links.
   const single = singleStepOf(below)
   const scratch: StepResult = { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 0, blocked: false }
   const plainOne: RunOne =
     single !== undefined
       ? (operation, policy, key, cost, mode) =>
-          overrides.size === 0
+          direct()
             ? decisionFor(policy, key, single(policy, key, cost, mode, scratch))
             : plain(operation, [{ policy, key, cost }], mode, false)
       : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
@@ -231,7 +251,7 @@ function limiterMethods<Name extends string>(
   events: DecisionEvents,
   policies: ReadonlyMap<string, ResolvedPolicy>,
   released: (policyId: string, key: string) => void,
-): Omit<Limiter<Name>, WaitingMethod> {
+): Omit<Limiter<Name>, WaitingMethod | ListMethod> {
   const store = chain.store
 
   function decide(
@@ -290,7 +310,7 @@ function limiterMethods<Name extends string>(
   /** Releasing a lease frees units a waiter of this process may fit in now. */
   const freed = (s: Step): void => released(s.policy.id, s.key)
 
-  const methods: Omit<Limiter<Name>, WaitingMethod> = {
+  const methods: Omit<Limiter<Name>, WaitingMethod | ListMethod> = {
     store: userStore,
     policies: Object.fromEntries(policies) as Record<Name, ResolvedPolicy>,
     consume,

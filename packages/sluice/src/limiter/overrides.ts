@@ -7,6 +7,7 @@ import { InvalidOptionsError, InvalidPolicyError, UnsupportedError } from '../er
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import { type ResolvedPolicy, resolvePolicy } from '../policy.js'
 import type { StoreRecord, StoreRecords } from '../records.js'
+import type { RuntimeLists } from '../runtime-lists.js'
 import {
   forwardStore,
   isPending,
@@ -218,6 +219,8 @@ export interface OverrideCacheOptions {
   now(): number
   /** A key's override changed: forget what was cached about its units (the deny cache). */
   changed(policyId: string, key: string): void
+  /** The run-time allow and deny entries (records too): read with the overrides, at each new version. */
+  readonly lists?: RuntimeLists
 }
 
 /**
@@ -273,7 +276,10 @@ export class OverrideCache {
     try {
       const version = await records.version()
       if (version === this.version) return
-      const lists = await Promise.all(policyIds.map((id) => records.list('override', id)))
+      const [lists] = await Promise.all([
+        Promise.all(policyIds.map((id) => records.list('override', id))),
+        this.options.lists?.read(records, policyIds),
+      ])
       if (this.stopped || generation !== this.generation) return
       const next = new Map<string, Map<string, Entry>>()
       let size = 0

@@ -1,7 +1,9 @@
 // The limiter's public types: decisions, events, options and the Limiter interface itself.
 import type { Duration } from '../duration.js'
 import type { FailoverLimiterOptions, StoreHealth } from '../failover/index.js'
+import type { ListName } from '../lists.js'
 import type { Policy, ResolvedPolicy } from '../policy.js'
+import type { ListEntry } from '../runtime-lists.js'
 import type { LocalDenyCacheOptions } from '../scale/deny-cache.js'
 import type { HybridBackend } from '../scale/hybrid.js'
 import type { MaybePromise, Store } from '../store.js'
@@ -17,6 +19,7 @@ import type {
   WaitOptions,
 } from '../waiting/types.js'
 import type { AcquireDecision, Check, ConsumeOptions, Decision, LayeredDecision } from './decision-types.js'
+import type { ListEntryOptions, PolicyLists } from './list-methods.js'
 import type { Override, OverrideOptions } from './overrides.js'
 
 export type {
@@ -107,6 +110,17 @@ export interface Limiter<Name extends string = string> {
   subscribe(listener: DecisionListener): () => void
   /** Is the store answering? `ok`, `degraded` (fallbacks decide) or `down` (a `closed` policy denies). */
   health(): StoreHealth
+  /**
+   * Add `entry` to `policy`'s allow or deny list at run time, in the store, so every limiter
+   * sharing it applies it (this one at once). An address or CIDR matches keys naming an address
+   * (bare or `ip:<address>`); anything else matches the key exactly. Replaces the entry if present.
+   * @example await limiter.addListEntry('api', 'deny', '203.0.113.0/24', { ttl: '1h', reason: 'scraper' })
+   */
+  addListEntry(policy: Name, list: ListName, entry: string, options?: ListEntryOptions): Promise<ListEntry>
+  /** Remove a run-time entry; true when the store had it. Configured entries stay. */
+  removeListEntry(policy: Name, list: ListName, entry: string): Promise<boolean>
+  /** `policy`'s allow and deny lists: the configured entries, then the run-time ones, each marked. */
+  getLists(policy: Name): Promise<PolicyLists>
   /**
    * Give `key` its own limit, window or burst under `policy`, or make it unlimited or blocked, in
    * the store, so every limiter sharing the store applies it (within their `staleness`). Replaces

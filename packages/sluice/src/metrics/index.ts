@@ -4,6 +4,7 @@
 
 export type { Dashboard, DashboardOptions } from '../dashboard/handler.js'
 export { createDashboard } from '../dashboard/handler.js'
+export type { ListSnapshot, PolicyListsSnapshot } from '../dashboard/lists.js'
 export type { NodeHandler } from '../http/types.js'
 export type {
   AbuseAlert,

@@ -2,9 +2,11 @@
 // the live dashboard, as plain node:http handlers that any server (or the Sluice service) can mount.
 import type { Registry } from 'prom-client'
 import { createDashboard } from '../dashboard/handler.js'
+import { listsSnapshot, type PolicyListsSnapshot } from '../dashboard/lists.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { NodeHandler } from '../http/types.js'
 import type { DecisionEvent, DecisionListener, LayeredDecision, Override } from '../limiter.js'
+import type { CompiledLists } from '../lists.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
@@ -25,8 +27,14 @@ import { SlidingTopK, TOPK_OPTION_KEYS } from './topk.js'
 /** A node:http request handler (also fits Express and `@hono/node-server` raw handlers). */
 
 export interface ObservabilityOptions {
-  /** The limiter to watch (anything with `subscribe`). */
-  limiter: { subscribe(listener: DecisionListener): () => void }
+  /**
+   * The limiter to watch (anything with `subscribe`). Its `policies`, when it has them (a limiter
+   * does), are read at each snapshot for the lists in force.
+   */
+  limiter: {
+    subscribe(listener: DecisionListener): () => void
+    readonly policies?: Readonly<Record<string, { readonly lists?: CompiledLists }>>
+  }
   /** Prometheus registry. Default: a new one. */
   registry?: Registry
   /** Bounds of the Prometheus labels and histogram buckets. */
@@ -127,6 +135,8 @@ export interface DashboardSnapshot {
   abuse: AbuseReport | null
   /** Per-key overrides in force, as `watchOverrides` last gave them (at most 50); empty without it. */
   overrides: Override[]
+  /** The allow and deny lists in force, per policy that has any (a limiter's policies; empty otherwise). */
+  lists: PolicyListsSnapshot[]
 }
 
 export interface Observability {
@@ -511,6 +521,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       spikes: detector.recent().slice(0, 20),
       abuse: abuse === undefined ? null : abuse.report(at, 10),
       overrides: overridesOf().slice(0, MAX_SHOWN_OVERRIDES),
+      lists: listsSnapshot(options.limiter.policies),
     }
   }
 

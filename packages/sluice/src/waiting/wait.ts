@@ -301,9 +301,14 @@ export class WaitQueues<Name extends string> {
       }
       if (slept && !q.concurrency)
         q.rivals = d.allowed ? Math.max(0, q.rivals - 0.25) : Math.min(MAX_RIVALS, q.rivals + 1)
-      // Nothing to wait for: admitted, a store that cannot answer (the fallback decided), or a
-      // cost above the policy's capacity, which no amount of waiting makes fit.
-      if (d.allowed || d.reason === 'store_unavailable' || d.reason === 'cost_above_capacity') {
+      // Nothing to wait for: admitted, a store that cannot answer (the fallback decided), a cost
+      // above the policy's capacity, which no amount of waiting makes fit, or a denied key.
+      if (
+        d.allowed ||
+        d.reason === 'store_unavailable' ||
+        d.reason === 'cost_above_capacity' ||
+        d.reason === 'denied'
+      ) {
         q.lastDenial = undefined
         if (d.allowed) q.lastAdmitted = { decision: d, at: clock() }
         this.finish(q, head, d)
