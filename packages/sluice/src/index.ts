@@ -72,8 +72,10 @@ export type {
   Lease,
   Limiter,
   LimiterOptions,
+  PenaltyApplied,
 } from './limiter.js'
 export { createLimiter } from './limiter.js'
+export type { PenaltyOptions, ResolvedPenalty } from './penalty.js'
 export type {
   AlgorithmName,
   ConcurrencyPolicy,

@@ -43,6 +43,8 @@ export interface StepResult {
   notEvaluated?: boolean
   /** Set by the limiter's local deny cache, never by a store: answered without asking the store. */
   cached?: boolean
+  /** Set by the limiter's penalty link, never by a store: this denial earned a penalty (its level and block). */
+  penalty?: { readonly level: number; readonly blockMs: number }
 }
 
 export interface Store {

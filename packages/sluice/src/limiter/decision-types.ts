@@ -33,6 +33,17 @@ export interface Decision {
    * (full `remaining`), not its state; the rate-limit headers leave it out of `RateLimit`.
    */
   notEvaluated?: boolean
+  /**
+   * Present on the denial that earned a penalty (a policy with `penalty`): the key's level (its
+   * earlier penalties remembered) and the block it got, in ms. The decision says `reason: 'blocked'`.
+   */
+  penalty?: PenaltyApplied
+}
+
+/** A penalty a decision applied: see `Decision.penalty`. */
+export interface PenaltyApplied {
+  readonly level: number
+  readonly blockMs: number
 }
 
 /** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */

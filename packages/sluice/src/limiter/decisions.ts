@@ -27,6 +27,7 @@ export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult):
   if (!r.allowed) d.reason = r.unavailable ? 'store_unavailable' : r.blocked ? 'blocked' : 'limit'
   if (r.degraded) d.degraded = true
   if (r.notEvaluated) d.notEvaluated = true
+  if (r.penalty !== undefined) d.penalty = r.penalty
   return d
 }
 

@@ -42,6 +42,7 @@ export type {
   Lease,
   Limiter,
   LimiterOptions,
+  PenaltyApplied,
   WaitingMethod,
 } from './types.js'
 

@@ -26,6 +26,7 @@ export type {
   DenyReason,
   LayeredDecision,
   Lease,
+  PenaltyApplied,
 } from './decision-types.js'
 
 /** One event per decision, for metrics, top keys and the dashboard. */
