@@ -11,7 +11,11 @@ import {
 } from '@opentelemetry/sdk-metrics'
 import { describe, expect, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
-import { createMetrics, createOpenTelemetry } from '../../packages/sluice/src/metrics/index.js'
+import {
+  createMetrics,
+  createObservability,
+  createOpenTelemetry,
+} from '../../packages/sluice/src/metrics/index.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { sample } from '../helpers/exposition.js'
 import { fakeClock } from '../helpers/fake-clock.js'
@@ -85,5 +89,39 @@ describe('penalties in the metrics', () => {
     expect(penalties?.dataPointType).toBe(DataPointType.SUM)
     expect(penalties?.dataPoints.map((p) => [p.attributes['sluice.policy'], p.value])).toEqual([['login', 3]])
     await provider.shutdown()
+  })
+})
+
+describe('penalised keys on the dashboard', () => {
+  it('lists each key under a penalty with its level and block, newest first, while its block lasts', async () => {
+    const { clock, limiter } = setup()
+    const obs = createObservability({ limiter, now: clock.now })
+    try {
+      expect(obs.snapshot().penalised).toEqual([])
+      for (let i = 0; i < 3; i++) await limiter.consume('login', 'mallory')
+      const first = clock.now()
+      clock.advance(1000)
+      await limiter.consume('login', 'eve')
+      await limiter.consume([
+        { policy: 'perIp', key: 'ip' },
+        { policy: 'login', key: 'eve' },
+      ])
+      await limiter.consume([
+        { policy: 'perIp', key: 'ip' },
+        { policy: 'login', key: 'eve' },
+      ])
+      expect(obs.snapshot().penalised).toEqual([
+        { policy: 'login', key: 'eve', level: 0, blockMs: 10_000, at: first + 1000, until: first + 11_000 },
+        { policy: 'login', key: 'mallory', level: 0, blockMs: 10_000, at: first, until: first + 10_000 },
+      ])
+      // Blocked requests add nothing; an ended block leaves the list.
+      await limiter.consume('login', 'mallory')
+      clock.advance(9000)
+      expect(obs.snapshot().penalised.map((p) => p.key)).toEqual(['eve'])
+      clock.advance(1000)
+      expect(obs.snapshot().penalised).toEqual([])
+    } finally {
+      obs.close()
+    }
   })
 })

@@ -8,6 +8,7 @@ import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limite
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
+import { type PenalisedKey, PenalisedKeys } from './penalties.js'
 import type {
   DecisionOutcome,
   MetricsOptions,
@@ -125,6 +126,8 @@ export interface DashboardSnapshot {
   spikes: Spike[]
   /** Abuse patterns and their alerts; `null` when turned off with `abuse: false`. */
   abuse: AbuseReport | null
+  /** Keys under an escalating penalty now (policies with `penalty`), newest first, at most 20. */
+  penalised: PenalisedKey[]
 }
 
 export interface Observability {
@@ -232,6 +235,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   }
   const topOptions = options.topKeys ?? {}
   const detector = new SpikeDetector(options.spikes)
+  const penalised = new PenalisedKeys()
   const abuse = options.abuse === false ? undefined : new AbuseDetector(options.abuse, metrics.registry)
   const maxPolicies = countOption(options.maxPolicies, 1000, 'maxPolicies')
   const dashboardPolicies = countOption(options.dashboardPolicies, 50, 'dashboardPolicies')
@@ -368,6 +372,9 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     samples.add(event.storeSeconds)
     if (event.operation === 'peek') return
     const d = event.decision
+    // The clock is read only for a denial that applied a penalty (rare), never per decision.
+    if (!d.allowed && (d.penalty !== undefined || ('results' in d && d.results.some((r) => r.penalty))))
+      penalised.record(d, now())
     if (abuse !== undefined && 'results' in d) abusePairs(d, abuse)
     const outcome = outcomeOf(d)
     // Same counting rule as sluice_decisions_total (see countedLayers), with keys for top-K.
@@ -500,6 +507,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       topAdmitted: policies.map((p) => report(p.policy, 'admitted', at, 10)),
       spikes: detector.recent().slice(0, 20),
       abuse: abuse === undefined ? null : abuse.report(at, 10),
+      penalised: penalised.list(at, 20),
     }
   }
 
