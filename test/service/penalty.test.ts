@@ -1,6 +1,8 @@
 // `penalty:` on a policy of the service's YAML: two instances sharing one Redis count the denials of
 // a key together through /v1/check and block it for the penalty; `sluice check` shows it; a bad
 // penalty names its file, line and key.
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, inject, it } from 'vitest'
 import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
@@ -68,5 +70,20 @@ describe('penalty in the service', () => {
     expect(() => parseConfig(CONFIG.replace('after: 3', 'aftr: 3'), 'conf.yaml')).toThrow(
       expect.objectContaining({ message: expect.stringContaining("did you mean 'after'?") }),
     )
+  })
+
+  it("docs/service.md's config loads with its penalty", () => {
+    const text = readFileSync(fileURLToPath(new URL('../../docs/service.md', import.meta.url)), 'utf8')
+    const yaml = /```yaml\n([\s\S]*?)```/.exec(text.slice(text.indexOf('## Config')))![1]!
+    // Its policies: part (the rest names certificate files this test does not have).
+    const policies = yaml.slice(yaml.indexOf('policies:'), yaml.indexOf('tiers:'))
+    const signin = parseConfig(policies, 'service.md').lookup('signin')
+    expect(signin?.resolved.penalty).toMatchObject({
+      after: 5,
+      withinMs: 600_000,
+      blockMs: 900_000,
+      factor: 2,
+      maxMs: 86_400_000,
+    })
   })
 })

@@ -346,7 +346,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   if (penalty !== undefined) {
     if (blockDuration !== undefined)
       throw new InvalidPolicyError(
-        `policies.${name}: blockDuration blocks at the first denial and penalty after several; use one of them (penalty: { after: 1, within, block, factor: 1 } is blockDuration)`,
+        `policies.${name}: blockDuration blocks at the first denial and penalty after several; use one of them`,
       )
     resolved.penalty = resolvePenalty(name, penalty)
   }
