@@ -26,10 +26,15 @@ export interface PenaltyOptions {
 
 /** A penalty after validation: durations in ms, and the block of every level. */
 export interface ResolvedPenalty {
+  /** Denials for lack of units that earn a penalty. */
   readonly after: number
+  /** The span they must fall within, in ms. */
   readonly withinMs: number
+  /** The first penalty's block, in ms. */
   readonly blockMs: number
+  /** What each repeat multiplies the block by. */
   readonly factor: number
+  /** The longest block, in ms. */
   readonly maxMs: number
   /**
    * How long the key's earlier penalties count towards its level: `2 x maxMs`. A key without a

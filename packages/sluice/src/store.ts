@@ -1,5 +1,6 @@
 // The store contract: a few methods that every store (memory, Redis, Redis Cluster) implements.
 // A store owns the clock and the physical keys; the limiter above it owns policies and validation.
+import type { PenaltyApplied } from './limiter/decision-types.js'
 import type { ResolvedPolicy } from './policy.js'
 
 /**
@@ -44,7 +45,7 @@ export interface StepResult {
   /** Set by the limiter's local deny cache, never by a store: answered without asking the store. */
   cached?: boolean
   /** Set by the limiter's penalty link, never by a store: this denial earned a penalty (its level and block). */
-  penalty?: { readonly level: number; readonly blockMs: number }
+  penalty?: PenaltyApplied
 }
 
 export interface Store {

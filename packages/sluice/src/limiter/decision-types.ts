@@ -42,7 +42,9 @@ export interface Decision {
 
 /** A penalty a decision applied: see `Decision.penalty`. */
 export interface PenaltyApplied {
+  /** The key's earlier penalties remembered (0 for a first offence). */
   readonly level: number
+  /** The block this penalty wrote, in ms. */
   readonly blockMs: number
 }
 

@@ -5,15 +5,19 @@ import { keyFingerprint } from './topk.js'
 
 /** One penalised key on the dashboard. Times are this process's clock (the observability's `now`). */
 export interface PenalisedKey {
+  /** The policy's name, as decisions show it. */
   policy: string
+  /** The key as the limiter was given it. */
   key: string
   /** A short name for a hashed key (`apikey:I6L_xJKj…`), as the other dashboard lists show it. */
   fingerprint?: string
   /** The key's earlier penalties remembered when this one was applied. */
   level: number
+  /** The block, in ms. */
   blockMs: number
-  /** When the penalty was applied, and when its block ends. */
+  /** When the penalty was applied (ms since the epoch). */
   at: number
+  /** When its block ends (ms since the epoch). */
   until: number
 }
 
