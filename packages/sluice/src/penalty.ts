@@ -61,22 +61,29 @@ const MAX_AFTER = 1_000_000
 // Counts x windows stay exact in doubles, as for every policy (policy.ts).
 const MAX_PRODUCT = 2 ** 50
 
+/** A value as a message quotes it: numbers as written, strings quoted, anything else by its type. */
+function shown(value: unknown): string {
+  if (typeof value === 'number') return String(value)
+  if (typeof value === 'string') return JSON.stringify(value)
+  return value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value
+}
+
 /** Validate `policies.<name>.penalty` and resolve it. Throws `InvalidPolicyError` / `InvalidDurationError`. */
 export function resolvePenalty(name: string, value: unknown): ResolvedPenalty {
   const where = `policies.${name}.penalty`
   const fail = (message: string) => new InvalidPolicyError(`${where}${message}`)
   if (!isOptionsObject(value))
-    throw fail(`: use { after, within, block, factor?, max? }, got ${JSON.stringify(value) ?? String(value)}`)
+    throw fail(`: use { after, within, block, factor?, max? }, got ${shown(value)}`)
   checkKnownKeys(where, value, PENALTY_KEYS, (message) => new InvalidPolicyError(message))
   const { after, within, block, factor, max } = value as Record<keyof PenaltyOptions, unknown>
   if (typeof after !== 'number' || !Number.isSafeInteger(after) || after < 1 || after > MAX_AFTER)
     throw fail(
-      `.after: how many denials earn a penalty, a whole number from 1 to ${MAX_AFTER}; got ${String(after)}`,
+      `.after: how many denials earn a penalty, a whole number from 1 to ${MAX_AFTER}; got ${shown(after)}`,
     )
   const withinMs = parseDuration(within, `${where}.within`)
   const blockMs = parseDuration(block, `${where}.block`)
   if (factor !== undefined && (typeof factor !== 'number' || !Number.isFinite(factor) || factor < 1))
-    throw fail(`.factor: a number >= 1 (1 keeps every block at \`block\`); got ${String(factor)}`)
+    throw fail(`.factor: a number >= 1 (1 keeps every block at \`block\`); got ${shown(factor)}`)
   const maxMs = max === undefined ? Math.max(DEFAULT_MAX_MS, blockMs) : parseDuration(max, `${where}.max`)
   if (maxMs < blockMs)
     throw fail(`.max: the longest block must be at least \`block\` (${blockMs}ms); got ${maxMs}ms`)
@@ -85,7 +92,7 @@ export function resolvePenalty(name: string, value: unknown): ResolvedPenalty {
   const blocksMs = levelBlocks(blockMs, factor ?? DEFAULT_FACTOR, maxMs)
   if (blocksMs === undefined)
     throw fail(
-      `.factor: ${String(factor)} takes more than ${MAX_LEVELS} repeats to reach max; use a larger factor, a longer block or a shorter max`,
+      `.factor: ${shown(factor)} takes more than ${MAX_LEVELS} repeats to reach max; use a larger factor, a longer block or a shorter max`,
     )
   const memoryMs = 2 * maxMs
   if ((blocksMs.length + LEVEL_SLACK) * memoryMs > MAX_PRODUCT)
