@@ -2,13 +2,16 @@
 // lost for lack of units is counted in the store, and the denial that completes `after` of them
 // within `within` blocks the key with the store's own `block`, for the block of the key's level.
 //
-// Both counts are hidden policies of the same store, on the same subject (one Cluster slot), under
+// The counts are hidden policies of the same store, on the same subject (one Cluster slot), under
 // ids no user policy can have (`~` is not allowed in an id):
 // - `<id>~penalty`: the denials, a sliding-window-log of `after` per `within`. Each denial consumes
 //   one unit; the one consume that fills the log (admitted with nothing left) is the after-th, and
-//   exactly one instance sees it, whatever races it. Its penalty writes the block, then empties the
-//   log. A denial the store answers between the two finds the log full and is not counted: it
-//   belongs to the offence being punished.
+//   exactly one instance sees it, whatever races it.
+// - `<id>~penalty-guard`: blocked with the key for the penalty's block. A denial is counted in one
+//   layered consume with it, so a count that reaches the store while a penalty is in force (a
+//   denial decided just before the block, counted just after) counts nothing: it belongs to the
+//   offence being punished. Between the after-th count and the block's write the log is full, so
+//   those count nothing either; the log is emptied once the block is written.
 // - `<id>~penalty-level`: the penalties, a sliding-window-log over `memoryMs` (2 x max). The count
 //   before a penalty's own unit is its level; a key without a penalty for `memoryMs` is back at 0.
 // The store's block keeps a longer block in force, so a racing lower level never shortens one.
@@ -18,26 +21,39 @@ import type { ResolvedPolicy } from '../policy.js'
 import type { MaybePromise, Step, StepResult, Store } from '../store.js'
 import { forwardStore, isPending } from '../store.js'
 
+/** More counts in a second than any key makes: the guard never denies for lack of units. */
+const GUARD_LIMIT = 2 ** 40
+
 /** The hidden policies that keep one penalised policy's counts. */
 interface Counts {
   readonly denials: ResolvedPolicy
+  /** Never out of units (its state lasts a second); only its block matters. */
+  readonly guard: ResolvedPolicy
   /** Undefined when every level blocks alike (`factor: 1`, or `block` equal to `max`). */
   readonly levels: ResolvedPolicy | undefined
 }
 
 function countsOf(policy: ResolvedPolicy, penalty: ResolvedPenalty): Counts {
-  const log = (suffix: string, limit: number, windowMs: number): ResolvedPolicy =>
+  const hidden = (
+    suffix: string,
+    algorithm: 'sliding-window-log' | 'fixed-window',
+    limit: number,
+    windowMs: number,
+  ): ResolvedPolicy =>
     Object.freeze({
       name: `${policy.name}~${suffix}`,
       id: `${policy.id}~${suffix}`,
-      algorithm: 'sliding-window-log',
+      algorithm,
       limit,
       windowMs,
       capacity: limit,
     })
+  const log = (suffix: string, limit: number, windowMs: number) =>
+    hidden(suffix, 'sliding-window-log', limit, windowMs)
   const levels = penalty.blocksMs.length - 1
   return {
     denials: log('penalty', penalty.after, penalty.withinMs),
+    guard: hidden('penalty-guard', 'fixed-window', GUARD_LIMIT, 1000),
     levels: levels === 0 ? undefined : log('penalty-level', levels + LEVEL_SLACK, penalty.memoryMs),
   }
 }
@@ -113,15 +129,17 @@ export function penaltyStore(inner: Store, counter: Store): Store {
     const penalty = s.policy.penalty!
     const c = countsFor(s.policy)
     const denial: Step = { policy: c.denials, key: s.key, cost: 1 }
+    const guard: Step = { policy: c.guard, key: s.key, cost: 1 }
     return then(
-      safely(() => counter.apply([denial], 'consume'), []),
-      ([counted]) => {
+      safely(() => counter.apply([guard, denial], 'consume'), []),
+      ([guarded, counted]) => {
+        if (!decided(guarded) || !guarded.allowed) return r
         if (!decided(counted) || !counted.allowed || counted.remaining > 0) return r
         return then(levelOf(s, c), (level) => {
           const blockMs = penalty.blocksMs[Math.min(level, penalty.blocksMs.length - 1)]!
-          // The block first: until the log is emptied, a racing denial finds it full and counts
-          // nothing, so one offence never earns two penalties.
-          return then(written(inner.block([s], blockMs)), (blocked) => {
+          // The block first (the guard's with it): until the log is emptied a racing count finds
+          // it full, and after that the guard blocked, so one offence never earns two penalties.
+          return then(written(inner.block([s, guard], blockMs)), (blocked) => {
             if (!blocked) return r
             return then(written(counter.reset([denial])), () => ({
               ...r,
@@ -155,7 +173,7 @@ export function penaltyStore(inner: Store, counter: Store): Store {
       for (const s of steps) {
         if (s.policy.penalty === undefined) continue
         const c = countsFor(s.policy)
-        all.push({ policy: c.denials, key: s.key, cost: 1 })
+        all.push({ policy: c.denials, key: s.key, cost: 1 }, { policy: c.guard, key: s.key, cost: 1 })
         if (c.levels !== undefined) all.push({ policy: c.levels, key: s.key, cost: 1 })
       }
       return inner.reset(all)
