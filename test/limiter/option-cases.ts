@@ -490,6 +490,26 @@ function inputs(): { check: Check; input: unknown }[] {
   for (const name of ['api', '', 'a b', 'x'.repeat(65), 'envoy:edge /v1', 'tab\there', 'ü'.repeat(256)])
     for (const options of [BASES[0]!.options, BASES[2]!.options])
       cases.push({ check: 'policy', input: [name, options] })
+  // `penalty`: each of its keys set to the values near it and to every value, removed, misspelled;
+  // the penalty itself as every value; beside blockDuration, hybrid mode and a concurrency policy.
+  const penalised = { ...BASES[1]!.options, penalty: { after: 3, within: '1m', block: '5m' } }
+  const penaltyNear: Record<string, unknown[]> = {
+    after: [1, 3, 1.5, 0, -1, '3', 1_000_000, 1_000_001],
+    within: ['1m', 1, '0s', 'soon', 2 ** 60],
+    block: ['5m', '1ms', 0, '1 minute', '1M'],
+    factor: [1, 1.5, 2, 0.5, 0, '2', 1.000001, 1e9],
+    max: ['1h', '5m', '4m', '100y', 0],
+  }
+  const penaltyCase = (options: unknown) => cases.push({ check: 'policy', input: ['login', options] })
+  for (const value of ANY_VALUES) penaltyCase({ ...penalised, penalty: value })
+  for (const [key, near] of Object.entries(penaltyNear)) {
+    for (const value of [...near, ...ANY_VALUES]) penaltyCase(setAt(penalised, `penalty.${key}`, value))
+    penaltyCase({ ...penalised, penalty: without(penalised.penalty, key) })
+    penaltyCase(setAt(penalised, `penalty.${misspell(key, next)}`, 1))
+  }
+  penaltyCase({ ...penalised, blockDuration: '1m' })
+  penaltyCase({ ...penalised, mode: 'hybrid' })
+  penaltyCase({ ...BASES[3]!.options, penalty: penalised.penalty })
   return cases
 }
 

@@ -77,9 +77,11 @@ export type {
   LimiterOptions,
   Override,
   OverrideOptions,
+  PenaltyApplied,
 } from './limiter.js'
 export { createLimiter } from './limiter.js'
 export type { ListEntries, ListName } from './lists.js'
+export type { PenaltyOptions, ResolvedPenalty } from './penalty.js'
 export type {
   AlgorithmName,
   ConcurrencyPolicy,

@@ -14,6 +14,7 @@ import {
   type Validator,
 } from './option-checks.js'
 import { checkKnownKeys, isOptionsObject, unknownOptionMessage } from './options.js'
+import { type PenaltyOptions, type ResolvedPenalty, resolvePenalty } from './penalty.js'
 
 export const ALGORITHMS = [
   'fixed-window',
@@ -101,6 +102,13 @@ export interface RatePolicy {
   allow?: ListEntries
   /** See `allow`. */
   deny?: ListEntries
+  /**
+   * Escalating penalties: after `after` denials for lack of units within `within`, the key is
+   * blocked for `block`, multiplied by `factor` (default 2) at each repeat up to `max` (default 24h).
+   * Not with `blockDuration` nor `mode: 'hybrid'`. docs/policies.md#escalating-penalties.
+   * @example { algorithm: 'fixed-window', limit: 5, window: '1m', penalty: { after: 3, within: '1m', block: '5m' } }
+   */
+  penalty?: PenaltyOptions
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -172,6 +180,8 @@ export interface ResolvedPolicy {
   readonly costAboveCapacity?: 'deny'
   /** Set only when the policy has an allow or a deny list (src/lists.ts). */
   readonly lists?: CompiledLists
+  /** Set only for a policy with escalating penalties. */
+  readonly penalty?: ResolvedPenalty
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -207,6 +217,8 @@ const RATE_SHAPE = {
   costAboveCapacity: costAboveCapacityCheck,
   allow: listsChecked,
   deny: listsChecked,
+  // Checked in full by resolvePenalty, which names the key inside it.
+  penalty: optional(() => undefined),
 } satisfies Record<keyof RatePolicy, Validator>
 
 const CONCURRENCY_SHAPE = {
@@ -266,6 +278,10 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
     throw new InvalidPolicyError(
       `policies.${name}.blockDuration: a concurrency policy is never out of units for a time, only until a lease is released, so a block after its denial means nothing; remove it, or use limiter.block(policy, key, duration) for a penalty`,
     )
+  if (concurrency && isOptionsObject(policy) && (policy as { penalty?: unknown }).penalty !== undefined)
+    throw new InvalidPolicyError(
+      `policies.${name}.penalty: a concurrency policy is denied only until a lease is released, so denials of it are no offence to count; remove it, or use limiter.block(policy, key, duration)`,
+    )
   if (isOptionsObject(policy))
     checkKnownKeys(
       `policies.${name}`,
@@ -286,7 +302,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   // The values as given. A concurrency policy has no window, burst, mode or syncEvery: what it
   // inherits under those names is not read.
   const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity, allow, deny } = policy as Policy
-  const { window, burst, mode, syncEvery, blockDuration }: Partial<RatePolicy> = concurrency
+  const { window, burst, mode, syncEvery, blockDuration, penalty }: Partial<RatePolicy> = concurrency
     ? {}
     : (policy as RatePolicy)
   const kind = algorithm as AlgorithmName
@@ -325,6 +341,10 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
       throw new InvalidPolicyError(
         `policies.${name}.blockDuration: a hybrid policy decides on its own counters, which hold no block; use mode 'exact' with blockDuration`,
       )
+    if (penalty !== undefined)
+      throw new InvalidPolicyError(
+        `policies.${name}.penalty: a hybrid policy decides on its own counters, so its denials are not counted in the store; use mode 'exact' with penalty`,
+      )
     const syncEveryMs = parseDuration(syncEvery ?? '100ms', `policies.${name}.syncEvery`)
     if (syncEveryMs < 1 || syncEveryMs > windowMs) {
       throw new InvalidPolicyError(
@@ -354,5 +374,12 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
     resolved.blockDurationMs = parseDuration(blockDuration, `policies.${name}.blockDuration`)
   const lists = compileLists(`policies.${name}`, allow, deny)
   if (lists !== undefined) resolved.lists = lists
+  if (penalty !== undefined) {
+    if (blockDuration !== undefined)
+      throw new InvalidPolicyError(
+        `policies.${name}: blockDuration blocks at the first denial and penalty after several; use one of them`,
+      )
+    resolved.penalty = resolvePenalty(name, penalty)
+  }
   return Object.freeze(resolved)
 }

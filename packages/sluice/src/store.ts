@@ -1,5 +1,6 @@
 // The store contract: a few methods that every store (memory, Redis, Redis Cluster) implements.
 // A store owns the clock and the physical keys; the limiter above it owns policies and validation.
+import type { PenaltyApplied } from './limiter/decision-types.js'
 import type { ResolvedPolicy } from './policy.js'
 import type { StoreRecords } from './records.js'
 
@@ -50,6 +51,8 @@ export interface StepResult {
   override?: boolean
   /** Set by the limiter's override link with `override`: the capacity the key was decided under. */
   capacity?: number
+  /** Set by the limiter's penalty link, never by a store: this denial earned a penalty (its level and block). */
+  penalty?: PenaltyApplied
 }
 
 export interface Store {

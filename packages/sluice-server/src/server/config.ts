@@ -23,6 +23,7 @@ import {
 } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
+import { describePenalty } from './config-penalty.js'
 import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
 import { describeStoreTls, resolveStoreSettings } from './config-store.js'
 import type { TelemetrySettings } from './config-telemetry.js'
@@ -569,7 +570,7 @@ export function describeConfig(config: ServiceConfig): string {
         : `${r.limit} per ${r.windowMs}ms, capacity ${r.capacity}`
     const scope = r.scope === 'global' ? ', scope global' : ''
     lines.push(
-      `    ${label}: ${r.algorithm}, ${shape}${scope}, onStoreError ${entry.onStoreError} [id ${entry.id}]`,
+      `    ${label}: ${r.algorithm}, ${shape}${scope}${describePenalty(r)}, onStoreError ${entry.onStoreError} [id ${entry.id}]`,
     )
   }
   return `${lines.join('\n')}\n`

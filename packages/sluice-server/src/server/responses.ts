@@ -17,6 +17,7 @@ export function present(d: Decision, entry: PolicyEntry): Record<string, unknown
   if (d.reason !== undefined) out.reason = d.reason
   if (d.degraded === true) out.degraded = true
   if (d.listed !== undefined) out.listed = d.listed
+  if (d.penalty !== undefined) out.penalty = d.penalty
   return out
 }
 

@@ -38,6 +38,7 @@ const BASE = document.body.dataset.base;
 const $ = (id) => document.getElementById(id);
 const pct = (x) => (x * 100).toFixed(1) + '%';
 const ms = (x) => x == null ? '–' : x < 1 ? x.toFixed(3) + ' ms' : x.toFixed(1) + ' ms';
+const lasting = (x) => x < 1000 ? x + ' ms' : x < 120000 ? Math.round(x / 1000) + ' s' : x < 7200000 ? Math.round(x / 60000) + ' min' : (x / 3600000).toFixed(1) + ' h';
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
@@ -173,7 +174,14 @@ function render(s) {
     el('td', {}, o.unlimited ? 'unlimited' : o.blocked ? 'blocked' : [o.limit != null ? 'limit ' + o.limit : '', o.windowMs != null ? 'window ' + ms(o.windowMs) : '', o.burst != null ? 'burst ' + o.burst : ''].filter(Boolean).join(', ')),
     el('td', {}, o.expiresAt == null ? 'never' : new Date(o.expiresAt).toLocaleString()),
     el('td', {}, o.reason ?? ''))), 'no overrides', 5);
+  renderPenalised(s.penalised ?? []);
   $('updated').textContent = new Date(s.at).toLocaleTimeString();
+}
+function renderPenalised(list) {
+  fill($('penalised'), list.map((p) => el('tr', { 'data-policy': p.policy },
+    el('td', { class: 'l' }, p.policy), el('td', { class: 'key', title: p.fingerprint ?? p.key }, p.fingerprint ?? p.key),
+    el('td', { class: 'level' }, p.level), el('td', { class: 'block' }, lasting(p.blockMs)),
+    el('td', { class: 'until' }, new Date(p.until).toLocaleTimeString()))), 'no key under a penalty', 5);
 }
 const PATTERN = { identitiesPerAddress: 'identities per address', addressesPerIdentity: 'addresses per identity' };
 function renderAbuse(a) {
@@ -266,6 +274,11 @@ export function dashboardPage(base: string): string {
   <h2>Recent spikes</h2>
   <table><thead><tr><th>when</th><th class="l">policy</th><th class="l">key</th><th>rate</th><th>vs baseline</th></tr></thead>
   <tbody id="spikes"></tbody></table>
+</section>
+<section class="wide">
+  <h2>Penalised keys</h2>
+  <table><thead><tr><th class="l">policy</th><th class="l">key</th><th>level</th><th>block</th><th>until</th></tr></thead>
+  <tbody id="penalised"></tbody></table>
 </section>
 <section class="wide">
   <h2>Abuse alerts</h2>

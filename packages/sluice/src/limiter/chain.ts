@@ -1,5 +1,5 @@
 // The decision path, composed once at createLimiter from what is configured:
-//   validate -> steps -> oversized cost? -> hybrid? -> block on deny? -> deny cache? -> failover? -> store
+//   validate -> steps -> oversized cost? -> hybrid? -> penalty? -> block on deny? -> deny cache? -> failover? -> store
 // Each optional link is a Store decorator with the store's own contract, so a link that is not
 // configured costs nothing, and no call re-decides which links apply.
 import type { FailoverSettings, StoreHealth } from '../failover/index.js'
@@ -13,6 +13,7 @@ import { blockOnDenyStore } from './block-on-deny-store.js'
 import { denyCacheStore } from './deny-cache-store.js'
 import { hybridStore } from './hybrid-store.js'
 import { oversizedCostStore } from './oversized-cost-store.js'
+import { penaltyStore } from './penalty-store.js'
 
 export interface ChainOptions {
   store: Store
@@ -41,12 +42,16 @@ export function buildChain(options: ChainOptions): Chain {
     ? protectStore(store, { ...options.failover, policies: policies.values() })
     : undefined
   let head: Store = failover ?? store
+  // Below the deny cache: a penalty's counts must reach the store every time.
+  const counter = head
   const denyCache =
     remote && options.denyCache !== undefined ? new LocalDenyCache(options.denyCache) : undefined
   if (denyCache !== undefined) head = denyCacheStore(head, denyCache, () => store.now())
   // Above the deny cache: the block goes through it, so the cached denial that called for the
   // block is forgotten and the next answer is the store's, blocked.
   if ([...policies.values()].some((p) => p.blockDurationMs !== undefined)) head = blockOnDenyStore(head)
+  // Above the deny cache too, for the same reason as the block on deny.
+  if ([...policies.values()].some((p) => p.penalty !== undefined)) head = penaltyStore(head, counter)
   const hybrids = new Map<string, HybridPolicy>()
   for (const p of policies.values())
     if (p.syncEveryMs !== undefined && options.hybrid !== undefined)

@@ -46,6 +46,19 @@ export interface Decision {
   listed?: 'allow' | 'deny'
   /** True when the key has a per-key override (limiter.setOverride): `limit` is the override's. */
   override?: boolean
+  /**
+   * Present on the denial that earned a penalty (a policy with `penalty`): the key's level (its
+   * earlier penalties remembered) and the block it got, in ms. The decision says `reason: 'blocked'`.
+   */
+  penalty?: PenaltyApplied
+}
+
+/** A penalty a decision applied: see `Decision.penalty`. */
+export interface PenaltyApplied {
+  /** The key's earlier penalties remembered (0 for a first offence). */
+  readonly level: number
+  /** The block this penalty wrote, in ms. */
+  readonly blockMs: number
 }
 
 /** The answer to a layered check: the deciding layer's numbers, plus every layer's own. */

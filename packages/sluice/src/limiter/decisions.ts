@@ -31,6 +31,7 @@ export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult):
   if (r.notEvaluated) d.notEvaluated = true
   if (r.listed !== undefined) d.listed = r.listed
   if (r.override) d.override = true
+  if (r.penalty !== undefined) d.penalty = r.penalty
   return d
 }
 

@@ -13,7 +13,11 @@ export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () =>
   function remember(steps: readonly Step[], results: StepResult[], sentAt: number, epoch: number) {
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i]!
-      if (s.policy.algorithm !== 'concurrency') cache.remember(s, results[i]!, sentAt, epoch)
+      const r = results[i]!
+      // A penalised policy's denial for lack of units must reach the store again to be counted;
+      // its blocks are cached like any other.
+      if (s.policy.penalty !== undefined && !r.blocked) continue
+      if (s.policy.algorithm !== 'concurrency') cache.remember(s, r, sentAt, epoch)
     }
     return results
   }

@@ -49,6 +49,7 @@ export type {
   LimiterOptions,
   Override,
   OverrideOptions,
+  PenaltyApplied,
   WaitingMethod,
 } from './types.js'
 

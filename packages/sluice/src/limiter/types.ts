@@ -30,6 +30,7 @@ export type {
   DenyReason,
   LayeredDecision,
   Lease,
+  PenaltyApplied,
 } from './decision-types.js'
 export type { Override, OverrideOptions } from './overrides.js'
 

@@ -38,6 +38,7 @@ export type {
   SluiceOpenTelemetry,
 } from './opentelemetry.js'
 export { createOpenTelemetry } from './opentelemetry.js'
+export type { PenalisedKey } from './penalties.js'
 export type {
   CircuitState,
   DecisionOutcome,

@@ -10,6 +10,7 @@ import type { CompiledLists } from '../lists.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
+import { type PenalisedKey, PenalisedKeys } from './penalties.js'
 import type {
   DecisionOutcome,
   MetricsOptions,
@@ -137,6 +138,8 @@ export interface DashboardSnapshot {
   overrides: Override[]
   /** The allow and deny lists in force, per policy that has any (a limiter's policies; empty otherwise). */
   lists: PolicyListsSnapshot[]
+  /** Keys under an escalating penalty now (policies with `penalty`), newest first, at most 20. */
+  penalised: PenalisedKey[]
 }
 
 export interface Observability {
@@ -252,6 +255,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   }
   const topOptions = options.topKeys ?? {}
   const detector = new SpikeDetector(options.spikes)
+  const penalised = new PenalisedKeys()
   const abuse = options.abuse === false ? undefined : new AbuseDetector(options.abuse, metrics.registry)
   const maxPolicies = countOption(options.maxPolicies, 1000, 'maxPolicies')
   const dashboardPolicies = countOption(options.dashboardPolicies, 50, 'dashboardPolicies')
@@ -388,6 +392,9 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     samples.add(event.storeSeconds)
     if (event.operation === 'peek') return
     const d = event.decision
+    // The clock is read only for a denial that applied a penalty (rare), never per decision.
+    if (!d.allowed && (d.penalty !== undefined || ('results' in d && d.results.some((r) => r.penalty))))
+      penalised.record(d, now())
     if (abuse !== undefined && 'results' in d) abusePairs(d, abuse)
     const outcome = outcomeOf(d)
     // Same counting rule as sluice_decisions_total (see countedLayers), with keys for top-K.
@@ -522,6 +529,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       abuse: abuse === undefined ? null : abuse.report(at, 10),
       overrides: overridesOf().slice(0, MAX_SHOWN_OVERRIDES),
       lists: listsSnapshot(options.limiter.policies),
+      penalised: penalised.list(at, 20),
     }
   }
 

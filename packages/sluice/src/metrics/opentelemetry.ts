@@ -6,7 +6,7 @@ import { InvalidOptionsError } from '../errors.js'
 import type { DecisionEvent } from '../limiter.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { DecisionOutcome } from './prometheus.js'
-import { countedLayers, outcomeOf } from './prometheus.js'
+import { countedLayers, outcomeOf, penalisedPolicies } from './prometheus.js'
 
 /** An attribute value as OpenTelemetry takes it. */
 export type OtelAttributeValue = string | number | boolean | string[]
@@ -53,7 +53,7 @@ export interface OtelTracerLike {
 }
 
 export interface OpenTelemetryOptions {
-  /** Where `sluice.decisions`, `sluice.store.duration` and `sluice.local_cache.hits` are recorded. */
+  /** Where `sluice.decisions`, `sluice.store.duration`, `sluice.local_cache.hits` and `sluice.penalties` are recorded. */
   meter?: OtelMeterLike
   /** Where each decision becomes a `sluice.decision` span. */
   tracer?: OtelTracerLike
@@ -85,6 +85,7 @@ const DURATION_BUCKETS = [
 const OTHER_LABEL = '_other'
 const OUTCOMES: readonly DecisionOutcome[] = ['allowed', 'denied', 'degraded']
 const HIT: readonly 'hit'[] = ['hit']
+const PENALTY: readonly 'penalty'[] = ['penalty']
 
 /** Totals of one attribute set per kind (outcome), with the attributes they are observed under. */
 interface Counted<K extends string> {
@@ -162,6 +163,15 @@ export function createOpenTelemetry(options: OpenTelemetryOptions): SluiceOpenTe
     .addCallback((result) => {
       for (const c of new Set(cacheHitCounts.values())) result.observe(c.counts.hit, c.attributes.hit)
     })
+  const penaltyCounts = new Map<string, Counted<'penalty'>>()
+  meter
+    ?.createObservableCounter('sluice.penalties', {
+      description: 'Escalating penalties applied (keys blocked by a policy with penalty), by policy.',
+      unit: '{penalty}',
+    })
+    .addCallback((result) => {
+      for (const c of new Set(penaltyCounts.values())) result.observe(c.counts.penalty, c.attributes.penalty)
+    })
   const storeDuration = meter?.createHistogram('sluice.store.duration', {
     description: 'Time the store took to decide, by store and operation (consume, peek, acquire).',
     unit: 's',
@@ -225,6 +235,9 @@ export function createOpenTelemetry(options: OpenTelemetryOptions): SluiceOpenTe
     else
       for (const { policy, outcome } of countedLayers(d))
         countedOf(decisionCounts, policy, OUTCOMES, decisionAttributes).counts[outcome]++
+    if (!d.allowed)
+      for (const policy of penalisedPolicies(d))
+        countedOf(penaltyCounts, policy, PENALTY, cacheAttributes).counts.penalty++
   }
 
   function span(event: DecisionEvent): void {

@@ -119,6 +119,12 @@ export function countedLayers(
   return [{ policy: decision.deniedBy ?? decision.policy, outcome }]
 }
 
+/** The policies one decision applied a penalty for: each layer's (or the decision's own) `penalty`. */
+export function penalisedPolicies(decision: Decision | LayeredDecision): string[] {
+  if (!('results' in decision)) return decision.penalty === undefined ? [] : [decision.policy]
+  return decision.results.filter((r) => r.penalty !== undefined).map((r) => r.policy)
+}
+
 /** Keeps a label's values bounded: the first `max` distinct values pass, the rest become `_other`. */
 function boundedLabel(max: number): (value: string) => string {
   const seen = new Set<string>()
@@ -208,6 +214,19 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
       }
     },
   })
+  const penaltyCounts = new Map<string, { count: number; published: number }>()
+  new client.Counter({
+    name: 'sluice_penalties_total',
+    help: 'Escalating penalties applied (keys blocked by a policy with penalty), by policy.',
+    labelNames: ['policy'],
+    registers,
+    collect() {
+      for (const [policy, c] of penaltyCounts) {
+        if (c.count > c.published) this.labels(policy).inc(c.count - c.published)
+        c.published = c.count
+      }
+    },
+  })
   const circuitState: Gauge<'store'> = new client.Gauge({
     name: 'sluice_circuit_state',
     help: 'Circuit breaker state per store: 0 closed, 1 half-open, 2 open.',
@@ -283,6 +302,14 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     const d = event.decision
     if (!('results' in d)) countDecision(d.policy, outcomeOf(d))
     else for (const { policy, outcome } of countedLayers(d)) countDecision(policy, outcome)
+    if (!d.allowed) for (const policy of penalisedPolicies(d)) countPenalty(policy)
+  }
+
+  function countPenalty(policy: string): void {
+    const label = policyLabel(policy)
+    const c = penaltyCounts.get(label)
+    if (c !== undefined) c.count++
+    else penaltyCounts.set(label, { count: 1, published: 0 })
   }
 
   return {
