@@ -2,9 +2,11 @@
 import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
 import { InvalidPolicyError } from './errors.js'
+import { nearLimitRemaining } from './limiter/near-limit.js'
 import {
   count,
   duration,
+  must,
   object,
   oneOf,
   optional,
@@ -90,6 +92,13 @@ export interface RatePolicy {
    * numbers as they are, committing nothing (for costs taken from user input).
    */
   costAboveCapacity?: CostAboveCapacity
+  /**
+   * A fraction in (0, 1): an allowed decision that leaves the key at most `limit - ceil(limit x
+   * nearLimit)` units (burst for token bucket and GCRA) carries `nearLimit: true`, and the one that
+   * crosses that line `nearLimitCrossed: true` (docs/policies.md, "Near-limit signal"). Default: none.
+   * @example { algorithm: 'fixed-window', limit: 100, window: '1m', nearLimit: 0.8 }
+   */
+  nearLimit?: number
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -120,6 +129,13 @@ export interface ConcurrencyPolicy {
    * numbers as they are, committing nothing (for costs taken from user input).
    */
   costAboveCapacity?: CostAboveCapacity
+  /**
+   * A fraction in (0, 1): an allowed decision that leaves the key at most `limit - ceil(limit x
+   * nearLimit)` units (burst for token bucket and GCRA) carries `nearLimit: true`, and the one that
+   * crosses that line `nearLimitCrossed: true` (docs/policies.md, "Near-limit signal"). Default: none.
+   * @example { algorithm: 'fixed-window', limit: 100, window: '1m', nearLimit: 0.8 }
+   */
+  nearLimit?: number
 }
 
 export type Policy = RatePolicy | ConcurrencyPolicy
@@ -149,6 +165,8 @@ export interface ResolvedPolicy {
   readonly blockDurationMs?: number
   /** Set only when a cost above the capacity is answered as a denial rather than an error. */
   readonly costAboveCapacity?: 'deny'
+  /** Set only for a policy with `nearLimit`: the most units a key may have left and be near its limit. */
+  readonly nearLimitRemaining?: number
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -166,6 +184,12 @@ const idCheck = optional(
 )
 const maxKeysCheck = optional(count('maxKeys'))
 const costAboveCapacityCheck = optional(oneOf(['error', 'deny'], "must be 'error' or 'deny'"))
+const nearLimitCheck = optional(
+  must(
+    (v) => typeof v === 'number' && v > 0 && v < 1,
+    'must be a fraction between 0 and 1 (exclusive), such as 0.8 for 80% of the limit',
+  ),
+)
 
 const RATE_SHAPE = {
   id: idCheck,
@@ -180,6 +204,7 @@ const RATE_SHAPE = {
   maxKeys: maxKeysCheck,
   blockDuration: optional(durationCheck),
   costAboveCapacity: costAboveCapacityCheck,
+  nearLimit: nearLimitCheck,
 } satisfies Record<keyof RatePolicy, Validator>
 
 const CONCURRENCY_SHAPE = {
@@ -191,6 +216,7 @@ const CONCURRENCY_SHAPE = {
   scope: optional(oneOf(['region'], "must be 'region': concurrency leases are held per region")),
   maxKeys: maxKeysCheck,
   costAboveCapacity: costAboveCapacityCheck,
+  nearLimit: nearLimitCheck,
 } satisfies Record<keyof ConcurrencyPolicy, Validator>
 
 // The keys a policy may have, checked before its shape so a misspelling (`windw`) is named as such
@@ -256,7 +282,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   }
   // The values as given. A concurrency policy has no window, burst, mode or syncEvery: what it
   // inherits under those names is not read.
-  const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity } = policy as Policy
+  const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity, nearLimit } = policy as Policy
   const { window, burst, mode, syncEvery, blockDuration }: Partial<RatePolicy> = concurrency
     ? {}
     : (policy as RatePolicy)
@@ -321,6 +347,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   if (onStoreError !== undefined) resolved.onStoreError = onStoreError
   if (maxKeys !== undefined) resolved.maxKeys = maxKeys
   if (costAboveCapacity === 'deny') resolved.costAboveCapacity = 'deny'
+  if (nearLimit !== undefined) resolved.nearLimitRemaining = nearLimitRemaining(capacity, nearLimit)
   if (blockDuration !== undefined)
     resolved.blockDurationMs = parseDuration(blockDuration, `policies.${name}.blockDuration`)
   return Object.freeze(resolved)

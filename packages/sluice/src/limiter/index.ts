@@ -179,9 +179,11 @@ function decisionPath(
 ): DecisionEvents {
   const plain: Run = (_operation, steps, mode, layered) => {
     const answer = store.apply(steps, mode)
-    if (!isPending(answer)) return layered ? layeredDecision(steps, answer) : singleDecision(steps, answer)
+    const consumed = mode === 'consume'
+    if (!isPending(answer))
+      return layered ? layeredDecision(steps, answer, consumed) : singleDecision(steps, answer, consumed)
     return answer.then((results) =>
-      layered ? layeredDecision(steps, results) : singleDecision(steps, results),
+      layered ? layeredDecision(steps, results, consumed) : singleDecision(steps, results, consumed),
     )
   }
   // A single check: straight to the memory store's single-step path when the chain is that store
@@ -192,7 +194,7 @@ function decisionPath(
   const plainOne: RunOne =
     single !== undefined
       ? (_operation, policy, key, cost, mode) =>
-          decisionFor(policy, key, single(policy, key, cost, mode, scratch))
+          decisionFor(policy, key, single(policy, key, cost, mode, scratch), mode === 'consume' ? cost : 0)
       : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
   return decisionEvents(plain, plainOne, storeName, onDecision)
 }
