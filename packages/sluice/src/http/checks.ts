@@ -5,6 +5,7 @@
 import { InvalidCostError, UnknownPolicyError } from '../errors.js'
 import type { Check } from '../limiter.js'
 import { isPending } from '../store.js'
+import type { ConditionalCharge, CountIf } from './count-if.js'
 import { RequestKeys } from './keys.js'
 import type { LimitedShorthand } from './limited.js'
 import type { ResolvedHttpOptions } from './options.js'
@@ -38,6 +39,14 @@ export class RequestChecks extends RequestKeys {
   firstCost = 0
   /** Every check, once there are two or more (rules are few: a linear merge beats a Map keyed by strings). */
   all: Check[] | undefined = undefined
+  /** The charges of rules with a countIf, settled after the response; undefined when there are none. */
+  conditional: ConditionalCharge[] | undefined = undefined
+
+  /** `add`, for a rule whose units are given back after the response unless `countIf` says they count. */
+  addConditional(policy: string, key: string, cost: number, countIf: CountIf): void {
+    this.add(policy, key, cost)
+    ;(this.conditional ??= []).push({ policy, key, cost, countIf })
+  }
 
   /** Add `cost` to the check of (policy, key), or add that check. */
   add(policy: string, key: string, cost: number): void {
@@ -99,7 +108,7 @@ export function checksReader(
   ): RequestRead {
     const tier = checks.tier
     for (let i = 0; i < applicable.length; i++) {
-      const { rule, applies, everywhere } = applicable[i]!
+      const { rule, applies, everywhere, countIf } = applicable[i]!
       if (!everywhere && !applies(checks.routeId)) continue
       const policy = typeof rule.policy === 'string' ? rule.policy : policyOfTier(rule.policy, tier)
       if (policy === null || policy === undefined) continue
@@ -108,7 +117,9 @@ export function checksReader(
       const key = checks.key(rule.key)
       if (key === undefined) continue
       // Not of the request here: a rule's cost is a number (`gatherOfRequest` takes the others).
-      checks.add(policy, key, (rule.cost as number | undefined) ?? routeCost)
+      const cost = (rule.cost as number | undefined) ?? routeCost
+      if (countIf === undefined) checks.add(policy, key, cost)
+      else checks.addConditional(policy, key, cost, countIf)
     }
     return checks.firstCost === 0 ? pass() : checks
   }
@@ -182,7 +193,8 @@ export function checksReader(
         throw new InvalidCostError(
           `${costWhere}.cost(request) answered ${typeof cost === 'string' ? JSON.stringify(cost) : String(cost)}: a cost is a whole number from 1`,
         )
-      checks.add(policy as string, key, cost)
+      if (compiled.countIf === undefined) checks.add(policy as string, key, cost)
+      else checks.addConditional(policy as string, key, cost, compiled.countIf)
     }
     return checks.firstCost === 0 ? pass() : checks
   }

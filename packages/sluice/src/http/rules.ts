@@ -3,6 +3,7 @@
 import { InvalidOptionsError } from '../errors.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
+import { type CountIf, countIfWithSkipOptions, validateCountIf } from './count-if.js'
 import { validateKey } from './keys.js'
 import { type LimitedShorthand, limitedShorthand, overlay } from './limited.js'
 import { type OutcomeRule, outcomeRule } from './outcome-counting.js'
@@ -10,7 +11,7 @@ import type { HttpLimiterOptions, RequestCost, RouteOptions, Rule } from './type
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'])
 
-const RULE_KEYS = keysOf<Rule>({ policy: true, key: true, routes: true, cost: true })
+const RULE_KEYS = keysOf<Rule>({ policy: true, key: true, routes: true, cost: true, countIf: true })
 const ROUTE_KEYS = keysOf<RouteOptions>({
   cost: true,
   rules: true,
@@ -90,6 +91,8 @@ export interface CompiledRule {
   dynamic: boolean
   /** Where it was written (`rules[0]`), for the errors of its functions' answers. */
   where: string
+  /** Its units are given back after the response unless this says the status counts; undefined: they stay. */
+  countIf: CountIf | undefined
 }
 
 export interface CompiledRoute {
@@ -200,6 +203,7 @@ export function compileRules(
       everywhere: rule.routes === undefined,
       dynamic: policyOfRequest || typeof rule.cost === 'function',
       where,
+      countIf: validateCountIf(rule.countIf, where),
     }
   }
 
@@ -207,6 +211,8 @@ export function compileRules(
     throw new InvalidOptionsError('createHttpLimiter: rules must be a list of { policy, key }')
   const globalRules = options.rules.map((r, i) => validateRule(r, `rules[${i}]`, undefined))
   const globalDynamic = globalRules.some((r) => r.dynamic)
+  if (counting !== undefined && globalRules.some((r) => r.countIf !== undefined))
+    throw countIfWithSkipOptions('createHttpLimiter')
   const routeTable = new Map<string, CompiledRoute>()
   for (const [id, route] of Object.entries(options.routes ?? {}))
     routeTable.set(id, compileRoute(route, `routes[${id}]`, true))
@@ -228,6 +234,9 @@ export function compileRules(
     const rules = (route.rules ?? []).map((r, i) => validateRule(r, `${where}.rules[${i}]`, cost))
     const own = limitedShorthand(route, where, hasOnLimited)
     const all = [...globalRules, ...rules]
+    const counting = outcomeRule(route, where, options)
+    if (counting !== undefined && all.some((r) => r.countIf !== undefined))
+      throw countIfWithSkipOptions(where)
     return {
       options: route,
       rules,
@@ -235,7 +244,7 @@ export function compileRules(
       limited: overlay(own, limited),
       dynamic: typeof cost === 'function' || all.some((r) => r.dynamic),
       where,
-      counting: outcomeRule(route, where, options),
+      counting,
     }
   }
 
@@ -276,6 +285,9 @@ export function compileRules(
         const rules = [...configured.rules, ...compiled.rules]
         const routeOptions = { ...configured.options, ...extra }
         const all = [...globalRules, ...rules]
+        const counting = outcomeRule(routeOptions, routeId, options)
+        if (counting !== undefined && all.some((r) => r.countIf !== undefined))
+          throw countIfWithSkipOptions(routeId)
         both = {
           options: routeOptions,
           rules,
@@ -284,7 +296,7 @@ export function compileRules(
           limited: overlay(limitedShorthand(extra, routeId, false), configured.limited),
           dynamic: typeof routeOptions.cost === 'function' || all.some((r) => r.dynamic),
           where: extra.cost === undefined ? configured.where : compiled.where,
-          counting: outcomeRule(routeOptions, routeId, options),
+          counting,
         }
         byRoute.set(configured, both)
       }
