@@ -45,7 +45,9 @@ export class RequestChecks extends RequestKeys {
   /** `add`, for a rule whose units are given back after the response unless `countIf` says they count. */
   addConditional(policy: string, key: string, cost: number, countIf: CountIf): void {
     this.add(policy, key, cost)
-    ;(this.conditional ??= []).push({ policy, key, cost, countIf })
+    const charge = { policy, key, cost, countIf }
+    if (this.conditional === undefined) this.conditional = [charge]
+    else this.conditional.push(charge)
   }
 
   /** Add `cost` to the check of (policy, key), or add that check. */
