@@ -43,6 +43,10 @@ export type ClientErrorCode =
   | 'reservation_settled'
   | 'reservation_expired'
   | 'unsupported'
+  // POST /v1/outcome (outcomes.ts)
+  | 'invalid_ticket'
+  | 'invalid_status'
+  | 'unknown_ticket'
 
 /** A mistake of the caller: answered with `status` and `{"error": code, "message": ...}`. */
 export class ClientError extends Error {

@@ -16,6 +16,7 @@ export function present(d: Decision, entry: PolicyEntry): Record<string, unknown
   if (entry.tier !== undefined) out.tier = entry.tier
   if (d.reason !== undefined) out.reason = d.reason
   if (d.degraded === true) out.degraded = true
+  if (d.nearLimit === true) out.nearLimit = true
   return out
 }
 
