@@ -4,10 +4,11 @@ import type { Registry } from 'prom-client'
 import { createDashboard } from '../dashboard/handler.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { NodeHandler } from '../http/types.js'
-import type { DecisionEvent, DecisionListener, LayeredDecision } from '../limiter.js'
+import type { Decision, DecisionEvent, DecisionListener, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
+import { type NearLimitKey, NearLimitKeys } from './near-limit-keys.js'
 import type {
   DecisionOutcome,
   MetricsOptions,
@@ -123,6 +124,8 @@ export interface DashboardSnapshot {
   topDenied: TopKeysReport[]
   topAdmitted: TopKeysReport[]
   spikes: Spike[]
+  /** Keys whose decision crossed their policy's `nearLimit` line, newest first, until their window resets (at most 20). */
+  nearLimit: NearLimitKey[]
   /** Abuse patterns and their alerts; `null` when turned off with `abuse: false`. */
   abuse: AbuseReport | null
 }
@@ -358,6 +361,15 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       if (patterns.kindOf(r.policy, r.key) === 'identity') pair(address, r.key, !d.allowed)
   }
 
+  const nearLimitKeys = new NearLimitKeys()
+  /** The layers of `d` that crossed their nearLimit line, into the dashboard's list. */
+  function nearLimitCrossed(d: Decision | LayeredDecision): void {
+    const layers = 'results' in d ? d.results : [d]
+    for (const r of layers)
+      if (r.nearLimitCrossed === true)
+        nearLimitKeys.crossed(r.policy, r.key, r.limit, r.remaining, now(), r.resetMs)
+  }
+
   const listener = (event: DecisionEvent): void => {
     metrics.observe(event)
     let samples = latency.get(event.store)
@@ -368,6 +380,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     samples.add(event.storeSeconds)
     if (event.operation === 'peek') return
     const d = event.decision
+    if (d.nearLimitCrossed === true || 'results' in d) nearLimitCrossed(d)
     if (abuse !== undefined && 'results' in d) abusePairs(d, abuse)
     const outcome = outcomeOf(d)
     // Same counting rule as sluice_decisions_total (see countedLayers), with keys for top-K.
@@ -499,6 +512,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       topDenied: policies.map((p) => report(p.policy, 'denied', at, 10)),
       topAdmitted: policies.map((p) => report(p.policy, 'admitted', at, 10)),
       spikes: detector.recent().slice(0, 20),
+      nearLimit: nearLimitKeys.list(at),
       abuse: abuse === undefined ? null : abuse.report(at, 10),
     }
   }
