@@ -11,8 +11,11 @@ import { createHttpLimiter } from '../../packages/sluice/src/http/index.js'
 import { countedOf } from '../../packages/sluice/src/http/outcome-counting.js'
 import { createLimiter, type Limiter } from '../../packages/sluice/src/limiter.js'
 import type { Policy } from '../../packages/sluice/src/policy.js'
+import type { Store } from '../../packages/sluice/src/store.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
+import { freshPostgresStore, postgresPool } from '../helpers/postgres-clients.js'
+import { freshPrefix, ioredisCluster } from '../helpers/redis-clients.js'
 import { startRedis } from '../helpers/redis-harness.js'
 import { type App, abortHanging, expressHarness, harnesses, Refunds, remaining } from './outcome-apps.js'
 import { call } from './servers.js'
@@ -161,6 +164,48 @@ describe('countIf', () => {
       await app.close()
       client.disconnect()
       await server.stop()
+    }
+  })
+
+  /** A layered login through the core on `store`: a 200 gives back on logins only, a 401 keeps both. */
+  async function layeredOn(store: Store): Promise<unknown[]> {
+    const refunds = new Refunds()
+    const limiter = createLimiter({ policies: POLICIES, store: refunds.wrap(store) })
+    const http = createHttpLimiter({
+      limiter,
+      rules: [
+        { policy: 'perIp', key: 'ip' },
+        { policy: 'logins', key: 'ip', countIf: only401 },
+      ],
+    })
+    const request = {
+      method: 'POST',
+      route: '/login',
+      path: '/login',
+      remoteAddress: '127.0.0.1',
+      header: () => undefined,
+      raw: undefined,
+    }
+    countedOf(await http.check(request))?.ended(200, undefined, true)
+    await refunds.reach(1)
+    countedOf(await http.check(request))?.ended(401, undefined, true)
+    return [
+      (await limiter.peek('logins', KEY)).remaining,
+      (await limiter.peek('perIp', KEY)).remaining,
+      refunds.steps.map((s) => s.policy.name),
+    ]
+  }
+
+  it('on Redis Cluster and PostgreSQL: gives back on the rule whose countIf says no', async () => {
+    const cluster = ioredisCluster()
+    const pool = postgresPool(2)
+    try {
+      const onCluster = redisStore(cluster, { prefix: freshPrefix('countif-cluster') })
+      expect(await layeredOn(onCluster)).toEqual([2, 3, ['logins']])
+      expect(await layeredOn(await freshPostgresStore(pool, 'countif'))).toEqual([2, 3, ['logins']])
+    } finally {
+      cluster.disconnect()
+      await pool.end()
     }
   })
 

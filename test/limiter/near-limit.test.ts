@@ -12,9 +12,11 @@ import type { Decision, DecisionEvent } from '../../packages/sluice/src/limiter.
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { createOpenTelemetry } from '../../packages/sluice/src/metrics/index.js'
 import { createMetrics } from '../../packages/sluice/src/metrics/prometheus.js'
+import type { Store } from '../../packages/sluice/src/store.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { fakeClock, fakeStore } from '../helpers/fake-clock.js'
-import { freshPrefix, ioredis } from '../helpers/redis-clients.js'
+import { freshPostgresStore, postgresPool } from '../helpers/postgres-clients.js'
+import { freshPrefix, ioredis, ioredisCluster } from '../helpers/redis-clients.js'
 
 const POLICIES = {
   api: { algorithm: 'fixed-window', limit: 10, window: '1m', nearLimit: 0.8 },
@@ -187,6 +189,55 @@ describe('nearLimit: real Redis', () => {
       expect(recs.map((r) => r.crossings().length)).toEqual([1, 1])
     } finally {
       client.disconnect()
+    }
+  })
+})
+
+describe('nearLimit: Redis Cluster and PostgreSQL', () => {
+  /** Two limiters over one store: ten decisions alternating, then ten in the next window. */
+  async function twoInstances(store: Store, advance: () => void): Promise<number[][]> {
+    const recs = [recorder(), recorder()]
+    const limiters = recs.map((rec) =>
+      createLimiter({ policies: POLICIES, store, onDecision: rec.listen, localDenyCache: false }),
+    )
+    const counts: number[][] = []
+    for (let i = 0; i < 10; i++) await limiters[i % 2]!.consume('api', 'shared')
+    counts.push(recs.map((r) => r.crossings().length))
+    advance()
+    for (let i = 0; i < 10; i++) await limiters[i % 2]!.consume('api', 'shared')
+    counts.push(recs.map((r) => r.crossings().length))
+    return counts
+  }
+
+  it('Redis Cluster: one crossing per window between two instances', async () => {
+    const cluster = ioredisCluster()
+    let now = 1_700_000_000_000
+    try {
+      const store = redisStore(cluster, {
+        prefix: freshPrefix('near-cluster'),
+        clock: 'client',
+        now: () => now,
+      })
+      expect(await twoInstances(store, () => (now += 60_000))).toEqual([
+        [0, 1],
+        [0, 2],
+      ])
+    } finally {
+      cluster.disconnect()
+    }
+  })
+
+  it('PostgreSQL: one crossing per window between two instances', async () => {
+    const pool = postgresPool(2)
+    let now = 1_700_000_000_000
+    try {
+      const store = await freshPostgresStore(pool, 'near', { now: () => now })
+      expect(await twoInstances(store, () => (now += 60_000))).toEqual([
+        [0, 1],
+        [0, 2],
+      ])
+    } finally {
+      await pool.end()
     }
   })
 })
