@@ -73,7 +73,7 @@ export type {
   Limiter,
   LimiterOptions,
 } from './limiter.js'
-export { createLimiter } from './limiter.js'
+export { createLimiter, nearLimitCrossings } from './limiter.js'
 export type {
   AlgorithmName,
   ConcurrencyPolicy,

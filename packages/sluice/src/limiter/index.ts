@@ -18,6 +18,9 @@ import { createWaiting, waitBounds } from '../waiting/index.js'
 import { buildChain, type Chain } from './chain.js'
 import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
 import { type DecisionEvents, decisionEvents, type Run, type RunOne } from './events.js'
+
+export { nearLimitCrossings } from './near-limit.js'
+
 import type {
   AcquireDecision,
   Check,

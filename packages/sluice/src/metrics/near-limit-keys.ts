@@ -4,8 +4,11 @@
 
 /** A key whose decision crossed its policy's nearLimit line, as the dashboard snapshot lists it. */
 export interface NearLimitKey {
+  /** The policy whose line was crossed. */
   policy: string
+  /** The key that crossed it (as decisions name it: `ip:203.0.113.7`, `user:42`, ...). */
   key: string
+  /** The policy's capacity. */
   limit: number
   /** Units left after the crossing decision. */
   remaining: number
