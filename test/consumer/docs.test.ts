@@ -40,12 +40,12 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/clients.md': 0, // Go and Python: test/clients/docs.test.ts builds those
   'docs/envoy.md': 0, // YAML: test/envoy/config.test.ts loads those
   'docs/errors.md': 1,
-  'docs/http.md': 8,
+  'docs/http.md': 9,
   'docs/migrating-from-express-rate-limit.md': 2, // the peer's blocks are text: the side-by-side tests run them
   'docs/migrating-from-fastify-rate-limit.md': 4,
   'docs/migrating-from-rate-limiter-flexible.md': 2,
   'docs/observability.md': 7,
-  'docs/policies.md': 2,
+  'docs/policies.md': 3,
   'docs/reliability.md': 2,
   'docs/security.md': 0,
   'docs/scale.md': 2,
@@ -289,6 +289,7 @@ describe('every code block of the docs, in a fresh project from the packed tarba
       'docs-migrating-from-rate-limiter-flexible-1.ts',
       'docs-policies-1.ts',
       'docs-policies-2.ts',
+      'docs-policies-3.ts',
       'docs-service-2.ts',
       'docs-stores-1.ts',
       'docs-stores-2.ts',
