@@ -12,8 +12,10 @@ import { countedOf } from '../../packages/sluice/src/http/outcome-counting.js'
 import { createLimiter, type Limiter } from '../../packages/sluice/src/limiter.js'
 import type { Policy } from '../../packages/sluice/src/policy.js'
 import type { Store } from '../../packages/sluice/src/store.js'
+import { memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
+import { memcachedClient, freshPrefix as memcachedPrefix } from '../helpers/memcached-clients.js'
 import { freshPostgresStore, postgresPool } from '../helpers/postgres-clients.js'
 import { freshPrefix, ioredisCluster } from '../helpers/redis-clients.js'
 import { startRedis } from '../helpers/redis-harness.js'
@@ -196,16 +198,20 @@ describe('countIf', () => {
     ]
   }
 
-  it('on Redis Cluster and PostgreSQL: gives back on the rule whose countIf says no', async () => {
+  it('on Redis Cluster, PostgreSQL and memcached: gives back on the rule whose countIf says no', async () => {
     const cluster = ioredisCluster()
     const pool = postgresPool(2)
+    const memcached = memcachedClient()
     try {
       const onCluster = redisStore(cluster, { prefix: freshPrefix('countif-cluster') })
       expect(await layeredOn(onCluster)).toEqual([2, 3, ['logins']])
       expect(await layeredOn(await freshPostgresStore(pool, 'countif'))).toEqual([2, 3, ['logins']])
+      const onMemcached = memcachedStore(memcached, { prefix: memcachedPrefix('countif') })
+      expect(await layeredOn(onMemcached)).toEqual([2, 3, ['logins']])
     } finally {
       cluster.disconnect()
       await pool.end()
+      memcached.close()
     }
   })
 

@@ -13,8 +13,10 @@ import { createLimiter } from '../../packages/sluice/src/limiter.js'
 import { createOpenTelemetry } from '../../packages/sluice/src/metrics/index.js'
 import { createMetrics } from '../../packages/sluice/src/metrics/prometheus.js'
 import type { Store } from '../../packages/sluice/src/store.js'
+import { memcachedStore } from '../../packages/sluice/src/stores/memcached/index.js'
 import { redisStore } from '../../packages/sluice/src/stores/redis/index.js'
 import { fakeClock, fakeStore } from '../helpers/fake-clock.js'
+import { memcachedClient, freshPrefix as memcachedPrefix } from '../helpers/memcached-clients.js'
 import { freshPostgresStore, postgresPool } from '../helpers/postgres-clients.js'
 import { freshPrefix, ioredis, ioredisCluster } from '../helpers/redis-clients.js'
 
@@ -193,7 +195,7 @@ describe('nearLimit: real Redis', () => {
   })
 })
 
-describe('nearLimit: Redis Cluster and PostgreSQL', () => {
+describe('nearLimit: Redis Cluster, PostgreSQL and memcached', () => {
   /** Two limiters over one store: ten decisions alternating, then ten in the next window. */
   async function twoInstances(store: Store, advance: () => void): Promise<number[][]> {
     const recs = [recorder(), recorder()]
@@ -224,6 +226,24 @@ describe('nearLimit: Redis Cluster and PostgreSQL', () => {
       ])
     } finally {
       cluster.disconnect()
+    }
+  })
+
+  it('memcached: one crossing per window between two instances', async () => {
+    const client = memcachedClient()
+    let now = 1_700_000_000_000
+    try {
+      const store = memcachedStore(client, {
+        clock: 'client',
+        now: () => now,
+        prefix: memcachedPrefix('near'),
+      })
+      expect(await twoInstances(store, () => (now += 60_000))).toEqual([
+        [0, 1],
+        [0, 2],
+      ])
+    } finally {
+      client.close()
     }
   })
 
