@@ -5,9 +5,10 @@
 import type { Server } from 'node:http'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { afterEach, describe, expect, it, vi } from 'vitest'
+import { afterEach, describe, expect, inject, it, vi } from 'vitest'
 import { InvalidConfigError } from '../../packages/sluice/src/errors.js'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
+import { openStore } from '../../packages/sluice-server/src/server/store-url.js'
 import { startShippedNginx } from '../helpers/nginx-harness.js'
 import { freePort, get, post, servicesClosedAfterEach } from '../helpers/service.js'
 
@@ -116,6 +117,19 @@ describe('outcomes.countIf: /v1/authz tickets and POST /v1/outcome', () => {
     const denied = await get(`${url}/v1/authz?policy=login`)
     expect(denied.status).toBe(429)
     expect(denied.headers.get('x-sluice-ticket')).toBeNull()
+  })
+
+  it('on a real Redis store: the ticket gives back there, and nearLimit shows', async () => {
+    const store = await openStore(`${inject('redis').url}/0`, { prefix: `outcomes-${process.pid}` })
+    const { url } = await start(LOGIN_YAML, { store })
+    const ticket = (await get(`${url}/v1/authz?policy=login`)).headers.get('x-sluice-ticket')
+    expect(await remaining(url, 'login')).toBe(2)
+    expect((await outcome(url, `ticket=${ticket}&status=201`)).body).toEqual({ counted: false, refunded: 1 })
+    expect(await remaining(url, 'login')).toBe(3)
+    const near = []
+    for (let i = 0; i < 9; i++)
+      near.push((await post(`${url}/v1/check`, { policy: 'api', key: 'r' })).body.nearLimit)
+    expect(near.slice(6)).toEqual([undefined, true, true])
   })
 
   it('refuses unknown and reused tickets and bad statuses, changing nothing', async () => {
