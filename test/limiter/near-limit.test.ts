@@ -88,6 +88,26 @@ describe('nearLimit: memory store (injected clock)', () => {
     expect([after.remaining, after.nearLimit, after.nearLimitCrossed]).toEqual([0, true, undefined])
   })
 
+  it('rounds the used units up, reading 100 x 0.07 as the 7 it means (not 7.000000000000001)', async () => {
+    const limiter = createLimiter({
+      policies: {
+        seven: { algorithm: 'fixed-window', limit: 100, window: '1m', nearLimit: 0.07 },
+        third: { algorithm: 'token-bucket', limit: 10, window: '1m', burst: 10, nearLimit: 0.33 },
+      },
+      store: fakeStore(fakeClock()),
+    })
+    const firstNear = async (policy: 'seven' | 'third') => {
+      for (let i = 0; i < 100; i++) {
+        const d = await limiter.consume(policy, 'k')
+        if (d.nearLimit) return d.remaining
+      }
+      return undefined
+    }
+    expect(await firstNear('seven')).toBe(93)
+    // 3.3 units used rounds up to 4: near from 6 left.
+    expect(await firstNear('third')).toBe(6)
+  })
+
   it('a policy without nearLimit is never marked', async () => {
     const limiter = createLimiter({ policies: POLICIES, store: fakeStore(fakeClock()) })
     for (let i = 0; i < 10; i++) {

@@ -2,7 +2,6 @@
 import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
 import { InvalidPolicyError } from './errors.js'
-import { nearLimitRemaining } from './limiter/near-limit.js'
 import {
   count,
   duration,
@@ -232,6 +231,16 @@ function hybridRefused(name: string, algorithm: string): InvalidPolicyError {
   return new InvalidPolicyError(
     `policies.${name}.mode: hybrid mode works for ${HYBRID_ALGORITHMS.join(', ')}; ${why}: use one of those algorithms or mode 'exact'`,
   )
+}
+
+/**
+ * The most units a key may have left and be near its limit: the capacity less the units that are
+ * `nearLimit` of it, rounded up to a whole unit (at least one). The product is nudged down by a
+ * relative 1e-12 first, so that 100 x 0.07 (7.000000000000001 in doubles) counts as the 7 it means.
+ */
+function nearLimitRemaining(capacity: number, nearLimit: number): number {
+  const used = Math.max(1, Math.ceil(capacity * nearLimit * (1 - 1e-12)))
+  return capacity - Math.min(used, capacity)
 }
 
 /** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
