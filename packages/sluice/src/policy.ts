@@ -128,12 +128,7 @@ export interface ConcurrencyPolicy {
    * numbers as they are, committing nothing (for costs taken from user input).
    */
   costAboveCapacity?: CostAboveCapacity
-  /**
-   * A fraction in (0, 1): an allowed decision that leaves the key at most `limit - ceil(limit x
-   * nearLimit)` units (burst for token bucket and GCRA) carries `nearLimit: true`, and the one that
-   * crosses that line `nearLimitCrossed: true` (docs/policies.md, "Near-limit signal"). Default: none.
-   * @example { algorithm: 'fixed-window', limit: 100, window: '1m', nearLimit: 0.8 }
-   */
+  /** As on a rate policy: a fraction in (0, 1) of the leases held (docs/policies.md). */
   nearLimit?: number
 }
 

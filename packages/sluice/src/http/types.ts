@@ -79,11 +79,8 @@ export interface Rule<Raw = unknown> {
   /** This layer's cost, whatever the route's (e.g. a per-IP request count), or a function of the request. */
   cost?: RequestCost<Raw>
   /**
-   * Count by outcome on this layer: the request is charged when it arrives, and once its response
-   * has ended, its units on this layer are given back unless `countIf(status)` is true (status 0
-   * when the client went away before the response was sent). A refused request gives nothing back.
-   * Not with `skipFailedRequests` / `skipSuccessfulRequests` on the same route. See docs/http.md.
-   * @example { policy: 'logins', key: 'ip', routes: ['POST /login'], countIf: (status) => status === 401 }
+   * After the response, give this layer's units back unless `countIf(status)` is true (status 0:
+   * the client went away first). See docs/http.md, "Per rule: countIf".
    */
   countIf?: (status: number) => boolean
 }

@@ -33,15 +33,9 @@ export interface Decision {
    * (full `remaining`), not its state; the rate-limit headers leave it out of `RateLimit`.
    */
   notEvaluated?: boolean
-  /**
-   * True on an allowed decision of a policy with `nearLimit` that leaves the key near its limit: at
-   * most `limit - ceil(limit x nearLimit)` units remaining. Denials are never marked.
-   */
+  /** Allowed, leaving at most `limit - ceil(limit x nearLimit)` units (a policy with `nearLimit`). */
   nearLimit?: boolean
-  /**
-   * True on the one decision that took the key across its near-limit line: its units before it were
-   * above the line (`remaining + cost`), after it at or below. Never on a peek.
-   */
+  /** The decision that took the key across that line (`remaining + cost` was above it). */
   nearLimitCrossed?: boolean
 }
 
