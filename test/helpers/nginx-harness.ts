@@ -98,13 +98,20 @@ export async function startNginx(site: string, port: number): Promise<RunningNgi
   }
 }
 
-/** Start nginx with the shipped site on `nginxPort`, asking Sluice on `sluicePort` for `upstreamPort`. */
-export function startShippedNginx(ports: {
-  sluice: number
-  upstream: number
-  nginx: number
-}): Promise<RunningNginx> {
-  const site = readFileSync(SHIPPED_NGINX_CONF, 'utf8')
+/**
+ * Start nginx with a shipped site of examples/nginx/ (default sluice.conf) on `nginxPort`, asking
+ * Sluice on `sluicePort` for `upstreamPort`.
+ */
+export function startShippedNginx(
+  ports: {
+    sluice: number
+    upstream: number
+    nginx: number
+  },
+  file = 'sluice.conf',
+): Promise<RunningNginx> {
+  const shipped = file === 'sluice.conf' ? SHIPPED_NGINX_CONF : join(SHIPPED_NGINX_CONF, '..', file)
+  const site = readFileSync(shipped, 'utf8')
     .replaceAll('127.0.0.1:8080', `127.0.0.1:${ports.sluice}`)
     .replaceAll('127.0.0.1:3000', `127.0.0.1:${ports.upstream}`)
     .replaceAll('listen 127.0.0.1:8000', `listen 127.0.0.1:${ports.nginx}`)

@@ -79,7 +79,7 @@ export type {
   OverrideOptions,
   PenaltyApplied,
 } from './limiter.js'
-export { createLimiter } from './limiter.js'
+export { createLimiter, nearLimitCrossings } from './limiter.js'
 export type { ListEntries, ListName } from './lists.js'
 export type { PenaltyOptions, ResolvedPenalty } from './penalty.js'
 export type {

@@ -6,6 +6,7 @@ import { type CompiledLists, compileLists, type ListEntries } from './lists.js'
 import {
   count,
   duration,
+  must,
   object,
   oneOf,
   optional,
@@ -109,6 +110,13 @@ export interface RatePolicy {
    * @example { algorithm: 'fixed-window', limit: 5, window: '1m', penalty: { after: 3, within: '1m', block: '5m' } }
    */
   penalty?: PenaltyOptions
+  /**
+   * A fraction in (0, 1): an allowed decision that leaves the key at most `limit - ceil(limit x
+   * nearLimit)` units (burst for token bucket and GCRA) carries `nearLimit: true`, and the one that
+   * crosses that line `nearLimitCrossed: true` (docs/policies.md, "Near-limit signal"). Default: none.
+   * @example { algorithm: 'fixed-window', limit: 100, window: '1m', nearLimit: 0.8 }
+   */
+  nearLimit?: number
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -149,6 +157,8 @@ export interface ConcurrencyPolicy {
   allow?: ListEntries
   /** See `allow`. */
   deny?: ListEntries
+  /** As on a rate policy: a fraction in (0, 1) of the leases held (docs/policies.md). */
+  nearLimit?: number
 }
 
 export type Policy = RatePolicy | ConcurrencyPolicy
@@ -182,6 +192,8 @@ export interface ResolvedPolicy {
   readonly lists?: CompiledLists
   /** Set only for a policy with escalating penalties. */
   readonly penalty?: ResolvedPenalty
+  /** Set only for a policy with `nearLimit`: the most units a key may have left and be near its limit. */
+  readonly nearLimitRemaining?: number
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -201,6 +213,12 @@ const maxKeysCheck = optional(count('maxKeys'))
 const costAboveCapacityCheck = optional(oneOf(['error', 'deny'], "must be 'error' or 'deny'"))
 // Lists are checked by compileLists after the shape, with their own error (SLUICE_INVALID_LIST).
 const listsChecked: Validator = () => undefined
+const nearLimitCheck = optional(
+  must(
+    (v) => typeof v === 'number' && v > 0 && v < 1,
+    'must be a fraction between 0 and 1 (exclusive), such as 0.8 for 80% of the limit',
+  ),
+)
 
 const RATE_SHAPE = {
   id: idCheck,
@@ -219,6 +237,7 @@ const RATE_SHAPE = {
   deny: listsChecked,
   // Checked in full by resolvePenalty, which names the key inside it.
   penalty: optional(() => undefined),
+  nearLimit: nearLimitCheck,
 } satisfies Record<keyof RatePolicy, Validator>
 
 const CONCURRENCY_SHAPE = {
@@ -232,6 +251,7 @@ const CONCURRENCY_SHAPE = {
   costAboveCapacity: costAboveCapacityCheck,
   allow: listsChecked,
   deny: listsChecked,
+  nearLimit: nearLimitCheck,
 } satisfies Record<keyof ConcurrencyPolicy, Validator>
 
 // The keys a policy may have, checked before its shape so a misspelling (`windw`) is named as such
@@ -247,6 +267,16 @@ function hybridRefused(name: string, algorithm: string): InvalidPolicyError {
   return new InvalidPolicyError(
     `policies.${name}.mode: hybrid mode works for ${HYBRID_ALGORITHMS.join(', ')}; ${why}: use one of those algorithms or mode 'exact'`,
   )
+}
+
+/**
+ * The most units a key may have left and be near its limit: the capacity less the units that are
+ * `nearLimit` of it, rounded up to a whole unit (at least one). The product is nudged down by a
+ * relative 1e-12 first, so that 100 x 0.07 (7.000000000000001 in doubles) counts as the 7 it means.
+ */
+function nearLimitRemaining(capacity: number, nearLimit: number): number {
+  const used = Math.max(1, Math.ceil(capacity * nearLimit * (1 - 1e-12)))
+  return capacity - Math.min(used, capacity)
 }
 
 /** Validate one policy and resolve it to integers. Throws `InvalidPolicyError` / `InvalidDurationError`. */
@@ -301,7 +331,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   }
   // The values as given. A concurrency policy has no window, burst, mode or syncEvery: what it
   // inherits under those names is not read.
-  const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity, allow, deny } = policy as Policy
+  const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity, allow, deny, nearLimit } = policy as Policy
   const { window, burst, mode, syncEvery, blockDuration, penalty }: Partial<RatePolicy> = concurrency
     ? {}
     : (policy as RatePolicy)
@@ -370,6 +400,7 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   if (onStoreError !== undefined) resolved.onStoreError = onStoreError
   if (maxKeys !== undefined) resolved.maxKeys = maxKeys
   if (costAboveCapacity === 'deny') resolved.costAboveCapacity = 'deny'
+  if (nearLimit !== undefined) resolved.nearLimitRemaining = nearLimitRemaining(capacity, nearLimit)
   if (blockDuration !== undefined)
     resolved.blockDurationMs = parseDuration(blockDuration, `policies.${name}.blockDuration`)
   const lists = compileLists(`policies.${name}`, allow, deny)

@@ -24,6 +24,7 @@ import {
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
 import { describePenalty } from './config-penalty.js'
+import { type OutcomesSettings, outcomesSchema, resolveOutcomes } from './config-outcomes.js'
 import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
 import { describeStoreTls, resolveStoreSettings } from './config-store.js'
 import type { TelemetrySettings } from './config-telemetry.js'
@@ -124,6 +125,8 @@ export interface ServiceConfig {
   readonly waiting: WaitingSettings
   /** OpenTelemetry export (config-telemetry.ts); undefined: off. */
   readonly telemetry: TelemetrySettings | undefined
+  /** Counting /v1/authz requests by their response's status, and its tickets (config-outcomes.ts). */
+  readonly outcomes: OutcomesSettings
   /** Find the limiter policy for a configured policy and an optional tier. */
   lookup(name: string, tier?: string): PolicyEntry | undefined
 }
@@ -194,6 +197,7 @@ const topSchema = z.strictObject({
   abuse: abuseSchema,
   waiting: waitingSchema,
   telemetry: telemetrySchema,
+  outcomes: outcomesSchema,
 })
 
 /** The admin token's rule, the same for `admin.token`, the adminToken option and SLUICE_ADMIN_TOKEN. */
@@ -475,6 +479,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     abuse,
     waiting: resolveWaiting(loc, top.waiting),
     telemetry: resolveTelemetry(loc, top.telemetry),
+    outcomes: resolveOutcomes(loc, top.outcomes, policyNames),
     lookup(name, tier) {
       if (tier === undefined) return byName.get(name)
       if (!tierSet.has(tier)) return undefined

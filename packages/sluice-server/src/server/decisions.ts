@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from 'sluice'
 import { rateLimitBody, rateLimitHeaders } from 'sluice'
 import { hashedApiKey, isPending } from 'sluice/internal'
+import { issueTicket } from './outcomes.js'
 import { send } from './plumbing.js'
 import type { DecisionRequest } from './requests.js'
 import { ClientError, entryFor, validateCost, validateKey } from './requests.js'
@@ -108,6 +109,7 @@ export async function authz(
   const body = rateLimitBody(d, 'json', {
     storeUnavailableStatus: ctx.config.authz.storeUnavailableStatus,
   })
+  issueTicket(ctx, res, entry, key, cost, d)
   send(ctx, res, body.status, body.body, headers)
 }
 

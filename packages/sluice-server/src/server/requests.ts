@@ -49,6 +49,10 @@ export type ClientErrorCode =
   // /v1/overrides (overrides.ts)
   | 'invalid_override'
   | 'too_many_overrides'
+  // POST /v1/outcome (outcomes.ts)
+  | 'invalid_ticket'
+  | 'invalid_status'
+  | 'unknown_ticket'
 
 /** A mistake of the caller: answered with `status` and `{"error": code, "message": ...}`. */
 export class ClientError extends Error {

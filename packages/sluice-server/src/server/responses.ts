@@ -18,6 +18,7 @@ export function present(d: Decision, entry: PolicyEntry): Record<string, unknown
   if (d.degraded === true) out.degraded = true
   if (d.listed !== undefined) out.listed = d.listed
   if (d.penalty !== undefined) out.penalty = d.penalty
+  if (d.nearLimit === true) out.nearLimit = true
   return out
 }
 

@@ -8,6 +8,7 @@ import { authz, decisionJson } from './decisions.js'
 import { lists } from './lists.js'
 import { finished } from './observe.js'
 import { overrides } from './overrides.js'
+import { reportOutcome } from './outcomes.js'
 import { send } from './plumbing.js'
 import { ClientError, jsonBody, parseDecisionRequest } from './requests.js'
 import type { ServiceContext } from './types.js'
@@ -115,6 +116,10 @@ export async function route(
     case '/v1/authz':
       allow(method, 'GET', 'HEAD')
       await authz(ctx, req, res, new URLSearchParams(queryAt === -1 ? '' : url.slice(queryAt + 1)))
+      return
+    case '/v1/outcome':
+      allow(method, 'POST')
+      await reportOutcome(ctx, res, new URLSearchParams(queryAt === -1 ? '' : url.slice(queryAt + 1)))
       return
     case '/v1/reset':
     case '/v1/block':

@@ -7,7 +7,7 @@ import { UnsupportedError } from '../errors.js'
 import { asHttpLimiter, deliveryOf, returnOutcome } from '../http/core.js'
 import type { HttpLimiter, HttpLimiterOptions, RouteOptions } from '../http/index.js'
 import { defaultLogger } from '../http/options.js'
-import { type CountedRequest, countedOf } from '../http/outcome-counting.js'
+import { countedOf, type ResponseCounter } from '../http/outcome-counting.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import { wrongAdapter } from './misuse.js'
 
@@ -97,7 +97,7 @@ function nodeRemoteAddress(http: HttpLimiter): (c: Context) => string | undefine
  * on @hono/node-server when the socket's response closes (a client that went away first counts as
  * failed); elsewhere when the handler has answered.
  */
-async function nextCounted(c: Context, next: () => Promise<void>, counted: CountedRequest): Promise<void> {
+async function nextCounted(c: Context, next: () => Promise<void>, counted: ResponseCounter): Promise<void> {
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing
   if (outgoing !== undefined && typeof outgoing.once === 'function') {
     if (outgoing.closed) counted.ended(outgoing.statusCode, c.res, outgoing.writableFinished)

@@ -167,6 +167,10 @@ function render(s) {
     el('td', {}, new Date(sp.at).toLocaleTimeString()), el('td', { class: 'l' }, sp.policy),
     el('td', { class: 'key', title: sp.key ?? '' }, sp.scope === 'key' ? sp.fingerprint ?? sp.key : '(whole policy)'),
     el('td', {}, sp.rate.toFixed(0) + '/s'), el('td', {}, sp.ratio.toFixed(1) + '×'))), 'no spikes', 5);
+  fill($('near-limit'), (s.nearLimit ?? []).map((n) => el('tr', {},
+    el('td', {}, new Date(n.at).toLocaleTimeString()), el('td', { class: 'l' }, n.policy),
+    el('td', { class: 'key', title: n.key }, n.key),
+    el('td', {}, n.remaining + ' / ' + n.limit), el('td', {}, Math.ceil(Math.max(0, n.resetAt - s.at) / 1000) + ' s'))), 'no key near its limit', 5);
   renderAbuse(s.abuse);
   $('overrides-section').hidden = !s.overrides || s.overrides.length === 0;
   fill($('overrides'), (s.overrides ?? []).map((o) => el('tr', { 'data-override': o.policy + ' ' + o.key },
@@ -279,6 +283,11 @@ export function dashboardPage(base: string): string {
   <h2>Penalised keys</h2>
   <table><thead><tr><th class="l">policy</th><th class="l">key</th><th>level</th><th>block</th><th>until</th></tr></thead>
   <tbody id="penalised"></tbody></table>
+</section>
+<section class="wide">
+  <h2>Near-limit keys</h2>
+  <table><thead><tr><th>crossed</th><th class="l">policy</th><th class="l">key</th><th>left</th><th>resets in</th></tr></thead>
+  <tbody id="near-limit"></tbody></table>
 </section>
 <section class="wide">
   <h2>Abuse alerts</h2>

@@ -7,6 +7,7 @@ import type { Check } from '../limiter.js'
 import { listOf } from '../lists.js'
 import { isPending } from '../store.js'
 import { DENIED_MESSAGE } from './headers.js'
+import type { ConditionalCharge, CountIf } from './count-if.js'
 import { RequestKeys } from './keys.js'
 import type { LimitedShorthand } from './limited.js'
 import type { ResolvedHttpOptions } from './options.js'
@@ -40,6 +41,16 @@ export class RequestChecks extends RequestKeys {
   firstCost = 0
   /** Every check, once there are two or more (rules are few: a linear merge beats a Map keyed by strings). */
   all: Check[] | undefined = undefined
+  /** The charges of rules with a countIf, settled after the response; undefined when there are none. */
+  conditional: ConditionalCharge[] | undefined = undefined
+
+  /** `add`, for a rule whose units are given back after the response unless `countIf` says they count. */
+  addConditional(policy: string, key: string, cost: number, countIf: CountIf): void {
+    this.add(policy, key, cost)
+    const charge = { policy, key, cost, countIf }
+    if (this.conditional === undefined) this.conditional = [charge]
+    else this.conditional.push(charge)
+  }
 
   /** Add `cost` to the check of (policy, key), or add that check. */
   add(policy: string, key: string, cost: number): void {
@@ -114,7 +125,7 @@ export function checksReader(
   ): RequestRead {
     const tier = checks.tier
     for (let i = 0; i < applicable.length; i++) {
-      const { rule, applies, everywhere } = applicable[i]!
+      const { rule, applies, everywhere, countIf } = applicable[i]!
       if (!everywhere && !applies(checks.routeId)) continue
       const policy = typeof rule.policy === 'string' ? rule.policy : policyOfTier(rule.policy, tier)
       if (policy === null || policy === undefined) continue
@@ -129,7 +140,9 @@ export function checksReader(
       }
       if (key === undefined) continue
       // Not of the request here: a rule's cost is a number (`gatherOfRequest` takes the others).
-      checks.add(policy, key, (rule.cost as number | undefined) ?? routeCost)
+      const cost = (rule.cost as number | undefined) ?? routeCost
+      if (countIf === undefined) checks.add(policy, key, cost)
+      else checks.addConditional(policy, key, cost, countIf)
     }
     return checks.firstCost === 0 ? pass() : checks
   }
@@ -208,7 +221,8 @@ export function checksReader(
         throw new InvalidCostError(
           `${costWhere}.cost(request) answered ${typeof cost === 'string' ? JSON.stringify(cost) : String(cost)}: a cost is a whole number from 1`,
         )
-      checks.add(policy as string, key, cost)
+      if (compiled.countIf === undefined) checks.add(policy as string, key, cost)
+      else checks.addConditional(policy as string, key, cost, compiled.countIf)
     }
     return checks.firstCost === 0 ? pass() : checks
   }

@@ -5,6 +5,7 @@
 import type { Decision, LayeredDecision } from '../limiter.js'
 import { isPending, type MaybePromise } from '../store.js'
 import { checksReader, RequestChecks, type RequestRead } from './checks.js'
+import { countIfAfterResponse } from './count-if.js'
 import { defaultLogger, resolveHttpOptions } from './options.js'
 import { failureOutcome, outcomeWriter } from './outcome.js'
 import { type CountingContext, countAfterResponse } from './outcome-counting.js'
@@ -82,9 +83,14 @@ function createCore(options: HttpLimiterOptions): HttpLimiter {
     return limiter.decide(checks.firstPolicy, checks.firstKey, cost === 1 ? COST_ONE : { cost })
   }
 
-  /** The outcome of a decision; on a route that counts by outcome, marked to settle after the response. */
+  /**
+   * The outcome of a decision; on a route that counts by outcome (a rule's countIf, or the skip
+   * options: never both, see rules.ts), marked to settle after the response.
+   */
   function ofDecision(read: RequestChecks, decision: Decision | LayeredDecision): HttpOutcome {
     const outcome = outcomes.ofDecision(read, decision)
+    if (read.conditional !== undefined)
+      return countIfAfterResponse(counting, read.conditional, read.request, read.list(), decision, outcome)
     if (read.counting === undefined) return outcome
     return countAfterResponse(counting, read.counting, read.request, () => read.list(), decision, outcome)
   }

@@ -72,9 +72,20 @@ export function outcomeRule(
 /** The outcome's request, when its units are counted after the response. */
 const COUNTED: unique symbol = Symbol('sluice.counted')
 
-/** The request an admitted outcome counts after its response, if its route has an outcome rule. */
-export function countedOf(outcome: HttpOutcome): CountedRequest | undefined {
-  return (outcome as { [COUNTED]?: CountedRequest })[COUNTED]
+/** What an adapter tells when an admitted request's response has ended. */
+export interface ResponseCounter {
+  /** The response has ended (`completed`: sent whole; false: the connection closed first). Never throws. */
+  ended(statusCode: number, raw: unknown, completed: boolean): void
+}
+
+/** The request an admitted outcome counts after its response, if its route counts by outcome. */
+export function countedOf(outcome: HttpOutcome): ResponseCounter | undefined {
+  return (outcome as { [COUNTED]?: ResponseCounter })[COUNTED]
+}
+
+/** `outcome`, marked to tell `counter` when its response has ended. */
+export function markCounted(outcome: HttpOutcome, counter: ResponseCounter): HttpOutcome {
+  return Object.assign(outcome, { [COUNTED]: counter })
 }
 
 /** What a counted request gives back through: the core's limiter, logger and clock. */
@@ -90,7 +101,7 @@ export interface CountingContext {
  * except a layer whose units have already expired (its reset has passed: giving back then would free
  * units of a later window) or that the store-failure fallback decided (nothing of it is stored).
  */
-export class CountedRequest {
+export class CountedRequest implements ResponseCounter {
   #ended = false
   constructor(
     private readonly context: CountingContext,
@@ -153,6 +164,5 @@ export function countAfterResponse(
 ): HttpOutcome {
   if (rule === undefined || outcome.action !== 'continue' || !decision.allowed) return outcome
   const layers = (decision as Partial<LayeredDecision>).results ?? [decision]
-  const counted = new CountedRequest(context, rule, request, charged(), layers, context.now())
-  return Object.assign(outcome, { [COUNTED]: counted })
+  return markCounted(outcome, new CountedRequest(context, rule, request, charged(), layers, context.now()))
 }

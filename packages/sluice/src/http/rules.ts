@@ -4,6 +4,7 @@ import { InvalidOptionsError } from '../errors.js'
 import { type CompiledLists, compileLists } from '../lists.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy } from '../policy.js'
+import { type CountIf, countIfWithSkipOptions, validateCountIf } from './count-if.js'
 import { validateKey } from './keys.js'
 import { type LimitedShorthand, limitedShorthand, overlay } from './limited.js'
 import { type OutcomeRule, outcomeRule } from './outcome-counting.js'
@@ -11,7 +12,15 @@ import type { HttpLimiterOptions, RequestCost, RouteOptions, Rule } from './type
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'])
 
-const RULE_KEYS = keysOf<Rule>({ policy: true, key: true, routes: true, cost: true, allow: true, deny: true })
+const RULE_KEYS = keysOf<Rule>({
+  policy: true,
+  key: true,
+  routes: true,
+  cost: true,
+  allow: true,
+  deny: true,
+  countIf: true,
+})
 const ROUTE_KEYS = keysOf<RouteOptions>({
   cost: true,
   rules: true,
@@ -93,6 +102,8 @@ export interface CompiledRule {
   where: string
   /** Its allow and deny lists, compiled; undefined when it has none. */
   lists: CompiledLists | undefined
+  /** Its units are given back after the response unless this says the status counts; undefined: they stay. */
+  countIf: CountIf | undefined
 }
 
 export interface CompiledRoute {
@@ -204,6 +215,7 @@ export function compileRules(
       dynamic: policyOfRequest || typeof rule.cost === 'function',
       where,
       lists: compileLists(where, rule.allow, rule.deny),
+      countIf: validateCountIf(rule.countIf, where),
     }
   }
 
@@ -211,6 +223,8 @@ export function compileRules(
     throw new InvalidOptionsError('createHttpLimiter: rules must be a list of { policy, key }')
   const globalRules = options.rules.map((r, i) => validateRule(r, `rules[${i}]`, undefined))
   const globalDynamic = globalRules.some((r) => r.dynamic)
+  if (counting !== undefined && globalRules.some((r) => r.countIf !== undefined))
+    throw countIfWithSkipOptions('createHttpLimiter')
   const routeTable = new Map<string, CompiledRoute>()
   for (const [id, route] of Object.entries(options.routes ?? {}))
     routeTable.set(id, compileRoute(route, `routes[${id}]`, true))
@@ -232,6 +246,9 @@ export function compileRules(
     const rules = (route.rules ?? []).map((r, i) => validateRule(r, `${where}.rules[${i}]`, cost))
     const own = limitedShorthand(route, where, hasOnLimited)
     const all = [...globalRules, ...rules]
+    const counting = outcomeRule(route, where, options)
+    if (counting !== undefined && all.some((r) => r.countIf !== undefined))
+      throw countIfWithSkipOptions(where)
     return {
       options: route,
       rules,
@@ -239,7 +256,7 @@ export function compileRules(
       limited: overlay(own, limited),
       dynamic: typeof cost === 'function' || all.some((r) => r.dynamic),
       where,
-      counting: outcomeRule(route, where, options),
+      counting,
     }
   }
 
@@ -280,6 +297,9 @@ export function compileRules(
         const rules = [...configured.rules, ...compiled.rules]
         const routeOptions = { ...configured.options, ...extra }
         const all = [...globalRules, ...rules]
+        const counting = outcomeRule(routeOptions, routeId, options)
+        if (counting !== undefined && all.some((r) => r.countIf !== undefined))
+          throw countIfWithSkipOptions(routeId)
         both = {
           options: routeOptions,
           rules,
@@ -288,7 +308,7 @@ export function compileRules(
           limited: overlay(limitedShorthand(extra, routeId, false), configured.limited),
           dynamic: typeof routeOptions.cost === 'function' || all.some((r) => r.dynamic),
           where: extra.cost === undefined ? configured.where : compiled.where,
-          counting: outcomeRule(routeOptions, routeId, options),
+          counting,
         }
         byRoute.set(configured, both)
       }

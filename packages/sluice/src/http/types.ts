@@ -90,6 +90,11 @@ export interface Rule<Raw = unknown> {
    * client IP, `keys` the layer's key exactly. A deny wins over an allow.
    */
   deny?: ListEntries
+  /**
+   * After the response, give this layer's units back unless `countIf(status)` is true (status 0:
+   * the client went away first). See docs/http.md, "Per rule: countIf".
+   */
+  countIf?: (status: number) => boolean
 }
 
 /** A response that has ended, as `requestWasSuccessful` sees it. */

@@ -51,6 +51,10 @@ export interface Decision {
    * earlier penalties remembered) and the block it got, in ms. The decision says `reason: 'blocked'`.
    */
   penalty?: PenaltyApplied
+  /** Allowed, leaving at most `limit - ceil(limit x nearLimit)` units (a policy with `nearLimit`). */
+  nearLimit?: boolean
+  /** The decision that took the key across that line (`remaining + cost` was above it). */
+  nearLimitCrossed?: boolean
 }
 
 /** A penalty a decision applied: see `Decision.penalty`. */

@@ -1,20 +1,21 @@
 // The last link back up the chain: step results become the Decisions callers see.
 import type { ResolvedPolicy } from '../policy.js'
 import type { Step, StepResult } from '../store.js'
+import { markNearLimit } from './near-limit.js'
 import type { Decision, LayeredDecision } from './types.js'
 
 /**
  * The decision for one step (one layer). A step whose cost is above its policy's capacity reached
  * the store only as a peek (oversized-cost-store.ts) and is denied for that reason.
  */
-function decisionOf(s: Step, r: StepResult): Decision {
-  const d = decisionFor(s.policy, s.key, r)
+function decisionOf(s: Step, r: StepResult, consumed: boolean): Decision {
+  const d = decisionFor(s.policy, s.key, r, consumed ? s.cost : 0)
   if (s.cost > s.policy.capacity) d.reason = 'cost_above_capacity'
   return d
 }
 
-/** `decisionOf` from the step's parts (the single-check path has no Step). */
-export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult): Decision {
+/** `decisionOf` from the step's parts (the single-check path has no Step); `cost` spent, 0 for a peek. */
+export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult, cost: number): Decision {
   const d: Decision = {
     allowed: r.allowed,
     limit: r.capacity ?? policy.capacity,
@@ -32,20 +33,30 @@ export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult):
   if (r.listed !== undefined) d.listed = r.listed
   if (r.override) d.override = true
   if (r.penalty !== undefined) d.penalty = r.penalty
+  const near = policy.nearLimitRemaining
+  if (near !== undefined) markNearLimit(d, near, cost)
   return d
 }
 
 /** A single check's decision; `cached` when the deny cache answered. */
-export function singleDecision(steps: readonly Step[], results: readonly StepResult[]): Decision {
+export function singleDecision(
+  steps: readonly Step[],
+  results: readonly StepResult[],
+  consumed: boolean,
+): Decision {
   const r = results[0]!
-  const d = decisionOf(steps[0]!, r)
+  const d = decisionOf(steps[0]!, r, consumed)
   if (r.cached) d.cached = true
   return d
 }
 
 /** A layered check's decision: the deciding layer's numbers, plus every layer's own. */
-export function layeredDecision(steps: readonly Step[], results: readonly StepResult[]): LayeredDecision {
-  const decisions = steps.map((s, i) => decisionOf(s, results[i]!))
+export function layeredDecision(
+  steps: readonly Step[],
+  results: readonly StepResult[],
+  consumed: boolean,
+): LayeredDecision {
+  const decisions = steps.map((s, i) => decisionOf(s, results[i]!, consumed))
   const denied = decisions.find((d) => !d.allowed)
   // Allowed: headline the layer closest to its limit (smallest share left).
   const headline =

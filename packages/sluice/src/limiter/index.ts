@@ -23,6 +23,9 @@ import { type ListMethod, listMethods } from './list-methods.js'
 import { listsStore } from './lists-store.js'
 import { overrideMethods } from './override-methods.js'
 import { DEFAULT_STALENESS_MS, OverrideCache, overrideStore } from './overrides.js'
+
+export { nearLimitCrossings } from './near-limit.js'
+
 import type {
   AcquireDecision,
   Check,
@@ -221,9 +224,11 @@ function decisionPath(
 ): DecisionEvents {
   const plain: Run = (_operation, steps, mode, layered) => {
     const answer = store.apply(steps, mode)
-    if (!isPending(answer)) return layered ? layeredDecision(steps, answer) : singleDecision(steps, answer)
+    const consumed = mode === 'consume'
+    if (!isPending(answer))
+      return layered ? layeredDecision(steps, answer, consumed) : singleDecision(steps, answer, consumed)
     return answer.then((results) =>
-      layered ? layeredDecision(steps, results) : singleDecision(steps, results),
+      layered ? layeredDecision(steps, results, consumed) : singleDecision(steps, results, consumed),
     )
   }
   // A single check: straight to the memory store's single-step path when the chain is that store
@@ -237,7 +242,7 @@ function decisionPath(
     single !== undefined
       ? (operation, policy, key, cost, mode) =>
           direct()
-            ? decisionFor(policy, key, single(policy, key, cost, mode, scratch))
+            ? decisionFor(policy, key, single(policy, key, cost, mode, scratch), mode === 'consume' ? cost : 0)
             : plain(operation, [{ policy, key, cost }], mode, false)
       : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
   return decisionEvents(plain, plainOne, storeName, onDecision)

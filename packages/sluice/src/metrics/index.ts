@@ -15,6 +15,7 @@ export type {
   AbusePattern,
   AbuseReport,
 } from './abuse.js'
+export type { NearLimitKey } from './near-limit-keys.js'
 export type {
   DashboardSnapshot,
   Observability,

@@ -5,12 +5,13 @@ import { createDashboard } from '../dashboard/handler.js'
 import { listsSnapshot, type PolicyListsSnapshot } from '../dashboard/lists.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { NodeHandler } from '../http/types.js'
-import type { DecisionEvent, DecisionListener, LayeredDecision, Override } from '../limiter.js'
+import type { Decision, DecisionEvent, DecisionListener, LayeredDecision, Override } from '../limiter.js'
 import type { CompiledLists } from '../lists.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
 import { type PenalisedKey, PenalisedKeys } from './penalties.js'
+import { type NearLimitKey, NearLimitKeys } from './near-limit-keys.js'
 import type {
   DecisionOutcome,
   MetricsOptions,
@@ -132,6 +133,8 @@ export interface DashboardSnapshot {
   topDenied: TopKeysReport[]
   topAdmitted: TopKeysReport[]
   spikes: Spike[]
+  /** Keys whose decision crossed their policy's `nearLimit` line, newest first, until their window resets (at most 20). */
+  nearLimit: NearLimitKey[]
   /** Abuse patterns and their alerts; `null` when turned off with `abuse: false`. */
   abuse: AbuseReport | null
   /** Per-key overrides in force, as `watchOverrides` last gave them (at most 50); empty without it. */
@@ -382,6 +385,15 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       if (patterns.kindOf(r.policy, r.key) === 'identity') pair(address, r.key, !d.allowed)
   }
 
+  const nearLimitKeys = new NearLimitKeys()
+  /** The layers of `d` that crossed their nearLimit line, into the dashboard's list. */
+  function nearLimitCrossed(d: Decision | LayeredDecision): void {
+    const layers = 'results' in d ? d.results : [d]
+    for (const r of layers)
+      if (r.nearLimitCrossed === true)
+        nearLimitKeys.crossed(r.policy, r.key, r.limit, r.remaining, now(), r.resetMs)
+  }
+
   const listener = (event: DecisionEvent): void => {
     metrics.observe(event)
     let samples = latency.get(event.store)
@@ -395,6 +407,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     // The clock is read only for a denial that applied a penalty (rare), never per decision.
     if (!d.allowed && (d.penalty !== undefined || ('results' in d && d.results.some((r) => r.penalty))))
       penalised.record(d, now())
+    if (d.nearLimitCrossed === true || 'results' in d) nearLimitCrossed(d)
     if (abuse !== undefined && 'results' in d) abusePairs(d, abuse)
     const outcome = outcomeOf(d)
     // Same counting rule as sluice_decisions_total (see countedLayers), with keys for top-K.
@@ -526,6 +539,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       topDenied: policies.map((p) => report(p.policy, 'denied', at, 10)),
       topAdmitted: policies.map((p) => report(p.policy, 'admitted', at, 10)),
       spikes: detector.recent().slice(0, 20),
+      nearLimit: nearLimitKeys.list(at),
       abuse: abuse === undefined ? null : abuse.report(at, 10),
       overrides: overridesOf().slice(0, MAX_SHOWN_OVERRIDES),
       lists: listsSnapshot(options.limiter.policies),

@@ -53,7 +53,7 @@ export interface OtelTracerLike {
 }
 
 export interface OpenTelemetryOptions {
-  /** Where `sluice.decisions`, `sluice.store.duration`, `sluice.local_cache.hits` and `sluice.penalties` are recorded. */
+  /** Where `sluice.decisions`, `sluice.store.duration`, `sluice.local_cache.hits`, `sluice.penalties` and `sluice.near_limit.crossings` are recorded. */
   meter?: OtelMeterLike
   /** Where each decision becomes a `sluice.decision` span. */
   tracer?: OtelTracerLike
@@ -86,6 +86,7 @@ const OTHER_LABEL = '_other'
 const OUTCOMES: readonly DecisionOutcome[] = ['allowed', 'denied', 'degraded']
 const HIT: readonly 'hit'[] = ['hit']
 const PENALTY: readonly 'penalty'[] = ['penalty']
+const CROSSING: readonly 'crossing'[] = ['crossing']
 
 /** Totals of one attribute set per kind (outcome), with the attributes they are observed under. */
 interface Counted<K extends string> {
@@ -172,6 +173,16 @@ export function createOpenTelemetry(options: OpenTelemetryOptions): SluiceOpenTe
     .addCallback((result) => {
       for (const c of new Set(penaltyCounts.values())) result.observe(c.counts.penalty, c.attributes.penalty)
     })
+  const nearLimitCounts = new Map<string, Counted<'crossing'>>()
+  meter
+    ?.createObservableCounter('sluice.near_limit.crossings', {
+      description: "Decisions that took a key across its policy's nearLimit line, by policy.",
+      unit: '{decision}',
+    })
+    .addCallback((result) => {
+      for (const c of new Set(nearLimitCounts.values()))
+        result.observe(c.counts.crossing, c.attributes.crossing)
+    })
   const storeDuration = meter?.createHistogram('sluice.store.duration', {
     description: 'Time the store took to decide, by store and operation (consume, peek, acquire).',
     unit: 's',
@@ -230,11 +241,17 @@ export function createOpenTelemetry(options: OpenTelemetryOptions): SluiceOpenTe
     } else storeDuration?.record(event.storeSeconds, durationAttributesOf(event.store, event.operation))
     // A peek commits nothing and decides nothing: timed, not counted (as in sluice_decisions_total).
     if (event.operation === 'peek') return
-    if (!('results' in d))
+    if (!('results' in d)) {
       countedOf(decisionCounts, d.policy, OUTCOMES, decisionAttributes).counts[outcomeOf(d)]++
-    else
+      if (d.nearLimitCrossed === true)
+        countedOf(nearLimitCounts, d.policy, CROSSING, cacheAttributes).counts.crossing++
+    } else {
       for (const { policy, outcome } of countedLayers(d))
         countedOf(decisionCounts, policy, OUTCOMES, decisionAttributes).counts[outcome]++
+      for (const layer of d.results)
+        if (layer.nearLimitCrossed === true)
+          countedOf(nearLimitCounts, layer.policy, CROSSING, cacheAttributes).counts.crossing++
+    }
     if (!d.allowed)
       for (const policy of penalisedPolicies(d))
         countedOf(penaltyCounts, policy, PENALTY, cacheAttributes).counts.penalty++

@@ -227,6 +227,20 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
       }
     },
   })
+  // Crossings of a policy's near-limit line, by policy label; published as the decisions are.
+  const nearLimitCounts = new Map<string, { count: number; published: number }>()
+  new client.Counter({
+    name: 'sluice_near_limit_crossings_total',
+    help: "Decisions that took a key across its policy's nearLimit line, by policy.",
+    labelNames: ['policy'],
+    registers,
+    collect() {
+      for (const [policy, c] of nearLimitCounts) {
+        if (c.count > c.published) this.labels(policy).inc(c.count - c.published)
+        c.published = c.count
+      }
+    },
+  })
   const circuitState: Gauge<'store'> = new client.Gauge({
     name: 'sluice_circuit_state',
     help: 'Circuit breaker state per store: 0 closed, 1 half-open, 2 open.',
@@ -291,6 +305,13 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     else cacheHitCounts.set(label, { count: 1, published: 0 })
   }
 
+  function countNearLimitCrossing(policy: string): void {
+    const label = policyLabel(policy)
+    const c = nearLimitCounts.get(label)
+    if (c !== undefined) c.count++
+    else nearLimitCounts.set(label, { count: 1, published: 0 })
+  }
+
   function observe(event: DecisionEvent): void {
     if (event.cached) {
       // Answered by the local deny cache: no store call to time, one cache hit per denying layer.
@@ -300,8 +321,13 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     // A peek commits nothing and decides nothing: it is timed, not counted as a decision.
     if (event.operation === 'peek') return
     const d = event.decision
-    if (!('results' in d)) countDecision(d.policy, outcomeOf(d))
-    else for (const { policy, outcome } of countedLayers(d)) countDecision(policy, outcome)
+    if (!('results' in d)) {
+      countDecision(d.policy, outcomeOf(d))
+      if (d.nearLimitCrossed === true) countNearLimitCrossing(d.policy)
+    } else {
+      for (const { policy, outcome } of countedLayers(d)) countDecision(policy, outcome)
+      for (const layer of d.results) if (layer.nearLimitCrossed === true) countNearLimitCrossing(layer.policy)
+    }
     if (!d.allowed) for (const policy of penalisedPolicies(d)) countPenalty(policy)
   }
 
