@@ -246,9 +246,22 @@ function checkGrpcPeers(loc: Locator, grpc: GrpcSettings): void {
     )
 }
 
-/** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
+/**
+ * Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do
+ * not. Calendar windows (and their zone) are a shape of their own.
+ */
 function shapeTag(resolved: ResolvedPolicy): string {
-  return createHash('sha1').update(`${resolved.algorithm}|${resolved.windowMs}`).digest('hex').slice(0, 6)
+  const calendar = resolved.calendar === undefined ? '' : `|calendar ${resolved.calendar.timeZone}`
+  return createHash('sha1')
+    .update(`${resolved.algorithm}|${resolved.windowMs}${calendar}`)
+    .digest('hex')
+    .slice(0, 6)
+}
+
+/** How `sluice check` names a calendar policy's windows: `, calendar month in Europe/Berlin`. */
+function calendarText(resolved: ResolvedPolicy): string {
+  const calendar = resolved.calendar
+  return calendar === undefined ? '' : `, calendar ${calendar.unit} in ${calendar.timeZone}`
 }
 
 /**
@@ -569,7 +582,7 @@ export function describeConfig(config: ServiceConfig): string {
         : `${r.limit} per ${r.windowMs}ms, capacity ${r.capacity}`
     const scope = r.scope === 'global' ? ', scope global' : ''
     lines.push(
-      `    ${label}: ${r.algorithm}, ${shape}${scope}, onStoreError ${entry.onStoreError} [id ${entry.id}]`,
+      `    ${label}: ${r.algorithm}, ${shape}${calendarText(r)}${scope}, onStoreError ${entry.onStoreError} [id ${entry.id}]`,
     )
   }
   return `${lines.join('\n')}\n`
