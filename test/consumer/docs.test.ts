@@ -45,7 +45,7 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/migrating-from-fastify-rate-limit.md': 4,
   'docs/migrating-from-rate-limiter-flexible.md': 2,
   'docs/observability.md': 7,
-  'docs/policies.md': 2,
+  'docs/policies.md': 3,
   'docs/reliability.md': 2,
   'docs/security.md': 0,
   'docs/scale.md': 2,
