@@ -289,6 +289,7 @@ describe('every code block of the docs, in a fresh project from the packed tarba
       'docs-migrating-from-rate-limiter-flexible-1.ts',
       'docs-policies-1.ts',
       'docs-policies-2.ts',
+      'docs-policies-3.ts',
       'docs-service-2.ts',
       'docs-stores-1.ts',
       'docs-stores-2.ts',
