@@ -120,7 +120,9 @@ describe('calendarPeriod', () => {
       end: '2011-12-30T10:00:00.000Z',
       next: '2011-12-31T10:00:00.000Z',
     })
-    expect(period('2011-12-30T12:00:00.000Z', 'day', 'Pacific/Apia').previous).toBe('2011-12-29T10:00:00.000Z')
+    expect(period('2011-12-30T12:00:00.000Z', 'day', 'Pacific/Apia').previous).toBe(
+      '2011-12-29T10:00:00.000Z',
+    )
   })
 
   it('the last millisecond belongs to the period, the boundary to the next', () => {

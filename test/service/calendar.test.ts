@@ -1,8 +1,8 @@
 // Calendar quotas in the service: align and timeZone on YAML policies, `sluice check`'s description,
 // /v1/check answering the reset at the calendar boundary, and bad values named at their line.
 import { describe, expect, it } from 'vitest'
-import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
+import { describeConfig, parseConfig } from '../../packages/sluice-server/src/server/config.js'
 import { post, servicesClosedAfterEach } from '../helpers/service.js'
 
 const start = servicesClosedAfterEach()

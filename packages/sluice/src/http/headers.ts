@@ -1,7 +1,7 @@
 // What the client sees: rate-limit response headers and the 429 body, as pure functions of a
 // Decision. Shared by every adapter and by the decision service (its nginx auth endpoint).
-import type { Decision, LayeredDecision } from '../limiter.js'
 import { periodAt } from '../calendar.js'
+import type { Decision, LayeredDecision } from '../limiter.js'
 import type { ResolvedPolicy } from '../policy.js'
 
 /**
