@@ -7,9 +7,11 @@ import { memoryStore } from '../../packages/sluice/src/stores/memory.js'
 import { adapters, call, type Running } from './servers.js'
 
 const node = adapters.find((a) => a.name === 'node:http')!
-// 2026-03-31 23:00 in Berlin (CEST, +02): April begins at 2026-03-31T22:00Z, an hour away.
-const NOW = Date.parse('2026-03-31T21:00:00.000Z')
-const APRIL = Date.parse('2026-03-31T22:00:00.000Z')
+// 2026-02-28 23:00 in Berlin (CET, +01): March begins at 2026-02-28T23:00Z, an hour away. March
+// lasts 31 days less the hour the clocks skip on the 29th: not the nominal 30 days of '1mo'.
+const NOW = Date.parse('2026-02-28T22:00:00.000Z')
+const MARCH = Date.parse('2026-02-28T23:00:00.000Z')
+const MARCH_MS = (31 * 24 - 1) * 3_600_000
 
 let running: Running | undefined
 afterEach(async () => {
@@ -32,28 +34,27 @@ async function start(algorithm: 'fixed-window' | 'sliding-window-counter') {
 }
 
 describe('calendar quotas over HTTP', () => {
-  it('fixed window: X-RateLimit-Reset and RateLimit t name the month end in the zone, then April', async () => {
+  it('fixed window: X-RateLimit-Reset and RateLimit t name the month end in the zone, then March', async () => {
     const { clock, get } = await start('fixed-window')
     const first = await get()
     expect(first.status).toBe(200)
-    expect(first.headers['x-ratelimit-reset']).toBe(String(APRIL / 1000))
+    expect(first.headers['x-ratelimit-reset']).toBe(String(MARCH / 1000))
     expect(first.headers.ratelimit).toBe('"monthly";r=1;t=3600')
     await get()
     const denied = await get()
     expect(denied.status).toBe(429)
     expect(denied.headers['retry-after']).toBe('3600')
-    clock.t = APRIL
-    const april = await get()
-    expect(april.status).toBe(200)
-    // April in Berlin: 30 days of CEST.
-    expect(april.headers['x-ratelimit-reset']).toBe(String((APRIL + 30 * 86_400_000) / 1000))
+    clock.t = MARCH
+    const march = await get()
+    expect(march.status).toBe(200)
+    expect(march.headers['x-ratelimit-reset']).toBe(String((MARCH + MARCH_MS) / 1000))
   })
 
   it('sliding window counter: the reset is the month end, where the counters roll', async () => {
     const { get } = await start('sliding-window-counter')
     const first = await get()
     expect(first.status).toBe(200)
-    expect(first.headers['x-ratelimit-reset']).toBe(String(APRIL / 1000))
+    expect(first.headers['x-ratelimit-reset']).toBe(String(MARCH / 1000))
     expect(first.headers.ratelimit).toBe('"monthly";r=1;t=3600')
   })
 })

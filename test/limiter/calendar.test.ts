@@ -114,31 +114,78 @@ describe('calendar sliding window counter', () => {
 
 describe('calendar options refused', () => {
   const base = { algorithm: 'fixed-window', limit: 5, window: '1d' } as const
-  const refused: [string, Record<string, unknown>][] = [
-    ['a zone without align', { ...base, timeZone: 'UTC' }],
-    ['an unknown zone', { ...base, align: 'calendar', timeZone: 'Mars/Olympus_Mons' }],
-    ['a zone that is not text', { ...base, align: 'calendar', timeZone: 3 }],
-    ['an align other than calendar', { ...base, align: 'rolling' }],
-    ['two days', { ...base, window: '2d', align: 'calendar' }],
-    ['an hour', { ...base, window: '1h', align: 'calendar' }],
-    ['token bucket', { algorithm: 'token-bucket', limit: 5, window: '1d', align: 'calendar' }],
-    ['gcra', { algorithm: 'gcra', limit: 5, window: '1d', align: 'calendar' }],
-    ['sliding window log', { algorithm: 'sliding-window-log', limit: 5, window: '1d', align: 'calendar' }],
-    ['concurrency', { algorithm: 'concurrency', limit: 5, timeout: '1d', align: 'calendar' }],
-    ['hybrid mode', { ...base, align: 'calendar', mode: 'hybrid' }],
+  // Each with the field it names and what the message says (none of them an unknown option).
+  const refused: [string, Record<string, unknown>, RegExp][] = [
+    ['a zone without align', { ...base, timeZone: 'UTC' }, /^policies\.p\.timeZone: only calendar windows/],
+    [
+      'an unknown zone',
+      { ...base, align: 'calendar', timeZone: 'Mars/Olympus_Mons' },
+      /^policies\.p\.timeZone: "Mars\/Olympus_Mons" is not a time zone/,
+    ],
+    [
+      'a zone that is not text',
+      { ...base, align: 'calendar', timeZone: 3 },
+      /^policies\.p\.timeZone: must be a string/,
+    ],
+    [
+      'an align other than calendar',
+      { ...base, align: 'rolling' },
+      /^policies\.p\.align: must be 'calendar'/,
+    ],
+    [
+      'two days',
+      { ...base, window: '2d', align: 'calendar' },
+      /^policies\.p\.window: a calendar window is one day/,
+    ],
+    [
+      'an hour',
+      { ...base, window: '1h', align: 'calendar' },
+      /^policies\.p\.window: a calendar window is one day/,
+    ],
+    [
+      'token bucket',
+      { algorithm: 'token-bucket', limit: 5, window: '1d', align: 'calendar' },
+      /^policies\.p\.align: token-bucket has no window edges/,
+    ],
+    [
+      'gcra',
+      { algorithm: 'gcra', limit: 5, window: '1d', align: 'calendar' },
+      /^policies\.p\.align: gcra has no window/,
+    ],
+    [
+      'sliding window log',
+      { algorithm: 'sliding-window-log', limit: 5, window: '1d', align: 'calendar' },
+      /^policies\.p\.align: sliding-window-log has no window/,
+    ],
+    [
+      'concurrency',
+      { algorithm: 'concurrency', limit: 5, timeout: '1d', align: 'calendar' },
+      /^policies\.p\.align: a concurrency policy has no window/,
+    ],
+    ['hybrid mode', { ...base, align: 'calendar', mode: 'hybrid' }, /^policies\.p\.align: a hybrid policy/],
     [
       'scope global',
       { algorithm: 'sliding-window-counter', limit: 5, window: '1d', align: 'calendar', scope: 'global' },
+      /^policies\.p\.align: a global limit/,
     ],
     [
       'a limit too large to count exactly over 31 days',
       { ...base, window: '1mo', align: 'calendar', limit: 420_000 },
+      /^policies\.p: limit \(or burst\) x window is too large/,
     ],
   ]
-  it.each(refused)('%s', (_what, policy) => {
+  it.each(refused)('%s', (_what, policy, message) => {
     expect(() =>
       createLimiter({ store: memoryStore(), policies: { p: policy as unknown as Policy } }),
-    ).toThrow(expect.objectContaining({ code: 'SLUICE_INVALID_POLICY' }))
+    ).toThrow(
+      expect.objectContaining({ code: 'SLUICE_INVALID_POLICY', message: expect.stringMatching(message) }),
+    )
+  })
+
+  it('the same limit is counted exactly without align (a 30-day window)', () => {
+    expect(() =>
+      createLimiter({ store: memoryStore(), policies: { p: { ...base, window: '1mo', limit: 420_000 } } }),
+    ).not.toThrow()
   })
 
   it('names the time zone as Intl does', async () => {
