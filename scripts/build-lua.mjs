@@ -31,7 +31,7 @@ const out =
 const generatedDir = join(dirname(out), 'generated')
 
 /** Arguments an algorithm may take per step, in wire order; cost and lease change with every step. */
-const ARG_NAMES = ['limit', 'window', 'capacity', 'cost', 'lease']
+const ARG_NAMES = ['limit', 'window', 'period', 'following', 'capacity', 'cost', 'lease']
 const PER_STEP = new Set(['cost', 'lease'])
 /** Sections every algorithm file must have: the variants include them. */
 const REQUIRED = ['read', 'decide', 'commit', 'report', 'refund']

@@ -4,6 +4,7 @@
 // for applications: no name here is a promise, and any release may change it. sluice-server
 // depends on one exact version of sluice, so the two always agree.
 
+export type { CalendarSpec } from './calendar.js'
 export type { ClientIpResolver } from './http/ip.js'
 export { clientIpResolver, groupIp, ipMatcher, parseIp } from './http/ip.js'
 export { hashedApiKey } from './http/keys.js'

@@ -1,4 +1,5 @@
 // Policies as users write them, and the resolved form (integers only) that algorithms and stores use.
+import { type CalendarSpec, calendarSpec } from './calendar-policy.js'
 import type { Duration } from './duration.js'
 import { parseDuration } from './duration.js'
 import { InvalidPolicyError } from './errors.js'
@@ -117,6 +118,15 @@ export interface RatePolicy {
    * @example { algorithm: 'fixed-window', limit: 100, window: '1m', nearLimit: 0.8 }
    */
   nearLimit?: number
+  /**
+   * `calendar`: windows start at the calendar boundaries of `timeZone` (fixed-window and
+   * sliding-window-counter; a `window` of exactly `1d`, `1w` (ISO weeks, from Monday), `1mo` or
+   * `1y`). Default: a window of its own length (`1mo` is 30 days), as the algorithm draws it.
+   * @example { algorithm: 'fixed-window', limit: 10_000, window: '1mo', align: 'calendar', timeZone: 'Europe/Berlin' }
+   */
+  align?: 'calendar'
+  /** With `align: 'calendar'`: the IANA zone whose midnights start the windows. Default `UTC`. */
+  timeZone?: string
 }
 
 /** At most `limit` leases held at once; a lease never released expires after `timeout`. */
@@ -194,6 +204,8 @@ export interface ResolvedPolicy {
   readonly penalty?: ResolvedPenalty
   /** Set only for a policy with `nearLimit`: the most units a key may have left and be near its limit. */
   readonly nearLimitRemaining?: number
+  /** Set only for `align: 'calendar'` policies: the calendar unit and zone of their windows. */
+  readonly calendar?: CalendarSpec
 }
 
 // limit x window and capacity x window stay exact in doubles (JavaScript and Redis Lua alike).
@@ -238,6 +250,13 @@ const RATE_SHAPE = {
   // Checked in full by resolvePenalty, which names the key inside it.
   penalty: optional(() => undefined),
   nearLimit: nearLimitCheck,
+  align: optional(oneOf(['calendar'], "must be 'calendar'")),
+  timeZone: optional(
+    text(/^[^\p{Cc}]{1,64}$/u, {
+      notText: 'must be a string',
+      mismatch: "must be an IANA time zone name such as 'Europe/Berlin'",
+    }),
+  ),
 } satisfies Record<keyof RatePolicy, Validator>
 
 const CONCURRENCY_SHAPE = {
@@ -299,6 +318,11 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   // Concurrency has no `mode` key at all: name the algorithms that do take hybrid, not the key.
   if (concurrency && isOptionsObject(policy) && (policy as { mode?: unknown }).mode === 'hybrid')
     throw hybridRefused(name, algorithm)
+  // Nor calendar windows: it counts leases held, not requests per window.
+  if (concurrency && isOptionsObject(policy) && (policy as { align?: unknown }).align !== undefined)
+    throw new InvalidPolicyError(
+      `policies.${name}.align: a concurrency policy has no window to align, only leases held at once; use fixed-window or sliding-window-counter for a calendar quota`,
+    )
   // Concurrency has no blockDuration either: name why rather than report an unknown key.
   if (
     concurrency &&
@@ -331,10 +355,10 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   }
   // The values as given. A concurrency policy has no window, burst, mode or syncEvery: what it
   // inherits under those names is not read.
-  const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity, allow, deny, nearLimit } = policy as Policy
-  const { window, burst, mode, syncEvery, blockDuration, penalty }: Partial<RatePolicy> = concurrency
-    ? {}
-    : (policy as RatePolicy)
+  const { id, limit, onStoreError, scope, maxKeys, costAboveCapacity, allow, deny, nearLimit } =
+    policy as Policy
+  const { window, burst, mode, syncEvery, blockDuration, penalty, align, timeZone }: Partial<RatePolicy> =
+    concurrency ? {} : (policy as RatePolicy)
   const kind = algorithm as AlgorithmName
   const windowMs = concurrency
     ? parseDuration((policy as ConcurrencyPolicy).timeout, `policies.${name}.timeout`)
@@ -346,7 +370,13 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
     )
   }
   const capacity = usesBurst && burst !== undefined ? burst : limit
-  if (limit * windowMs > MAX_PRODUCT || capacity * windowMs > MAX_PRODUCT) {
+  const calendar =
+    align === undefined && timeZone === undefined
+      ? undefined
+      : calendarSpec(name, { algorithm: kind, windowMs, align, timeZone, mode, scope })
+  // A calendar window is as long as its longest period (a 31-day month, a 25-hour day).
+  const longestMs = calendar?.longestMs ?? windowMs
+  if (limit * longestMs > MAX_PRODUCT || capacity * longestMs > MAX_PRODUCT) {
     throw new InvalidPolicyError(
       `policies.${name}: limit (or burst) x window is too large to count exactly; use a shorter window or a smaller limit`,
     )
@@ -412,5 +442,6 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
       )
     resolved.penalty = resolvePenalty(name, penalty)
   }
+  if (calendar !== undefined) resolved.calendar = calendar.spec
   return Object.freeze(resolved)
 }

@@ -2,7 +2,10 @@
 // atomic step or several, peek, refund, block, reset, charge, now, records, close), the step a limiter hands
 // it, the policy as the store sees it (resolved to whole milliseconds), `forwardStore` for a store
 // that wraps another, and the conformance suite every store Sluice ships passes, to run against a
-// store of your own.
+// store of your own. `calendarPeriod` draws a calendar policy's period for a store that decides
+// calendar windows in a language of its own.
+export type { CalendarPeriod, CalendarSpec, CalendarUnit } from './calendar.js'
+export { calendarPeriod } from './calendar.js'
 export type { ConformanceCase, ConformanceOptions, StoreFactory } from './conformance/run.js'
 export { ConformanceError, checkStore, conformanceCases } from './conformance/run.js'
 export type { ExpectedResult, Vector, VectorStep } from './conformance/vectors.js'

@@ -41,14 +41,15 @@ describe('flat script wire format', () => {
     await client.script('LOAD', source)
     const prefix = freshPrefix('wire')
     const keys = [`${prefix}:{k}:p`, `${prefix}:{k}:p:block`]
-    // Client clock 1_000_000; limit 2 per 10 s; per decision: limit, windowMs, signed cost.
+    // Client clock 1_000_000; limit 2 per 10 s; per decision: limit, windowMs, no calendar period
+    // (-1), signed cost.
     const call = (...costs: number[]) =>
       client.evalsha(
         sha,
         keys.length * costs.length,
         ...costs.flatMap(() => keys),
         '1000000',
-        ...costs.flatMap((c) => ['2', '10000', String(c)]),
+        ...costs.flatMap((c) => ['2', '10000', '-1', String(c)]),
       )
     // consume 1 (allowed, 1 left), peek 0 (-1: allowed, 1 left), consume 1 (allowed, 0 left),
     // peek 0 (allowed with 0 left: r1 = 0), peek 1 (-2: denied, r1 = -1), consume 1 (denied).

@@ -101,7 +101,7 @@ describe('generated Lua module', () => {
       await run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])
       const text = readFileSync(out, 'utf8')
       expect(text).toContain("'apply/fixed-window-twin':")
-      expect(text).toContain("'fixed-window-twin': ['limit', 'window', 'cost'],")
+      expect(text).toContain("'fixed-window-twin': ['limit', 'window', 'period', 'cost'],")
       expect(text.split("algorithm == 'fixed-window-twin' then").length - 1).toBe(5) // layered (two phases), refund, block, charge
     })
   })
@@ -197,7 +197,8 @@ describe('one reply format', () => {
     await client.script('LOAD', source)
     const prefix = freshPrefix('layered')
     const keys = ['fw', 'tb', 'c'].flatMap((p) => [`${prefix}:{k}:${p}`, `${prefix}:{k}:${p}:block`])
-    // One decision of three steps at client clock 1_000_000: fixed window 2 / 10 s, token bucket
+    // One decision of three steps at client clock 1_000_000: fixed window 2 / 10 s (no calendar
+    // period: -1), token bucket
     // 1 / 10 s (capacity 1), concurrency 5 (timeout 10 s); the cost signed by mode (peek: -1 - cost).
     const call = (cost: number) =>
       client.evalsha(
@@ -209,6 +210,7 @@ describe('one reply format', () => {
         'fixed-window',
         '2',
         '10000',
+        '-1',
         String(cost),
         'token-bucket',
         '1',

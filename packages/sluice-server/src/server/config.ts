@@ -23,8 +23,8 @@ import {
 } from './config-errors.js'
 import type { DashboardSettings, HttpSettings } from './config-http.js'
 import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './config-http.js'
-import { describePenalty } from './config-penalty.js'
 import { type OutcomesSettings, outcomesSchema, resolveOutcomes } from './config-outcomes.js'
+import { describePenalty } from './config-penalty.js'
 import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
 import { describeStoreTls, resolveStoreSettings } from './config-store.js'
 import type { TelemetrySettings } from './config-telemetry.js'
@@ -251,9 +251,22 @@ function checkGrpcPeers(loc: Locator, grpc: GrpcSettings): void {
     )
 }
 
-/** Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do not. */
+/**
+ * Shape of the stored state: a changed algorithm or window starts fresh counters, limit changes do
+ * not. Calendar windows (and their zone) are a shape of their own.
+ */
 function shapeTag(resolved: ResolvedPolicy): string {
-  return createHash('sha1').update(`${resolved.algorithm}|${resolved.windowMs}`).digest('hex').slice(0, 6)
+  const calendar = resolved.calendar === undefined ? '' : `|calendar ${resolved.calendar.timeZone}`
+  return createHash('sha1')
+    .update(`${resolved.algorithm}|${resolved.windowMs}${calendar}`)
+    .digest('hex')
+    .slice(0, 6)
+}
+
+/** How `sluice check` names a calendar policy's windows: `, calendar month in Europe/Berlin`. */
+function calendarText(resolved: ResolvedPolicy): string {
+  const calendar = resolved.calendar
+  return calendar === undefined ? '' : `, calendar ${calendar.unit} in ${calendar.timeZone}`
 }
 
 /**
@@ -575,7 +588,7 @@ export function describeConfig(config: ServiceConfig): string {
         : `${r.limit} per ${r.windowMs}ms, capacity ${r.capacity}`
     const scope = r.scope === 'global' ? ', scope global' : ''
     lines.push(
-      `    ${label}: ${r.algorithm}, ${shape}${scope}${describePenalty(r)}, onStoreError ${entry.onStoreError} [id ${entry.id}]`,
+      `    ${label}: ${r.algorithm}, ${shape}${calendarText(r)}${scope}${describePenalty(r)}, onStoreError ${entry.onStoreError} [id ${entry.id}]`,
     )
   }
   return `${lines.join('\n')}\n`

@@ -2,6 +2,7 @@
 // Every expected number below is derived by hand from the semantics in docs/policies.md; the
 // comment beside a step shows the arithmetic. Times in comments are ms after the vector's start.
 import type { Policy } from '../policy.js'
+import { calendarVectors } from './calendar-vectors.js'
 
 export interface ExpectedResult {
   allowed?: boolean
@@ -1519,4 +1520,5 @@ export const vectors: Vector[] = [
   ...everyAlgorithm,
   ...layered,
   ...parameterChanges,
+  ...calendarVectors,
 ]

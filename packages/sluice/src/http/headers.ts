@@ -1,5 +1,6 @@
 // What the client sees: rate-limit response headers and the 429 body, as pure functions of a
 // Decision. Shared by every adapter and by the decision service (its nginx auth endpoint).
+import { periodAt } from '../calendar.js'
 import type { Decision, LayeredDecision } from '../limiter.js'
 import type { ResolvedPolicy } from '../policy.js'
 
@@ -79,13 +80,17 @@ export function retryAfterSeconds(decision: Decision | LayeredDecision): number 
  * The instant a layer's `t` names, in ms from now. Denied: when this request would pass (the
  * `Retry-After` of the denying layer: the same instant, draft 08/09 section 6). Allowed: when the
  * layer is back to full, except the sliding window counter, whose count fades out over the window
- * after its own: there, when its window turns over (at most `w`), the moment its counters roll.
+ * after its own: there, when its window turns over (at most `w`), the moment its counters roll;
+ * on a calendar policy, the end of the calendar period holding `nowMs`.
  */
-function resetInstantMs(layer: Decision, policy: ResolvedPolicy | undefined): number {
+function resetInstantMs(layer: Decision, policy: ResolvedPolicy | undefined, nowMs: number): number {
   if (!layer.allowed) return Math.max(1, safe(layer.retryAfterMs))
   const resetMs = safe(layer.resetMs)
-  if (policy?.algorithm === 'sliding-window-counter' && resetMs > policy.windowMs)
-    return resetMs - policy.windowMs
+  if (policy?.algorithm === 'sliding-window-counter') {
+    if (policy.calendar !== undefined)
+      return Math.min(resetMs, periodAt(nowMs, policy.calendar).endMs - nowMs)
+    if (resetMs > policy.windowMs) return resetMs - policy.windowMs
+  }
   return resetMs
 }
 
@@ -159,10 +164,11 @@ function writeSinglePolicy(
   headline: Decision,
   policy: ResolvedPolicy | undefined,
   draft7: boolean,
+  nowMs: number,
 ): void {
   const limit = safe(headline.limit)
   const remaining = safe(headline.remaining)
-  const reset = seconds(resetInstantMs(headline, policy))
+  const reset = seconds(resetInstantMs(headline, policy, nowMs))
   const window = policy === undefined ? undefined : windowSeconds(policy)
   out['RateLimit-Policy'] = window === undefined ? String(limit) : `${limit};w=${window}`
   if (draft7) out.RateLimit = `limit=${limit}, remaining=${remaining}, reset=${reset}`
@@ -174,8 +180,8 @@ function writeSinglePolicy(
 }
 
 /** One `RateLimit` item: `"name";r=<remaining>;t=<seconds until the instant of resetInstantMs>`. */
-function stateItem(layer: Decision, policy: ResolvedPolicy | undefined): string {
-  return `${sfString(layer.policy)};r=${safe(layer.remaining)};t=${seconds(resetInstantMs(layer, policy))}`
+function stateItem(layer: Decision, policy: ResolvedPolicy | undefined, nowMs: number): string {
+  return `${sfString(layer.policy)};r=${safe(layer.remaining)};t=${seconds(resetInstantMs(layer, policy, nowMs))}`
 }
 
 /**
@@ -200,11 +206,17 @@ export function rateLimitHeaders(
   if (families === 'none') return out
   const headline = headlineLayer(decision)
   if (families === 'draft-6' || families === 'draft-7')
-    writeSinglePolicy(out, headline, policyNamed(policies, headline.policy), families === 'draft-7')
+    writeSinglePolicy(
+      out,
+      headline,
+      policyNamed(policies, headline.policy),
+      families === 'draft-7',
+      options.nowMs,
+    )
   if (families === 'legacy' || families === 'both') {
     out['X-RateLimit-Limit'] = String(safe(headline.limit))
     out['X-RateLimit-Remaining'] = String(safe(headline.remaining))
-    const resetMs = resetInstantMs(headline, policyNamed(policies, headline.policy))
+    const resetMs = resetInstantMs(headline, policyNamed(policies, headline.policy), options.nowMs)
     out['X-RateLimit-Reset'] = String(Math.ceil((safe(options.nowMs) + resetMs) / 1000))
   }
   if (families === 'draft' || families === 'draft-8' || families === 'both') {
@@ -222,7 +234,8 @@ export function rateLimitHeaders(
         const d = layers[j]!
         if (d.policy === name && !d.notEvaluated && (state === undefined || tighter(d, state))) state = d
       }
-      if (state !== undefined) stateField += (stateField === '' ? '' : ', ') + stateItem(state, policy)
+      if (state !== undefined)
+        stateField += (stateField === '' ? '' : ', ') + stateItem(state, policy, options.nowMs)
     }
     out['RateLimit-Policy'] = policyField
     if (stateField !== '') out.RateLimit = stateField
@@ -399,7 +412,7 @@ export function headerWriter(
     const p = Object.hasOwn(policies, decision.policy) ? parts.get(decision.policy) : undefined
     if (p === undefined || decision.notEvaluated === true || decision.override === true)
       return generic(decision, nowMs)
-    const resetMs = resetInstantMs(decision, p.policy)
+    const resetMs = resetInstantMs(decision, p.policy, nowMs)
     let out: Record<string, string>
     if (legacy) {
       const limit = safe(decision.limit)

@@ -242,7 +242,12 @@ function decisionPath(
     single !== undefined
       ? (operation, policy, key, cost, mode) =>
           direct()
-            ? decisionFor(policy, key, single(policy, key, cost, mode, scratch), mode === 'consume' ? cost : 0)
+            ? decisionFor(
+                policy,
+                key,
+                single(policy, key, cost, mode, scratch),
+                mode === 'consume' ? cost : 0,
+              )
             : plain(operation, [{ policy, key, cost }], mode, false)
       : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
   return decisionEvents(plain, plainOne, storeName, onDecision)

@@ -10,8 +10,8 @@ import type { CompiledLists } from '../lists.js'
 import { checkKnownKeys, isOptionsObject, keysOf } from '../options.js'
 import type { AbuseAlert, AbuseOptions, AbuseReport } from './abuse.js'
 import { ABUSE_OPTION_KEYS, AbuseDetector } from './abuse.js'
-import { type PenalisedKey, PenalisedKeys } from './penalties.js'
 import { type NearLimitKey, NearLimitKeys } from './near-limit-keys.js'
+import { type PenalisedKey, PenalisedKeys } from './penalties.js'
 import type {
   DecisionOutcome,
   MetricsOptions,

@@ -2,6 +2,7 @@
 // one round trip and one transaction, per decision; layered steps are all or nothing inside it. Works
 // with node-postgres (`pg`) `Pool` or `Client`, or anything with the same `query(text, values)`.
 import { createHash } from 'node:crypto'
+import { periodAt } from '../../calendar.js'
 import { InvalidOptionsError, StoreClosedError, StoreError, UnsupportedError } from '../../errors.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { type PostgresStoreOptions, postgresStoreSettings } from './options.js'
@@ -84,8 +85,8 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
   } = postgresStoreSettings(options)
   const names = schemaNames(table)
   const sql = {
-    apply: `SELECT ${names.fn('apply')}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS r`,
-    refund: `SELECT ${names.fn('refund')}($1, $2, $3, $4, $5, $6, $7, $8, $9) AS r`,
+    apply: `SELECT ${names.fn('apply')}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS r`,
+    refund: `SELECT ${names.fn('refund')}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r`,
     block: `SELECT ${names.fn('block')}($1, $2, $3, $4) AS r`,
     reset: `DELETE FROM ${names.table} WHERE (policy, key) IN (SELECT * FROM unnest($1::text[], $2::bytea[]))`,
     cleanup: `SELECT ${names.fn('cleanup')}(${names.fn('now')}($1) - $2, $3) AS r`,
@@ -146,8 +147,13 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
     }
   }
 
-  /** The step columns every function takes: policy ids, keys, algorithms, limits, windows, capacities, costs, leases. */
-  function columns(steps: readonly Step[]): unknown[] {
+  /**
+   * The step columns every function takes: policy ids, keys, algorithms, limits, windows,
+   * capacities, calendar periods, the next periods' lengths, costs, leases. `at` is the call's
+   * clock argument (null: the server's), which draws the calendar periods.
+   */
+  function columns(steps: readonly Step[], at: number | null = null): unknown[] {
+    let nowMs = at
     const n = steps.length
     const policies = new Array<string>(n)
     const keys = new Array<Buffer>(n)
@@ -155,6 +161,8 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
     const limits = new Array<number>(n)
     const windows = new Array<number>(n)
     const capacities = new Array<number>(n)
+    const periods = new Array<number>(n)
+    const followings = new Array<number>(n)
     const costs = new Array<number>(n)
     const leases = new Array<string>(n)
     for (let i = 0; i < n; i++) {
@@ -164,12 +172,23 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
       keys[i] = postgresKey(step.key)
       algorithms[i] = p.algorithm
       limits[i] = p.limit
-      windows[i] = p.windowMs
       capacities[i] = p.capacity
+      if (p.calendar === undefined) {
+        windows[i] = p.windowMs
+        periods[i] = -1
+        followings[i] = p.windowMs
+      } else {
+        // The period by this process's clock (docs/policies.md#calendar-quotas: clock skew).
+        nowMs ??= Date.now()
+        const period = periodAt(nowMs, p.calendar)
+        windows[i] = period.endMs - period.startMs
+        periods[i] = period.startMs
+        followings[i] = period.nextEndMs - period.endMs
+      }
       costs[i] = step.cost
       leases[i] = leaseText(step.leaseId)
     }
-    return [policies, keys, algorithms, limits, windows, capacities, costs, leases]
+    return [policies, keys, algorithms, limits, windows, capacities, periods, followings, costs, leases]
   }
 
   function results(reply: unknown, n: number): StepResult[] {
@@ -223,12 +242,14 @@ export function postgresStore(client: PostgresClientLike, options: PostgresStore
     },
     async apply(steps, mode) {
       if (steps.length === 0) return []
-      const reply = await query(sql.apply, [mode === 'peek', clock(), ...columns(steps)])
+      const at = clock()
+      const reply = await query(sql.apply, [mode === 'peek', at, ...columns(steps, at)])
       return results(reply, steps.length)
     },
     async refund(steps) {
       if (steps.length === 0) return
-      await query(sql.refund, [clock(), ...columns(steps)])
+      const at = clock()
+      await query(sql.refund, [at, ...columns(steps, at)])
     },
     async block(steps, durationMs) {
       if (steps.length === 0) return

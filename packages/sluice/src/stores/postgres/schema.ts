@@ -11,6 +11,9 @@
 //                           ahead of the step that wrote it; 0: not known)
 //   sliding-window-log      a = running total before the oldest entry, log = [time1, total1, ...]
 //   concurrency             log = [expiresAt1, cost1, ...], ids = [leaseId1, ...]
+// A calendar policy's steps (fixed-window, sliding-window-counter) carry `per`, the start of the
+// calendar period holding now, with `win` its length and `fol` the next period's; other steps -1
+// and, as `fol`, the window.
 // state_until: when the state stops meaning anything (ms); blocked_until: when a block ends (ms).
 // A row whose both times have passed is dead: decisions read it as empty and cleanup deletes it.
 // state_until was computed under the parameters that wrote the row: read under other ones, a state
@@ -64,13 +67,13 @@ export function postgresSchemaSql(table: string): string {
   const cdiv = fn('cdiv')
   // What every algorithm's function takes and answers: step() calls one of them, by name.
   const algorithmFunction = (suffix: string) =>
-    `CREATE OR REPLACE FUNCTION ${fn(suffix)}(r ${t}, lim bigint, win bigint, cap bigint, cost bigint,
-  lease text, now_ms bigint, peek boolean, refund boolean,
+    `CREATE OR REPLACE FUNCTION ${fn(suffix)}(r ${t}, lim bigint, win bigint, cap bigint, per bigint,
+  fol bigint, cost bigint, lease text, now_ms bigint, peek boolean, refund boolean,
   OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint, OUT nxt ${t})
 LANGUAGE plpgsql AS $$`
   const dispatch = ALGORITHM_FUNCTIONS.map(
     ([name, suffix]) =>
-      `    WHEN '${name}' THEN o := ${fn(suffix)}(r, lim, win, cap, cost, lease, now_ms, peek OR blocked, refund);`,
+      `    WHEN '${name}' THEN o := ${fn(suffix)}(r, lim, win, cap, per, fol, cost, lease, now_ms, peek OR blocked, refund);`,
   ).join('\n')
   return `-- Sluice PostgreSQL store: table ${table} and its functions.
 BEGIN;
@@ -106,9 +109,11 @@ DECLARE
   cnt bigint := 0;
   fin bigint := now_ms + win;
 BEGIN
+  -- A calendar window is the period; one opened before the period began counts nothing in it.
+  IF per >= 0 THEN start_ms := per; fin := per + win; END IF;
   -- The stored window ends at start + window, or sooner when it was written to (it was opened under
   -- a shorter window). A clock that stepped backwards stays in it: it never opens a fresh one.
-  IF least(r.a + win, r.state_until) > now_ms THEN
+  IF least(r.a + win, r.state_until) > now_ms AND r.a >= per THEN
     start_ms := r.a; cnt := r.b; fin := least(r.a + win, r.state_until);
   END IF;
   nxt := r;
@@ -121,8 +126,9 @@ BEGIN
   allowed := cnt + cost <= lim;
   IF allowed AND NOT peek THEN cnt := cnt + cost; END IF;
   remaining := greatest(0, lim - cnt);
-  retry_ms := CASE WHEN allowed THEN 0 ELSE fin - now_ms END;
-  reset_ms := CASE WHEN cnt > 0 THEN fin - now_ms ELSE 0 END;
+  -- Never below 0: a calendar period drawn by the client's clock may have ended by the server's.
+  retry_ms := CASE WHEN allowed THEN 0 ELSE greatest(0, fin - now_ms) END;
+  reset_ms := CASE WHEN cnt > 0 THEN greatest(0, fin - now_ms) ELSE 0 END;
   nxt.a := start_ms; nxt.b := cnt; nxt.state_until := fin;
 END $$;
 
@@ -137,8 +143,19 @@ DECLARE
   room bigint;
 BEGIN
   elapsed := now_ms - start_ms;
+  IF per >= 0 THEN
+    -- The calendar period (now lies outside it only on a server clock skewed from the client's):
+    -- counts of this period (or a later one, the clock having gone back), or the current count of
+    -- the period just before, whose state ends with this one.
+    start_ms := per;
+    elapsed := least(greatest(now_ms - per, 0), win);
+    IF r.state_until > now_ms AND r.a >= per THEN
+      prev := r.b; cur := r.c;
+    ELSIF r.state_until > now_ms AND r.c > 0 AND r.state_until = per + win THEN
+      prev := r.c;
+    END IF;
   -- Counts of another window length (their state ends elsewhere) mean nothing on this grid.
-  IF r.state_until > now_ms AND start_ms < r.a + 2 * win AND r.state_until =
+  ELSIF r.state_until > now_ms AND start_ms < r.a + 2 * win AND r.state_until =
     (CASE WHEN r.c > 0 THEN r.a + 2 * win WHEN r.b > 0 THEN r.a + win ELSE r.a END) THEN
     IF start_ms < r.a THEN
       -- The clock stepped backwards: stay at the start of the stored window.
@@ -163,17 +180,18 @@ BEGIN
       IF room >= 0 THEN
         retry_ms := retry_ms + win - elapsed - ${fdiv}(room * win, prev);
       ELSE
-        retry_ms := retry_ms + win - elapsed + (win - ${fdiv}((lim - cost) * win, cur));
+        retry_ms := retry_ms + win - elapsed + (fol - ${fdiv}((lim - cost) * fol, cur));
       END IF;
+      retry_ms := greatest(0, retry_ms);
     END IF;
     IF allowed AND NOT peek THEN cur := cur + cost; END IF;
     used_after := prev * (win - elapsed) + cur * win;
     remaining := greatest(0, ${fdiv}(lim * win - used_after, win));
-    reset_ms := CASE WHEN cur > 0 THEN start_ms - now_ms + 2 * win
-      WHEN prev > 0 THEN start_ms - now_ms + win ELSE 0 END;
+    reset_ms := CASE WHEN cur > 0 THEN greatest(0, start_ms - now_ms + win + fol)
+      WHEN prev > 0 THEN greatest(0, start_ms - now_ms + win) ELSE 0 END;
   END IF;
   nxt.b := prev; nxt.c := cur;
-  nxt.state_until := CASE WHEN cur > 0 THEN start_ms + 2 * win WHEN prev > 0 THEN start_ms + win ELSE 0 END;
+  nxt.state_until := CASE WHEN cur > 0 THEN start_ms + win + fol WHEN prev > 0 THEN start_ms + win ELSE 0 END;
 END $$;
 
 -- Token bucket, twin of src/algorithms/token-bucket.ts.
@@ -421,7 +439,7 @@ END $$;
 -- committed, and it waits for the longer of the block and the units' own wait (a block adds a wait,
 -- never shortens one).
 CREATE OR REPLACE FUNCTION ${fn('step')}(r ${t}, alg text, lim bigint, win bigint, cap bigint,
-  cost bigint, lease text, now_ms bigint, peek boolean, refund boolean,
+  per bigint, fol bigint, cost bigint, lease text, now_ms bigint, peek boolean, refund boolean,
   OUT allowed boolean, OUT remaining bigint, OUT reset_ms bigint, OUT retry_ms bigint,
   OUT blocked boolean, OUT nxt ${t})
 LANGUAGE plpgsql AS $$
@@ -501,7 +519,8 @@ $$ SELECT coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::b
 -- One decision (1..N steps, all or nothing), as apply.lua. Reply: per step allowed (0/1), remaining,
 -- resetMs, retryAfterMs, blocked (0/1). p_now is the client's clock, or NULL for the server's.
 CREATE OR REPLACE FUNCTION ${fn('apply')}(peek boolean, p_now bigint, policies text[], keys bytea[],
-  algs text[], lims bigint[], wins bigint[], caps bigint[], costs bigint[], leases text[])
+  algs text[], lims bigint[], wins bigint[], caps bigint[], pers bigint[], fols bigint[], costs bigint[],
+  leases text[])
 RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -531,7 +550,7 @@ BEGIN
       found_row := FOUND;
       IF NOT found_row THEN r := ROW(policies[1], keys[1], 0, 0, 0, NULL, NULL, 0, 0)::${t}; END IF;
       now_ms := coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
-      o := ${fn('step')}(r, algs[1], lims[1], wins[1], caps[1], costs[1], leases[1], now_ms, peek, false);
+      o := ${fn('step')}(r, algs[1], lims[1], wins[1], caps[1], pers[1], fols[1], costs[1], leases[1], now_ms, peek, false);
       IF peek OR NOT o.allowed THEN
         RETURN ARRAY[o.allowed::int, o.remaining, o.reset_ms, o.retry_ms, o.blocked::int];
       END IF;
@@ -558,7 +577,7 @@ BEGIN
   nexts := loaded;
   ok := array_fill(false, ARRAY[n]);
   FOR i IN 1 .. n LOOP
-    o := ${fn('step')}(loaded[i], algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, peek, false);
+    o := ${fn('step')}(loaded[i], algs[i], lims[i], wins[i], caps[i], pers[i], fols[i], costs[i], leases[i], now_ms, peek, false);
     res := res || ARRAY[o.allowed::int, o.remaining, o.reset_ms, o.retry_ms, o.blocked::int]::bigint[];
     nexts[i] := o.nxt;
     ok[i] := o.allowed;
@@ -571,7 +590,7 @@ BEGIN
     ELSE
       IF ok[i] THEN
         -- Nothing is committed: layers that would admit report their state as it is.
-        o := ${fn('step')}(loaded[i], algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, true, false);
+        o := ${fn('step')}(loaded[i], algs[i], lims[i], wins[i], caps[i], pers[i], fols[i], costs[i], leases[i], now_ms, true, false);
         res[5 * i - 4 : 5 * i] := ARRAY[1, o.remaining, o.reset_ms, o.retry_ms, 0]::bigint[];
       END IF;
       IF created[i] THEN DELETE FROM ${t} WHERE policy = policies[i] AND key = keys[i]; END IF;
@@ -582,7 +601,8 @@ END $$;
 
 -- Give back cost units of each step (concurrency: release lease). Reply: steps that had state.
 CREATE OR REPLACE FUNCTION ${fn('refund')}(p_now bigint, policies text[], keys bytea[],
-  algs text[], lims bigint[], wins bigint[], caps bigint[], costs bigint[], leases text[])
+  algs text[], lims bigint[], wins bigint[], caps bigint[], pers bigint[], fols bigint[], costs bigint[],
+  leases text[])
 RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -599,7 +619,7 @@ BEGIN
   FOR i IN 1 .. array_length(keys, 1) LOOP
     r := loaded[i];
     IF r.state_until > now_ms THEN
-      o := ${fn('step')}(r, algs[i], lims[i], wins[i], caps[i], costs[i], leases[i], now_ms, false, true);
+      o := ${fn('step')}(r, algs[i], lims[i], wins[i], caps[i], pers[i], fols[i], costs[i], leases[i], now_ms, false, true);
       PERFORM ${fn('save')}(o.nxt, now_ms);
       refunded := refunded + 1;
     END IF;

@@ -2,6 +2,7 @@
 // slot in one atomic script call (with coalescing, one call carries several single-slot decisions).
 // Works with ioredis and node-redis v5, standalone or Cluster.
 // The scripts and their registry are in script.ts, the tick coalescer in coalescer.ts.
+import { type CalendarPeriod, type CalendarSpec, periodAt } from '../../calendar.js'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
 import { ALGORITHMS, type AlgorithmName, type ResolvedPolicy } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
@@ -38,6 +39,10 @@ export interface RedisStore extends Store {
 
 /** What a step of each algorithm sends after limit and windowMs (lua.generated.ts: luaAlgorithms). */
 interface Layout {
+  /** The calendar period's start (fixed window, sliding window counter). */
+  period: boolean
+  /** The next calendar period's length (sliding window counter). */
+  following: boolean
   capacity: boolean
   lease: boolean
 }
@@ -50,8 +55,17 @@ interface Layout {
 const LAYOUTS = new Map<AlgorithmName, Layout>(
   ALGORITHMS.map((algorithm) => {
     const args: readonly string[] = luaAlgorithms[algorithm]
-    const layout = { capacity: args.includes('capacity'), lease: args.includes('lease') }
-    const expected = ['limit', 'window', ...(layout.capacity ? ['capacity'] : []), 'cost']
+    const layout = {
+      period: args.includes('period'),
+      following: args.includes('following'),
+      capacity: args.includes('capacity'),
+      lease: args.includes('lease'),
+    }
+    const expected = ['limit', 'window']
+    if (layout.period) expected.push('period')
+    if (layout.following) expected.push('following')
+    if (layout.capacity) expected.push('capacity')
+    expected.push('cost')
     if (layout.lease) expected.push('lease')
     if (args.join() !== expected.join())
       throw new StoreError(`redis store: unexpected Lua arguments for ${algorithm}`)
@@ -60,19 +74,35 @@ const LAYOUTS = new Map<AlgorithmName, Layout>(
 )
 
 /**
- * The policy's part of a step's arguments (scripts/variants/apply.lua): limit, windowMs, and the
- * capacity where the algorithm takes one, as strings made once per policy rather than per decision.
+ * The policy's part of a step's arguments (scripts/variants/apply.lua): limit, windowMs, no calendar
+ * period (-1) and the window as the next one's length where the algorithm takes them, and the
+ * capacity where it takes one, as strings made once per policy rather than per decision.
  */
 const policyArgs = new WeakMap<ResolvedPolicy, readonly string[]>()
 function argsOf(p: ResolvedPolicy): readonly string[] {
-  let args = policyArgs.get(p)
-  if (args === undefined) {
-    const layout = LAYOUTS.get(p.algorithm)!
-    args = layout.capacity
-      ? [String(p.limit), String(p.windowMs), String(p.capacity)]
-      : [String(p.limit), String(p.windowMs)]
-    policyArgs.set(p, args)
-  }
+  const known = policyArgs.get(p)
+  if (known !== undefined) return known
+  const layout = LAYOUTS.get(p.algorithm)!
+  const args = [String(p.limit), String(p.windowMs)]
+  if (layout.period) args.push('-1')
+  if (layout.following) args.push(String(p.windowMs))
+  if (layout.capacity) args.push(String(p.capacity))
+  policyArgs.set(p, args)
+  return args
+}
+
+/**
+ * A calendar policy's part of a step's arguments: the period holding `nowMs` by this process's
+ * clock (its length as the window, its start, the next period's length), made once per period.
+ */
+const calendarArgs = new WeakMap<ResolvedPolicy, { period: CalendarPeriod; args: readonly string[] }>()
+function calendarArgsOf(p: ResolvedPolicy, calendar: CalendarSpec, nowMs: number): readonly string[] {
+  const period = periodAt(nowMs, calendar)
+  const known = calendarArgs.get(p)
+  if (known !== undefined && known.period === period) return known.args
+  const args = [String(p.limit), String(period.endMs - period.startMs), String(period.startMs)]
+  if (LAYOUTS.get(p.algorithm)!.following) args.push(String(period.nextEndMs - period.endMs))
+  calendarArgs.set(p, { period, args })
   return args
 }
 
@@ -82,7 +112,14 @@ function argsOf(p: ResolvedPolicy): readonly string[] {
  * Every value costs Redis time per call, so nothing the script can do without is sent.
  */
 function pushStepArgs(out: string[], step: Step, cost: number): void {
-  for (const arg of argsOf(step.policy)) out.push(arg)
+  const calendar = step.policy.calendar
+  // Every script's first argument is its clock: a client clock's now, or '' for the Redis clock,
+  // when the period is this process's (docs/policies.md#calendar-quotas: clock skew).
+  const args =
+    calendar === undefined
+      ? argsOf(step.policy)
+      : calendarArgsOf(step.policy, calendar, out[0] === '' ? Date.now() : Number(out[0]))
+  for (const arg of args) out.push(arg)
   out.push(String(cost))
   if (LAYOUTS.get(step.policy.algorithm)!.lease) out.push(step.leaseId ?? '')
 }

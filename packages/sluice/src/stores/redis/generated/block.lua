@@ -37,7 +37,8 @@ if #KEYS > 2 then
 end
 -- The policy numbers of the step being decided, and the ARGV strings they were read from: each
 -- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
-local limit_arg, window_arg, capacity_arg, limit, window, capacity
+local limit_arg, window_arg, period_arg, following_arg, capacity_arg
+local limit, window, period, following, capacity
 local until_ms = now + ARGV[2]
 local a, k, n = 3, 1, #ARGV
 while a <= n do
@@ -104,13 +105,13 @@ while a <= n do
       end
     end
   elseif algorithm == 'fixed-window' then
-    -- One step's arguments: limit, window, cost.
-    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
-      limit_arg, window_arg = ARGV[a], ARGV[a + 1]
-      limit, window = limit_arg + 0, window_arg + 0
+    -- One step's arguments: limit, window, period, cost.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg then
+      limit_arg, window_arg, period_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+      limit, window, period = limit_arg + 0, window_arg + 0, period_arg + 0
     end
-    local cost = ARGV[a + 2] + 0
-    a = a + 3
+    local cost = ARGV[a + 3] + 0
+    a = a + 4
     local start, count, finish
     -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
     -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
@@ -134,7 +135,7 @@ while a <= n do
       else
         count = string.sub(raw, c1 + 1) + 0
       end
-      if finish <= now then
+      if finish <= now or start < period then
         start = nil
       end
     end
@@ -210,13 +211,13 @@ while a <= n do
       end
     end
   elseif algorithm == 'sliding-window-counter' then
-    -- One step's arguments: limit, window, cost.
-    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
-      limit_arg, window_arg = ARGV[a], ARGV[a + 1]
-      limit, window = limit_arg + 0, window_arg + 0
+    -- One step's arguments: limit, window, period, following, cost.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg or ARGV[a + 3] ~= following_arg then
+      limit_arg, window_arg, period_arg, following_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+      limit, window, period, following = limit_arg + 0, window_arg + 0, period_arg + 0, following_arg + 0
     end
-    local cost = ARGV[a + 2] + 0
-    a = a + 3
+    local cost = ARGV[a + 4] + 0
+    a = a + 5
     local start, previous, current
     -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
     -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
@@ -246,7 +247,17 @@ while a <= n do
       elseif previous > 0 then
         live_until = start + window
       end
-      if not same_grid or live_until <= now then
+      if period >= 0 then
+        -- Counts of this period (or of a later one, the clock having gone back), or the current count
+        -- of the period just before; anything older counts nothing.
+        if start >= period then
+          if current == 0 and previous == 0 then
+            start = nil
+          end
+        elseif not (c3 and start + (string.sub(raw, c3 + 1) + 0) == period and current > 0) then
+          start = nil
+        end
+      elseif not same_grid or live_until <= now then
         start = nil
       end
     end

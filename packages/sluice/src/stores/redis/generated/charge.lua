@@ -37,7 +37,8 @@ if #KEYS > 2 then
 end
 -- The policy numbers of the step being decided, and the ARGV strings they were read from: each
 -- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
-local limit_arg, window_arg, capacity_arg, limit, window, capacity
+local limit_arg, window_arg, period_arg, following_arg, capacity_arg
+local limit, window, period, following, capacity
 local charged = 0
 local a, k, n = 2, 1, #ARGV
 while a <= n do
@@ -193,13 +194,13 @@ while a <= n do
     end
     charged = charged + 1
   elseif algorithm == 'fixed-window' then
-    -- One step's arguments: limit, window, cost.
-    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
-      limit_arg, window_arg = ARGV[a], ARGV[a + 1]
-      limit, window = limit_arg + 0, window_arg + 0
+    -- One step's arguments: limit, window, period, cost.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg then
+      limit_arg, window_arg, period_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+      limit, window, period = limit_arg + 0, window_arg + 0, period_arg + 0
     end
-    local cost = ARGV[a + 2] + 0
-    a = a + 3
+    local cost = ARGV[a + 3] + 0
+    a = a + 4
     local start, count, finish
     -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
     -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
@@ -223,7 +224,7 @@ while a <= n do
       else
         count = string.sub(raw, c1 + 1) + 0
       end
-      if finish <= now then
+      if finish <= now or start < period then
         start = nil
       end
     end
@@ -241,17 +242,23 @@ while a <= n do
     end
     -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
     if start == nil then
-      start, count, finish = now, 0, now + window
+      if period < 0 then
+        start, count, finish = now, 0, now + window
+      else
+        start, count, finish = period, 0, period + window
+      end
     end
     local allowed = count + cost <= limit
     local retry = 0
     if not allowed then
-      retry = finish - now
+      -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
+      -- have passed (see docs/policies.md#calendar-quotas).
+      retry = math.max(0, finish - now)
     end
     count = count + cost
     -- finish > now: a live window ends after now, a fresh one at now + window.
     local value = string.format('%d:%d:%d', start, count, finish - start)
-    redis.call('PSETEX', key, string.format('%d', finish - now + slack), value)
+    redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
     charged = charged + 1
   elseif algorithm == 'gcra' then
     -- One step's arguments: limit, window, capacity, cost.
@@ -356,13 +363,13 @@ while a <= n do
     end
     charged = charged + 1
   elseif algorithm == 'sliding-window-counter' then
-    -- One step's arguments: limit, window, cost.
-    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
-      limit_arg, window_arg = ARGV[a], ARGV[a + 1]
-      limit, window = limit_arg + 0, window_arg + 0
+    -- One step's arguments: limit, window, period, following, cost.
+    if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg or ARGV[a + 3] ~= following_arg then
+      limit_arg, window_arg, period_arg, following_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+      limit, window, period, following = limit_arg + 0, window_arg + 0, period_arg + 0, following_arg + 0
     end
-    local cost = ARGV[a + 2] + 0
-    a = a + 3
+    local cost = ARGV[a + 4] + 0
+    a = a + 5
     local start, previous, current
     -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
     -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
@@ -392,7 +399,17 @@ while a <= n do
       elseif previous > 0 then
         live_until = start + window
       end
-      if not same_grid or live_until <= now then
+      if period >= 0 then
+        -- Counts of this period (or of a later one, the clock having gone back), or the current count
+        -- of the period just before; anything older counts nothing.
+        if start >= period then
+          if current == 0 and previous == 0 then
+            start = nil
+          end
+        elseif not (c3 and start + (string.sub(raw, c3 + 1) + 0) == period and current > 0) then
+          start = nil
+        end
+      elseif not same_grid or live_until <= now then
         start = nil
       end
     end
@@ -409,15 +426,29 @@ while a <= n do
       end
     end
     -- The view at now: the window holding now, with the previous window's count.
-    local aligned = math.floor(now / window) * window
-    local elapsed = now - aligned
-    if start == nil or aligned >= start + 2 * window then
-      start, previous, current = aligned, 0, 0
-    elseif aligned < start then
-      -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
-      elapsed = 0
-    elseif aligned > start then
-      start, previous, current = aligned, current, 0
+    local elapsed
+    if period >= 0 then
+      -- The calendar period. Now lies outside it only on a server clock the client's has not reached
+      -- or has passed: the step counts in the client's period, at its start or end.
+      elapsed = math.min(math.max(now - period, 0), window)
+      if start == nil then
+        start, previous, current = period, 0, 0
+      elseif start < period then
+        start, previous, current = period, current, 0
+      else
+        start = period
+      end
+    else
+      local aligned = math.floor(now / window) * window
+      elapsed = now - aligned
+      if start == nil or aligned >= start + 2 * window then
+        start, previous, current = aligned, 0, 0
+      elseif aligned < start then
+        -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
+        elapsed = 0
+      elseif aligned > start then
+        start, previous, current = aligned, current, 0
+      end
     end
     -- used x window = previous x (window - elapsed) + current x window
     local carried = previous * (window - elapsed)
@@ -429,14 +460,15 @@ while a <= n do
       if room >= 0 then
         retry = retry + window - elapsed - math.floor((room * window) / previous)
       else
-        retry = retry + window - elapsed + (window - math.floor(((limit - cost) * window) / current))
+        retry = retry + window - elapsed + (following - math.floor(((limit - cost) * following) / current))
       end
+      retry = math.max(0, retry)
     end
     current = current + cost
     -- Write start:previous:current:window, live as read says.
     local live_until = start
     if current > 0 then
-      live_until = start + 2 * window
+      live_until = start + window + following
     elseif previous > 0 then
       live_until = start + window
     end

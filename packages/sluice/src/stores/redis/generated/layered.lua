@@ -38,7 +38,8 @@ if #KEYS > 2 then
 end
 -- The policy numbers of the step being decided, and the ARGV strings they were read from: each
 -- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
-local limit_arg, window_arg, capacity_arg, limit, window, capacity
+local limit_arg, window_arg, period_arg, following_arg, capacity_arg
+local limit, window, period, following, capacity
 local reply = {}
 -- Per step of the decision: its algorithm's name, then the locals phase two reads (`keep`, `restore`).
 local keep = {}
@@ -178,13 +179,13 @@ while a <= n do
       all = all and allowed and not blocked
       keep[s] = { algorithm, key, limit, window, cost, lease, blocked_until, blocked, allowed, retry, leases, in_use, last, expired }
     elseif algorithm == 'fixed-window' then
-      -- One step's arguments: limit, window, cost.
-      if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
-        limit_arg, window_arg = ARGV[a], ARGV[a + 1]
-        limit, window = limit_arg + 0, window_arg + 0
+      -- One step's arguments: limit, window, period, cost.
+      if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg then
+        limit_arg, window_arg, period_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+        limit, window, period = limit_arg + 0, window_arg + 0, period_arg + 0
       end
-      local cost = ARGV[a + 2] + 0
-      a = a + 3
+      local cost = ARGV[a + 3] + 0
+      a = a + 4
       if cost < 0 then
         peek, cost = true, -1 - cost
       end
@@ -211,7 +212,7 @@ while a <= n do
         else
           count = string.sub(raw, c1 + 1) + 0
         end
-        if finish <= now then
+        if finish <= now or start < period then
           start = nil
         end
       end
@@ -229,16 +230,22 @@ while a <= n do
       end
       -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
       if start == nil then
-        start, count, finish = now, 0, now + window
+        if period < 0 then
+          start, count, finish = now, 0, now + window
+        else
+          start, count, finish = period, 0, period + window
+        end
       end
       local allowed = count + cost <= limit
       local retry = 0
       if not allowed then
-        retry = finish - now
+        -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
+        -- have passed (see docs/policies.md#calendar-quotas).
+        retry = math.max(0, finish - now)
       end
       -- All or nothing: the decision commits only if no step is denied or blocked.
       all = all and allowed and not blocked
-      keep[s] = { algorithm, key, limit, window, cost, blocked_until, blocked, allowed, retry, start, count, finish }
+      keep[s] = { algorithm, key, limit, window, period, cost, blocked_until, blocked, allowed, retry, start, count, finish }
     elseif algorithm == 'gcra' then
       -- One step's arguments: limit, window, capacity, cost.
       if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= capacity_arg then
@@ -318,13 +325,13 @@ while a <= n do
       all = all and allowed and not blocked
       keep[s] = { algorithm, key, limit, window, capacity, cost, blocked_until, blocked, allowed, retry, tat_ms, tat_rem, full, cost_debt, before, after }
     elseif algorithm == 'sliding-window-counter' then
-      -- One step's arguments: limit, window, cost.
-      if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
-        limit_arg, window_arg = ARGV[a], ARGV[a + 1]
-        limit, window = limit_arg + 0, window_arg + 0
+      -- One step's arguments: limit, window, period, following, cost.
+      if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg or ARGV[a + 3] ~= following_arg then
+        limit_arg, window_arg, period_arg, following_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+        limit, window, period, following = limit_arg + 0, window_arg + 0, period_arg + 0, following_arg + 0
       end
-      local cost = ARGV[a + 2] + 0
-      a = a + 3
+      local cost = ARGV[a + 4] + 0
+      a = a + 5
       if cost < 0 then
         peek, cost = true, -1 - cost
       end
@@ -357,7 +364,17 @@ while a <= n do
         elseif previous > 0 then
           live_until = start + window
         end
-        if not same_grid or live_until <= now then
+        if period >= 0 then
+          -- Counts of this period (or of a later one, the clock having gone back), or the current count
+          -- of the period just before; anything older counts nothing.
+          if start >= period then
+            if current == 0 and previous == 0 then
+              start = nil
+            end
+          elseif not (c3 and start + (string.sub(raw, c3 + 1) + 0) == period and current > 0) then
+            start = nil
+          end
+        elseif not same_grid or live_until <= now then
           start = nil
         end
       end
@@ -374,15 +391,29 @@ while a <= n do
         end
       end
       -- The view at now: the window holding now, with the previous window's count.
-      local aligned = math.floor(now / window) * window
-      local elapsed = now - aligned
-      if start == nil or aligned >= start + 2 * window then
-        start, previous, current = aligned, 0, 0
-      elseif aligned < start then
-        -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
-        elapsed = 0
-      elseif aligned > start then
-        start, previous, current = aligned, current, 0
+      local elapsed
+      if period >= 0 then
+        -- The calendar period. Now lies outside it only on a server clock the client's has not reached
+        -- or has passed: the step counts in the client's period, at its start or end.
+        elapsed = math.min(math.max(now - period, 0), window)
+        if start == nil then
+          start, previous, current = period, 0, 0
+        elseif start < period then
+          start, previous, current = period, current, 0
+        else
+          start = period
+        end
+      else
+        local aligned = math.floor(now / window) * window
+        elapsed = now - aligned
+        if start == nil or aligned >= start + 2 * window then
+          start, previous, current = aligned, 0, 0
+        elseif aligned < start then
+          -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
+          elapsed = 0
+        elseif aligned > start then
+          start, previous, current = aligned, current, 0
+        end
       end
       -- used x window = previous x (window - elapsed) + current x window
       local carried = previous * (window - elapsed)
@@ -394,12 +425,13 @@ while a <= n do
         if room >= 0 then
           retry = retry + window - elapsed - math.floor((room * window) / previous)
         else
-          retry = retry + window - elapsed + (window - math.floor(((limit - cost) * window) / current))
+          retry = retry + window - elapsed + (following - math.floor(((limit - cost) * following) / current))
         end
+        retry = math.max(0, retry)
       end
       -- All or nothing: the decision commits only if no step is denied or blocked.
       all = all and allowed and not blocked
-      keep[s] = { algorithm, key, limit, window, cost, blocked_until, blocked, allowed, retry, start, previous, current, elapsed, carried }
+      keep[s] = { algorithm, key, limit, window, period, following, cost, blocked_until, blocked, allowed, retry, start, previous, current, elapsed, carried }
     elseif algorithm == 'sliding-window-log' then
       -- One step's arguments: limit, window, cost.
       if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
@@ -666,17 +698,17 @@ while a <= n do
         reply[r + 3] = retry
       end
     elseif algorithm == 'fixed-window' then
-      local key, limit, window, cost, blocked_until, blocked, allowed, retry, start, count, finish = unpack(saved, 2, 12)
+      local key, limit, window, period, cost, blocked_until, blocked, allowed, retry, start, count, finish = unpack(saved, 2, 13)
       -- Nothing is committed unless every step admits: steps that would admit report their state as it is.
       if all and not peek then
         count = count + cost
         -- finish > now: a live window ends after now, a fresh one at now + window.
         local value = string.format('%d:%d:%d', start, count, finish - start)
-        redis.call('PSETEX', key, string.format('%d', finish - now + slack), value)
+        redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
       end
       local reset = 0
       if count > 0 then
-        reset = finish - now
+        reset = math.max(0, finish - now)
       end
       local remaining = math.max(0, limit - count)
       -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
@@ -744,14 +776,14 @@ while a <= n do
         reply[r + 3] = retry
       end
     elseif algorithm == 'sliding-window-counter' then
-      local key, limit, window, cost, blocked_until, blocked, allowed, retry, start, previous, current, elapsed, carried = unpack(saved, 2, 14)
+      local key, limit, window, period, following, cost, blocked_until, blocked, allowed, retry, start, previous, current, elapsed, carried = unpack(saved, 2, 16)
       -- Nothing is committed unless every step admits: steps that would admit report their state as it is.
       if all and not peek then
         current = current + cost
         -- Write start:previous:current:window, live as read says.
         local live_until = start
         if current > 0 then
-          live_until = start + 2 * window
+          live_until = start + window + following
         elseif previous > 0 then
           live_until = start + window
         end
@@ -764,9 +796,9 @@ while a <= n do
       end
       local reset = 0
       if current > 0 then
-        reset = start - now + 2 * window
+        reset = math.max(0, start - now + window + following)
       elseif previous > 0 then
-        reset = start - now + window
+        reset = math.max(0, start - now + window)
       end
       local remaining = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
       -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`

@@ -3,7 +3,10 @@
 -- State "start:count:span", live until the window ends: start + window, or start + span when that
 -- is sooner (the window was opened under a shorter one; a longer window applies from the next).
 -- A value of two fields, "start:count", ends at start + window.
---- @args limit window cost
+-- `period` is the start of the calendar period the step counts in, `window` that period's length,
+-- for a calendar policy (`align: 'calendar'`); -1 for windows that open at a key's first request.
+-- A state opened before the period began counts nothing in it.
+--- @args limit window period cost
 --- @carry start count finish
 
 --- @section read
@@ -23,7 +26,7 @@ if raw then
   else
     count = string.sub(raw, c1 + 1) + 0
   end
-  if finish <= now then
+  if finish <= now or start < period then
     start = nil
   end
 end
@@ -32,24 +35,30 @@ local stored, live = raw ~= false, start ~= nil
 --- @section decide
 -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
 if start == nil then
-  start, count, finish = now, 0, now + window
+  if period < 0 then
+    start, count, finish = now, 0, now + window
+  else
+    start, count, finish = period, 0, period + window
+  end
 end
 local allowed = count + cost <= limit
 local retry = 0
 if not allowed then
-  retry = finish - now
+  -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
+  -- have passed (see docs/policies.md#calendar-quotas).
+  retry = math.max(0, finish - now)
 end
 
 --- @section commit
 count = count + cost
 -- finish > now: a live window ends after now, a fresh one at now + window.
 local value = string.format('%d:%d:%d', start, count, finish - start)
-redis.call('PSETEX', key, string.format('%d', finish - now + slack), value)
+redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
 
 --- @section report
 local reset = 0
 if count > 0 then
-  reset = finish - now
+  reset = math.max(0, finish - now)
 end
 local remaining = math.max(0, limit - count)
 
@@ -59,5 +68,5 @@ if count == 0 then
   redis.call('DEL', key)
 else
   local value = string.format('%d:%d:%d', start, count, finish - start)
-  redis.call('PSETEX', key, string.format('%d', finish - now + slack), value)
+  redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
 end

@@ -4,7 +4,10 @@
 -- start + 2 x window while current > 0, else until start + window while previous > 0. Counts of
 -- another window length mean nothing on this grid: they read as no state. A value of three fields
 -- was counted on the window in force, if its start is a multiple of it.
---- @args limit window cost
+-- A calendar policy (`align: 'calendar'`) sends `period`, the start of the calendar period holding
+-- now, with `window` its length and `following` the next period's; its state's `counted` is the
+-- length of the period it was written in. Otherwise `period` is -1 and `following` the window.
+--- @args limit window period following cost
 --- @carry start previous current elapsed carried
 
 --- @section read
@@ -30,7 +33,17 @@ if raw then
   elseif previous > 0 then
     live_until = start + window
   end
-  if not same_grid or live_until <= now then
+  if period >= 0 then
+    -- Counts of this period (or of a later one, the clock having gone back), or the current count
+    -- of the period just before; anything older counts nothing.
+    if start >= period then
+      if current == 0 and previous == 0 then
+        start = nil
+      end
+    elseif not (c3 and start + (string.sub(raw, c3 + 1) + 0) == period and current > 0) then
+      start = nil
+    end
+  elseif not same_grid or live_until <= now then
     start = nil
   end
 end
@@ -38,22 +51,36 @@ local stored, live = raw ~= false, start ~= nil
 
 --- @section view
 -- The view at now: the window holding now, with the previous window's count.
-local aligned = math.floor(now / window) * window
-local elapsed = now - aligned
-if start == nil or aligned >= start + 2 * window then
-  start, previous, current = aligned, 0, 0
-elseif aligned < start then
-  -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
-  elapsed = 0
-elseif aligned > start then
-  start, previous, current = aligned, current, 0
+local elapsed
+if period >= 0 then
+  -- The calendar period. Now lies outside it only on a server clock the client's has not reached
+  -- or has passed: the step counts in the client's period, at its start or end.
+  elapsed = math.min(math.max(now - period, 0), window)
+  if start == nil then
+    start, previous, current = period, 0, 0
+  elseif start < period then
+    start, previous, current = period, current, 0
+  else
+    start = period
+  end
+else
+  local aligned = math.floor(now / window) * window
+  elapsed = now - aligned
+  if start == nil or aligned >= start + 2 * window then
+    start, previous, current = aligned, 0, 0
+  elseif aligned < start then
+    -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
+    elapsed = 0
+  elseif aligned > start then
+    start, previous, current = aligned, current, 0
+  end
 end
 
 --- @section save
 -- Write start:previous:current:window, live as read says.
 local live_until = start
 if current > 0 then
-  live_until = start + 2 * window
+  live_until = start + window + following
 elseif previous > 0 then
   live_until = start + window
 end
@@ -76,8 +103,9 @@ if not allowed then
   if room >= 0 then
     retry = retry + window - elapsed - math.floor((room * window) / previous)
   else
-    retry = retry + window - elapsed + (window - math.floor(((limit - cost) * window) / current))
+    retry = retry + window - elapsed + (following - math.floor(((limit - cost) * following) / current))
   end
+  retry = math.max(0, retry)
 end
 
 --- @section commit
@@ -87,9 +115,9 @@ current = current + cost
 --- @section report
 local reset = 0
 if current > 0 then
-  reset = start - now + 2 * window
+  reset = math.max(0, start - now + window + following)
 elseif previous > 0 then
-  reset = start - now + window
+  reset = math.max(0, start - now + window)
 end
 local remaining = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
 

@@ -1,5 +1,5 @@
 -- Built by scripts/build-lua.mjs from packages/sluice/src/stores/redis/scripts/: do not edit.
--- variants/apply.lua with fixed-window.lua: one step's arguments are limit, window, cost.
+-- variants/apply.lua with fixed-window.lua: one step's arguments are limit, window, period, cost.
 -- Sluice apply: 1..N independent one-step decisions of one algorithm in one call, evaluated in
 -- order. One decision is the plain single-policy call; several are the store's coalescing. One
 -- script serves both: two scripts for one key could be reordered by NOSCRIPT recovery (the retry of
@@ -40,17 +40,18 @@ if #KEYS > 2 then
 end
 -- The policy numbers of the step being decided, and the ARGV strings they were read from: each
 -- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
-local limit_arg, window_arg, capacity_arg, limit, window, capacity
+local limit_arg, window_arg, period_arg, following_arg, capacity_arg
+local limit, window, period, following, capacity
 local reply = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
-  -- One step's arguments: limit, window, cost.
-  if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
-    limit_arg, window_arg = ARGV[a], ARGV[a + 1]
-    limit, window = limit_arg + 0, window_arg + 0
+  -- One step's arguments: limit, window, period, cost.
+  if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg then
+    limit_arg, window_arg, period_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+    limit, window, period = limit_arg + 0, window_arg + 0, period_arg + 0
   end
-  local cost = ARGV[a + 2] + 0
-  a = a + 3
+  local cost = ARGV[a + 3] + 0
+  a = a + 4
   local peek = cost < 0
   if peek then
     cost = -1 - cost
@@ -97,7 +98,7 @@ while a <= n do
     else
       count = string.sub(raw, c1 + 1) + 0
     end
-    if finish <= now then
+    if finish <= now or start < period then
       start = nil
     end
   end
@@ -115,22 +116,28 @@ while a <= n do
   end
   -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
   if start == nil then
-    start, count, finish = now, 0, now + window
+    if period < 0 then
+      start, count, finish = now, 0, now + window
+    else
+      start, count, finish = period, 0, period + window
+    end
   end
   local allowed = count + cost <= limit
   local retry = 0
   if not allowed then
-    retry = finish - now
+    -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
+    -- have passed (see docs/policies.md#calendar-quotas).
+    retry = math.max(0, finish - now)
   end
   if allowed and not peek and not blocked then
     count = count + cost
     -- finish > now: a live window ends after now, a fresh one at now + window.
     local value = string.format('%d:%d:%d', start, count, finish - start)
-    redis.call('PSETEX', key, string.format('%d', finish - now + slack), value)
+    redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
   end
   local reset = 0
   if count > 0 then
-    reset = finish - now
+    reset = math.max(0, finish - now)
   end
   local remaining = math.max(0, limit - count)
   -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`

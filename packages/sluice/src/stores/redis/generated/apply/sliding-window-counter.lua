@@ -1,5 +1,5 @@
 -- Built by scripts/build-lua.mjs from packages/sluice/src/stores/redis/scripts/: do not edit.
--- variants/apply.lua with sliding-window-counter.lua: one step's arguments are limit, window, cost.
+-- variants/apply.lua with sliding-window-counter.lua: one step's arguments are limit, window, period, following, cost.
 -- Sluice apply: 1..N independent one-step decisions of one algorithm in one call, evaluated in
 -- order. One decision is the plain single-policy call; several are the store's coalescing. One
 -- script serves both: two scripts for one key could be reordered by NOSCRIPT recovery (the retry of
@@ -40,17 +40,18 @@ if #KEYS > 2 then
 end
 -- The policy numbers of the step being decided, and the ARGV strings they were read from: each
 -- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
-local limit_arg, window_arg, capacity_arg, limit, window, capacity
+local limit_arg, window_arg, period_arg, following_arg, capacity_arg
+local limit, window, period, following, capacity
 local reply = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
-  -- One step's arguments: limit, window, cost.
-  if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
-    limit_arg, window_arg = ARGV[a], ARGV[a + 1]
-    limit, window = limit_arg + 0, window_arg + 0
+  -- One step's arguments: limit, window, period, following, cost.
+  if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg or ARGV[a + 3] ~= following_arg then
+    limit_arg, window_arg, period_arg, following_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+    limit, window, period, following = limit_arg + 0, window_arg + 0, period_arg + 0, following_arg + 0
   end
-  local cost = ARGV[a + 2] + 0
-  a = a + 3
+  local cost = ARGV[a + 4] + 0
+  a = a + 5
   local peek = cost < 0
   if peek then
     cost = -1 - cost
@@ -103,7 +104,17 @@ while a <= n do
     elseif previous > 0 then
       live_until = start + window
     end
-    if not same_grid or live_until <= now then
+    if period >= 0 then
+      -- Counts of this period (or of a later one, the clock having gone back), or the current count
+      -- of the period just before; anything older counts nothing.
+      if start >= period then
+        if current == 0 and previous == 0 then
+          start = nil
+        end
+      elseif not (c3 and start + (string.sub(raw, c3 + 1) + 0) == period and current > 0) then
+        start = nil
+      end
+    elseif not same_grid or live_until <= now then
       start = nil
     end
   end
@@ -120,15 +131,29 @@ while a <= n do
     end
   end
   -- The view at now: the window holding now, with the previous window's count.
-  local aligned = math.floor(now / window) * window
-  local elapsed = now - aligned
-  if start == nil or aligned >= start + 2 * window then
-    start, previous, current = aligned, 0, 0
-  elseif aligned < start then
-    -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
-    elapsed = 0
-  elseif aligned > start then
-    start, previous, current = aligned, current, 0
+  local elapsed
+  if period >= 0 then
+    -- The calendar period. Now lies outside it only on a server clock the client's has not reached
+    -- or has passed: the step counts in the client's period, at its start or end.
+    elapsed = math.min(math.max(now - period, 0), window)
+    if start == nil then
+      start, previous, current = period, 0, 0
+    elseif start < period then
+      start, previous, current = period, current, 0
+    else
+      start = period
+    end
+  else
+    local aligned = math.floor(now / window) * window
+    elapsed = now - aligned
+    if start == nil or aligned >= start + 2 * window then
+      start, previous, current = aligned, 0, 0
+    elseif aligned < start then
+      -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
+      elapsed = 0
+    elseif aligned > start then
+      start, previous, current = aligned, current, 0
+    end
   end
   -- used x window = previous x (window - elapsed) + current x window
   local carried = previous * (window - elapsed)
@@ -140,15 +165,16 @@ while a <= n do
     if room >= 0 then
       retry = retry + window - elapsed - math.floor((room * window) / previous)
     else
-      retry = retry + window - elapsed + (window - math.floor(((limit - cost) * window) / current))
+      retry = retry + window - elapsed + (following - math.floor(((limit - cost) * following) / current))
     end
+    retry = math.max(0, retry)
   end
   if allowed and not peek and not blocked then
     current = current + cost
     -- Write start:previous:current:window, live as read says.
     local live_until = start
     if current > 0 then
-      live_until = start + 2 * window
+      live_until = start + window + following
     elseif previous > 0 then
       live_until = start + window
     end
@@ -161,9 +187,9 @@ while a <= n do
   end
   local reset = 0
   if current > 0 then
-    reset = start - now + 2 * window
+    reset = math.max(0, start - now + window + following)
   elseif previous > 0 then
-    reset = start - now + window
+    reset = math.max(0, start - now + window)
   end
   local remaining = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
   -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`

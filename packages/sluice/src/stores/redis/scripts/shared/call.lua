@@ -27,4 +27,5 @@ if #KEYS > 2 then
 end
 -- The policy numbers of the step being decided, and the ARGV strings they were read from: each
 -- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
-local limit_arg, window_arg, capacity_arg, limit, window, capacity
+local limit_arg, window_arg, period_arg, following_arg, capacity_arg
+local limit, window, period, following, capacity
