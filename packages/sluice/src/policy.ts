@@ -202,6 +202,8 @@ export interface ResolvedPolicy {
   readonly lists?: CompiledLists
   /** Set only for a policy with escalating penalties. */
   readonly penalty?: ResolvedPenalty
+  /** Set only for a policy with `nearLimit`: the fraction as written. */
+  readonly nearLimit?: number
   /** Set only for a policy with `nearLimit`: the most units a key may have left and be near its limit. */
   readonly nearLimitRemaining?: number
   /** Set only for `align: 'calendar'` policies: the calendar unit and zone of their windows. */
@@ -293,7 +295,7 @@ function hybridRefused(name: string, algorithm: string): InvalidPolicyError {
  * `nearLimit` of it, rounded up to a whole unit (at least one). The product is nudged down by a
  * relative 1e-12 first, so that 100 x 0.07 (7.000000000000001 in doubles) counts as the 7 it means.
  */
-function nearLimitRemaining(capacity: number, nearLimit: number): number {
+export function nearLimitRemaining(capacity: number, nearLimit: number): number {
   const used = Math.max(1, Math.ceil(capacity * nearLimit * (1 - 1e-12)))
   return capacity - Math.min(used, capacity)
 }
@@ -430,7 +432,10 @@ export function resolvePolicy(name: string, policy: unknown): ResolvedPolicy {
   if (onStoreError !== undefined) resolved.onStoreError = onStoreError
   if (maxKeys !== undefined) resolved.maxKeys = maxKeys
   if (costAboveCapacity === 'deny') resolved.costAboveCapacity = 'deny'
-  if (nearLimit !== undefined) resolved.nearLimitRemaining = nearLimitRemaining(capacity, nearLimit)
+  if (nearLimit !== undefined) {
+    resolved.nearLimit = nearLimit
+    resolved.nearLimitRemaining = nearLimitRemaining(capacity, nearLimit)
+  }
   if (blockDuration !== undefined)
     resolved.blockDurationMs = parseDuration(blockDuration, `policies.${name}.blockDuration`)
   const lists = compileLists(`policies.${name}`, allow, deny)

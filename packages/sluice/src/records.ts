@@ -42,7 +42,10 @@ export interface StoreRecords {
   get(kind: RecordKind, policyId: string, subject: string): Promise<StoreRecord | undefined>
   /** Every live record of (kind, policy id), in no particular order. */
   list(kind: RecordKind, policyId: string): Promise<StoreRecord[]>
-  /** Changes whenever any record of the store changes (put, or a delete that removed one): what instances poll. */
+  /**
+   * Changes whenever any record of the store changes (put, or a delete that removed one): what
+   * instances poll. `''` only while no record was ever put: a poller then has nothing to read.
+   */
   version(): Promise<string>
 }
 

@@ -126,15 +126,16 @@ export class RuntimeLists {
   constructor(private readonly now: () => number) {}
 
   /**
-   * Read every run-time entry of `policyIds` from `records` and take them as the copy. Never
-   * rejects: a store without records has none, a failing read keeps the copy as it is.
+   * Read every run-time entry of `policyIds` from `records` and take them as the copy (`nothing`:
+   * the store never held a record, so there is nothing to read). Never rejects: a store without
+   * records has none, a failing read keeps the copy as it is.
    */
-  async read(records: StoreRecords, policyIds: readonly string[]): Promise<void> {
+  async read(records: StoreRecords, policyIds: readonly string[], nothing = false): Promise<void> {
     const generation = this.generation
     try {
       const read = await Promise.all(
         policyIds.flatMap((id) =>
-          LISTS.map(async (list) => ({ id, list, records: await records.list(list, id) })),
+          LISTS.map(async (list) => ({ id, list, records: nothing ? [] : await records.list(list, id) })),
         ),
       )
       if (generation !== this.generation) return

@@ -17,16 +17,29 @@ export interface OverrideFeed {
 export function overrideFeed(ctx: ServiceContext): OverrideFeed {
   let current: readonly Override[] = []
   let reading: Promise<void> | undefined
+  // What the copy was read at: the store's records version, under the limiter then in force (a
+  // reload may change the policies without a new version).
+  let readAt: { version: string; limiter: ServiceContext['limiter'] } | undefined
   async function read(): Promise<void> {
+    const limiter = ctx.limiter
+    const version = await limiter.store.records.version()
+    if (readAt !== undefined && readAt.version === version && readAt.limiter === limiter) return
     const out: Override[] = []
-    for (const entry of ctx.config.entries.values()) {
-      for (const o of await ctx.limiter.listOverrides(entry.displayName))
-        out.push({ ...o, policy: entry.displayName })
-    }
+    // A store where no record was ever put holds no override: nothing to read.
+    if (version !== '')
+      for (const entry of ctx.config.entries.values()) {
+        for (const o of await limiter.listOverrides(entry.displayName))
+          out.push({ ...o, policy: entry.displayName })
+      }
     current = out
+    readAt = { version, limiter }
   }
   const feed: OverrideFeed = {
-    current: () => current,
+    // An override that ended by its ttl changes no version: it leaves the copy when it ends.
+    current: () => {
+      const now = Date.now()
+      return current.filter((o) => o.expiresAt === undefined || o.expiresAt > now)
+    },
     refresh() {
       // A store without records, or one not answering: the dashboard keeps the last copy.
       reading ??= read()

@@ -1,5 +1,5 @@
 // The last link back up the chain: step results become the Decisions callers see.
-import type { ResolvedPolicy } from '../policy.js'
+import { nearLimitRemaining, type ResolvedPolicy } from '../policy.js'
 import type { Step, StepResult } from '../store.js'
 import { markNearLimit } from './near-limit.js'
 import type { Decision, LayeredDecision } from './types.js'
@@ -34,7 +34,13 @@ export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult, 
   if (r.override) d.override = true
   if (r.penalty !== undefined) d.penalty = r.penalty
   const near = policy.nearLimitRemaining
-  if (near !== undefined) markNearLimit(d, near, cost)
+  // A key with an override (r.capacity) has its line drawn on the override's capacity.
+  if (near !== undefined)
+    markNearLimit(
+      d,
+      r.capacity === undefined ? near : nearLimitRemaining(r.capacity, policy.nearLimit!),
+      cost,
+    )
   return d
 }
 

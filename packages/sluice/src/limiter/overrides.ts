@@ -146,6 +146,10 @@ function derivedPolicy(policy: ResolvedPolicy, stored: Stored, where: string): R
     )
   if (policy.algorithm === 'concurrency' && (stored.windowMs !== undefined || stored.burst !== undefined))
     throw new InvalidOptionsError(`${where}: a concurrency policy takes only limit (or unlimited or blocked)`)
+  if (policy.calendar !== undefined && stored.windowMs !== undefined)
+    throw new InvalidOptionsError(
+      `${where}.window: a calendar policy's windows are the calendar's periods; override its limit only`,
+    )
   if (policy.scope === 'global' && stored.windowMs !== undefined)
     throw new InvalidOptionsError(
       `${where}.window: a global policy's windows are counted alike in every region; override its limit only`,
@@ -158,15 +162,18 @@ function derivedPolicy(policy: ResolvedPolicy, stored: Stored, where: string): R
   // A bucket keeps its own burst unless the override names one; one without a burst follows the limit.
   const burst = stored.burst ?? (usesBurst && policy.capacity !== policy.limit ? policy.capacity : undefined)
   // The same checks a policy gets (limit x window exact, the log's bound), under the same id.
+  // The near-limit line is drawn again on the override's capacity.
+  const near = policy.nearLimit === undefined ? {} : { nearLimit: policy.nearLimit }
   const shape =
     policy.algorithm === 'concurrency'
-      ? { algorithm: 'concurrency' as const, id: policy.id, limit, timeout: windowMs }
+      ? { algorithm: 'concurrency' as const, id: policy.id, limit, timeout: windowMs, ...near }
       : {
           algorithm: policy.algorithm,
           id: policy.id,
           limit,
           window: windowMs,
           ...(burst === undefined ? {} : { burst }),
+          ...near,
         }
   const checked = resolvePolicy(policy.name, shape)
   return Object.freeze({
@@ -174,6 +181,7 @@ function derivedPolicy(policy: ResolvedPolicy, stored: Stored, where: string): R
     limit: checked.limit,
     windowMs: checked.windowMs,
     capacity: checked.capacity,
+    ...(checked.nearLimitRemaining === undefined ? {} : { nearLimitRemaining: checked.nearLimitRemaining }),
   })
 }
 
@@ -276,9 +284,11 @@ export class OverrideCache {
     try {
       const version = await records.version()
       if (version === this.version) return
+      // A store where no record was ever put has nothing to read: a fresh store pays one read.
+      const nothing = version === ''
       const [lists] = await Promise.all([
-        Promise.all(policyIds.map((id) => records.list('override', id))),
-        this.options.lists?.read(records, policyIds),
+        nothing ? policyIds.map(() => []) : Promise.all(policyIds.map((id) => records.list('override', id))),
+        this.options.lists?.read(records, policyIds, nothing),
       ])
       if (this.stopped || generation !== this.generation) return
       const next = new Map<string, Map<string, Entry>>()

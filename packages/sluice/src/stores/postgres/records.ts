@@ -70,7 +70,7 @@ export function postgresRecords(
     },
     async version() {
       const v = await query(sql.recordVersion, [])
-      return v === undefined || v === null ? '0' : String(v)
+      return v === undefined || v === null ? '' : String(v)
     },
   }
 }
