@@ -40,7 +40,7 @@ const EXPECTED_BLOCKS: Record<string, number> = {
   'docs/clients.md': 0, // Go and Python: test/clients/docs.test.ts builds those
   'docs/envoy.md': 0, // YAML: test/envoy/config.test.ts loads those
   'docs/errors.md': 1,
-  'docs/http.md': 9,
+  'docs/http.md': 10,
   'docs/migrating-from-express-rate-limit.md': 2, // the peer's blocks are text: the side-by-side tests run them
   'docs/migrating-from-fastify-rate-limit.md': 4,
   'docs/migrating-from-rate-limiter-flexible.md': 2,
