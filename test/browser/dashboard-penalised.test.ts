@@ -48,7 +48,11 @@ describe('penalised keys on the dashboard page', () => {
     const apiKey = hashedApiKey('sk_live_secret_value_42')
     for (const key of ['mallory', apiKey]) for (let i = 0; i < 3; i++) await limiter.consume('login', key)
     await expect.poll(section, { timeout: 5000 }).toContain('mallory')
-    const rows = await page.locator('#penalised tr').allInnerTexts()
+    // Read in one step in the page: the dashboard redraws the table at each push, and a row read
+    // after its redraw has no layout, so its innerText would lose the cells' separators.
+    const rows = (await page.evaluate(
+      "[...document.querySelectorAll('#penalised tr')].map((tr) => [...tr.cells].map((c) => c.textContent).join('\\t'))",
+    )) as string[]
     expect(rows).toHaveLength(2)
     expect(rows[0]).toMatch(/^login\s+apikey:\S{8}…\s+0\s+10 min\s+\S/)
     expect(rows[1]).toMatch(/^login\s+mallory\s+0\s+10 min\s+\S/)
