@@ -55,7 +55,9 @@ process.once('message', async (plan: WorkerPlan) => {
   ) as Record<string, RatePolicy>
   const limiter = createLimiter({ hybrid: timed, policies })
   await client.ping()
-  await sleep(plan.startAt - Date.now())
+  // A timer may fire a millisecond before the wall clock reaches its time: wait until it has, so no
+  // request lands in the window before the one every worker starts in.
+  while (Date.now() < plan.startAt) await sleep(plan.startAt - Date.now())
   // Requests in batches every 5 ms, so the offered rate does not depend on how fast the loop spins.
   const perTick = Math.max(1, Math.round((plan.rate * 5) / 1000))
   const reports: Record<string, PolicyReport> = Object.fromEntries(
