@@ -34,7 +34,14 @@ export async function itemTtl(port: number, key: string): Promise<number | undef
 
 /** Every item key under `prefix` with its expiry (`exp`: Unix seconds, -1 never), from a metadump. */
 export async function dumpKeys(port: number, prefix: string): Promise<{ key: string; exp: number }[]> {
-  const reply = await textCommand(port, 'lru_crawler metadump all', /(^|\n)(END|ERROR|BUSY[^\r\n]*)\r?\n$/)
+  let reply = ''
+  // The crawler answers BUSY while another crawl (another test's dump, its own LRU maintenance)
+  // runs: ask again, a bounded number of times, rather than read that as "no items".
+  for (let attempt = 0; attempt < 100; attempt++) {
+    reply = await textCommand(port, 'lru_crawler metadump all', /(^|\n)(END|ERROR|BUSY[^\r\n]*)\r?\n$/)
+    if (!/(^|\n)BUSY/.test(reply)) break
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
   const out: { key: string; exp: number }[] = []
   for (const line of reply.split(/\r?\n/)) {
     const match = /^key=(\S+) exp=(-?\d+)/.exec(line)
