@@ -1,0 +1,136 @@
+// Redis memory per tracked key: one decision on each of 10,000 distinct keys at the peers' 100 per
+// 60 s, and `used_memory` after the writes minus before, over 10,000 (FLUSHALL between subjects; the
+// median of 3 repeats). Subjects: Sluice's four counting algorithms (redisStore + createLimiter),
+// rate-limiter-flexible's RateLimiterRedis and express-rate-limit's rate-limit-redis store, all with
+// rate-limiter-flexible's default prefix before the subject (`rlflx:{user-00001}:api`,
+// `rlflx:user-00001`), against one redis-server started here on a free port. Sizes move in steps of
+// the allocator's size classes (16 B here): a key's length decides its step, see docs/stores.md. The per-key anatomy (`MEMORY USAGE`, `OBJECT ENCODING`)
+// of one sample key per subject goes into each row's note.
+//   npm run bench -- --only redis-memory
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
+import { RedisStore as RateLimitRedisStore } from 'rate-limit-redis'
+import { RateLimiterRedis } from 'rate-limiter-flexible'
+import { createLimiter } from '../../packages/sluice/dist/index.js'
+import { redisStore } from '../../packages/sluice/dist/redis.js'
+import { startRedis } from '../../test/helpers/redis-harness.js'
+import { median } from '../load.js'
+import type { BenchCase, BenchRow } from '../types.js'
+
+const KEYS = 10_000
+const REPEATS = 3
+const subjects = Array.from({ length: KEYS }, (_, i) => `user-${String(i).padStart(5, '0')}`)
+const COUNTING = ['fixed-window', 'sliding-window-counter', 'token-bucket', 'gcra'] as const
+
+interface Subject {
+  id: string
+  name: string
+  /** The Redis key holding `subject`'s state, to inspect. */
+  keyOf(subject: string): string
+  decide(subject: string): Promise<unknown>
+}
+
+async function usedMemory(client: Redis): Promise<number> {
+  const text = await client.info('memory')
+  return Number(/^used_memory:(\d+)/m.exec(text)![1])
+}
+
+/** Bytes per key of one subject: used_memory delta over KEYS keys, written 100 at a time. */
+async function bytesPerKey(client: Redis, subject: Subject): Promise<number> {
+  await client.flushall()
+  // Loads the subject's scripts (their cache is part of used_memory) before the first reading.
+  await subject.decide('warm-up')
+  await client.del(subject.keyOf('warm-up'))
+  await sleep(300)
+  const before = await usedMemory(client)
+  for (let i = 0; i < KEYS; i += 100)
+    await Promise.all(subjects.slice(i, i + 100).map((s) => subject.decide(s)))
+  // The main and expires tables grow at 8,192 keys and are rehashed a step per command, the rest by
+  // the server's cron: read once both are done, so no subject is measured holding two tables.
+  await sleep(300)
+  const after = await usedMemory(client)
+  if ((await client.dbsize()) !== KEYS) throw new Error(`${subject.id} did not write one key per subject`)
+  return (after - before) / KEYS
+}
+
+/** How Redis holds one sample key: its MEMORY USAGE, encoding and value. */
+async function anatomy(client: Redis, subject: Subject): Promise<string> {
+  await client.flushall()
+  await subject.decide(subjects[1]!)
+  const key = subject.keyOf(subjects[1]!)
+  const usage = await client.memory('USAGE', key)
+  const encoding = await client.object('ENCODING', key)
+  const value = await client.get(key)
+  return `${key} = ${value} (${encoding}, MEMORY USAGE ${usage} B)`
+}
+
+export const benchCase: BenchCase = {
+  name: 'redis-memory',
+  async run() {
+    const server = await startRedis()
+    const client = new Redis(server.port, '127.0.0.1')
+    try {
+      const all: Subject[] = COUNTING.map((algorithm) => {
+        const limiter = createLimiter({
+          store: redisStore(client, { prefix: 'rlflx' }),
+          policies: { api: { algorithm, limit: 100, window: '1m' } },
+          storeTimeout: '60s',
+        })
+        return {
+          id: `sluice-${algorithm}`,
+          name: `sluice ${algorithm}`,
+          keyOf: (s) => `rlflx:{${s}}:api`,
+          decide: async (s) => {
+            const decision = await limiter.consume('api', s)
+            if (decision.degraded === true) throw new Error('a decision was not Redis’s')
+          },
+        }
+      })
+      const rlf = new RateLimiterRedis({ storeClient: client, points: 100, duration: 60, keyPrefix: 'rlflx' })
+      all.push({
+        id: 'rate-limiter-flexible',
+        name: 'rate-limiter-flexible RateLimiterRedis',
+        keyOf: (s) => `rlflx:${s}`,
+        decide: (s) => rlf.consume(s),
+      })
+      const erl = new RateLimitRedisStore({
+        sendCommand: (command: string, ...args: string[]) => client.call(command, ...args) as never,
+        prefix: 'rlflx:',
+      })
+      erl.init({ windowMs: 60_000 } as never)
+      all.push({
+        id: 'rate-limit-redis',
+        name: 'express-rate-limit rate-limit-redis',
+        keyOf: (s) => `rlflx:${s}`,
+        decide: (s) => erl.increment(s),
+      })
+
+      const bytes = new Map<Subject, number[]>(all.map((s) => [s, []]))
+      for (let repeat = 0; repeat < REPEATS; repeat++) {
+        for (let i = 0; i < all.length; i++) {
+          const subject = all[(i + repeat) % all.length]!
+          bytes.get(subject)!.push(await bytesPerKey(client, subject))
+        }
+      }
+      const reference = median(bytes.get(all.find((s) => s.id === 'rate-limiter-flexible')!)!)
+      const rows: BenchRow[] = []
+      for (const subject of all) {
+        const value = median(bytes.get(subject)!)
+        rows.push({
+          id: `redis-memory/${subject.id} bytes-per-key`,
+          subject: subject.name,
+          metric: 'bytes/key (used_memory delta)',
+          value,
+          unit: 'B',
+          ratio: value / reference,
+          note: `x RLF, median of ${REPEATS}; ${await anatomy(client, subject)}`,
+        })
+      }
+      await client.flushall()
+      return rows
+    } finally {
+      client.disconnect()
+      await server.stop()
+    }
+  },
+}
