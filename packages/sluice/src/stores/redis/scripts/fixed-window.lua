@@ -3,6 +3,9 @@
 -- State "start:count:span", live until the window ends: start + window, or start + span when that
 -- is sooner (the window was opened under a shorter one; a longer window applies from the next).
 -- A value of two fields, "start:count", ends at start + window.
+-- Compact (on the Redis clock, shared/call.lua): the count alone, an integer, in a key that expires
+-- when the window ends; read as a window of the length in force ending then. Written while the
+-- state spans the whole window in force (it always does unless the window was made shorter).
 -- `period` is the start of the calendar period the step counts in, `window` that period's length,
 -- for a calendar policy (`align: 'calendar'`); -1 for windows that open at a key's first request.
 -- A state opened before the period began counts nothing in it.
@@ -14,17 +17,22 @@ local start, count, finish
 --- @include "shared/get-state"
 if raw then
   local c1 = string.find(raw, ':', 1, true)
-  local c2 = string.find(raw, ':', c1 + 1, true)
-  start = string.sub(raw, 1, c1 - 1) + 0
-  finish = start + window
-  if c2 then
-    count = string.sub(raw, c1 + 1, c2 - 1) + 0
-    local span = string.sub(raw, c2 + 1) + 0
-    if span < window then
-      finish = start + span
-    end
+  if c1 == nil then
+    count, finish = raw + 0, redis.call('PEXPIRETIME', key)
+    start = finish - window
   else
-    count = string.sub(raw, c1 + 1) + 0
+    local c2 = string.find(raw, ':', c1 + 1, true)
+    start = string.sub(raw, 1, c1 - 1) + 0
+    finish = start + window
+    if c2 then
+      count = string.sub(raw, c1 + 1, c2 - 1) + 0
+      local span = string.sub(raw, c2 + 1) + 0
+      if span < window then
+        finish = start + span
+      end
+    else
+      count = string.sub(raw, c1 + 1) + 0
+    end
   end
   if finish <= now or start < period then
     start = nil
@@ -49,11 +57,19 @@ if not allowed then
   retry = math.max(0, finish - now)
 end
 
+--- @section save
+-- Write count until finish. A live window ends after now, a fresh one at now + window; a calendar
+-- period drawn by the client's clock may have ended by the Redis clock (kept 1 ms then).
+if compact and finish > now and finish - start == window then
+  redis.call('SET', key, string.format('%d', count), 'PXAT', string.format('%d', finish))
+else
+  local value = string.format('%d:%d:%d', start, count, finish - start)
+  redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
+end
+
 --- @section commit
 count = count + cost
--- finish > now: a live window ends after now, a fresh one at now + window.
-local value = string.format('%d:%d:%d', start, count, finish - start)
-redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
+--- @include "save"
 
 --- @section report
 local reset = 0
@@ -67,6 +83,5 @@ count = math.max(0, count - cost)
 if count == 0 then
   redis.call('DEL', key)
 else
-  local value = string.format('%d:%d:%d', start, count, finish - start)
-  redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
+  --- @include "save"
 end

@@ -6,6 +6,9 @@
 -- by ms in 13 digits, when the remainder is 0, 0 <= ms < 10^13 and 0 < lead < 922336; just ms when
 -- the lead is 0 too; else "ms:rem:lead" (or "ms:rem"). The sign makes a script that reads the value
 -- as a bare TAT see a time long past (no state), never one far ahead.
+-- Compact (on the Redis clock, shared/call.lua), when the remainder is 0: the lead alone, in at most
+-- 12 digits, in a key that expires at the TAT. Any other value without a colon has 13 or more digits
+-- (a client clock's TAT before 2001 is written as "ms:0:lead").
 -- Read under other parameters (the twin's arrival()): a remainder is cut below the new limit, and
 -- the TAT is at most a full refill of the new burst after the step that wrote it (ms - lead).
 --- @args limit window capacity cost
@@ -24,6 +27,8 @@ if raw then
     else
       tat_rem, lead = string.sub(raw, c1 + 1) + 0, 0
     end
+  elseif #raw <= 12 and string.byte(raw, 1) ~= 45 then
+    tat_ms, tat_rem, lead = redis.call('PEXPIRETIME', key), 0, raw + 0
   elseif #raw > 14 and string.byte(raw, 1) == 45 then
     tat_ms, tat_rem, lead = string.sub(raw, -13) + 0, 0, string.sub(raw, 2, -14) + 0
   else
@@ -70,7 +75,9 @@ end
 local value, live_until
 if rem ~= 0 then
   value, live_until = string.format('%d:%d:%d', ms, rem, lead_ms), ms + 1
-elseif ms < 0 or ms >= 10000000000000 or lead_ms >= 922336 then
+elseif compact and lead_ms < 1000000000000 then
+  value, live_until = nil, ms
+elseif ms < 1000000000000 or ms >= 10000000000000 or lead_ms >= 922336 then
   value, live_until = string.format('%d:0:%d', ms, lead_ms), ms
 elseif lead_ms > 0 then
   value, live_until = string.format('-%d%013d', lead_ms, ms), ms
@@ -79,6 +86,8 @@ else
 end
 if live_until <= now then
   redis.call('DEL', key)
+elseif value == nil then
+  redis.call('SET', key, string.format('%d', lead_ms), 'PXAT', string.format('%d', ms))
 else
   redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
 end

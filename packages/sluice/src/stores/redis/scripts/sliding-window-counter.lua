@@ -7,6 +7,10 @@
 -- A calendar policy (`align: 'calendar'`) sends `period`, the start of the calendar period holding
 -- now, with `window` its length and `following` the next period's; its state's `counted` is the
 -- length of the period it was written in. Otherwise `period` is -1 and `following` the window.
+-- Compact (on the Redis clock, shared/call.lua), for windows that open at a multiple of the window:
+-- previous x 10^8 + current as one integer (current < 10^8, previous < 9 x 10^7) in a key that
+-- expires when the state stops mattering (E); read as counted on the window in force, start = E - 2 x
+-- window while current > 0, else E - window.
 --- @args limit window period following cost
 --- @carry start previous current elapsed carried
 
@@ -15,17 +19,29 @@ local start, previous, current
 --- @include "shared/get-state"
 if raw then
   local c1 = string.find(raw, ':', 1, true)
-  local c2 = string.find(raw, ':', c1 + 1, true)
-  local c3 = string.find(raw, ':', c2 + 1, true)
-  start = string.sub(raw, 1, c1 - 1) + 0
-  previous = string.sub(raw, c1 + 1, c2 - 1) + 0
-  local same_grid
-  if c3 then
-    current = string.sub(raw, c2 + 1, c3 - 1) + 0
-    same_grid = string.sub(raw, c3 + 1) + 0 == window
+  local same_grid, counted
+  if c1 == nil then
+    local packed = raw + 0
+    previous = math.floor(packed / 100000000)
+    current = packed - previous * 100000000
+    start = redis.call('PEXPIRETIME', key) - window
+    if current > 0 then
+      start = start - window
+    end
+    same_grid, counted = start % window == 0, window
   else
-    current = string.sub(raw, c2 + 1) + 0
-    same_grid = start % window == 0
+    local c2 = string.find(raw, ':', c1 + 1, true)
+    local c3 = string.find(raw, ':', c2 + 1, true)
+    start = string.sub(raw, 1, c1 - 1) + 0
+    previous = string.sub(raw, c1 + 1, c2 - 1) + 0
+    if c3 then
+      current = string.sub(raw, c2 + 1, c3 - 1) + 0
+      counted = string.sub(raw, c3 + 1) + 0
+      same_grid = counted == window
+    else
+      current = string.sub(raw, c2 + 1) + 0
+      same_grid = start % window == 0
+    end
   end
   local live_until = start
   if current > 0 then
@@ -40,7 +56,7 @@ if raw then
       if current == 0 and previous == 0 then
         start = nil
       end
-    elseif not (c3 and start + (string.sub(raw, c3 + 1) + 0) == period and current > 0) then
+    elseif not (counted and start + counted == period and current > 0) then
       start = nil
     end
   elseif not same_grid or live_until <= now then
@@ -86,6 +102,9 @@ elseif previous > 0 then
 end
 if live_until <= now then
   redis.call('DEL', key)
+elseif compact and period < 0 and current < 100000000 and previous < 90000000 then
+  local value = string.format('%d', previous * 100000000 + current)
+  redis.call('SET', key, value, 'PXAT', string.format('%d', live_until))
 else
   local value = string.format('%d:%d:%d:%d', start, previous, current, window)
   redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)

@@ -10,6 +10,10 @@
 -- capacity x window, so a value written under another burst or window reads wrong: it counts only
 -- when its time is not after now (the wrong reading could put it years ahead) and its level is cut
 -- at full like any other.
+-- Compact (on the Redis clock, shared/call.lua), written when `at` is now and the level is not
+-- negative: one integer, the level in whole tokens when it is one (below 10^12), else -1 - level, in
+-- a key that expires when the bucket is full again (E = at + span); `at` is read back as E minus the
+-- time to refill from the level under the parameters in force (exact while they are unchanged).
 --- @args limit window capacity cost
 --- @carry full cur cur_at need lag after
 
@@ -30,6 +34,14 @@ if raw then
     else
       level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1) + 0
     end
+  elseif #raw < 19 or string.byte(raw, 1) == 45 then
+    level = raw + 0
+    if level >= 0 then
+      level = level * window
+    else
+      level = -1 - level
+    end
+    at = redis.call('PEXPIRETIME', key) - math.ceil((full - level) / limit)
   else
     -- The one-integer layout: its field widths follow the digits of full.
     local d = #string.format('%d', full)
@@ -66,6 +78,13 @@ else
   local span = math.ceil((full - after) / limit)
   if cur_at + span <= now then
     redis.call('DEL', key)
+  elseif compact and cur_at == now and after >= 0 and after < 100000000000000000 then
+    local tokens = math.floor(after / window)
+    local value = -1 - after
+    if tokens * window == after and tokens < 1000000000000 then
+      value = tokens
+    end
+    redis.call('SET', key, string.format('%d', value), 'PXAT', string.format('%d', now + span))
   else
     local value = string.format('%d:%d:%d', after, cur_at, span)
     redis.call('PSETEX', key, string.format('%d', cur_at + span - now + slack), value)

@@ -21,13 +21,17 @@
 -- with '%d' (a long: exact up to 2^53), not '%.0f', whose float printing costs about 2k instructions
 -- per number (so does passing a number to redis.call: Redis 7.0 prints it with '%.17g'); a state is
 -- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer).
+-- Compact states (`compact`): on the Redis clock, an algorithm may keep a state's time as the key's
+-- own expiry (SET ... PXAT, read back with PEXPIRETIME, Redis 7.0 and later) and only a small
+-- integer as its value, which Redis stores in the key object (int encoding; below 10,000 a shared
+-- object). With a client clock the expiry runs on another clock than the state: values carry times.
 local CLIENT_CLOCK_SLACK_MS = 1000
-local now, slack
+local now, slack, compact
 if ARGV[1] ~= '' then
-  now, slack = ARGV[1] + 0, CLIENT_CLOCK_SLACK_MS
+  now, slack, compact = ARGV[1] + 0, CLIENT_CLOCK_SLACK_MS, false
 else
   local t = redis.call('TIME')
-  now, slack = t[1] * 1000 + math.floor(t[2] / 1000), 0
+  now, slack, compact = t[1] * 1000 + math.floor(t[2] / 1000), 0, (redis.REDIS_VERSION_NUM or 0) >= 0x070000
 end
 -- A call of more than one step reads all its keys with one MGET: one command instead of two per
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone

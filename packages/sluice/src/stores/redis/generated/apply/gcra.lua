@@ -21,13 +21,17 @@
 -- with '%d' (a long: exact up to 2^53), not '%.0f', whose float printing costs about 2k instructions
 -- per number (so does passing a number to redis.call: Redis 7.0 prints it with '%.17g'); a state is
 -- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer).
+-- Compact states (`compact`): on the Redis clock, an algorithm may keep a state's time as the key's
+-- own expiry (SET ... PXAT, read back with PEXPIRETIME, Redis 7.0 and later) and only a small
+-- integer as its value, which Redis stores in the key object (int encoding; below 10,000 a shared
+-- object). With a client clock the expiry runs on another clock than the state: values carry times.
 local CLIENT_CLOCK_SLACK_MS = 1000
-local now, slack
+local now, slack, compact
 if ARGV[1] ~= '' then
-  now, slack = ARGV[1] + 0, CLIENT_CLOCK_SLACK_MS
+  now, slack, compact = ARGV[1] + 0, CLIENT_CLOCK_SLACK_MS, false
 else
   local t = redis.call('TIME')
-  now, slack = t[1] * 1000 + math.floor(t[2] / 1000), 0
+  now, slack, compact = t[1] * 1000 + math.floor(t[2] / 1000), 0, (redis.REDIS_VERSION_NUM or 0) >= 0x070000
 end
 -- A call of more than one step reads all its keys with one MGET: one command instead of two per
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
@@ -94,6 +98,8 @@ while a <= n do
       else
         tat_rem, lead = string.sub(raw, c1 + 1) + 0, 0
       end
+    elseif #raw <= 12 and string.byte(raw, 1) ~= 45 then
+      tat_ms, tat_rem, lead = redis.call('PEXPIRETIME', key), 0, raw + 0
     elseif #raw > 14 and string.byte(raw, 1) == 45 then
       tat_ms, tat_rem, lead = string.sub(raw, -13) + 0, 0, string.sub(raw, 2, -14) + 0
     else
@@ -157,7 +163,9 @@ while a <= n do
     local value, live_until
     if rem ~= 0 then
       value, live_until = string.format('%d:%d:%d', ms, rem, lead_ms), ms + 1
-    elseif ms < 0 or ms >= 10000000000000 or lead_ms >= 922336 then
+    elseif compact and lead_ms < 1000000000000 then
+      value, live_until = nil, ms
+    elseif ms < 1000000000000 or ms >= 10000000000000 or lead_ms >= 922336 then
       value, live_until = string.format('%d:0:%d', ms, lead_ms), ms
     elseif lead_ms > 0 then
       value, live_until = string.format('-%d%013d', lead_ms, ms), ms
@@ -166,6 +174,8 @@ while a <= n do
     end
     if live_until <= now then
       redis.call('DEL', key)
+    elseif value == nil then
+      redis.call('SET', key, string.format('%d', lead_ms), 'PXAT', string.format('%d', ms))
     else
       redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
     end
