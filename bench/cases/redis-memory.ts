@@ -1,11 +1,13 @@
 // Redis memory per tracked key: one decision on each of 10,000 distinct keys at the peers' 100 per
 // 60 s, and `used_memory` after the writes minus before, over 10,000 (FLUSHALL between subjects; the
-// median of 3 repeats). Subjects: Sluice's four counting algorithms (redisStore + createLimiter),
-// rate-limiter-flexible's RateLimiterRedis and express-rate-limit's rate-limit-redis store, all with
-// rate-limiter-flexible's default prefix before the subject (`rlflx:{user-00001}:api`,
-// `rlflx:user-00001`), against one redis-server started here on a free port. Sizes move in steps of
-// the allocator's size classes (16 B here): a key's length decides its step, see docs/stores.md. The per-key anatomy (`MEMORY USAGE`, `OBJECT ENCODING`)
-// of one sample key per subject goes into each row's note.
+// median of 3 repeats). Subjects: Sluice's four counting algorithms (redisStore + createLimiter) on
+// the Redis clock; the same on the client clock, whose value layouts are the ones every clock wrote
+// before the compact layout (the before, in the same run); rate-limiter-flexible's RateLimiterRedis
+// and express-rate-limit's rate-limit-redis store. All with rate-limiter-flexible's default prefix
+// before the subject (`rlflx:{user-00001}:api`, `rlflx:user-00001`), against one redis-server
+// started here on a free port. Sizes move in steps of the allocator's size classes (16 B here): a
+// key's length decides its step (docs/stores.md). Each row's note shows one sample key: its value,
+// `OBJECT ENCODING` and `MEMORY USAGE`.
 //   npm run bench -- --only redis-memory
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
@@ -67,25 +69,36 @@ async function anatomy(client: Redis, subject: Subject): Promise<string> {
 export const benchCase: BenchCase = {
   name: 'redis-memory',
   async run() {
-    const server = await startRedis()
+    // DEBUG SET-ACTIVE-EXPIRE 0: a token bucket's or GCRA's key of one unit at 100 per minute lives
+    // 600 ms, less than 10,000 writes may take on a loaded machine. Without active expiry a key stays
+    // in memory until it is read, so every subject is measured holding all its keys.
+    const server = await startRedis(['--enable-debug-command', 'local'])
     const client = new Redis(server.port, '127.0.0.1')
     try {
-      const all: Subject[] = COUNTING.map((algorithm) => {
-        const limiter = createLimiter({
-          store: redisStore(client, { prefix: 'rlflx' }),
-          policies: { api: { algorithm, limit: 100, window: '1m' } },
-          storeTimeout: '60s',
-        })
-        return {
-          id: `sluice-${algorithm}`,
-          name: `sluice ${algorithm}`,
-          keyOf: (s) => `rlflx:{${s}}:api`,
-          decide: async (s) => {
-            const decision = await limiter.consume('api', s)
-            if (decision.degraded === true) throw new Error('a decision was not Redis’s')
-          },
-        }
-      })
+      await client.call('DEBUG', 'SET-ACTIVE-EXPIRE', '0')
+      // Each algorithm on the Redis clock (the default: compact values), and on the client clock,
+      // whose values carry their own times (the value layouts, what every clock wrote before).
+      const all: Subject[] = (['server', 'client'] as const).flatMap((clock) =>
+        COUNTING.map((algorithm): Subject => {
+          const limiter = createLimiter({
+            store: redisStore(client, { prefix: 'rlflx', clock }),
+            policies: { api: { algorithm, limit: 100, window: '1m' } },
+            storeTimeout: '60s',
+          })
+          return {
+            id: clock === 'server' ? `sluice-${algorithm}` : `sluice-${algorithm} client-clock`,
+            name:
+              clock === 'server'
+                ? `sluice ${algorithm}`
+                : `sluice ${algorithm} (clock: 'client', value layout)`,
+            keyOf: (s) => `rlflx:{${s}}:api`,
+            decide: async (s) => {
+              const decision = await limiter.consume('api', s)
+              if (decision.degraded === true) throw new Error('a decision was not Redis’s')
+            },
+          }
+        }),
+      )
       const rlf = new RateLimiterRedis({ storeClient: client, points: 100, duration: 60, keyPrefix: 'rlflx' })
       all.push({
         id: 'rate-limiter-flexible',
@@ -117,13 +130,13 @@ export const benchCase: BenchCase = {
       for (const subject of all) {
         const value = median(bytes.get(subject)!)
         rows.push({
-          id: `redis-memory/${subject.id} bytes-per-key`,
+          ...(subject.id.endsWith('client-clock') ? {} : { id: `redis-memory/${subject.id} bytes-per-key` }),
           subject: subject.name,
           metric: 'bytes/key (used_memory delta)',
           value,
           unit: 'B',
           ratio: value / reference,
-          note: `x RLF, median of ${REPEATS}; ${await anatomy(client, subject)}`,
+          note: `${value.toFixed(2)} B, x RLF, median of ${REPEATS}; ${await anatomy(client, subject)}`,
         })
       }
       await client.flushall()

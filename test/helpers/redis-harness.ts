@@ -180,11 +180,11 @@ export async function startNode(
   }
 }
 
-/** Start one standalone redis-server on a free port. */
-export async function startRedis(): Promise<RedisServer> {
+/** Start one standalone redis-server on a free port; `extra`: more redis-server arguments. */
+export async function startRedis(extra: string[] = []): Promise<RedisServer> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-redis-'))
   dirs.add(dir)
-  const [port, child] = await startNode(dir, () => [])
+  const [port, child] = await startNode(dir, () => extra)
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
