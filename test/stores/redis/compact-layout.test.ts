@@ -191,3 +191,39 @@ describe('a rolling deploy: states of the value layouts carry over into compact 
     })
   }
 })
+
+/** A value of the value layouts: with a colon, or GCRA's minus the lead then a 13-digit TAT. */
+const isValueLayout = (value: string) => value.includes(':') || (value.startsWith('-') && value.length > 14)
+
+describe('compactValues: false, for a deploy alongside releases that read only the value layouts', () => {
+  for (const algorithm of COUNTING) {
+    it(`${algorithm}: writes the value layout on the Redis clock, and both stores read what the other wrote`, async () => {
+      const prefix = freshPrefix('compact-off')
+      const values = redisStore(standalone, { prefix, compactValues: false })
+      const compact = redisStore(standalone, { prefix })
+      const step: Step = {
+        policy: resolvePolicy('p', { algorithm, limit: 4, window: MINUTE }),
+        key: 'k',
+        cost: 1,
+      }
+      const key = stepKeys(prefix, step).state
+      const remaining = []
+      for (const store of [values, compact, values, compact, values]) {
+        const [result] = await store.apply([step], 'consume')
+        remaining.push(result!.allowed ? result!.remaining : -1)
+        if (result!.allowed) {
+          const value = (await standalone.get(key))!
+          expect(isValueLayout(value), value).toBe(store === values)
+        }
+      }
+      expect(remaining).toEqual([3, 2, 1, 0, -1])
+      await values.reset([step])
+    })
+  }
+
+  it('is checked like every option', () => {
+    expect(() => redisStore(standalone, { compactValues: 'no' as never })).toThrow(
+      expect.objectContaining({ code: 'SLUICE_INVALID_OPTIONS' }),
+    )
+  })
+})

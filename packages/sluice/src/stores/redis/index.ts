@@ -113,12 +113,13 @@ function calendarArgsOf(p: ResolvedPolicy, calendar: CalendarSpec, nowMs: number
  */
 function pushStepArgs(out: string[], step: Step, cost: number): void {
   const calendar = step.policy.calendar
-  // Every script's first argument is its clock: a client clock's now, or '' for the Redis clock,
-  // when the period is this process's (docs/policies.md#calendar-quotas: clock skew).
+  // Every script's first argument is its clock: a client clock's now, or '' or 'v' for the Redis
+  // clock, when the period is this process's (docs/policies.md#calendar-quotas: clock skew).
+  const at = out[0]!
   const args =
     calendar === undefined
       ? argsOf(step.policy)
-      : calendarArgsOf(step.policy, calendar, out[0] === '' ? Date.now() : Number(out[0]))
+      : calendarArgsOf(step.policy, calendar, at === '' || at === 'v' ? Date.now() : Number(at))
   for (const arg of args) out.push(arg)
   out.push(String(cost))
   if (LAYOUTS.get(step.policy.algorithm)!.lease) out.push(step.leaseId ?? '')
@@ -229,6 +230,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     coalesceWrites: shareWrites,
     slotSecret,
     scriptRetryMs,
+    compactValues,
   } = redisStoreSettings(options)
   // A Cluster with no secret given keeps one in Redis; else the layout is known now.
   const shared: SharedLayout | undefined =
@@ -266,8 +268,11 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return shared!.current!
   }
 
+  // The scripts' first argument: now on the client clock; on the server clock '' (compact values
+  // allowed) or 'v' (value layouts only).
+  const serverClock = compactValues ? '' : 'v'
   function clock(): string {
-    return clientClock ? String(Math.floor(now())) : ''
+    return clientClock ? String(Math.floor(now())) : serverClock
   }
 
   function assertOpen(): void {

@@ -41,6 +41,14 @@ export interface RedisStoreOptions {
    */
   slotSecret?: string | false
   /**
+   * Compact values (default `true`): on the server clock (Redis 7.0 and later) the counting
+   * algorithms keep a state as one integer whose time is the key's expiry, about 50 B less per key
+   * than a value that carries its times. `false` writes the value layouts, which releases before the
+   * compact layout read: for a rolling deploy from one of them, deploy with `false`, then turn it on
+   * once no older instance runs. Either way every layout is read (docs/stores.md#stored-values).
+   */
+  compactValues?: boolean
+  /**
    * How long (ms) a script call keeps reloading its script and retrying while Redis answers NOSCRIPT
    * (its script cache lost to a restart, failover or SCRIPT FLUSH), from its first NOSCRIPT. Default
    * 100, the limiter's default `storeTimeout`; set it to your `storeTimeout`. The first retry is
@@ -60,6 +68,7 @@ export interface RedisStoreSettings {
   /** As given: undefined keeps the secret in Redis on a Cluster. */
   slotSecret: string | false | undefined
   scriptRetryMs: number
+  compactValues: boolean
 }
 
 const OPTION_KEYS = keysOf<RedisStoreOptions>({
@@ -70,6 +79,7 @@ const OPTION_KEYS = keysOf<RedisStoreOptions>({
   coalesceWrites: true,
   slotSecret: true,
   scriptRetryMs: true,
+  compactValues: true,
 })
 
 const validateOptions = object(
@@ -89,6 +99,7 @@ const validateOptions = object(
     scriptRetryMs: optional(
       wholeNumber(0, 60_000, 'scriptRetryMs must be a whole number of ms from 0 to 60000'),
     ),
+    compactValues: optional(boolean('compactValues must be true or false')),
   } satisfies Record<keyof RedisStoreOptions, unknown>,
   true,
 )
@@ -110,5 +121,6 @@ export function redisStoreSettings(options: RedisStoreOptions): RedisStoreSettin
     coalesceWrites: options.coalesceWrites ?? true,
     slotSecret: options.slotSecret,
     scriptRetryMs: options.scriptRetryMs ?? SCRIPT_RETRY_MS,
+    compactValues: options.compactValues ?? true,
   }
 }

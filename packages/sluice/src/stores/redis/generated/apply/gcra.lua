@@ -14,7 +14,8 @@
 -- Every script's setup, once per call: the clock, the call's keys read ahead, and the policy
 -- numbers each algorithm's `args` fills.
 --
--- The clock: ARGV[1] is now in ms, or "" for the Redis clock. In client clock mode keys live
+-- The clock: ARGV[1] is now in ms, or "" for the Redis clock ("v": the Redis clock, writing the
+-- value layouts only: the store's `compactValues: false`). In client clock mode keys live
 -- CLIENT_CLOCK_SLACK_MS longer than they are meaningful (`slack`), to absorb host clock skew.
 -- Cheap forms, measured with callgrind (bench/lua-cost.ts): a numeric string is converted with
 -- `s + 0`, not tonumber(s), which in Redis's Lua 5.1 runs strtod twice; whole numbers are written
@@ -27,11 +28,12 @@
 -- object). With a client clock the expiry runs on another clock than the state: values carry times.
 local CLIENT_CLOCK_SLACK_MS = 1000
 local now, slack, compact
-if ARGV[1] ~= '' then
-  now, slack, compact = ARGV[1] + 0, CLIENT_CLOCK_SLACK_MS, false
-else
+if ARGV[1] == '' or ARGV[1] == 'v' then
   local t = redis.call('TIME')
-  now, slack, compact = t[1] * 1000 + math.floor(t[2] / 1000), 0, (redis.REDIS_VERSION_NUM or 0) >= 0x070000
+  now, slack = t[1] * 1000 + math.floor(t[2] / 1000), 0
+  compact = ARGV[1] == '' and (redis.REDIS_VERSION_NUM or 0) >= 0x070000
+else
+  now, slack, compact = ARGV[1] + 0, CLIENT_CLOCK_SLACK_MS, false
 end
 -- A call of more than one step reads all its keys with one MGET: one command instead of two per
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
