@@ -166,19 +166,24 @@ function pushRuns(args: string[], keys: string[], entries: readonly Pending<Grou
  * allowed, else -1 - remaining; r2 resetMs; r3 retryAfterMs, or -1 - it when blocked.
  */
 function parseReply(reply: unknown[], from: number, count: number): StepResult[] {
+  // One step (every coalesced single-policy decision): a one-element literal, not a growing list.
+  if (count === 1) return [stepResult(reply, from * 3)]
   const results: StepResult[] = []
-  for (let i = from * 3; i < (from + count) * 3; i += 3) {
-    const r1 = Number(reply[i])
-    const r3 = Number(reply[i + 2])
-    results.push({
-      allowed: r1 >= 0,
-      remaining: r1 >= 0 ? r1 : -1 - r1,
-      resetMs: Number(reply[i + 1]),
-      retryAfterMs: r3 >= 0 ? r3 : -1 - r3,
-      blocked: r3 < 0,
-    })
-  }
+  for (let i = from * 3; i < (from + count) * 3; i += 3) results.push(stepResult(reply, i))
   return results
+}
+
+/** The step result of the 3 reply integers from `i`. */
+function stepResult(reply: unknown[], i: number): StepResult {
+  const r1 = Number(reply[i])
+  const r3 = Number(reply[i + 2])
+  return {
+    allowed: r1 >= 0,
+    remaining: r1 >= 0 ? r1 : -1 - r1,
+    resetMs: Number(reply[i + 1]),
+    retryAfterMs: r3 >= 0 ? r3 : -1 - r3,
+    blocked: r3 < 0,
+  }
 }
 
 /** A reply of 3 integers per step. */
@@ -195,10 +200,12 @@ interface Group {
   id: string
   /** The one algorithm of every step in the group, or undefined when they mix. */
   algorithm: AlgorithmName | undefined
-  indexes: number[]
+  indexes: readonly number[]
   keys: string[]
-  steps: Step[]
+  steps: readonly Step[]
 }
+
+const FIRST: readonly number[] = [0]
 
 function wrap(error: unknown): StoreError {
   const detail = error instanceof Error ? error.message : String(error)
@@ -314,11 +321,10 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       const step = steps[0]!
       const keys = stepKeys(step)
       const id = adapter!.cluster ? keys.tag : ''
-      return [
-        { id, algorithm: step.policy.algorithm, indexes: [0], keys: [keys.state, keys.block], steps: [step] },
-      ]
+      // The caller's one-step list as the group's (never changed), and a shared index list.
+      return [{ id, algorithm: step.policy.algorithm, indexes: FIRST, keys: [keys.state, keys.block], steps }]
     }
-    const groups = new Map<string, Group>()
+    const groups = new Map<string, Group & { indexes: number[]; steps: Step[] }>()
     steps.forEach((step, index) => {
       const keys = stepKeys(step)
       const id = adapter!.cluster ? keys.tag : ''
