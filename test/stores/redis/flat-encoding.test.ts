@@ -90,7 +90,7 @@ describe('flat script wire format', () => {
   })
 
   it('coalesced runs: equal decisions in a row and a change of policy, cost or mode between them, as the memory store decides', async () => {
-    let now = 7_000_000
+    const now = 7_000_000
     const clock = () => now
     const prefix = freshPrefix('runs-store')
     const coalesced = redisStore(client, { prefix, clock: 'client', now: clock })
