@@ -185,10 +185,10 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
   }
 
   /**
-   * Whether a call may go now: 'call' or 'probe' (the breaker's half-open probe), or the error its
-   * caller falls back on (too many in flight, circuit open), counted as rejected.
+   * Whether a call may go at `t` (now()): 'call' or 'probe' (the breaker's half-open probe), or the
+   * error its caller falls back on (too many in flight, circuit open), counted as rejected.
    */
-  function admit(): 'call' | 'probe' | SluiceError {
+  function admit(t: number): 'call' | 'probe' | SluiceError {
     if (inFlight >= settings.maxInFlight) {
       counts.rejected++
       const error = new StoreUnavailableError(
@@ -198,7 +198,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       logFailure()
       return error
     }
-    const admission = breaker.admit(now())
+    const admission = breaker.admit(t)
     if (admission === 'reject') {
       counts.rejected++
       logFailure()
@@ -232,8 +232,10 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       /** What `fail` falls back on (the steps and mode of an apply). */
       readonly steps: readonly Step[],
       readonly mode: 'consume' | 'peek',
+      /** When the call was made (now()). */
+      madeAt: number,
     ) {
-      this.deadline = now() + settings.timeoutMs
+      this.deadline = madeAt + settings.timeoutMs
     }
     failWith(error: SluiceError): void {
       try {
@@ -274,10 +276,11 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     fail: Fallback<R>,
     steps: readonly Step[],
     mode: 'consume' | 'peek',
+    madeAt: number,
   ): Promise<R> {
     inFlight++
     const promise = promiseWith<R>()
-    const entry = new Call<T, R>(what, probe, takenResolve<R>(), takenReject(), ok, fail, steps, mode)
+    const entry = new Call<T, R>(what, probe, takenResolve<R>(), takenReject(), ok, fail, steps, mode, madeAt)
     deadlines.track(entry)
     pending.then(
       (value) => entry.answered(value),
@@ -298,7 +301,9 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     ok: (value: T) => R,
     fail: (error: SluiceError) => MaybePromise<R>,
   ): MaybePromise<R> {
-    const admission = admit()
+    // One clock read for the admission and the deadline.
+    const t = now()
+    const admission = admit(t)
     if (typeof admission !== 'string') return fail(admission)
     const probe = admission === 'probe'
     let answer: MaybePromise<T>
@@ -311,7 +316,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       succeeded(probe)
       return ok(answer)
     }
-    return awaitAnswer(what, probe, answer, ok, fail, NO_STEPS, 'consume')
+    return awaitAnswer(what, probe, answer, ok, fail, NO_STEPS, 'consume', t)
   }
 
   /** What a decision falls back on when the store fails: the steps' modes (decideWithoutStore). */
@@ -322,7 +327,8 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
    * A decision: `call` for apply, without a closure per decision (every remote decision's path).
    */
   function applyProtected(steps: readonly Step[], mode: 'consume' | 'peek'): MaybePromise<StepResult[]> {
-    const admission = admit()
+    const t = now()
+    const admission = admit(t)
     if (typeof admission !== 'string') return decideWithoutStore(steps, mode)
     const probe = admission === 'probe'
     let answer: MaybePromise<StepResult[]>
@@ -335,7 +341,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       succeeded(probe)
       return answer
     }
-    return awaitAnswer(mode, probe, answer, same, withoutStore, steps, mode)
+    return awaitAnswer(mode, probe, answer, same, withoutStore, steps, mode, t)
   }
 
   function storeFailed<R>(
