@@ -64,14 +64,14 @@ function variants(algorithm: AlgorithmName): [string, Case, Case][] {
   // Refund and block find state: every key got a consume of 1,000 units first (refunds take 1).
   const setup = {
     source: luaSources[`apply/${algorithm}`],
-    args: (s: string) => ['2', ...keysOf(s, [algorithm]), '', ...stepArgs(algorithm, '1000')],
+    args: (s: string) => ['2', ...keysOf(s, [algorithm]), '', '1', ...stepArgs(algorithm, '1000')],
   }
   return [
     [
       'apply, 1 decision per call',
       {
         source: luaSources[`apply/${algorithm}`],
-        args: ['2', ...one, '', ...stepArgs(algorithm, '1')],
+        args: ['2', ...one, '', '1', ...stepArgs(algorithm, '1')],
         decisions: 1,
       },
       {
@@ -84,7 +84,8 @@ function variants(algorithm: AlgorithmName): [string, Case, Case][] {
       'apply, 16 decisions per call (coalesced)',
       {
         source: luaSources[`apply/${algorithm}`],
-        args: ['32', ...sixteen, '', ...Array.from({ length: 16 }, () => stepArgs(algorithm, '1')).flat()],
+        // One run of 16: the coalesced decisions of one policy share their arguments.
+        args: ['32', ...sixteen, '', '16', ...stepArgs(algorithm, '1')],
         decisions: 16,
       },
       {

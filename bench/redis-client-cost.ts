@@ -42,7 +42,18 @@ try {
     [
       "bare EVALSHA, flat script with Sluice's arguments",
       (k) =>
-        client.evalsha(flat, 2, `f:{${k}}:tb`, `f:{${k}}:tb:block`, '', '1000000', '3600000', '1000000', '1'),
+        client.evalsha(
+          flat,
+          2,
+          `f:{${k}}:tb`,
+          `f:{${k}}:tb:block`,
+          '',
+          '1',
+          '1000000',
+          '3600000',
+          '1000000',
+          '1',
+        ),
     ],
     [
       'bare EVALSHA, minimal script, shared writes',
@@ -54,7 +65,7 @@ try {
         adapter.evalsha(
           flat,
           [`f:{${k}}:tb`, `f:{${k}}:tb:block`],
-          ['', '1000000', '3600000', '1000000', '1'],
+          ['', '1', '1000000', '3600000', '1000000', '1'],
           true,
         ),
     ],

@@ -83,8 +83,11 @@ const flatDecision = (algorithm: AlgorithmName) =>
   algorithm === 'token-bucket' || algorithm === 'gcra'
     ? ['1000000', '3600000', '1000000', '1']
     : ['1000000', '3600000', '1', ...(algorithm === 'concurrency' ? [''] : [])]
-/** The flat scripts' arguments for one decision per call: the clock ('' = Redis TIME), then the decision. */
-const flatArgs = (algorithm: AlgorithmName) => ['', ...flatDecision(algorithm)]
+/**
+ * The apply scripts' arguments for one decision per call: the clock ('' = Redis TIME), then a run of
+ * one decision (its count, 1, then its arguments).
+ */
+const flatArgs = (algorithm: AlgorithmName) => ['', '1', ...flatDecision(algorithm)]
 const evalArgs: Record<string, { source: string; args: string[] }> = {
   'empty script (return 1)': { source: 'return 1', args: ['0'] },
   'minimal token-bucket script': {
@@ -149,7 +152,9 @@ evalArgs[`sluice one-token-bucket (flat), ${BATCH} decisions per call`] = {
     String(BATCH * 2),
     ...Array.from({ length: BATCH }, (_, i) => [`rb:{${i}}:f`, `rb:{${i}}:f:block`]).flat(),
     '',
-    ...Array.from({ length: BATCH }, () => flatDecision('token-bucket')).flat(),
+    // One run: the decisions share their arguments (the coalescer's calls at 64 in flight).
+    String(BATCH),
+    ...flatDecision('token-bucket'),
   ],
 }
 

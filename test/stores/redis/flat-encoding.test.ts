@@ -41,15 +41,15 @@ describe('flat script wire format', () => {
     await client.script('LOAD', source)
     const prefix = freshPrefix('wire')
     const keys = [`${prefix}:{k}:p`, `${prefix}:{k}:p:block`]
-    // Client clock 1_000_000; limit 2 per 10 s; per decision: limit, windowMs, no calendar period
-    // (-1), signed cost.
+    // Client clock 1_000_000; limit 2 per 10 s; per decision a run of one: the count 1, limit,
+    // windowMs, no calendar period (-1), signed cost.
     const call = (...costs: number[]) =>
       client.evalsha(
         sha,
         keys.length * costs.length,
         ...costs.flatMap(() => keys),
         '1000000',
-        ...costs.flatMap((c) => ['2', '10000', '-1', String(c)]),
+        ...costs.flatMap((c) => ['1', '2', '10000', '-1', String(c)]),
       )
     // consume 1 (allowed, 1 left), peek 0 (-1: allowed, 1 left), consume 1 (allowed, 0 left),
     // peek 0 (allowed with 0 left: r1 = 0), peek 1 (-2: denied, r1 = -1), consume 1 (denied).
@@ -62,6 +62,73 @@ describe('flat script wire format', () => {
     expect(await call(-1, 1)).toEqual([-1, 30000, -30001, -1, 30000, -30001])
     // The peeks and the denied consumes wrote nothing: the count is the two admitted units (start:count:span).
     expect(await client.get(keys[0]!)).toBe('1000000:2:10000')
+  })
+
+  it('runs: a count of decisions that share the arguments after it, each with its own keys and reply', async () => {
+    const source = luaSources['apply/fixed-window']
+    const sha = createHash('sha1').update(source).digest('hex')
+    await client.script('LOAD', source)
+    const prefix = freshPrefix('runs')
+    const keysOf = (s: string) => [`${prefix}:{k}:${s}`, `${prefix}:{k}:${s}:block`]
+    // Keys a, b, a, a, c: a run of three consumes of cost 1 under limit 2 per 10 s (a, b, a), a run
+    // of one peek of cost 0 (a), then a run of one consume under limit 5 (c).
+    const keys = ['a', 'b', 'a', 'a', 'c'].flatMap(keysOf)
+    const reply = await client.evalsha(
+      sha,
+      keys.length,
+      ...keys,
+      '1000000',
+      ...['3', '2', '10000', '-1', '1'],
+      ...['1', '2', '10000', '-1', '-1'],
+      ...['1', '5', '10000', '-1', '1'],
+    )
+    // The second decision on a sees the first's write (its MGET value is not reused).
+    expect(reply).toEqual([1, 10000, 0, 1, 10000, 0, 0, 10000, 0, 0, 10000, 0, 4, 10000, 0])
+    expect(await client.get(keysOf('a')[0]!)).toBe('1000000:2:10000')
+    expect(await client.get(keysOf('b')[0]!)).toBe('1000000:1:10000')
+    expect(await client.get(keysOf('c')[0]!)).toBe('1000000:1:10000')
+  })
+
+  it('coalesced runs: equal decisions in a row and a change of policy, cost or mode between them, as the memory store decides', async () => {
+    const now = 7_000_000
+    const clock = () => now
+    const prefix = freshPrefix('runs-store')
+    const coalesced = redisStore(client, { prefix, clock: 'client', now: clock })
+    const memory = memoryStore({ now: clock })
+    const two = resolvePolicy('two', { algorithm: 'token-bucket', limit: 2, window: 10_000 })
+    const three = resolvePolicy('three', { algorithm: 'token-bucket', limit: 3, window: 10_000 })
+    const plan: [ReturnType<typeof resolvePolicy>, string, number, 'consume' | 'peek'][] = [
+      [two, 'a', 1, 'consume'],
+      [two, 'a', 1, 'consume'],
+      [two, 'b', 1, 'consume'],
+      [two, 'a', 1, 'consume'],
+      [three, 'a', 1, 'consume'],
+      [three, 'a', 1, 'consume'],
+      [three, 'a', 2, 'consume'],
+      [three, 'a', 0, 'peek'],
+      [three, 'a', 0, 'peek'],
+      [two, 'b', 1, 'consume'],
+      [two, 'b', 1, 'consume'],
+    ]
+    const steps = plan.map(([policy, key, cost]): Step => ({ policy, key, cost }))
+    const got = await Promise.all(plan.map(([, , , mode], i) => coalesced.apply([steps[i]!], mode)))
+    for (const [i, [policy, key, cost, mode]] of plan.entries()) {
+      const expected = await memory.apply([steps[i]!], mode)
+      expect(got[i], `#${i} ${policy.name} ${key} ${mode} ${cost}`).toEqual(expected)
+    }
+    expect(got.map((r) => r[0]!.allowed)).toEqual([
+      true,
+      true,
+      true,
+      false,
+      true,
+      true,
+      false,
+      true,
+      true,
+      true,
+      false,
+    ])
   })
 
   for (const algorithm of ALGORITHMS) {

@@ -241,8 +241,9 @@ describe('one reply format', () => {
     // 1_005_000, subject b holds a list with one entry.
     await client.set(keys[1]!, '1005000')
     const step = ['2', '10000', '1']
-    expect(await client.evalsha(sha, 2, keys[2]!, keys[3]!, '999000', ...step)).toEqual([1, 10000, 0])
-    const call = () => client.evalsha(sha, 4, ...keys, '1000000', ...step, ...step)
+    expect(await client.evalsha(sha, 2, keys[2]!, keys[3]!, '999000', '1', ...step)).toEqual([1, 10000, 0])
+    // One run of two decisions: the count, then the arguments they share.
+    const call = () => client.evalsha(sha, 4, ...keys, '1000000', '2', ...step)
     expect(await call()).toEqual([-1, 5000, -5001, 0, 10000, 0])
     expect(await call()).toEqual([-1, 5000, -5001, -1, 10000, 9000])
   })

@@ -11,6 +11,7 @@ import {
 } from '../errors.js'
 import { checkKnownKeys, keysOf } from '../options.js'
 import type { ResolvedPolicy, StoreErrorMode } from '../policy.js'
+import { promiseWith, takenReject, takenResolve } from '../resolvers.js'
 import type { MaybePromise, Step, StepResult, Store } from '../store.js'
 import { forwardStore, isPending } from '../store.js'
 import type { MemoryStore } from '../stores/memory.js'
@@ -184,18 +185,10 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
   }
 
   /**
-   * Call the store with the timeout, the breaker and the in-flight bound, and settle with `ok` of
-   * the store's value or `fail` of the error (called at most once, and only then). A store that
-   * answers at once (a value, not a promise) is answered at once; otherwise the one promise it
-   * returns is the decision's: no intermediate outcome object or async layer per call (this is
-   * every Redis decision's path). It throws or rejects only when `fail` throws.
+   * Whether a call may go at `t` (now()): 'call' or 'probe' (the breaker's half-open probe), or the
+   * error its caller falls back on (too many in flight, circuit open), counted as rejected.
    */
-  function call<T, R>(
-    what: string,
-    run: () => MaybePromise<T>,
-    ok: (value: T) => R,
-    fail: (error: SluiceError) => MaybePromise<R>,
-  ): MaybePromise<R> {
+  function admit(t: number): 'call' | 'probe' | SluiceError {
     if (inFlight >= settings.maxInFlight) {
       counts.rejected++
       const error = new StoreUnavailableError(
@@ -203,79 +196,160 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       )
       lastError = error
       logFailure()
-      return fail(error)
+      return error
     }
-    const admission = breaker.admit(now())
+    const admission = breaker.admit(t)
     if (admission === 'reject') {
       counts.rejected++
       logFailure()
-      return fail(
-        new StoreUnavailableError(
-          `store ${store.name}: circuit ${breaker.state}; next probe in ${Math.ceil(breaker.retryInMs(now()))} ms`,
-          { cause: lastError },
-        ),
+      return new StoreUnavailableError(
+        `store ${store.name}: circuit ${breaker.state}; next probe in ${Math.ceil(breaker.retryInMs(now()))} ms`,
+        { cause: lastError },
       )
     }
-    const probe = admission === 'probe'
     // Open -> half-open happens on admission.
-    if (probe) reportState()
+    if (admission === 'probe') reportState()
     counts.calls++
+    return admission === 'probe' ? 'probe' : 'call'
+  }
+
+  /**
+   * One call in flight: its deadline in the FIFO of deadlines, and how it settles the promise the
+   * caller holds. A class, so that a call costs one object and two small reaction closures rather
+   * than a closure per handler and per method.
+   */
+  class Call<T, R> implements InFlight {
+    readonly deadline: number
+    settled = false
+    next: InFlight | undefined = undefined
+    constructor(
+      readonly what: string,
+      readonly probe: boolean,
+      private readonly resolve: (value: R | PromiseLike<R>) => void,
+      private readonly reject: (error: unknown) => void,
+      private readonly ok: (value: T) => R,
+      private readonly fail: Fallback<R>,
+      /** What `fail` falls back on (the steps and mode of an apply). */
+      readonly steps: readonly Step[],
+      readonly mode: 'consume' | 'peek',
+      /** When the call was made (now()). */
+      madeAt: number,
+    ) {
+      this.deadline = madeAt + settings.timeoutMs
+    }
+    failWith(error: SluiceError): void {
+      try {
+        this.resolve(this.fail(error, this))
+      } catch (thrown) {
+        this.reject(thrown)
+      }
+    }
+    answered(value: T): void {
+      inFlight--
+      if (this.settled) return
+      deadlines.settle(this)
+      succeeded(this.probe)
+      this.resolve(this.ok(value))
+    }
+    failed(cause: unknown): void {
+      inFlight--
+      if (this.settled) return
+      deadlines.settle(this)
+      try {
+        this.resolve(storeFailed(this.probe, this.what, cause, this.fail, this))
+      } catch (thrown) {
+        this.reject(thrown)
+      }
+    }
+  }
+
+  /**
+   * A call the store has not answered yet: the one promise returned for it, settled by the store's
+   * answer or by the deadline, whichever comes first. Both handlers are attached at once, so a
+   * call that fails after its timeout is still caught.
+   */
+  function awaitAnswer<T, R>(
+    what: string,
+    probe: boolean,
+    pending: Promise<T>,
+    ok: (value: T) => R,
+    fail: Fallback<R>,
+    steps: readonly Step[],
+    mode: 'consume' | 'peek',
+    madeAt: number,
+  ): Promise<R> {
+    inFlight++
+    const promise = promiseWith<R>()
+    const entry = new Call<T, R>(what, probe, takenResolve<R>(), takenReject(), ok, fail, steps, mode, madeAt)
+    deadlines.track(entry)
+    pending.then(
+      (value) => entry.answered(value),
+      (cause: unknown) => entry.failed(cause),
+    )
+    return promise
+  }
+
+  /**
+   * Call the store with the timeout, the breaker and the in-flight bound, and settle with `ok` of
+   * the store's value or `fail` of the error (called at most once, and only then). A store that
+   * answers at once (a value, not a promise) is answered at once; otherwise the one promise it
+   * returns is the call's (awaitAnswer). It throws or rejects only when `fail` throws.
+   */
+  function call<T, R>(
+    what: string,
+    run: () => MaybePromise<T>,
+    ok: (value: T) => R,
+    fail: (error: SluiceError) => MaybePromise<R>,
+  ): MaybePromise<R> {
+    // One clock read for the admission and the deadline.
+    const t = now()
+    const admission = admit(t)
+    if (typeof admission !== 'string') return fail(admission)
+    const probe = admission === 'probe'
     let answer: MaybePromise<T>
     try {
       answer = run()
     } catch (cause) {
-      return storeFailed(probe, what, cause, fail)
+      return storeFailed(probe, what, cause, fail, undefined)
     }
     if (!isPending(answer)) {
       succeeded(probe)
       return ok(answer)
     }
-    inFlight++
-    const pending = answer
-    return new Promise<R>((resolve, reject) => {
-      const entry: InFlight = {
-        deadline: now() + settings.timeoutMs,
-        what,
-        probe,
-        settled: false,
-        next: undefined,
-        failWith(error) {
-          try {
-            resolve(fail(error))
-          } catch (thrown) {
-            reject(thrown)
-          }
-        },
-      }
-      deadlines.track(entry)
-      // Both handlers are attached at once, so a call that fails after its timeout is still caught.
-      pending.then(
-        (value) => {
-          inFlight--
-          if (entry.settled) return
-          deadlines.settle(entry)
-          succeeded(probe)
-          resolve(ok(value))
-        },
-        (cause: unknown) => {
-          inFlight--
-          if (entry.settled) return
-          deadlines.settle(entry)
-          try {
-            resolve(storeFailed(probe, what, cause, fail))
-          } catch (thrown) {
-            reject(thrown)
-          }
-        },
-      )
-    })
+    return awaitAnswer(what, probe, answer, ok, fail, NO_STEPS, 'consume', t)
+  }
+
+  /** What a decision falls back on when the store fails: the steps' modes (decideWithoutStore). */
+  const withoutStore: Fallback<StepResult[]> = (_error, decision) =>
+    decideWithoutStore(decision!.steps, decision!.mode)
+
+  /**
+   * A decision: `call` for apply, without a closure per decision (every remote decision's path).
+   */
+  function applyProtected(steps: readonly Step[], mode: 'consume' | 'peek'): MaybePromise<StepResult[]> {
+    const t = now()
+    const admission = admit(t)
+    if (typeof admission !== 'string') return decideWithoutStore(steps, mode)
+    const probe = admission === 'probe'
+    let answer: MaybePromise<StepResult[]>
+    try {
+      answer = store.apply(steps, mode)
+    } catch (cause) {
+      return storeFailed(probe, mode, cause, withoutStore, { steps, mode })
+    }
+    if (!isPending(answer)) {
+      succeeded(probe)
+      return answer
+    }
+    return awaitAnswer(mode, probe, answer, same, withoutStore, steps, mode, t)
   }
 
   function storeFailed<R>(
     probe: boolean,
     what: string,
     cause: unknown,
-    fail: (error: SluiceError) => MaybePromise<R>,
+    fail: Fallback<R>,
+    decision: Decided | undefined,
   ): MaybePromise<R> {
     if (cause instanceof UnsupportedError) {
       // The store answered that it cannot do this (a charge on a store without one): an answer,
@@ -289,7 +363,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
         ? cause
         : new StoreError(`store ${store.name}: ${what} failed: ${messageOf(cause)}`, { cause })
     failed(probe, error)
-    return fail(error)
+    return fail(error, decision)
   }
 
   const modeOf = (step: Step): StoreErrorMode => step.policy.onStoreError ?? settings.onStoreError
@@ -359,14 +433,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     get inFlight() {
       return inFlight
     },
-    apply(steps, mode) {
-      return call(
-        mode,
-        () => store.apply(steps, mode),
-        same,
-        () => decideWithoutStore(steps, mode),
-      )
-    },
+    apply: applyProtected,
     async refund(steps) {
       // Best effort and never throws: refunds run in `finally` blocks and lease releases. A refund
       // that cannot reach the store is lost; the stored units expire with their window.
@@ -438,6 +505,17 @@ interface InFlight extends Deadline {
   readonly probe: boolean
   failWith(error: SluiceError): void
 }
+
+/** The steps and mode of a decision, for its fallback. */
+interface Decided {
+  readonly steps: readonly Step[]
+  readonly mode: 'consume' | 'peek'
+}
+
+/** What a call settles with when the store fails: `decision` is the call's, when it is one. */
+type Fallback<R> = (error: SluiceError, decision: Decided | undefined) => MaybePromise<R>
+
+const NO_STEPS: readonly Step[] = []
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error)

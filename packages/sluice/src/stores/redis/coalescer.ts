@@ -2,6 +2,7 @@
 // together, several per script call, in the order they were issued; while calls are in flight, so do
 // the decisions of one turn of the event loop (an HTTP server's requests of that turn).
 import type { AlgorithmName } from '../../policy.js'
+import { promiseWith, takenReject, takenResolve } from '../../resolvers.js'
 import type { StepResult } from '../../store.js'
 
 /** Most decisions carried by one batch script call: bounds the time one call holds Redis. */
@@ -129,26 +130,27 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
 
   return {
     add(id, group, algorithm, mode, at) {
-      return new Promise<StepResult[]>((resolve, reject) => {
-        let batch = pending.get(id)
-        if (batch !== undefined && batch.at !== at) {
-          pending.delete(id)
-          dispatch(batch, true)
-          batch = undefined
-        }
-        if (batch === undefined) {
-          schedule()
-          batch = { at, entries: [], algorithm }
-          pending.set(id, batch)
-        } else if (batch.algorithm !== algorithm) {
-          batch.algorithm = undefined
-        }
-        batch.entries.push({ group, mode, resolve, reject })
-        if (batch.entries.length >= MAX_BATCH) {
-          pending.delete(id)
-          dispatch(batch, true)
-        }
-      })
+      const promise = promiseWith<StepResult[]>()
+      const entry: Pending<G> = { group, mode, resolve: takenResolve(), reject: takenReject() }
+      let batch = pending.get(id)
+      if (batch !== undefined && batch.at !== at) {
+        pending.delete(id)
+        dispatch(batch, true)
+        batch = undefined
+      }
+      if (batch === undefined) {
+        schedule()
+        batch = { at, entries: [], algorithm }
+        pending.set(id, batch)
+      } else if (batch.algorithm !== algorithm) {
+        batch.algorithm = undefined
+      }
+      batch.entries.push(entry)
+      if (batch.entries.length >= MAX_BATCH) {
+        pending.delete(id)
+        dispatch(batch, true)
+      }
+      return promise
     },
     flush,
   }

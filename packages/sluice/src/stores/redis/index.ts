@@ -129,23 +129,62 @@ const signed = (mode: 'consume' | 'peek', step: Step): number =>
   mode === 'peek' ? -1 - step.cost : step.cost
 
 /**
+ * One-step decisions of one algorithm as the apply script's runs (scripts/variants/apply.lua): each
+ * run is a count, then the arguments its decisions share. Decisions in a row with the same policy
+ * and signed cost are one run: at 64 in flight most of a call's decisions are, and each argument
+ * costs this process (the client encodes it) and Redis (it parses it) per call. A calendar policy's
+ * arguments follow the clock and a lease is each decision's own: those decisions are runs of one.
+ */
+function pushRuns(args: string[], keys: string[], entries: readonly Pending<Group>[]): void {
+  let countAt = -1
+  let count = 0
+  let policy: ResolvedPolicy | undefined
+  let cost = 0
+  for (const e of entries) {
+    const g = e.group
+    keys.push(g.keys[0]!, g.keys[1]!)
+    const step = g.steps[0]!
+    const c = signed(e.mode, step)
+    if (count > 0 && step.policy === policy && c === cost) {
+      count++
+      continue
+    }
+    if (count > 0) args[countAt] = String(count)
+    policy = step.policy
+    cost = c
+    count = 1
+    countAt = args.length
+    args.push('1')
+    pushStepArgs(args, step, c)
+    // Never extended: the next decision starts its own run.
+    if (policy.calendar !== undefined || LAYOUTS.get(policy.algorithm)!.lease) policy = undefined
+  }
+  if (count > 1) args[countAt] = String(count)
+}
+
+/**
  * `count` step results from a reply of 3 integers per step, from step `from`: r1 is remaining when
  * allowed, else -1 - remaining; r2 resetMs; r3 retryAfterMs, or -1 - it when blocked.
  */
 function parseReply(reply: unknown[], from: number, count: number): StepResult[] {
+  // One step (every coalesced single-policy decision): a one-element literal, not a growing list.
+  if (count === 1) return [stepResult(reply, from * 3)]
   const results: StepResult[] = []
-  for (let i = from * 3; i < (from + count) * 3; i += 3) {
-    const r1 = Number(reply[i])
-    const r3 = Number(reply[i + 2])
-    results.push({
-      allowed: r1 >= 0,
-      remaining: r1 >= 0 ? r1 : -1 - r1,
-      resetMs: Number(reply[i + 1]),
-      retryAfterMs: r3 >= 0 ? r3 : -1 - r3,
-      blocked: r3 < 0,
-    })
-  }
+  for (let i = from * 3; i < (from + count) * 3; i += 3) results.push(stepResult(reply, i))
   return results
+}
+
+/** The step result of the 3 reply integers from `i`. */
+function stepResult(reply: unknown[], i: number): StepResult {
+  const r1 = Number(reply[i])
+  const r3 = Number(reply[i + 2])
+  return {
+    allowed: r1 >= 0,
+    remaining: r1 >= 0 ? r1 : -1 - r1,
+    resetMs: Number(reply[i + 1]),
+    retryAfterMs: r3 >= 0 ? r3 : -1 - r3,
+    blocked: r3 < 0,
+  }
 }
 
 /** A reply of 3 integers per step. */
@@ -162,10 +201,12 @@ interface Group {
   id: string
   /** The one algorithm of every step in the group, or undefined when they mix. */
   algorithm: AlgorithmName | undefined
-  indexes: number[]
+  indexes: readonly number[]
   keys: string[]
-  steps: Step[]
+  steps: readonly Step[]
 }
+
+const FIRST: readonly number[] = [0]
 
 function wrap(error: unknown): StoreError {
   const detail = error instanceof Error ? error.message : String(error)
@@ -285,11 +326,10 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       const step = steps[0]!
       const keys = stepKeys(step)
       const id = adapter!.cluster ? keys.tag : ''
-      return [
-        { id, algorithm: step.policy.algorithm, indexes: [0], keys: [keys.state, keys.block], steps: [step] },
-      ]
+      // The caller's one-step list as the group's (never changed), and a shared index list.
+      return [{ id, algorithm: step.policy.algorithm, indexes: FIRST, keys: [keys.state, keys.block], steps }]
     }
-    const groups = new Map<string, Group>()
+    const groups = new Map<string, Group & { indexes: number[]; steps: Step[] }>()
     steps.forEach((step, index) => {
       const keys = stepKeys(step)
       const id = adapter!.cluster ? keys.tag : ''
@@ -338,6 +378,7 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       return
     }
     const step = g.steps[0]!
+    args.push('1')
     pushStepArgs(args, step, signed(mode, step))
     runner.call(one.script, g.keys, args, shareWrite, (reply) => resolve(one.readOne(reply)), reject)
   }
@@ -381,10 +422,12 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     for (const e of entries) steps += e.group.steps.length
     const batch = steps === entries.length && algorithm !== undefined
     const args: string[] = [at]
-    for (const e of entries) {
-      for (const key of e.group.keys) keys.push(key)
-      if (batch) pushStepArgs(args, e.group.steps[0]!, signed(e.mode, e.group.steps[0]!))
-      else pushLayered(args, e.mode, e.group.steps)
+    if (batch) pushRuns(args, keys, entries)
+    else {
+      for (const e of entries) {
+        for (const key of e.group.keys) keys.push(key)
+        pushLayered(args, e.mode, e.group.steps)
+      }
     }
     const s = batch ? SINGLE.get(algorithm)!.script : layered
     runner.call(

@@ -5,9 +5,10 @@
 -- script serves both: two scripts for one key could be reordered by NOSCRIPT recovery (the retry of
 -- the one not yet loaded runs after the other).
 -- KEYS: per decision, the state key then the block key (all in one hash slot).
--- ARGV: now (ms, or "" for the Redis clock), then per decision the algorithm's arguments (its
---       `@args`); the cost is signed by mode (consume: cost; peek: -1 - cost, so a peek of cost 0
---       is -1).
+-- ARGV: now (ms, or "" for the Redis clock), then runs: a run is a count of decisions, then the
+--       arguments those decisions share (the algorithm's `@args`); the cost is signed by mode
+--       (consume: cost; peek: -1 - cost, so a peek of cost 0 is -1). Coalesced decisions of one
+--       policy, cost and mode are one run, so their arguments are sent, parsed and read once.
 -- Reply: per decision 3 integers: allowed ? remaining : -1 - remaining, resetMs,
 --        blocked ? -1 - retryAfterMs : retryAfterMs (blocked implies not allowed).
 
@@ -51,6 +52,8 @@ local limit, window, period, following, capacity
 local reply = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
+  local run = ARGV[a] + 0
+  a = a + 1
   -- One step's arguments: limit, window, cost, lease.
   if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
     limit_arg, window_arg = ARGV[a], ARGV[a + 1]
@@ -62,164 +65,166 @@ while a <= n do
   if peek then
     cost = -1 - cost
   end
-  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
-  -- the first time the call names the key (`fresh`), since a step decided before may have written it.
-  local key, block_key = KEYS[k], KEYS[k + 1]
-  local fresh = false
-  if pre then
-    fresh = not seen[key]
-    seen[key] = true
-  end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
-  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
-  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
-  local blocked_until
-  if fresh then
-    blocked_until = pre[k + 1]
-  else
-    blocked_until = redis.call('GET', block_key)
-  end
-  blocked_until = blocked_until and blocked_until + 0 or 0
-  local blocked = blocked_until > now
-  local leases
-  -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
-  -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
-  local raw
-  if fresh then
-    raw = pre[k]
-  else
-    raw = redis.call('GET', key)
-  end
-  if raw then
-    leases = cmsgpack.unpack(raw)
-    local last = now
-    for i = 1, #leases, 3 do
-      if leases[i] > last then
-        last = leases[i]
+  for _ = 1, run do
+    -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
+    -- the first time the call names the key (`fresh`), since a step decided before may have written it.
+    local key, block_key = KEYS[k], KEYS[k + 1]
+    local fresh = false
+    if pre then
+      fresh = not seen[key]
+      seen[key] = true
+    end
+    -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+    -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+    -- adds its wait) and keeps a dead state's key (shared/drop.lua).
+    local blocked_until
+    if fresh then
+      blocked_until = pre[k + 1]
+    else
+      blocked_until = redis.call('GET', block_key)
+    end
+    blocked_until = blocked_until and blocked_until + 0 or 0
+    local blocked = blocked_until > now
+    local leases
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      leases = cmsgpack.unpack(raw)
+      local last = now
+      for i = 1, #leases, 3 do
+        if leases[i] > last then
+          last = leases[i]
+        end
+      end
+      if last <= now then
+        leases = nil
       end
     end
-    if last <= now then
-      leases = nil
-    end
-  end
-  local stored, live = raw ~= false, leases ~= nil
-  -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
-  -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
-  -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not blocked then
-    if stored and not live then
-      redis.call('DEL', key)
-    end
-    if not live and blocked_until > 0 then
-      redis.call('DEL', block_key)
-    end
-  end
-  -- The live leases: units in use, the last expiry (at least now), whether any stored lease has expired
-  -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
-  local in_use, last = 0, now
-  local expired, ordered = false, true
-  if leases ~= nil then
-    local previous = now
-    for i = 1, #leases, 3 do
-      local expires = leases[i]
-      if expires > now then
-        in_use = in_use + leases[i + 1]
-        if expires > last then
-          last = expires
-        end
-        if expires < previous then
-          ordered = false
-        end
-        previous = expires
-      else
-        expired = true
+    local stored, live = raw ~= false, leases ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not blocked then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
       end
     end
-  end
-  local allowed = in_use + cost <= limit
-  local retry = 0
-  if not allowed then
-    -- At the latest, enough leases time out: earliest expiries first.
-    local free = limit - in_use
-    if leases ~= nil and ordered then
+    -- The live leases: units in use, the last expiry (at least now), whether any stored lease has expired
+    -- and whether the live ones are in expiry order (they are unless the timeout or the clock changed).
+    local in_use, last = 0, now
+    local expired, ordered = false, true
+    if leases ~= nil then
+      local previous = now
       for i = 1, #leases, 3 do
         local expires = leases[i]
         if expires > now then
-          free = free + leases[i + 1]
+          in_use = in_use + leases[i + 1]
+          if expires > last then
+            last = expires
+          end
+          if expires < previous then
+            ordered = false
+          end
+          previous = expires
+        else
+          expired = true
+        end
+      end
+    end
+    local allowed = in_use + cost <= limit
+    local retry = 0
+    if not allowed then
+      -- At the latest, enough leases time out: earliest expiries first.
+      local free = limit - in_use
+      if leases ~= nil and ordered then
+        for i = 1, #leases, 3 do
+          local expires = leases[i]
+          if expires > now then
+            free = free + leases[i + 1]
+            if free >= cost then
+              retry = expires - now
+              break
+            end
+          end
+        end
+      elseif leases ~= nil then
+        -- Units freed at each expiry, and the expiries in order (no comparator function: plain numbers).
+        local freed, times = {}, {}
+        for i = 1, #leases, 3 do
+          local expires = leases[i]
+          if expires > now then
+            if freed[expires] == nil then
+              freed[expires] = 0
+              times[#times + 1] = expires
+            end
+            freed[expires] = freed[expires] + leases[i + 1]
+          end
+        end
+        table.sort(times)
+        for _, expires in ipairs(times) do
+          free = free + freed[expires]
           if free >= cost then
             retry = expires - now
             break
           end
         end
       end
-    elseif leases ~= nil then
-      -- Units freed at each expiry, and the expiries in order (no comparator function: plain numbers).
-      local freed, times = {}, {}
-      for i = 1, #leases, 3 do
-        local expires = leases[i]
-        if expires > now then
-          if freed[expires] == nil then
-            freed[expires] = 0
-            times[#times + 1] = expires
+    end
+    if allowed and not peek and not blocked then
+      -- The live leases in stored order, then the new one.
+      local nxt = leases
+      if nxt == nil then
+        nxt = {}
+      elseif expired then
+        nxt = {}
+        for i = 1, #leases, 3 do
+          if leases[i] > now then
+            nxt[#nxt + 1] = leases[i]
+            nxt[#nxt + 1] = leases[i + 1]
+            nxt[#nxt + 1] = leases[i + 2]
           end
-          freed[expires] = freed[expires] + leases[i + 1]
         end
       end
-      table.sort(times)
-      for _, expires in ipairs(times) do
-        free = free + freed[expires]
-        if free >= cost then
-          retry = expires - now
-          break
-        end
+      local expires = now + window
+      nxt[#nxt + 1] = expires
+      nxt[#nxt + 1] = cost
+      nxt[#nxt + 1] = lease
+      in_use = in_use + cost
+      if expires > last then
+        last = expires
+      end
+      if last <= now then
+        redis.call('DEL', key)
+      else
+        redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
       end
     end
-  end
-  if allowed and not peek and not blocked then
-    -- The live leases in stored order, then the new one.
-    local nxt = leases
-    if nxt == nil then
-      nxt = {}
-    elseif expired then
-      nxt = {}
-      for i = 1, #leases, 3 do
-        if leases[i] > now then
-          nxt[#nxt + 1] = leases[i]
-          nxt[#nxt + 1] = leases[i + 1]
-          nxt[#nxt + 1] = leases[i + 2]
-        end
-      end
-    end
-    local expires = now + window
-    nxt[#nxt + 1] = expires
-    nxt[#nxt + 1] = cost
-    nxt[#nxt + 1] = lease
-    in_use = in_use + cost
-    if expires > last then
-      last = expires
-    end
-    if last <= now then
-      redis.call('DEL', key)
+    local remaining = math.max(0, limit - in_use)
+    local reset = last - now
+    -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
+    -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
+    -- never shortens the one the units impose.
+    local r = #reply
+    if blocked then
+      local left = blocked_until - now
+      reply[r + 1] = -1
+      reply[r + 2] = math.max(left, reset)
+      reply[r + 3] = -1 - math.max(left, retry)
     else
-      redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
+      reply[r + 1] = allowed and remaining or -1 - remaining
+      reply[r + 2] = reset
+      reply[r + 3] = retry
     end
+    k = k + 2
   end
-  local remaining = math.max(0, limit - in_use)
-  local reset = last - now
-  -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
-  -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
-  -- never shortens the one the units impose.
-  local r = #reply
-  if blocked then
-    local left = blocked_until - now
-    reply[r + 1] = -1
-    reply[r + 2] = math.max(left, reset)
-    reply[r + 3] = -1 - math.max(left, retry)
-  else
-    reply[r + 1] = allowed and remaining or -1 - remaining
-    reply[r + 2] = reset
-    reply[r + 3] = retry
-  end
-  k = k + 2
 end
 return reply

@@ -5,9 +5,10 @@
 -- script serves both: two scripts for one key could be reordered by NOSCRIPT recovery (the retry of
 -- the one not yet loaded runs after the other).
 -- KEYS: per decision, the state key then the block key (all in one hash slot).
--- ARGV: now (ms, or "" for the Redis clock), then per decision the algorithm's arguments (its
---       `@args`); the cost is signed by mode (consume: cost; peek: -1 - cost, so a peek of cost 0
---       is -1).
+-- ARGV: now (ms, or "" for the Redis clock), then runs: a run is a count of decisions, then the
+--       arguments those decisions share (the algorithm's `@args`); the cost is signed by mode
+--       (consume: cost; peek: -1 - cost, so a peek of cost 0 is -1). Coalesced decisions of one
+--       policy, cost and mode are one run, so their arguments are sent, parsed and read once.
 -- Reply: per decision 3 integers: allowed ? remaining : -1 - remaining, resetMs,
 --        blocked ? -1 - retryAfterMs : retryAfterMs (blocked implies not allowed).
 
@@ -51,6 +52,8 @@ local limit, window, period, following, capacity
 local reply = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
+  local run = ARGV[a] + 0
+  a = a + 1
   -- One step's arguments: limit, window, period, cost.
   if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg then
     limit_arg, window_arg, period_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -62,114 +65,116 @@ while a <= n do
   if peek then
     cost = -1 - cost
   end
-  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
-  -- the first time the call names the key (`fresh`), since a step decided before may have written it.
-  local key, block_key = KEYS[k], KEYS[k + 1]
-  local fresh = false
-  if pre then
-    fresh = not seen[key]
-    seen[key] = true
-  end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
-  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
-  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
-  local blocked_until
-  if fresh then
-    blocked_until = pre[k + 1]
-  else
-    blocked_until = redis.call('GET', block_key)
-  end
-  blocked_until = blocked_until and blocked_until + 0 or 0
-  local blocked = blocked_until > now
-  local start, count, finish
-  -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
-  -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
-  local raw
-  if fresh then
-    raw = pre[k]
-  else
-    raw = redis.call('GET', key)
-  end
-  if raw then
-    local c1 = string.find(raw, ':', 1, true)
-    if c1 == nil then
-      count, finish = raw + 0, redis.call('PEXPIRETIME', key)
-      start = finish - window
+  for _ = 1, run do
+    -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
+    -- the first time the call names the key (`fresh`), since a step decided before may have written it.
+    local key, block_key = KEYS[k], KEYS[k + 1]
+    local fresh = false
+    if pre then
+      fresh = not seen[key]
+      seen[key] = true
+    end
+    -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+    -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+    -- adds its wait) and keeps a dead state's key (shared/drop.lua).
+    local blocked_until
+    if fresh then
+      blocked_until = pre[k + 1]
     else
-      local c2 = string.find(raw, ':', c1 + 1, true)
-      start = string.sub(raw, 1, c1 - 1) + 0
-      finish = start + window
-      if c2 then
-        count = string.sub(raw, c1 + 1, c2 - 1) + 0
-        local span = string.sub(raw, c2 + 1) + 0
-        if span < window then
-          finish = start + span
-        end
+      blocked_until = redis.call('GET', block_key)
+    end
+    blocked_until = blocked_until and blocked_until + 0 or 0
+    local blocked = blocked_until > now
+    local start, count, finish
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      local c1 = string.find(raw, ':', 1, true)
+      if c1 == nil then
+        count, finish = raw + 0, redis.call('PEXPIRETIME', key)
+        start = finish - window
       else
-        count = string.sub(raw, c1 + 1) + 0
+        local c2 = string.find(raw, ':', c1 + 1, true)
+        start = string.sub(raw, 1, c1 - 1) + 0
+        finish = start + window
+        if c2 then
+          count = string.sub(raw, c1 + 1, c2 - 1) + 0
+          local span = string.sub(raw, c2 + 1) + 0
+          if span < window then
+            finish = start + span
+          end
+        else
+          count = string.sub(raw, c1 + 1) + 0
+        end
+      end
+      if finish <= now or start < period then
+        start = nil
       end
     end
-    if finish <= now or start < period then
-      start = nil
+    local stored, live = raw ~= false, start ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not blocked then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
     end
-  end
-  local stored, live = raw ~= false, start ~= nil
-  -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
-  -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
-  -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not blocked then
-    if stored and not live then
-      redis.call('DEL', key)
+    -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
+    if start == nil then
+      if period < 0 then
+        start, count, finish = now, 0, now + window
+      else
+        start, count, finish = period, 0, period + window
+      end
     end
-    if not live and blocked_until > 0 then
-      redis.call('DEL', block_key)
+    local allowed = count + cost <= limit
+    local retry = 0
+    if not allowed then
+      -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
+      -- have passed (see docs/policies.md#calendar-quotas).
+      retry = math.max(0, finish - now)
     end
-  end
-  -- A live state is the current window (a clock that stepped backwards stays in it); else a fresh one.
-  if start == nil then
-    if period < 0 then
-      start, count, finish = now, 0, now + window
+    if allowed and not peek and not blocked then
+      count = count + cost
+      -- Write count until finish. A live window ends after now, a fresh one at now + window; a calendar
+      -- period drawn by the client's clock may have ended by the Redis clock (kept 1 ms then).
+      if compact and finish > now and finish - start == window then
+        redis.call('SET', key, string.format('%d', count), 'PXAT', string.format('%d', finish))
+      else
+        local value = string.format('%d:%d:%d', start, count, finish - start)
+        redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
+      end
+    end
+    local reset = 0
+    if count > 0 then
+      reset = math.max(0, finish - now)
+    end
+    local remaining = math.max(0, limit - count)
+    -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
+    -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
+    -- never shortens the one the units impose.
+    local r = #reply
+    if blocked then
+      local left = blocked_until - now
+      reply[r + 1] = -1
+      reply[r + 2] = math.max(left, reset)
+      reply[r + 3] = -1 - math.max(left, retry)
     else
-      start, count, finish = period, 0, period + window
+      reply[r + 1] = allowed and remaining or -1 - remaining
+      reply[r + 2] = reset
+      reply[r + 3] = retry
     end
+    k = k + 2
   end
-  local allowed = count + cost <= limit
-  local retry = 0
-  if not allowed then
-    -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
-    -- have passed (see docs/policies.md#calendar-quotas).
-    retry = math.max(0, finish - now)
-  end
-  if allowed and not peek and not blocked then
-    count = count + cost
-    -- Write count until finish. A live window ends after now, a fresh one at now + window; a calendar
-    -- period drawn by the client's clock may have ended by the Redis clock (kept 1 ms then).
-    if compact and finish > now and finish - start == window then
-      redis.call('SET', key, string.format('%d', count), 'PXAT', string.format('%d', finish))
-    else
-      local value = string.format('%d:%d:%d', start, count, finish - start)
-      redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
-    end
-  end
-  local reset = 0
-  if count > 0 then
-    reset = math.max(0, finish - now)
-  end
-  local remaining = math.max(0, limit - count)
-  -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
-  -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
-  -- never shortens the one the units impose.
-  local r = #reply
-  if blocked then
-    local left = blocked_until - now
-    reply[r + 1] = -1
-    reply[r + 2] = math.max(left, reset)
-    reply[r + 3] = -1 - math.max(left, retry)
-  else
-    reply[r + 1] = allowed and remaining or -1 - remaining
-    reply[r + 2] = reset
-    reply[r + 3] = retry
-  end
-  k = k + 2
 end
 return reply

@@ -5,9 +5,10 @@
 -- script serves both: two scripts for one key could be reordered by NOSCRIPT recovery (the retry of
 -- the one not yet loaded runs after the other).
 -- KEYS: per decision, the state key then the block key (all in one hash slot).
--- ARGV: now (ms, or "" for the Redis clock), then per decision the algorithm's arguments (its
---       `@args`); the cost is signed by mode (consume: cost; peek: -1 - cost, so a peek of cost 0
---       is -1).
+-- ARGV: now (ms, or "" for the Redis clock), then runs: a run is a count of decisions, then the
+--       arguments those decisions share (the algorithm's `@args`); the cost is signed by mode
+--       (consume: cost; peek: -1 - cost, so a peek of cost 0 is -1). Coalesced decisions of one
+--       policy, cost and mode are one run, so their arguments are sent, parsed and read once.
 -- Reply: per decision 3 integers: allowed ? remaining : -1 - remaining, resetMs,
 --        blocked ? -1 - retryAfterMs : retryAfterMs (blocked implies not allowed).
 
@@ -51,6 +52,8 @@ local limit, window, period, following, capacity
 local reply = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
+  local run = ARGV[a] + 0
+  a = a + 1
   -- One step's arguments: limit, window, capacity, cost.
   if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= capacity_arg then
     limit_arg, window_arg, capacity_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -62,142 +65,144 @@ while a <= n do
   if peek then
     cost = -1 - cost
   end
-  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
-  -- the first time the call names the key (`fresh`), since a step decided before may have written it.
-  local key, block_key = KEYS[k], KEYS[k + 1]
-  local fresh = false
-  if pre then
-    fresh = not seen[key]
-    seen[key] = true
-  end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
-  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
-  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
-  local blocked_until
-  if fresh then
-    blocked_until = pre[k + 1]
-  else
-    blocked_until = redis.call('GET', block_key)
-  end
-  blocked_until = blocked_until and blocked_until + 0 or 0
-  local blocked = blocked_until > now
-  local tat_ms, tat_rem, lead
-  -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
-  -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
-  local raw
-  if fresh then
-    raw = pre[k]
-  else
-    raw = redis.call('GET', key)
-  end
-  if raw then
-    local c1 = string.find(raw, ':', 1, true)
-    if c1 then
-      local c2 = string.find(raw, ':', c1 + 1, true)
-      tat_ms = string.sub(raw, 1, c1 - 1) + 0
-      if c2 then
-        tat_rem, lead = string.sub(raw, c1 + 1, c2 - 1) + 0, string.sub(raw, c2 + 1) + 0
+  for _ = 1, run do
+    -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
+    -- the first time the call names the key (`fresh`), since a step decided before may have written it.
+    local key, block_key = KEYS[k], KEYS[k + 1]
+    local fresh = false
+    if pre then
+      fresh = not seen[key]
+      seen[key] = true
+    end
+    -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+    -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+    -- adds its wait) and keeps a dead state's key (shared/drop.lua).
+    local blocked_until
+    if fresh then
+      blocked_until = pre[k + 1]
+    else
+      blocked_until = redis.call('GET', block_key)
+    end
+    blocked_until = blocked_until and blocked_until + 0 or 0
+    local blocked = blocked_until > now
+    local tat_ms, tat_rem, lead
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      local c1 = string.find(raw, ':', 1, true)
+      if c1 then
+        local c2 = string.find(raw, ':', c1 + 1, true)
+        tat_ms = string.sub(raw, 1, c1 - 1) + 0
+        if c2 then
+          tat_rem, lead = string.sub(raw, c1 + 1, c2 - 1) + 0, string.sub(raw, c2 + 1) + 0
+        else
+          tat_rem, lead = string.sub(raw, c1 + 1) + 0, 0
+        end
+      elseif #raw <= 12 and string.byte(raw, 1) ~= 45 then
+        tat_ms, tat_rem, lead = redis.call('PEXPIRETIME', key), 0, raw + 0
+      elseif #raw > 14 and string.byte(raw, 1) == 45 then
+        tat_ms, tat_rem, lead = string.sub(raw, -13) + 0, 0, string.sub(raw, 2, -14) + 0
       else
-        tat_rem, lead = string.sub(raw, c1 + 1) + 0, 0
+        tat_ms, tat_rem, lead = raw + 0, 0, 0
       end
-    elseif #raw <= 12 and string.byte(raw, 1) ~= 45 then
-      tat_ms, tat_rem, lead = redis.call('PEXPIRETIME', key), 0, raw + 0
-    elseif #raw > 14 and string.byte(raw, 1) == 45 then
-      tat_ms, tat_rem, lead = string.sub(raw, -13) + 0, 0, string.sub(raw, 2, -14) + 0
+      if tat_rem >= limit then
+        tat_rem = limit - 1
+      end
+      if lead > 0 and lead * limit + tat_rem > capacity * window then
+        local whole = math.floor(capacity * window / limit)
+        tat_ms, tat_rem = tat_ms - lead + whole, capacity * window - whole * limit
+      end
+      local live_until = tat_ms
+      if tat_rem > 0 then
+        live_until = tat_ms + 1
+      end
+      if live_until <= now then
+        tat_ms = nil
+      end
+    end
+    local stored, live = raw ~= false, tat_ms ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not blocked then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
+    end
+    -- The later of the stored TAT and now; debt = how far it is ahead of now, in 1/limit ms.
+    if tat_ms == nil or tat_ms < now then
+      tat_ms, tat_rem = now, 0
+    end
+    local full = capacity * window
+    local before = (tat_ms - now) * limit + tat_rem
+    local cost_debt = cost * window
+    local allowed = before + cost_debt <= full
+    local retry = 0
+    if not allowed then
+      retry = math.ceil((before + cost_debt - full) / limit)
+    end
+    local after = before
+    if allowed and not peek and not blocked then
+      after = before + cost_debt
+      local delta = cost_debt
+      -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
+      -- lead: how far it is ahead of now, at most the part within one full refill.
+      local total = tat_rem + delta
+      local whole = math.floor(total / limit)
+      local ms, rem = tat_ms + whole, total - whole * limit
+      local lead_ms = ms - now
+      if lead_ms * limit + rem > full then
+        lead_ms = math.floor((full - rem) / limit)
+      end
+      if lead_ms < 0 then
+        lead_ms = 0
+      end
+      local value, live_until
+      if rem ~= 0 then
+        value, live_until = string.format('%d:%d:%d', ms, rem, lead_ms), ms + 1
+      elseif compact and lead_ms < 1000000000000 then
+        value, live_until = nil, ms
+      elseif ms < 1000000000000 or ms >= 10000000000000 or lead_ms >= 922336 then
+        value, live_until = string.format('%d:0:%d', ms, lead_ms), ms
+      elseif lead_ms > 0 then
+        value, live_until = string.format('-%d%013d', lead_ms, ms), ms
+      else
+        value, live_until = string.format('%d', ms), ms
+      end
+      if live_until <= now then
+        redis.call('DEL', key)
+      elseif value == nil then
+        redis.call('SET', key, string.format('%d', lead_ms), 'PXAT', string.format('%d', ms))
+      else
+        redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
+      end
+    end
+    local remaining = math.max(0, math.floor((full - after) / window))
+    local reset = math.ceil(after / limit)
+    -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
+    -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
+    -- never shortens the one the units impose.
+    local r = #reply
+    if blocked then
+      local left = blocked_until - now
+      reply[r + 1] = -1
+      reply[r + 2] = math.max(left, reset)
+      reply[r + 3] = -1 - math.max(left, retry)
     else
-      tat_ms, tat_rem, lead = raw + 0, 0, 0
+      reply[r + 1] = allowed and remaining or -1 - remaining
+      reply[r + 2] = reset
+      reply[r + 3] = retry
     end
-    if tat_rem >= limit then
-      tat_rem = limit - 1
-    end
-    if lead > 0 and lead * limit + tat_rem > capacity * window then
-      local whole = math.floor(capacity * window / limit)
-      tat_ms, tat_rem = tat_ms - lead + whole, capacity * window - whole * limit
-    end
-    local live_until = tat_ms
-    if tat_rem > 0 then
-      live_until = tat_ms + 1
-    end
-    if live_until <= now then
-      tat_ms = nil
-    end
+    k = k + 2
   end
-  local stored, live = raw ~= false, tat_ms ~= nil
-  -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
-  -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
-  -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not blocked then
-    if stored and not live then
-      redis.call('DEL', key)
-    end
-    if not live and blocked_until > 0 then
-      redis.call('DEL', block_key)
-    end
-  end
-  -- The later of the stored TAT and now; debt = how far it is ahead of now, in 1/limit ms.
-  if tat_ms == nil or tat_ms < now then
-    tat_ms, tat_rem = now, 0
-  end
-  local full = capacity * window
-  local before = (tat_ms - now) * limit + tat_rem
-  local cost_debt = cost * window
-  local allowed = before + cost_debt <= full
-  local retry = 0
-  if not allowed then
-    retry = math.ceil((before + cost_debt - full) / limit)
-  end
-  local after = before
-  if allowed and not peek and not blocked then
-    after = before + cost_debt
-    local delta = cost_debt
-    -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
-    -- lead: how far it is ahead of now, at most the part within one full refill.
-    local total = tat_rem + delta
-    local whole = math.floor(total / limit)
-    local ms, rem = tat_ms + whole, total - whole * limit
-    local lead_ms = ms - now
-    if lead_ms * limit + rem > full then
-      lead_ms = math.floor((full - rem) / limit)
-    end
-    if lead_ms < 0 then
-      lead_ms = 0
-    end
-    local value, live_until
-    if rem ~= 0 then
-      value, live_until = string.format('%d:%d:%d', ms, rem, lead_ms), ms + 1
-    elseif compact and lead_ms < 1000000000000 then
-      value, live_until = nil, ms
-    elseif ms < 1000000000000 or ms >= 10000000000000 or lead_ms >= 922336 then
-      value, live_until = string.format('%d:0:%d', ms, lead_ms), ms
-    elseif lead_ms > 0 then
-      value, live_until = string.format('-%d%013d', lead_ms, ms), ms
-    else
-      value, live_until = string.format('%d', ms), ms
-    end
-    if live_until <= now then
-      redis.call('DEL', key)
-    elseif value == nil then
-      redis.call('SET', key, string.format('%d', lead_ms), 'PXAT', string.format('%d', ms))
-    else
-      redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
-    end
-  end
-  local remaining = math.max(0, math.floor((full - after) / window))
-  local reset = math.ceil(after / limit)
-  -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
-  -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
-  -- never shortens the one the units impose.
-  local r = #reply
-  if blocked then
-    local left = blocked_until - now
-    reply[r + 1] = -1
-    reply[r + 2] = math.max(left, reset)
-    reply[r + 3] = -1 - math.max(left, retry)
-  else
-    reply[r + 1] = allowed and remaining or -1 - remaining
-    reply[r + 2] = reset
-    reply[r + 3] = retry
-  end
-  k = k + 2
 end
 return reply

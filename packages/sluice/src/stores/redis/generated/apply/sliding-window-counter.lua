@@ -5,9 +5,10 @@
 -- script serves both: two scripts for one key could be reordered by NOSCRIPT recovery (the retry of
 -- the one not yet loaded runs after the other).
 -- KEYS: per decision, the state key then the block key (all in one hash slot).
--- ARGV: now (ms, or "" for the Redis clock), then per decision the algorithm's arguments (its
---       `@args`); the cost is signed by mode (consume: cost; peek: -1 - cost, so a peek of cost 0
---       is -1).
+-- ARGV: now (ms, or "" for the Redis clock), then runs: a run is a count of decisions, then the
+--       arguments those decisions share (the algorithm's `@args`); the cost is signed by mode
+--       (consume: cost; peek: -1 - cost, so a peek of cost 0 is -1). Coalesced decisions of one
+--       policy, cost and mode are one run, so their arguments are sent, parsed and read once.
 -- Reply: per decision 3 integers: allowed ? remaining : -1 - remaining, resetMs,
 --        blocked ? -1 - retryAfterMs : retryAfterMs (blocked implies not allowed).
 
@@ -51,6 +52,8 @@ local limit, window, period, following, capacity
 local reply = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
+  local run = ARGV[a] + 0
+  a = a + 1
   -- One step's arguments: limit, window, period, following, cost.
   if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= period_arg or ARGV[a + 3] ~= following_arg then
     limit_arg, window_arg, period_arg, following_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
@@ -62,171 +65,173 @@ while a <= n do
   if peek then
     cost = -1 - cost
   end
-  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
-  -- the first time the call names the key (`fresh`), since a step decided before may have written it.
-  local key, block_key = KEYS[k], KEYS[k + 1]
-  local fresh = false
-  if pre then
-    fresh = not seen[key]
-    seen[key] = true
-  end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
-  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
-  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
-  local blocked_until
-  if fresh then
-    blocked_until = pre[k + 1]
-  else
-    blocked_until = redis.call('GET', block_key)
-  end
-  blocked_until = blocked_until and blocked_until + 0 or 0
-  local blocked = blocked_until > now
-  local start, previous, current
-  -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
-  -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
-  local raw
-  if fresh then
-    raw = pre[k]
-  else
-    raw = redis.call('GET', key)
-  end
-  if raw then
-    local c1 = string.find(raw, ':', 1, true)
-    local same_grid, counted
-    if c1 == nil then
-      local packed = raw + 0
-      previous = math.floor(packed / 100000000)
-      current = packed - previous * 100000000
-      start = redis.call('PEXPIRETIME', key) - window
-      if current > 0 then
-        start = start - window
-      end
-      same_grid, counted = start % window == 0, window
+  for _ = 1, run do
+    -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
+    -- the first time the call names the key (`fresh`), since a step decided before may have written it.
+    local key, block_key = KEYS[k], KEYS[k + 1]
+    local fresh = false
+    if pre then
+      fresh = not seen[key]
+      seen[key] = true
+    end
+    -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+    -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+    -- adds its wait) and keeps a dead state's key (shared/drop.lua).
+    local blocked_until
+    if fresh then
+      blocked_until = pre[k + 1]
     else
-      local c2 = string.find(raw, ':', c1 + 1, true)
-      local c3 = string.find(raw, ':', c2 + 1, true)
-      start = string.sub(raw, 1, c1 - 1) + 0
-      previous = string.sub(raw, c1 + 1, c2 - 1) + 0
-      if c3 then
-        current = string.sub(raw, c2 + 1, c3 - 1) + 0
-        counted = string.sub(raw, c3 + 1) + 0
-        same_grid = counted == window
+      blocked_until = redis.call('GET', block_key)
+    end
+    blocked_until = blocked_until and blocked_until + 0 or 0
+    local blocked = blocked_until > now
+    local start, previous, current
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      local c1 = string.find(raw, ':', 1, true)
+      local same_grid, counted
+      if c1 == nil then
+        local packed = raw + 0
+        previous = math.floor(packed / 100000000)
+        current = packed - previous * 100000000
+        start = redis.call('PEXPIRETIME', key) - window
+        if current > 0 then
+          start = start - window
+        end
+        same_grid, counted = start % window == 0, window
       else
-        current = string.sub(raw, c2 + 1) + 0
-        same_grid = start % window == 0
+        local c2 = string.find(raw, ':', c1 + 1, true)
+        local c3 = string.find(raw, ':', c2 + 1, true)
+        start = string.sub(raw, 1, c1 - 1) + 0
+        previous = string.sub(raw, c1 + 1, c2 - 1) + 0
+        if c3 then
+          current = string.sub(raw, c2 + 1, c3 - 1) + 0
+          counted = string.sub(raw, c3 + 1) + 0
+          same_grid = counted == window
+        else
+          current = string.sub(raw, c2 + 1) + 0
+          same_grid = start % window == 0
+        end
       end
-    end
-    local live_until = start
-    if current > 0 then
-      live_until = start + 2 * window
-    elseif previous > 0 then
-      live_until = start + window
-    end
-    if period >= 0 then
-      -- Counts of this period (or of a later one, the clock having gone back), or the current count
-      -- of the period just before; anything older counts nothing.
-      if start >= period then
-        if current == 0 and previous == 0 then
+      local live_until = start
+      if current > 0 then
+        live_until = start + 2 * window
+      elseif previous > 0 then
+        live_until = start + window
+      end
+      if period >= 0 then
+        -- Counts of this period (or of a later one, the clock having gone back), or the current count
+        -- of the period just before; anything older counts nothing.
+        if start >= period then
+          if current == 0 and previous == 0 then
+            start = nil
+          end
+        elseif not (counted and start + counted == period and current > 0) then
           start = nil
         end
-      elseif not (counted and start + counted == period and current > 0) then
+      elseif not same_grid or live_until <= now then
         start = nil
       end
-    elseif not same_grid or live_until <= now then
-      start = nil
     end
-  end
-  local stored, live = raw ~= false, start ~= nil
-  -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
-  -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
-  -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not blocked then
-    if stored and not live then
-      redis.call('DEL', key)
+    local stored, live = raw ~= false, start ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not blocked then
+      if stored and not live then
+        redis.call('DEL', key)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
     end
-    if not live and blocked_until > 0 then
-      redis.call('DEL', block_key)
-    end
-  end
-  -- The view at now: the window holding now, with the previous window's count.
-  local elapsed
-  if period >= 0 then
-    -- The calendar period. Now lies outside it only on a server clock the client's has not reached
-    -- or has passed: the step counts in the client's period, at its start or end.
-    elapsed = math.min(math.max(now - period, 0), window)
-    if start == nil then
-      start, previous, current = period, 0, 0
-    elseif start < period then
-      start, previous, current = period, current, 0
+    -- The view at now: the window holding now, with the previous window's count.
+    local elapsed
+    if period >= 0 then
+      -- The calendar period. Now lies outside it only on a server clock the client's has not reached
+      -- or has passed: the step counts in the client's period, at its start or end.
+      elapsed = math.min(math.max(now - period, 0), window)
+      if start == nil then
+        start, previous, current = period, 0, 0
+      elseif start < period then
+        start, previous, current = period, current, 0
+      else
+        start = period
+      end
     else
-      start = period
+      local aligned = math.floor(now / window) * window
+      elapsed = now - aligned
+      if start == nil or aligned >= start + 2 * window then
+        start, previous, current = aligned, 0, 0
+      elseif aligned < start then
+        -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
+        elapsed = 0
+      elseif aligned > start then
+        start, previous, current = aligned, current, 0
+      end
     end
-  else
-    local aligned = math.floor(now / window) * window
-    elapsed = now - aligned
-    if start == nil or aligned >= start + 2 * window then
-      start, previous, current = aligned, 0, 0
-    elseif aligned < start then
-      -- The clock stepped backwards: stay at the start of the stored window, the most conservative point.
-      elapsed = 0
-    elseif aligned > start then
-      start, previous, current = aligned, current, 0
+    -- used x window = previous x (window - elapsed) + current x window
+    local carried = previous * (window - elapsed)
+    local allowed = carried + current * window + cost * window <= limit * window
+    local retry = 0
+    if not allowed then
+      retry = start + elapsed - now
+      local room = limit - current - cost
+      if room >= 0 then
+        retry = retry + window - elapsed - math.floor((room * window) / previous)
+      else
+        retry = retry + window - elapsed + (following - math.floor(((limit - cost) * following) / current))
+      end
+      retry = math.max(0, retry)
     end
-  end
-  -- used x window = previous x (window - elapsed) + current x window
-  local carried = previous * (window - elapsed)
-  local allowed = carried + current * window + cost * window <= limit * window
-  local retry = 0
-  if not allowed then
-    retry = start + elapsed - now
-    local room = limit - current - cost
-    if room >= 0 then
-      retry = retry + window - elapsed - math.floor((room * window) / previous)
-    else
-      retry = retry + window - elapsed + (following - math.floor(((limit - cost) * following) / current))
+    if allowed and not peek and not blocked then
+      current = current + cost
+      -- Write start:previous:current:window, live as read says.
+      local live_until = start
+      if current > 0 then
+        live_until = start + window + following
+      elseif previous > 0 then
+        live_until = start + window
+      end
+      if live_until <= now then
+        redis.call('DEL', key)
+      elseif compact and period < 0 and current < 100000000 and previous < 90000000 then
+        local value = string.format('%d', previous * 100000000 + current)
+        redis.call('SET', key, value, 'PXAT', string.format('%d', live_until))
+      else
+        local value = string.format('%d:%d:%d:%d', start, previous, current, window)
+        redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
+      end
     end
-    retry = math.max(0, retry)
-  end
-  if allowed and not peek and not blocked then
-    current = current + cost
-    -- Write start:previous:current:window, live as read says.
-    local live_until = start
+    local reset = 0
     if current > 0 then
-      live_until = start + window + following
+      reset = math.max(0, start - now + window + following)
     elseif previous > 0 then
-      live_until = start + window
+      reset = math.max(0, start - now + window)
     end
-    if live_until <= now then
-      redis.call('DEL', key)
-    elseif compact and period < 0 and current < 100000000 and previous < 90000000 then
-      local value = string.format('%d', previous * 100000000 + current)
-      redis.call('SET', key, value, 'PXAT', string.format('%d', live_until))
+    local remaining = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
+    -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
+    -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
+    -- never shortens the one the units impose.
+    local r = #reply
+    if blocked then
+      local left = blocked_until - now
+      reply[r + 1] = -1
+      reply[r + 2] = math.max(left, reset)
+      reply[r + 3] = -1 - math.max(left, retry)
     else
-      local value = string.format('%d:%d:%d:%d', start, previous, current, window)
-      redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
+      reply[r + 1] = allowed and remaining or -1 - remaining
+      reply[r + 2] = reset
+      reply[r + 3] = retry
     end
+    k = k + 2
   end
-  local reset = 0
-  if current > 0 then
-    reset = math.max(0, start - now + window + following)
-  elseif previous > 0 then
-    reset = math.max(0, start - now + window)
-  end
-  local remaining = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
-  -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
-  -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
-  -- never shortens the one the units impose.
-  local r = #reply
-  if blocked then
-    local left = blocked_until - now
-    reply[r + 1] = -1
-    reply[r + 2] = math.max(left, reset)
-    reply[r + 3] = -1 - math.max(left, retry)
-  else
-    reply[r + 1] = allowed and remaining or -1 - remaining
-    reply[r + 2] = reset
-    reply[r + 3] = retry
-  end
-  k = k + 2
 end
 return reply

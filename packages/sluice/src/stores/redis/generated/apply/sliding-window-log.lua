@@ -5,9 +5,10 @@
 -- script serves both: two scripts for one key could be reordered by NOSCRIPT recovery (the retry of
 -- the one not yet loaded runs after the other).
 -- KEYS: per decision, the state key then the block key (all in one hash slot).
--- ARGV: now (ms, or "" for the Redis clock), then per decision the algorithm's arguments (its
---       `@args`); the cost is signed by mode (consume: cost; peek: -1 - cost, so a peek of cost 0
---       is -1).
+-- ARGV: now (ms, or "" for the Redis clock), then runs: a run is a count of decisions, then the
+--       arguments those decisions share (the algorithm's `@args`); the cost is signed by mode
+--       (consume: cost; peek: -1 - cost, so a peek of cost 0 is -1). Coalesced decisions of one
+--       policy, cost and mode are one run, so their arguments are sent, parsed and read once.
 -- Reply: per decision 3 integers: allowed ? remaining : -1 - remaining, resetMs,
 --        blocked ? -1 - retryAfterMs : retryAfterMs (blocked implies not allowed).
 
@@ -51,6 +52,8 @@ local limit, window, period, following, capacity
 local reply = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
+  local run = ARGV[a] + 0
+  a = a + 1
   -- One step's arguments: limit, window, cost.
   if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg then
     limit_arg, window_arg = ARGV[a], ARGV[a + 1]
@@ -62,185 +65,187 @@ while a <= n do
   if peek then
     cost = -1 - cost
   end
-  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
-  -- the first time the call names the key (`fresh`), since a step decided before may have written it.
-  local key, block_key = KEYS[k], KEYS[k + 1]
-  local fresh = false
-  if pre then
-    fresh = not seen[key]
-    seen[key] = true
-  end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
-  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
-  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
-  local blocked_until
-  if fresh then
-    blocked_until = pre[k + 1]
-  else
-    blocked_until = redis.call('GET', block_key)
-  end
-  blocked_until = blocked_until and blocked_until + 0 or 0
-  local blocked = blocked_until > now
-  -- Twin of LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts: totals stay small and exact,
-  -- and below any time since 1987, so a list that starts with a number >= TOTAL_MODULUS (a time, not
-  -- a total) is not a log of this layout: it reads as no state and is replaced, never misread.
-  local TOTAL_MODULUS = 549755813888 -- 2^39
-  -- `first` is the index (0-based) of the oldest entry still in the window, `start` the total before
-  -- it, `count` the live units; `first_total` (the oldest live entry's total) is known when that entry
-  -- is the list's first, `entries` (the entry count) when it was needed; `log_end` is when the log
-  -- ends, its newest entry + `span`.
-  local first, start, count, newest, total, first_total, entries = 0, 0, 0, nil, 0, nil, nil
-  local log_end, span
-  -- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
-  local head = redis.call('LRANGE', key, 0, 3)
-  local stored = #head > 0
-  local head_start
-  if stored then
-    local colon = string.find(head[1], ':', 1, true)
-    if colon then
-      head_start, span = string.sub(head[1], 1, colon - 1) + 0, string.sub(head[1], colon + 1) + 0
-    else
-      head_start, span = head[1] + 0, window
+  for _ = 1, run do
+    -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
+    -- the first time the call names the key (`fresh`), since a step decided before may have written it.
+    local key, block_key = KEYS[k], KEYS[k + 1]
+    local fresh = false
+    if pre then
+      fresh = not seen[key]
+      seen[key] = true
     end
-  end
-  -- A list that starts with a time (>= TOTAL_MODULUS) is not in this layout: it reads as no state, so
-  -- it is deleted, as after a reset.
-  if stored and head_start < TOTAL_MODULUS then
-    if #head == 3 then
-      newest, total = head[2] + 0, head[3]
+    -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+    -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+    -- adds its wait) and keeps a dead state's key (shared/drop.lua).
+    local blocked_until
+    if fresh then
+      blocked_until = pre[k + 1]
     else
-      local tail = redis.call('LRANGE', key, -2, -1)
-      newest, total = tail[1] + 0, tail[2]
+      blocked_until = redis.call('GET', block_key)
     end
-    log_end = newest + span
-    if newest + window <= now or log_end <= now then
-      newest = nil
-    else
-      total = total + 0
-      if head[2] + window > now then
-        -- The oldest entry is still in the window, so all are: no search.
-        start, first_total = head_start, head[3] + 0
+    blocked_until = blocked_until and blocked_until + 0 or 0
+    local blocked = blocked_until > now
+    -- Twin of LOG_TOTAL_MODULUS in src/algorithms/sliding-window-log.ts: totals stay small and exact,
+    -- and below any time since 1987, so a list that starts with a number >= TOTAL_MODULUS (a time, not
+    -- a total) is not a log of this layout: it reads as no state and is replaced, never misread.
+    local TOTAL_MODULUS = 549755813888 -- 2^39
+    -- `first` is the index (0-based) of the oldest entry still in the window, `start` the total before
+    -- it, `count` the live units; `first_total` (the oldest live entry's total) is known when that entry
+    -- is the list's first, `entries` (the entry count) when it was needed; `log_end` is when the log
+    -- ends, its newest entry + `span`.
+    local first, start, count, newest, total, first_total, entries = 0, 0, 0, nil, 0, nil, nil
+    local log_end, span
+    -- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
+    local head = redis.call('LRANGE', key, 0, 3)
+    local stored = #head > 0
+    local head_start
+    if stored then
+      local colon = string.find(head[1], ':', 1, true)
+      if colon then
+        head_start, span = string.sub(head[1], 1, colon - 1) + 0, string.sub(head[1], colon + 1) + 0
       else
-        -- The oldest entry has left the window: search for the first that has not.
-        entries = (redis.call('LLEN', key) - 1) / 2
-        local lo, hi = 1, entries - 1
-        while lo < hi do
-          local mid = math.floor((lo + hi) / 2)
-          if redis.call('LINDEX', key, 2 * mid + 1) + window <= now then
-            lo = mid + 1
-          else
-            hi = mid
+        head_start, span = head[1] + 0, window
+      end
+    end
+    -- A list that starts with a time (>= TOTAL_MODULUS) is not in this layout: it reads as no state, so
+    -- it is deleted, as after a reset.
+    if stored and head_start < TOTAL_MODULUS then
+      if #head == 3 then
+        newest, total = head[2] + 0, head[3]
+      else
+        local tail = redis.call('LRANGE', key, -2, -1)
+        newest, total = tail[1] + 0, tail[2]
+      end
+      log_end = newest + span
+      if newest + window <= now or log_end <= now then
+        newest = nil
+      else
+        total = total + 0
+        if head[2] + window > now then
+          -- The oldest entry is still in the window, so all are: no search.
+          start, first_total = head_start, head[3] + 0
+        else
+          -- The oldest entry has left the window: search for the first that has not.
+          entries = (redis.call('LLEN', key) - 1) / 2
+          local lo, hi = 1, entries - 1
+          while lo < hi do
+            local mid = math.floor((lo + hi) / 2)
+            if redis.call('LINDEX', key, 2 * mid + 1) + window <= now then
+              lo = mid + 1
+            else
+              hi = mid
+            end
           end
+          first = lo
+          start = redis.call('LINDEX', key, 2 * first) + 0
         end
-        first = lo
-        start = redis.call('LINDEX', key, 2 * first) + 0
-      end
-      count = total - start
-      if count < 0 then
-        count = count + TOTAL_MODULUS
+        count = total - start
+        if count < 0 then
+          count = count + TOTAL_MODULUS
+        end
       end
     end
-  end
-  local live = newest ~= nil
-  -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
-  -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
-  -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not blocked then
-    if stored and not live then
-      redis.call('DEL', key)
-    end
-    if not live and blocked_until > 0 then
-      redis.call('DEL', block_key)
-    end
-  end
-  -- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
-  local at = now
-  if count > 0 then
-    at = math.max(now, newest)
-  end
-  local allowed = count + cost <= limit
-  local retry = 0
-  if not allowed and count > 0 then
-    -- Wait until enough of the oldest units leave the window for `cost` to fit: the time of the entry
-    -- holding the `need`-th oldest live unit (an entry's units all leave together).
-    local need = count + cost - limit
-    -- holder: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
-    local holder, search, lo = first, true, first
-    if first_total ~= nil then
-      -- The oldest live entry was read already: often it alone is enough.
-      local units = first_total - start
-      if units < 0 then
-        units = units + TOTAL_MODULUS
+    local live = newest ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not blocked then
+      if stored and not live then
+        redis.call('DEL', key)
       end
-      search, lo = units < need, first + 1
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
+      end
     end
-    if search then
-      entries = entries or (redis.call('LLEN', key) - 1) / 2
-      local hi = entries - 1
-      while lo < hi do
-        local mid = math.floor((lo + hi) / 2)
-        local units = redis.call('LINDEX', key, 2 * mid + 2) - start
+    -- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
+    local at = now
+    if count > 0 then
+      at = math.max(now, newest)
+    end
+    local allowed = count + cost <= limit
+    local retry = 0
+    if not allowed and count > 0 then
+      -- Wait until enough of the oldest units leave the window for `cost` to fit: the time of the entry
+      -- holding the `need`-th oldest live unit (an entry's units all leave together).
+      local need = count + cost - limit
+      -- holder: the index of the live entry holding the `need`-th oldest live unit (need >= 1).
+      local holder, search, lo = first, true, first
+      if first_total ~= nil then
+        -- The oldest live entry was read already: often it alone is enough.
+        local units = first_total - start
         if units < 0 then
           units = units + TOTAL_MODULUS
         end
-        if units >= need then
-          hi = mid
-        else
-          lo = mid + 1
-        end
+        search, lo = units < need, first + 1
       end
-      holder = math.min(lo, hi)
-    end
-    -- Entry 0's time was read with the head.
-    local holder_at = holder == 0 and head[2] or redis.call('LINDEX', key, 2 * holder + 1)
-    retry = math.min(holder_at + window, log_end) - now
-  end
-  if allowed and not peek and not blocked then
-    if cost > 0 then
-      -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
-      if count == 0 then
-        -- A fresh list: start 0, then this entry.
-        redis.call('RPUSH', key, string.format('0:%d', window), string.format('%d', at), string.format('%d', cost))
-      else
-        if first > 0 then
-          redis.call('LTRIM', key, 2 * first, -1)
+      if search then
+        entries = entries or (redis.call('LLEN', key) - 1) / 2
+        local hi = entries - 1
+        while lo < hi do
+          local mid = math.floor((lo + hi) / 2)
+          local units = redis.call('LINDEX', key, 2 * mid + 2) - start
+          if units < 0 then
+            units = units + TOTAL_MODULUS
+          end
+          if units >= need then
+            hi = mid
+          else
+            lo = mid + 1
+          end
         end
-        local sum = string.format('%d', (total + cost) % TOTAL_MODULUS)
-        if at == newest then
-          redis.call('LSET', key, '-1', sum)
-        else
-          redis.call('RPUSH', key, string.format('%d', at), sum)
-        end
-        -- The log now ends a window after this entry: a trimmed head (a bare total) or another span
-        -- is rewritten.
-        if first > 0 or span ~= window then
-          redis.call('LSET', key, '0', string.format('%d:%d', start, window))
-        end
+        holder = math.min(lo, hi)
       end
-      count = count + cost
-      newest, log_end = at, at + window
-      redis.call('PEXPIRE', key, string.format('%d', at + window - now + slack))
+      -- Entry 0's time was read with the head.
+      local holder_at = holder == 0 and head[2] or redis.call('LINDEX', key, 2 * holder + 1)
+      retry = math.min(holder_at + window, log_end) - now
     end
+    if allowed and not peek and not blocked then
+      if cost > 0 then
+        -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
+        if count == 0 then
+          -- A fresh list: start 0, then this entry.
+          redis.call('RPUSH', key, string.format('0:%d', window), string.format('%d', at), string.format('%d', cost))
+        else
+          if first > 0 then
+            redis.call('LTRIM', key, 2 * first, -1)
+          end
+          local sum = string.format('%d', (total + cost) % TOTAL_MODULUS)
+          if at == newest then
+            redis.call('LSET', key, '-1', sum)
+          else
+            redis.call('RPUSH', key, string.format('%d', at), sum)
+          end
+          -- The log now ends a window after this entry: a trimmed head (a bare total) or another span
+          -- is rewritten.
+          if first > 0 or span ~= window then
+            redis.call('LSET', key, '0', string.format('%d:%d', start, window))
+          end
+        end
+        count = count + cost
+        newest, log_end = at, at + window
+        redis.call('PEXPIRE', key, string.format('%d', at + window - now + slack))
+      end
+    end
+    local reset = 0
+    if newest ~= nil then
+      reset = math.min(newest + window, log_end) - now
+    end
+    local remaining = math.max(0, limit - count)
+    -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
+    -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
+    -- never shortens the one the units impose.
+    local r = #reply
+    if blocked then
+      local left = blocked_until - now
+      reply[r + 1] = -1
+      reply[r + 2] = math.max(left, reset)
+      reply[r + 3] = -1 - math.max(left, retry)
+    else
+      reply[r + 1] = allowed and remaining or -1 - remaining
+      reply[r + 2] = reset
+      reply[r + 3] = retry
+    end
+    k = k + 2
   end
-  local reset = 0
-  if newest ~= nil then
-    reset = math.min(newest + window, log_end) - now
-  end
-  local remaining = math.max(0, limit - count)
-  -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
-  -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
-  -- never shortens the one the units impose.
-  local r = #reply
-  if blocked then
-    local left = blocked_until - now
-    reply[r + 1] = -1
-    reply[r + 2] = math.max(left, reset)
-    reply[r + 3] = -1 - math.max(left, retry)
-  else
-    reply[r + 1] = allowed and remaining or -1 - remaining
-    reply[r + 2] = reset
-    reply[r + 3] = retry
-  end
-  k = k + 2
 end
 return reply

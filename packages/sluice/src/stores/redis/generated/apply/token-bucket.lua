@@ -5,9 +5,10 @@
 -- script serves both: two scripts for one key could be reordered by NOSCRIPT recovery (the retry of
 -- the one not yet loaded runs after the other).
 -- KEYS: per decision, the state key then the block key (all in one hash slot).
--- ARGV: now (ms, or "" for the Redis clock), then per decision the algorithm's arguments (its
---       `@args`); the cost is signed by mode (consume: cost; peek: -1 - cost, so a peek of cost 0
---       is -1).
+-- ARGV: now (ms, or "" for the Redis clock), then runs: a run is a count of decisions, then the
+--       arguments those decisions share (the algorithm's `@args`); the cost is signed by mode
+--       (consume: cost; peek: -1 - cost, so a peek of cost 0 is -1). Coalesced decisions of one
+--       policy, cost and mode are one run, so their arguments are sent, parsed and read once.
 -- Reply: per decision 3 integers: allowed ? remaining : -1 - remaining, resetMs,
 --        blocked ? -1 - retryAfterMs : retryAfterMs (blocked implies not allowed).
 
@@ -51,6 +52,8 @@ local limit, window, period, following, capacity
 local reply = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
+  local run = ARGV[a] + 0
+  a = a + 1
   -- One step's arguments: limit, window, capacity, cost.
   if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= capacity_arg then
     limit_arg, window_arg, capacity_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -62,142 +65,144 @@ while a <= n do
   if peek then
     cost = -1 - cost
   end
-  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
-  -- the first time the call names the key (`fresh`), since a step decided before may have written it.
-  local key, block_key = KEYS[k], KEYS[k + 1]
-  local fresh = false
-  if pre then
-    fresh = not seen[key]
-    seen[key] = true
-  end
-  -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
-  -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
-  -- adds its wait) and keeps a dead state's key (shared/drop.lua).
-  local blocked_until
-  if fresh then
-    blocked_until = pre[k + 1]
-  else
-    blocked_until = redis.call('GET', block_key)
-  end
-  blocked_until = blocked_until and blocked_until + 0 or 0
-  local blocked = blocked_until > now
-  local full = capacity * window
-  local level, at
-  -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
-  -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
-  local raw
-  if fresh then
-    raw = pre[k]
-  else
-    raw = redis.call('GET', key)
-  end
-  if raw then
-    local c1 = string.find(raw, ':', 1, true)
-    if c1 then
-      local c2 = string.find(raw, ':', c1 + 1, true)
-      if c2 then
-        level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1, c2 - 1) + 0
-        local floor = full - (string.sub(raw, c2 + 1) + 0) * limit
-        if floor > level then
-          level = floor
-        end
-      else
-        level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1) + 0
-      end
-    elseif #raw < 19 or string.byte(raw, 1) == 45 then
-      level = raw + 0
-      if level >= 0 then
-        level = level * window
-      else
-        level = -1 - level
-      end
-      at = redis.call('PEXPIRETIME', key) - math.ceil((full - level) / limit)
+  for _ = 1, run do
+    -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
+    -- the first time the call names the key (`fresh`), since a step decided before may have written it.
+    local key, block_key = KEYS[k], KEYS[k + 1]
+    local fresh = false
+    if pre then
+      fresh = not seen[key]
+      seen[key] = true
+    end
+    -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
+    -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
+    -- adds its wait) and keeps a dead state's key (shared/drop.lua).
+    local blocked_until
+    if fresh then
+      blocked_until = pre[k + 1]
     else
-      -- The one-integer layout: its field widths follow the digits of full.
-      local d = #string.format('%d', full)
-      local kd = 18 - d
-      if #raw == 1 + d + kd and kd >= 1 then
-        level = string.sub(raw, 2, 1 + d) + 0
-        local r = string.sub(raw, 2 + d) + 0
-        local m = 10 ^ kd
-        at = r + m * math.floor((now - r) / m + 0.5)
-        if at > now then
-          level = nil
+      blocked_until = redis.call('GET', block_key)
+    end
+    blocked_until = blocked_until and blocked_until + 0 or 0
+    local blocked = blocked_until > now
+    local full = capacity * window
+    local level, at
+    -- The step's state, for an algorithm that keeps it as a string: `raw` (false when there is none),
+    -- from the call's MGET while the key is fresh (shared/step.lua), else from Redis.
+    local raw
+    if fresh then
+      raw = pre[k]
+    else
+      raw = redis.call('GET', key)
+    end
+    if raw then
+      local c1 = string.find(raw, ':', 1, true)
+      if c1 then
+        local c2 = string.find(raw, ':', c1 + 1, true)
+        if c2 then
+          level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1, c2 - 1) + 0
+          local floor = full - (string.sub(raw, c2 + 1) + 0) * limit
+          if floor > level then
+            level = floor
+          end
+        else
+          level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1) + 0
+        end
+      elseif #raw < 19 or string.byte(raw, 1) == 45 then
+        level = raw + 0
+        if level >= 0 then
+          level = level * window
+        else
+          level = -1 - level
+        end
+        at = redis.call('PEXPIRETIME', key) - math.ceil((full - level) / limit)
+      else
+        -- The one-integer layout: its field widths follow the digits of full.
+        local d = #string.format('%d', full)
+        local kd = 18 - d
+        if #raw == 1 + d + kd and kd >= 1 then
+          level = string.sub(raw, 2, 1 + d) + 0
+          local r = string.sub(raw, 2 + d) + 0
+          local m = 10 ^ kd
+          at = r + m * math.floor((now - r) / m + 0.5)
+          if at > now then
+            level = nil
+          end
         end
       end
+      if level ~= nil and (level >= full or at + math.ceil((full - level) / limit) <= now) then
+        level = nil
+      end
     end
-    if level ~= nil and (level >= full or at + math.ceil((full - level) / limit) <= now) then
-      level = nil
-    end
-  end
-  local stored, live = raw ~= false, level ~= nil
-  -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
-  -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
-  -- unless a block in force keeps its key, and with no live state a past block is deleted too.
-  if not blocked then
-    if stored and not live then
-      redis.call('DEL', key)
-    end
-    if not live and blocked_until > 0 then
-      redis.call('DEL', block_key)
-    end
-  end
-  -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
-  local cur, cur_at = full, now
-  if level ~= nil then
-    cur_at = math.max(now, at)
-    cur = math.min(full, level + (cur_at - at) * limit)
-  end
-  local need = cost * window
-  local lag = cur_at - now
-  local allowed = cur >= need
-  local retry = 0
-  if not allowed then
-    retry = lag + math.ceil((need - cur) / limit)
-  end
-  local after = cur
-  if allowed and not peek and not blocked then
-    after = cur - need
-    -- Write `after` tokens x window at cur_at, live until the bucket is full again.
-    if after >= full then
-      redis.call('DEL', key)
-    else
-      local span = math.ceil((full - after) / limit)
-      if cur_at + span <= now then
+    local stored, live = raw ~= false, level ~= nil
+    -- Right after the algorithm's read, which sets `stored` (a state was read) and `live` (it is still
+    -- meaningful): as the memory store sees its entry, a state that is no longer meaningful is deleted
+    -- unless a block in force keeps its key, and with no live state a past block is deleted too.
+    if not blocked then
+      if stored and not live then
         redis.call('DEL', key)
-      elseif compact and cur_at == now and after >= 0 and after < 100000000000000000 then
-        local tokens = math.floor(after / window)
-        local value = -1 - after
-        if tokens * window == after and tokens < 1000000000000 then
-          value = tokens
-        end
-        redis.call('SET', key, string.format('%d', value), 'PXAT', string.format('%d', now + span))
-      else
-        local value = string.format('%d:%d:%d', after, cur_at, span)
-        redis.call('PSETEX', key, string.format('%d', cur_at + span - now + slack), value)
+      end
+      if not live and blocked_until > 0 then
+        redis.call('DEL', block_key)
       end
     end
+    -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
+    local cur, cur_at = full, now
+    if level ~= nil then
+      cur_at = math.max(now, at)
+      cur = math.min(full, level + (cur_at - at) * limit)
+    end
+    local need = cost * window
+    local lag = cur_at - now
+    local allowed = cur >= need
+    local retry = 0
+    if not allowed then
+      retry = lag + math.ceil((need - cur) / limit)
+    end
+    local after = cur
+    if allowed and not peek and not blocked then
+      after = cur - need
+      -- Write `after` tokens x window at cur_at, live until the bucket is full again.
+      if after >= full then
+        redis.call('DEL', key)
+      else
+        local span = math.ceil((full - after) / limit)
+        if cur_at + span <= now then
+          redis.call('DEL', key)
+        elseif compact and cur_at == now and after >= 0 and after < 100000000000000000 then
+          local tokens = math.floor(after / window)
+          local value = -1 - after
+          if tokens * window == after and tokens < 1000000000000 then
+            value = tokens
+          end
+          redis.call('SET', key, string.format('%d', value), 'PXAT', string.format('%d', now + span))
+        else
+          local value = string.format('%d:%d:%d', after, cur_at, span)
+          redis.call('PSETEX', key, string.format('%d', cur_at + span - now + slack), value)
+        end
+      end
+    end
+    local reset = 0
+    if after < full then
+      reset = lag + math.ceil((full - after) / limit)
+    end
+    -- A forced charge (variants/charge.lua) can leave the level below zero: nothing is left then.
+    local remaining = math.max(0, math.floor(after / window))
+    -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
+    -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
+    -- never shortens the one the units impose.
+    local r = #reply
+    if blocked then
+      local left = blocked_until - now
+      reply[r + 1] = -1
+      reply[r + 2] = math.max(left, reset)
+      reply[r + 3] = -1 - math.max(left, retry)
+    else
+      reply[r + 1] = allowed and remaining or -1 - remaining
+      reply[r + 2] = reset
+      reply[r + 3] = retry
+    end
+    k = k + 2
   end
-  local reset = 0
-  if after < full then
-    reset = lag + math.ceil((full - after) / limit)
-  end
-  -- A forced charge (variants/charge.lua) can leave the level below zero: nothing is left then.
-  local remaining = math.max(0, math.floor(after / window))
-  -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
-  -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
-  -- never shortens the one the units impose.
-  local r = #reply
-  if blocked then
-    local left = blocked_until - now
-    reply[r + 1] = -1
-    reply[r + 2] = math.max(left, reset)
-    reply[r + 3] = -1 - math.max(left, retry)
-  else
-    reply[r + 1] = allowed and remaining or -1 - remaining
-    reply[r + 2] = reset
-    reply[r + 3] = retry
-  end
-  k = k + 2
 end
 return reply

@@ -1,0 +1,161 @@
+// The Redis case's 64-in-flight loop (bench/cases/redis.ts: token bucket on ioredis over 10,000 keys)
+// for a profiler or a before/after: this process's CPU per decision and decisions/s of each subject,
+// in interleaved rounds on one redis-server, with each round's ratios to rate-limiter-flexible.
+// Subjects: `sluice` (this tree's dist/), `rate-limiter-flexible`, and `<name>=<dist dir>` for a
+// Sluice built elsewhere (another commit's worktree, built).
+//   npm run -s build
+//   node --import tsx bench/redis-profile.ts --subjects sluice,rate-limiter-flexible,before=<dir> --rounds 5
+//   node --cpu-prof --cpu-prof-dir=<dir> --import tsx bench/redis-profile.ts --subjects sluice --ms 5000
+//   ... --decisions <n>: a fixed count instead of a time (n per round, after a warm-up of n); with
+//   --callgrind, under valgrind, the rounds alone are counted in instructions (callgrind_control
+//   turns instrumentation on and off around them), a count no other load on the machine changes:
+//   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/cg.%p node --import tsx \
+//     bench/redis-profile.ts --subjects sluice --decisions 5000 --callgrind
+//   then the `totals:` line of the file that callgrind_control dumped / decisions.
+//   ... --allocations <file>: an allocation sampling profile of the rounds (every allocation,
+//   collected or not) with the count of decisions, as JSON { decisions, profile }.
+import { execFile } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { Session } from 'node:inspector/promises'
+import { resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { parseArgs, promisify } from 'node:util'
+import { Redis } from 'ioredis'
+import { RateLimiterRedis } from 'rate-limiter-flexible'
+import { startRedis } from '../test/helpers/redis-harness.js'
+import { median } from './load.js'
+import { throughput } from './throughput.js'
+
+const run = promisify(execFile)
+const { values } = parseArgs({
+  options: {
+    subjects: { type: 'string', default: 'sluice' },
+    ms: { type: 'string', default: '1000' },
+    rounds: { type: 'string', default: '1' },
+    allocations: { type: 'string' },
+    decisions: { type: 'string' },
+    callgrind: { type: 'boolean', default: false },
+  },
+})
+const ms = Number(values.ms)
+const rounds = Number(values.rounds)
+const keys = Array.from({ length: 10_000 }, (_, i) => `user-${String(i).padStart(5, '0')}`)
+
+interface Subject {
+  name: string
+  decide(key: string): Promise<unknown>
+}
+
+/** A limiter of the Sluice built in `dist`, as the Redis case configures it. */
+async function sluiceFrom(name: string, dist: string, client: Redis): Promise<Subject> {
+  const base = pathToFileURL(`${resolve(dist)}/`).href
+  const { createLimiter } = await import(new URL('index.js', base).href)
+  const { redisStore } = await import(new URL('redis.js', base).href)
+  const limiter = createLimiter({
+    store: redisStore(client),
+    policies: { api: { algorithm: 'token-bucket', limit: 1_000_000, window: '1h' } },
+    storeTimeout: '60s',
+  })
+  return {
+    name,
+    decide: async (key) => {
+      const decision = await limiter.consume('api', key)
+      if (!decision.allowed || decision.degraded === true) throw new Error('a decision was not Redis’s allow')
+    },
+  }
+}
+
+const server = await startRedis()
+const client = new Redis(server.port, '127.0.0.1')
+try {
+  const subjects: Subject[] = []
+  for (const spec of values.subjects.split(',')) {
+    if (spec === 'rate-limiter-flexible') {
+      const rlf = new RateLimiterRedis({ storeClient: client, points: 1_000_000, duration: 3600 })
+      subjects.push({ name: spec, decide: (key) => rlf.consume(key) })
+    } else if (spec === 'sluice') {
+      subjects.push(await sluiceFrom(spec, 'packages/sluice/dist', client))
+    } else {
+      const [name, dist] = spec.split('=')
+      subjects.push(await sluiceFrom(name!, dist!, client))
+    }
+  }
+  let decisions = 0
+  let subject = subjects[0]!
+  const counted = (key: string) => {
+    decisions++
+    return subject.decide(key)
+  }
+  const fixed = values.decisions === undefined ? undefined : Number(values.decisions)
+  /** `fixed` decisions, 64 in flight; decisions/s. */
+  async function count(n: number): Promise<{ rate: number }> {
+    let next = 0
+    const started = performance.now()
+    const lane = async () => {
+      while (next < n) await counted(keys[next++ % keys.length]!)
+    }
+    await Promise.all(Array.from({ length: 64 }, lane))
+    return { rate: (n / (performance.now() - started)) * 1000 }
+  }
+  // Warm: every subject's code compiled before the first measured round.
+  for (const s of subjects) {
+    subject = s
+    if (fixed === undefined) await throughput(counted, 64, 500, keys)
+    else await count(fixed)
+  }
+  const session = values.allocations === undefined ? undefined : new Session()
+  if (session !== undefined) {
+    session.connect()
+    await session.post('HeapProfiler.startSampling', {
+      samplingInterval: 1024,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    })
+  }
+  const cpu = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
+  const rates = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
+  let total = 0
+  const callgrind = (...args: string[]) => run('callgrind_control', [...args, String(process.pid)])
+  if (values.callgrind) await callgrind('--zero')
+  if (values.callgrind) await callgrind('-i', 'on')
+  for (let round = 0; round < rounds; round++) {
+    for (let i = 0; i < subjects.length; i++) {
+      subject = subjects[(i + round) % subjects.length]!
+      decisions = 0
+      const before = process.cpuUsage()
+      const r = fixed === undefined ? await throughput(counted, 64, ms, keys) : await count(fixed)
+      const used = process.cpuUsage(before)
+      cpu.get(subject.name)!.push((used.user + used.system) / decisions)
+      rates.get(subject.name)!.push(r.rate)
+      total += decisions
+      await client.flushall()
+    }
+  }
+  if (values.callgrind) {
+    await callgrind('-i', 'off')
+    await callgrind('--dump')
+    console.log(JSON.stringify({ callgrindDecisions: total }))
+  }
+  if (session !== undefined) {
+    const { profile } = await session.post('HeapProfiler.stopSampling')
+    writeFileSync(values.allocations!, JSON.stringify({ decisions: total, profile }))
+    session.disconnect()
+  }
+  const peer = 'rate-limiter-flexible'
+  const vs = (m: Map<string, number[]>, name: string) =>
+    m.has(peer) ? median(m.get(name)!.map((v, i) => v / m.get(peer)![i]!)).toFixed(2) : '-'
+  for (const s of subjects) {
+    console.log(
+      JSON.stringify({
+        subject: s.name,
+        cpuPerDecisionUs: Number(median(cpu.get(s.name)!).toFixed(2)),
+        cpuVsPeer: vs(cpu, s.name),
+        rate: Math.round(median(rates.get(s.name)!)),
+        rateVsPeer: vs(rates, s.name),
+      }),
+    )
+  }
+} finally {
+  client.disconnect()
+  await server.stop()
+}
