@@ -105,7 +105,7 @@ function validateRequest(request: WireRequest): number {
       GRPC.INVALID_ARGUMENT,
       'domain is empty; Envoy sends the domain of its rate limit filter',
     )
-  if (Buffer.byteLength(domain) > BOUNDS.domainBytes)
+  if (domain.length > BOUNDS.domainBytes / 3 && Buffer.byteLength(domain) > BOUNDS.domainBytes)
     throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `domain is over ${BOUNDS.domainBytes} bytes`)
   if (!Array.isArray(descriptors) || descriptors.length === 0)
     throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, 'no descriptors; send at least one')
@@ -243,19 +243,30 @@ type Plan = { kind: 'none' } | { kind: 'over'; limit: EnvoyLimit; shadow: boolea
  * A descriptor the limiter decides. `counter`: the stored state it spends (storage id and key): two
  * limits of one id, such as two per-request limits of one unit, spend one counter.
  */
-type CheckPlan = { kind: 'check'; limit: EnvoyLimit; check: Check; counter: string; shadow: boolean }
+type CheckPlan = { kind: 'check'; limit: EnvoyLimit; check: Check; shadow: boolean }
+
+/** The counter a check plan spends; a policy id holds no NUL, so the pair is unambiguous. */
+const counterOf = (p: CheckPlan) => `${p.limit.policy?.id ?? p.limit.policyName}\u0000${p.check.key}`
 
 function durationOf(ms: number): { seconds: number; nanos: number } {
   const whole = Math.max(0, Math.ceil(ms))
   return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 }
 }
 
-function currentLimit(limit: EnvoyLimit) {
-  return {
-    name: limit.name,
-    requests_per_unit: limit.requestsPerUnit,
-    unit: limit.unit === undefined ? 'UNKNOWN' : limit.unit.toUpperCase(),
+type CurrentLimit = NonNullable<WireStatus['current_limit']>
+/** Each configured limit's `current_limit`, made once: answers share it and nothing changes it. */
+const currentLimits = new WeakMap<EnvoyLimit, CurrentLimit>()
+function currentLimit(limit: EnvoyLimit): CurrentLimit {
+  let current = currentLimits.get(limit)
+  if (current === undefined) {
+    current = {
+      name: limit.name,
+      requests_per_unit: limit.requestsPerUnit,
+      unit: limit.unit === undefined ? 'UNKNOWN' : limit.unit.toUpperCase(),
+    }
+    currentLimits.set(limit, current)
   }
+  return current
 }
 
 const sha1Hex = (text: string, length: number) =>
@@ -350,11 +361,11 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
         `hits_addend ${hits} can never be admitted by descriptors[${i}] (limit ${limit.name}: ${limit.capacity})`,
       )
     const check = { policy: limit.policyName, key: storeKey(request.domain, key), cost: hits }
-    // A policy id holds no NUL, so the pair is unambiguous.
-    const counter = `${limit.policy?.id ?? limit.policyName}\u0000${check.key}`
-    return { kind: 'check', limit, shadow, check, counter }
+    return { kind: 'check', limit, shadow, check }
   })
-  return { plans: ctx.settings.charge === 'all-or-nothing' ? overIfSummedTooHigh(plans, hits) : plans, extra }
+  // One descriptor cannot name a counter twice.
+  const summed = ctx.settings.charge === 'all-or-nothing' && plans.length > 1
+  return { plans: summed ? overIfSummedTooHigh(plans, hits) : plans, extra }
 }
 
 /**
@@ -369,8 +380,9 @@ function overIfSummedTooHigh(plans: Plan[], hits: number): Plan[] {
   let repeated = false
   for (const p of plans) {
     if (p.kind !== 'check' || p.shadow) continue
-    const group = groups.get(p.counter)
-    if (group === undefined) groups.set(p.counter, { sum: hits, capacity: p.limit.capacity })
+    const counter = counterOf(p)
+    const group = groups.get(counter)
+    if (group === undefined) groups.set(counter, { sum: hits, capacity: p.limit.capacity })
     else {
       repeated = true
       group.sum += hits
@@ -380,7 +392,7 @@ function overIfSummedTooHigh(plans: Plan[], hits: number): Plan[] {
   if (!repeated) return plans
   return plans.map((p) => {
     if (p.kind !== 'check' || p.shadow) return p
-    const { sum, capacity } = groups.get(p.counter)!
+    const { sum, capacity } = groups.get(counterOf(p))!
     return sum > capacity ? { kind: 'over', limit: p.limit, shadow: false } : p
   })
 }
@@ -418,9 +430,10 @@ function each(limiter: Limiter, checks: readonly Check[]): MaybePromise<Decision
 function allOrNothing(limiter: Limiter, plans: readonly CheckPlan[]): MaybePromise<Decision[]> {
   const steps = new Map<string, { check: Check; capacity: number; occurrences: number[] }>()
   plans.forEach((p, i) => {
-    const step = steps.get(p.counter)
+    const counter = counterOf(p)
+    const step = steps.get(counter)
     if (step === undefined)
-      steps.set(p.counter, { check: { ...p.check }, capacity: p.limit.capacity, occurrences: [i] })
+      steps.set(counter, { check: { ...p.check }, capacity: p.limit.capacity, occurrences: [i] })
     else {
       const cost = (step.check.cost ?? 1) + (p.check.cost ?? 1)
       if (p.limit.capacity < step.capacity) {
@@ -494,18 +507,18 @@ export function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): MaybeP
   return answerOf(ctx, plans, decisionsByPlan(enforced, main, shadowed, shadow))
 }
 
-/** Each checked plan's decision, at the plan's index. */
+/** Each checked plan's decision, at the plan's index (a sparse array). */
 function decisionsByPlan(
   enforced: readonly number[],
   main: readonly Decision[],
   shadowed: readonly number[],
   shadow: readonly Decision[],
-): Map<number, Decision> {
-  const decisions = new Map<number, Decision>()
-  for (let n = 0; n < enforced.length; n++) decisions.set(enforced[n]!, main[n]!)
-  for (let n = 0; n < shadowed.length; n++) decisions.set(shadowed[n]!, shadow[n]!)
-  for (const d of decisions.values())
-    if (d.reason === 'store_unavailable')
+): Decision[] {
+  const decisions: Decision[] = []
+  for (let n = 0; n < enforced.length; n++) decisions[enforced[n]!] = main[n]!
+  for (let n = 0; n < shadowed.length; n++) decisions[shadowed[n]!] = shadow[n]!
+  for (const d of decisions)
+    if (d?.reason === 'store_unavailable')
       throw new EnvoyRequestError(
         GRPC.UNAVAILABLE,
         "the store did not answer; Envoy's failure_mode_deny decides this request",
@@ -514,7 +527,7 @@ function decisionsByPlan(
 }
 
 /** Envoy's answer from the plans and their decisions. */
-function answerOf(ctx: EnvoyContext, plans: readonly Plan[], decisions: Map<number, Decision>): WireResponse {
+function answerOf(ctx: EnvoyContext, plans: readonly Plan[], decisions: readonly Decision[]): WireResponse {
   let over = false
   let tightest: { status: WireStatus; resetMs: number } | undefined
   const statuses = plans.map((p, i): WireStatus => {
@@ -527,7 +540,7 @@ function answerOf(ctx: EnvoyContext, plans: readonly Plan[], decisions: Map<numb
         limit_remaining: 0,
       }
     }
-    const d = decisions.get(i)!
+    const d = decisions[i]!
     const denied = !d.allowed
     if (denied && !p.shadow) over = true
     const resetMs = denied ? d.retryAfterMs : d.resetMs
