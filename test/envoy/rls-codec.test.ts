@@ -119,6 +119,12 @@ describe('decodeRateLimitRequest', () => {
     }
   })
 
+  it('reads a message from an offset, as the listener reads it behind its gRPC prefix', () => {
+    const bytes = protobufjs.requestSerialize(generatedRequest(7))
+    const framed = Buffer.concat([Buffer.from([0, 0, 0, 0, bytes.length]), bytes])
+    expect(decodeRateLimitRequest(framed, 5)).toEqual(protobufjs.requestDeserialize(bytes))
+  })
+
   it('gives proto-loader defaults for an empty message', () => {
     expect(decodeRateLimitRequest(Buffer.alloc(0))).toEqual({ domain: '', descriptors: [], hits_addend: 0 })
     expect(decodeRateLimitRequest(Buffer.alloc(0))).toEqual(protobufjs.requestDeserialize(Buffer.alloc(0)))

@@ -97,11 +97,11 @@ export function grpcFront(
     endWith(stream, STATUS.INTERNAL, 'internal error; see the service log')
   }
 
-  /** Decodes the request, decides it and answers; never throws. */
-  function answer(stream: ServerHttp2Stream, call: Call, body: Buffer): void {
+  /** Decodes the request (`frame` holds its gRPC prefix), decides it and answers. */
+  function answer(stream: ServerHttp2Stream, call: Call, frame: Buffer): void {
     let request: WireRequest
     try {
-      request = decodeRateLimitRequest(body)
+      request = decodeRateLimitRequest(frame, 5)
     } catch (error) {
       if (!(error instanceof MalformedMessageError)) throw error
       endWith(stream, STATUS.INVALID_ARGUMENT, `the message is not a RateLimitRequest: ${error.message}`)
@@ -131,11 +131,11 @@ export function grpcFront(
       return
     }
     const { chunks } = call
-    const body = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, call.received)).subarray(5)
+    const frame = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, call.received)
     try {
       // With traces, the call's traceparent metadata is the active context while it is answered.
-      if (call.ctx.inTrace === undefined) answer(this, call, body)
-      else call.ctx.inTrace(call.headers, () => answer(this, call, body))
+      if (call.ctx.inTrace === undefined) answer(this, call, frame)
+      else call.ctx.inTrace(call.headers, () => answer(this, call, frame))
     } catch (error) {
       logger.error({ grpc: true, err: error }, 'internal error in ShouldRateLimit')
       endWith(this, STATUS.INTERNAL, 'internal error; see the service log')

@@ -30,9 +30,11 @@ const CODE_NUMBERS: Readonly<Record<string, number>> = { UNKNOWN: 0, OK: 1, OVER
  * narrows it and restores it once read, so no read ever passes the bytes its length announced.
  */
 class Reader {
-  at = 0
   end: number
-  constructor(readonly bytes: Buffer) {
+  constructor(
+    readonly bytes: Buffer,
+    public at: number,
+  ) {
     this.end = bytes.length
   }
 
@@ -182,11 +184,12 @@ function restore(reader: Reader, end: number): void {
 }
 
 /**
- * A RateLimitRequest from its protobuf bytes, with proto-loader's defaults (`''`, `0`, `[]`, a
- * missing `limit` as null). Throws MalformedMessageError for bytes that are no such message.
+ * A RateLimitRequest from its protobuf bytes (those of `bytes` from `start` on), with proto-loader's
+ * defaults (`''`, `0`, `[]`, a missing `limit` as null). Throws MalformedMessageError for bytes
+ * that are no such message.
  */
-export function decodeRateLimitRequest(bytes: Buffer): WireRequest {
-  const reader = new Reader(bytes)
+export function decodeRateLimitRequest(bytes: Buffer, start = 0): WireRequest {
+  const reader = new Reader(bytes, start)
   const request: WireRequest = { domain: '', descriptors: [], hits_addend: 0 }
   const end = bytes.length
   while (reader.at < end) {
