@@ -1,139 +1,301 @@
-// Envoy's rate limit call under load: a gRPC client built from rls.proto keeps 64 ShouldRateLimit
-// calls in flight against `sluice serve --grpc-port` (memory store), next to autocannon with 64
-// connections on POST /v1/check of the same process, interleaved rounds, best kept.
-// Run alone: npm run -s build && node --import tsx bench/cases/envoy.ts [--quick]
+// Envoy's rate limit call under load: h2load (Debian's nghttp2-client, a C load generator) keeps
+// 4 connections x 16 streams of ShouldRateLimit against
+//   sluice-grpc      `sluice serve --grpc-port` (dist CLI, memory store, every call allowed),
+//   bare-http2       a node:http2 server answering the same path with a fixed frame (bench/envoy-peers.mjs),
+//   grpc-js-empty    @grpc/grpc-js whose ShouldRateLimit answers OK at once (bench/envoy-peers.mjs),
+// and POST /v1/check of the same sluice server (sluice-v1-check): the service's HTTP listener speaks
+// HTTP/1.1 only, so that load is autocannon with 64 connections, one request in flight each.
+// Server CPU per call is the server process's utime + stime (/proc/<pid>/stat) over the load divided
+// by the calls h2load completed; calls/s is h2load's. Every server starts once and is warmed up; the
+// rounds alternate the subjects (the order rotates each round) and every figure is the median over rounds.
+//   npm run bench -- --only envoy [--quick] [--profile DIR]
+// With SLUICE_BENCH_BASELINE_CLI=<a sluice-server dist/cli.js of another build>, that server runs too
+// (sluice-grpc-baseline): before and after in one run.
 import type { ChildProcess } from 'node:child_process'
-import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { execFile, spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { loadSync } from '@grpc/proto-loader'
+import { PROTO_OPTIONS, RLS_PATH, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
 import { rlsClient } from '../../test/helpers/envoy.js'
-import { freePort, load, stopChild } from '../load.js'
+import { freePort, load, median, spawnServer, stopChild } from '../load.js'
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const CLI = join(ROOT, 'packages', 'sluice-server', 'dist', 'cli.js')
-const IN_FLIGHT = 64
+const PEERS = join(ROOT, 'bench', 'envoy-peers.mjs')
+const CONNECTIONS = 4
+const STREAMS = 16
 // Every call allowed, so each one does the full work of a decision.
 const CONFIG = 'policies:\n  api: { algorithm: token-bucket, limit: 1000000000, window: 1s }\n'
 const RULES =
   'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: { algorithm: token-bucket, requests_per_unit: 1000000000, unit: second }\n'
+const REQUEST = { domain: 'bench', descriptors: [{ entries: [{ key: 'user', value: 'user-42' }] }] }
+// What sluice answers REQUEST with (limit_remaining and the reset vary; their sizes hardly do).
+const RESPONSE = {
+  overall_code: 'OK',
+  statuses: [
+    {
+      code: 'OK',
+      current_limit: { name: 'user', requests_per_unit: 1_000_000_000, unit: 'SECOND' },
+      limit_remaining: 999_999_999,
+      duration_until_reset: { seconds: 0, nanos: 1_000_000 },
+    },
+  ],
+  response_headers_to_add: [],
+}
+const CHECK_BODY = JSON.stringify({ policy: 'api', key: 'user-42' })
+const TICKS_PER_SECOND = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim()) || 100
 
-interface Load {
-  perSecond: number
-  p50Ms: number
-  p99Ms: number
-  errors: number
+/** h2load, or a clear failure naming the package that brings it. */
+function requireH2load(): void {
+  const probe = spawnSync('h2load', ['--version'])
+  if (probe.error !== undefined || probe.status !== 0)
+    throw new Error(
+      'the envoy bench case needs h2load: install nghttp2-client (Debian/Ubuntu: apt-get install nghttp2-client)',
+    )
 }
 
-/** `IN_FLIGHT` closed loops of ShouldRateLimit for `seconds`; latency of every call. */
-async function grpcLoad(address: string, seconds: number): Promise<Load> {
-  const client = rlsClient(address)
-  const request = { domain: 'bench', descriptors: [{ entries: [{ key: 'user', value: 'user-42' }] }] }
-  await client.shouldRateLimit(request) // connect before the clock starts
-  const latencies: number[] = []
-  let errors = 0
-  const until = performance.now() + seconds * 1000
-  const loop = async () => {
-    while (performance.now() < until) {
-      const started = performance.now()
-      try {
-        const res = await client.shouldRateLimit(request)
-        if (res.overall_code !== 'OK') errors++
-      } catch {
-        errors++
-      }
-      latencies.push(performance.now() - started)
-    }
+/** One length-prefixed gRPC message, not compressed. */
+function grpcFrame(message: Uint8Array): Buffer {
+  const prefix = Buffer.alloc(5)
+  prefix.writeUInt32BE(message.length, 1)
+  return Buffer.concat([prefix, message])
+}
+
+/** REQUEST and RESPONSE as gRPC frames, coded by protobufjs from rls.proto (not by the server's codec). */
+function frames(): { request: Buffer; response: Buffer } {
+  const method = (
+    loadSync(rlsProtoPath(), PROTO_OPTIONS)['envoy.service.ratelimit.v3.RateLimitService'] as Record<
+      string,
+      { requestSerialize(v: unknown): Buffer; responseSerialize(v: unknown): Buffer }
+    >
+  ).ShouldRateLimit!
+  return {
+    request: grpcFrame(method.requestSerialize(REQUEST)),
+    response: grpcFrame(method.responseSerialize(RESPONSE)),
   }
-  const began = performance.now()
-  await Promise.all(Array.from({ length: IN_FLIGHT }, loop))
-  const elapsed = (performance.now() - began) / 1000
-  client.close()
-  latencies.sort((a, b) => a - b)
-  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!
-  return { perSecond: latencies.length / elapsed, p50Ms: at(0.5), p99Ms: at(0.99), errors }
 }
 
-async function httpLoad(url: string, seconds: number): Promise<Load> {
-  const r = await load({
-    url,
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ policy: 'api', key: 'user-42' }),
-    connections: IN_FLIGHT,
-    duration: seconds,
-  })
-  return { perSecond: r.requestsPerSecond, p50Ms: r.p50Ms, p99Ms: r.p99Ms, errors: r.errors }
+/** The process's user + system CPU so far, in µs. */
+function cpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // Fields after the command name (which may hold spaces), the state being field 3.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const ticks = Number(fields[11]) + Number(fields[12])
+  return (ticks * 1e6) / TICKS_PER_SECOND
+}
+
+interface Measured {
+  perSecond: number
+  cpuMicrosPerCall: number
+  failed: number
+}
+
+/** h2load's run: completed calls, calls/s and failures (non-2xx, errors, timeouts). */
+async function h2load(
+  port: number,
+  bodyFile: string,
+  seconds: number,
+): Promise<{ done: number; perSecond: number; failed: number }> {
+  const args = [
+    '-c',
+    String(CONNECTIONS),
+    '-m',
+    String(STREAMS),
+    '-D',
+    String(seconds),
+    '-d',
+    bodyFile,
+    '-H',
+    'content-type: application/grpc',
+    '-H',
+    'te: trailers',
+    `http://127.0.0.1:${port}${RLS_PATH}`,
+  ]
+  const out = await new Promise<string>((resolve, reject) =>
+    execFile('h2load', args, { maxBuffer: 1 << 20 }, (error, stdout) =>
+      error === null ? resolve(stdout) : reject(new Error(`h2load failed: ${error.message}\n${stdout}`)),
+    ),
+  )
+  const rate = /finished in [\d.]+\w*, ([\d.]+) req\/s/.exec(out)
+  const counts =
+    /requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/.exec(
+      out,
+    )
+  const codes = /status codes: (\d+) 2xx/.exec(out)
+  if (rate === null || counts === null || codes === null) throw new Error(`unexpected h2load output:\n${out}`)
+  const done = Number(counts[1])
+  return {
+    done,
+    perSecond: Number(rate[1]),
+    failed: Number(counts[3]) + Number(counts[4]) + Number(counts[5]) + (done - Number(codes[1])),
+  }
+}
+
+interface Subject {
+  id: string
+  subject: string
+  child: ChildProcess
+  run(seconds: number): Promise<Measured>
+}
+
+/** CPU of `child` around `work`, per call it reports. */
+async function measured(
+  child: ChildProcess,
+  work: () => Promise<{ done: number; perSecond: number; failed: number }>,
+): Promise<Measured> {
+  const before = cpuMicros(child.pid!)
+  const r = await work()
+  const used = cpuMicros(child.pid!) - before
+  return { perSecond: r.perSecond, cpuMicrosPerCall: used / Math.max(1, r.done), failed: r.failed }
 }
 
 export const benchCase: BenchCase = {
-  name: 'envoy-grpc',
-  extra: true,
+  name: 'envoy',
   async run(opts: BenchOptions): Promise<BenchRow[]> {
-    const seconds = opts.quick ? 2 : 6
-    const rounds = opts.quick ? 1 : 2
+    requireH2load()
+    // Many short rounds rather than a few long ones: on a shared machine the subjects of one round
+    // then meet the same load, and the median drops the round a burst elsewhere hit.
+    const seconds = opts.quick ? 2 : 3
+    const rounds = opts.quick ? 1 : 5
     const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-envoy-'))
-    writeFileSync(join(dir, 'sluice.yaml'), CONFIG)
-    writeFileSync(join(dir, 'rules.yaml'), RULES)
-    const [port, grpcPort] = [await freePort(), await freePort()]
-    const child: ChildProcess = spawn(
-      process.execPath,
-      [
-        CLI,
-        'serve',
-        '--config',
-        join(dir, 'sluice.yaml'),
-        '--port',
-        String(port),
-        '--store',
-        'memory',
-      ].concat(['--grpc-port', String(grpcPort), '--envoy-config', join(dir, 'rules.yaml')]),
-      { cwd: ROOT, env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'inherit'] },
-    )
-    try {
-      await new Promise<void>((resolve, reject) => {
-        let out = ''
-        child.stdout?.on('data', (chunk: Buffer) => {
-          out += chunk.toString()
-          if (out.includes('gRPC ')) resolve()
-        })
-        child.once('exit', (code) => reject(new Error(`sluice exited (${code}): ${out}`)))
-      })
-      const subjects: [string, () => Promise<Load>][] = [
+    const config = join(dir, 'sluice.yaml')
+    const rules = join(dir, 'rules.yaml')
+    const bodyFile = join(dir, 'request.bin')
+    writeFileSync(config, CONFIG)
+    writeFileSync(rules, RULES)
+    const { request, response } = frames()
+    writeFileSync(bodyFile, request)
+    const profile = (name: string) =>
+      opts.profileDir === undefined
+        ? []
+        : ['--cpu-prof', '--cpu-prof-dir', opts.profileDir, '--cpu-prof-name', `envoy-${name}.cpuprofile`]
+    const children: ChildProcess[] = []
+    const subjects: Subject[] = []
+
+    async function sluice(id: string, subject: string, cli: string): Promise<void> {
+      const [port, grpcPort] = [await freePort(), await freePort()]
+      const child = await spawnServer(
         [
-          'sluice POST /v1/check (memory store)',
-          () => httpLoad(`http://127.0.0.1:${port}/v1/check`, seconds),
+          ...profile(id),
+          cli,
+          'serve',
+          '--config',
+          config,
+          '--port',
+          String(port),
+          '--store',
+          'memory',
+          '--grpc-port',
+          String(grpcPort),
+          '--envoy-config',
+          rules,
         ],
-        ['sluice gRPC ShouldRateLimit (memory store)', () => grpcLoad(`127.0.0.1:${grpcPort}`, seconds)],
-      ]
-      const best = new Map<string, Load>()
+        { cwd: ROOT, ready: 'gRPC ' },
+      )
+      children.push(child)
+      // Every measured call must be the allowed decision, not an error answered cheaply.
+      const client = rlsClient(`127.0.0.1:${grpcPort}`)
+      const answer = await client.shouldRateLimit(REQUEST)
+      client.close()
+      if (answer.overall_code !== 'OK') throw new Error(`${id} answered ${JSON.stringify(answer)}`)
+      subjects.push({
+        id: `${id} rate`,
+        subject,
+        child,
+        run: (s) => measured(child, () => h2load(grpcPort, bodyFile, s)),
+      })
+      if (id !== 'sluice-grpc') return
+      subjects.push({
+        id: 'sluice-v1-check rate',
+        subject: 'sluice POST /v1/check, same server (autocannon, 64 connections)',
+        child,
+        run: (s) =>
+          measured(child, async () => {
+            const r = await load({
+              url: `http://127.0.0.1:${port}/v1/check`,
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: CHECK_BODY,
+              connections: CONNECTIONS * STREAMS,
+              duration: s,
+            })
+            return { done: r.requests, perSecond: r.requestsPerSecond, failed: r.errors }
+          }),
+      })
+    }
+
+    async function peer(id: string, subject: string, args: string[]): Promise<void> {
+      const port = await freePort()
+      const child = await spawnServer([...profile(id), PEERS, id, String(port), ...args], {
+        cwd: ROOT,
+        ready: 'ready',
+      })
+      children.push(child)
+      subjects.push({
+        id: `${id} rate`,
+        subject,
+        child,
+        run: (s) => measured(child, () => h2load(port, bodyFile, s)),
+      })
+    }
+
+    try {
+      await sluice('sluice-grpc', 'sluice gRPC ShouldRateLimit (memory store)', CLI)
+      const baseline = process.env.SLUICE_BENCH_BASELINE_CLI
+      if (baseline !== undefined)
+        await sluice(
+          'sluice-grpc-baseline',
+          `sluice gRPC ShouldRateLimit, baseline build ${baseline}`,
+          baseline,
+        )
+      await peer('bare-http2', 'node:http2 answering a fixed frame (no decoding)', [response.toString('hex')])
+      await peer('grpc-js-empty', '@grpc/grpc-js, ShouldRateLimit answering OK at once', [])
+
+      for (const s of subjects) await s.run(1) // warm-up: JIT, connections, the memory store's key
+      const results = new Map<Subject, Measured[]>(subjects.map((s) => [s, []]))
       for (let round = 0; round < rounds; round++) {
-        for (const [name, run] of subjects) {
-          const result = await run()
-          const previous = best.get(name)
-          if (previous === undefined || result.perSecond > previous.perSecond) best.set(name, result)
-        }
+        const order = subjects.map((_, i) => subjects[(i + round) % subjects.length]!)
+        for (const s of order) results.get(s)!.push(await s.run(seconds))
       }
-      const reference = best.get(subjects[0]![0])!.perSecond
+
       const rows: BenchRow[] = []
-      for (const [name] of subjects) {
-        const r = best.get(name)!
+      const medianOf = (s: Subject, pick: (m: Measured) => number) => median(results.get(s)!.map(pick))
+      const bare = subjects.find((s) => s.id === 'bare-http2 rate')!
+      const bareCpu = medianOf(bare, (m) => m.cpuMicrosPerCall)
+      const check = subjects.find((s) => s.id === 'sluice-v1-check rate')!
+      const checkRate = medianOf(check, (m) => m.perSecond)
+      const note = `${seconds}s x ${rounds} rounds, median`
+      for (const s of subjects) {
+        const name = s.id.slice(0, -' rate'.length)
+        const failed = results.get(s)!.reduce((sum, m) => sum + m.failed, 0)
+        const failures = failed > 0 ? `; ${failed} failed calls` : ''
+        const load = s === check ? 'autocannon, 64 connections' : `h2load -c ${CONNECTIONS} -m ${STREAMS}`
         rows.push({
-          subject: name,
-          metric: 'decisions/s',
-          value: r.perSecond,
-          unit: 'ops/s',
-          ratio: r.perSecond / reference,
-          note: `${IN_FLIGHT} in flight, ${seconds}s x ${rounds}, best round; ratio vs /v1/check${r.errors > 0 ? `; ${r.errors} errors` : ''}`,
+          id: `envoy/${name} cpu`,
+          subject: s.subject,
+          metric: 'server CPU per call',
+          value: medianOf(s, (m) => m.cpuMicrosPerCall),
+          unit: 'µs',
+          ratio: medianOf(s, (m) => m.cpuMicrosPerCall) / bareCpu,
+          note: `${load}, ${note}; ratio vs bare-http2${failures}`,
         })
-        rows.push({ subject: name, metric: 'p50 latency', value: r.p50Ms, unit: 'ms' })
-        rows.push({ subject: name, metric: 'p99 latency', value: r.p99Ms, unit: 'ms' })
+        rows.push({
+          id: `envoy/${name} rate`,
+          subject: s.subject,
+          metric: 'calls/s',
+          value: medianOf(s, (m) => m.perSecond),
+          unit: 'ops/s',
+          ratio: medianOf(s, (m) => m.perSecond) / checkRate,
+          note: `${load}, ${note}; ratio vs sluice-v1-check`,
+        })
       }
       return rows
     } finally {
-      await stopChild(child)
+      for (const child of children) await stopChild(child)
       rmSync(dir, { recursive: true, force: true })
     }
   },
@@ -142,5 +304,7 @@ export const benchCase: BenchCase = {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const rows = await benchCase.run({ quick: process.argv.includes('--quick') })
   for (const r of rows)
-    console.log(`${r.subject.padEnd(44)} ${r.metric.padEnd(12)} ${r.value.toFixed(1)} ${r.unit}`)
+    console.log(
+      `${(r.id ?? r.subject).padEnd(36)} ${r.value.toFixed(1).padStart(10)} ${r.unit.padEnd(6)} ${r.ratio?.toFixed(2) ?? ''}`,
+    )
 }

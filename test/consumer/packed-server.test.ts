@@ -30,7 +30,7 @@ import {
  * a 127 KB tarball, which carries the service twice, ESM and CommonJS, with TLS to the stores,
  * Sentinel, regions, TLS listeners, OpenTelemetry's loader, and the admin routes for overrides,
  * lists and outcome tickets): a service carries its YAML parser,
- * logger, schema library, metrics client and protobuf loader, and this keeps that from growing
+ * logger, schema library and metrics client, and this keeps that from growing
  * unnoticed.
  */
 const BUDGET = { packages: 56, nodeModulesBytes: 22_000_000, tarballBytes: 135_000 }

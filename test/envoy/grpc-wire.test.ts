@@ -138,6 +138,26 @@ describe('ShouldRateLimit on the wire', () => {
       { grpcStatus: 3 },
     ],
     [
+      // domain "d", one descriptor whose entry user= declares a value of 5 bytes and holds 1
+      'a request whose last value is cut short',
+      {
+        body: frame(
+          Buffer.from([0x0a, 1, 0x64, 0x12, 11, 0x0a, 9, 0x0a, 4, 0x75, 0x73, 0x65, 0x72, 0x12, 5, 0x75]),
+        ),
+      },
+      { grpcStatus: 3 },
+    ],
+    [
+      // domain "d", a descriptor of 9 bytes whose entry user=u claims 9 of them after its own 2
+      'an entry longer than its descriptor',
+      {
+        body: frame(
+          Buffer.from([0x0a, 1, 0x64, 0x12, 9, 0x0a, 9, 0x0a, 4, 0x75, 0x73, 0x65, 0x72, 0x12, 1, 0x75]),
+        ),
+      },
+      { grpcStatus: 3 },
+    ],
+    [
       'a grpc-timeout that is no timeout',
       { headers: { 'grpc-timeout': 'soon' } },
       { grpcStatus: 3, grpcMessage: 'grpc-timeout "soon" is not a timeout' },

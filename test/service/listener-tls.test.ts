@@ -280,12 +280,19 @@ describe("TLS and mTLS on Envoy's gRPC listener (grpc.tls)", () => {
 
   it('lets a call in flight over TLS finish on close(), then takes no new connection', async () => {
     installServerCert(first)
-    // A real memory store answering 40 ms late, so the call is still in flight when close() starts.
+    // A real memory store answering 40 ms late, so the call is still in flight when close() starts;
+    // `reached` settles once a call's decision has begun (a fixed sleep misses it on a busy machine).
     const inner = memoryStore()
+    let decisions = 0
+    let reachedSecond: () => void = () => {}
+    const reached = new Promise<void>((resolve) => {
+      reachedSecond = resolve
+    })
     const store = forwardStore(inner, {
       name: 'slow-memory',
       inProcess: false,
       apply: async (steps, mode) => {
+        if (++decisions === 2) reachedSecond()
         await new Promise((resolve) => setTimeout(resolve, 40))
         return inner.apply(steps, mode)
       },
@@ -301,7 +308,7 @@ describe("TLS and mTLS on Envoy's gRPC listener (grpc.tls)", () => {
     const rls = client(service)
     await rls.shouldRateLimit(request1)
     const inFlight = rls.shouldRateLimit({ domain: 'd', descriptors: [d(['user', 'u2'])] })
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    await reached
     const closed = service.close(2000)
     expect((await inFlight).overall_code).toBe('OK')
     await closed

@@ -1,7 +1,7 @@
 // One ShouldRateLimit call: validate the request (bounded, typed errors), match each descriptor to
 // the most specific configured entry, charge the limiter, and build Envoy's answer.
 import { createHash } from 'node:crypto'
-import type { Check, Decision, Limiter, Policy } from 'sluice'
+import type { Check, Decision, LayeredDecision, Limiter, Policy } from 'sluice'
 import { hashedApiKey, resolvePolicy } from 'sluice/internal'
 import type { EnvoyLevel, EnvoyLimit, EnvoyNode, EnvoyRules, Unit } from './config.js'
 import { UNITS } from './config.js'
@@ -90,6 +90,13 @@ function validateText(what: string, text: unknown, max: number): string {
   return text
 }
 
+/** Whether validateText would take `text` (checked without building the field's name). */
+const textIsValid = (text: unknown, max: number) =>
+  typeof text === 'string' &&
+  text !== '' &&
+  (text.length <= max || Buffer.byteLength(text) <= max) &&
+  !holdsNulOrInvalid(text)
+
 /** The request's shape checked against BOUNDS; throws EnvoyRequestError (INVALID_ARGUMENT). */
 function validateRequest(request: WireRequest): number {
   const { domain, descriptors } = request
@@ -98,7 +105,7 @@ function validateRequest(request: WireRequest): number {
       GRPC.INVALID_ARGUMENT,
       'domain is empty; Envoy sends the domain of its rate limit filter',
     )
-  if (Buffer.byteLength(domain) > BOUNDS.domainBytes)
+  if (domain.length > BOUNDS.domainBytes / 3 && Buffer.byteLength(domain) > BOUNDS.domainBytes)
     throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `domain is over ${BOUNDS.domainBytes} bytes`)
   if (!Array.isArray(descriptors) || descriptors.length === 0)
     throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, 'no descriptors; send at least one')
@@ -107,19 +114,24 @@ function validateRequest(request: WireRequest): number {
       GRPC.INVALID_ARGUMENT,
       `${descriptors.length} descriptors; at most ${BOUNDS.descriptors} per request`,
     )
-  descriptors.forEach((d, i) => {
-    if (d.entries.length === 0)
+  for (let i = 0; i < descriptors.length; i++) {
+    const entries = descriptors[i]!.entries
+    if (entries.length === 0)
       throw new EnvoyRequestError(GRPC.INVALID_ARGUMENT, `descriptors[${i}] has no entries`)
-    if (d.entries.length > BOUNDS.entries)
+    if (entries.length > BOUNDS.entries)
       throw new EnvoyRequestError(
         GRPC.INVALID_ARGUMENT,
-        `descriptors[${i}] has ${d.entries.length} entries; at most ${BOUNDS.entries}`,
+        `descriptors[${i}] has ${entries.length} entries; at most ${BOUNDS.entries}`,
       )
-    d.entries.forEach((e, j) => {
-      validateText(`descriptors[${i}].entries[${j}].key`, e.key, BOUNDS.keyBytes)
-      validateText(`descriptors[${i}].entries[${j}].value`, e.value, BOUNDS.valueBytes)
-    })
-  })
+    for (let j = 0; j < entries.length; j++) {
+      const { key, value } = entries[j]!
+      // The message names its field only once it is known to be refused.
+      if (!textIsValid(key, BOUNDS.keyBytes))
+        validateText(`descriptors[${i}].entries[${j}].key`, key, BOUNDS.keyBytes)
+      if (!textIsValid(value, BOUNDS.valueBytes))
+        validateText(`descriptors[${i}].entries[${j}].value`, value, BOUNDS.valueBytes)
+    }
+  }
   const hits = request.hits_addend === 0 ? 1 : request.hits_addend
   if (!Number.isSafeInteger(hits) || hits < 1 || hits > BOUNDS.hitsAddend)
     throw new EnvoyRequestError(
@@ -231,19 +243,30 @@ type Plan = { kind: 'none' } | { kind: 'over'; limit: EnvoyLimit; shadow: boolea
  * A descriptor the limiter decides. `counter`: the stored state it spends (storage id and key): two
  * limits of one id, such as two per-request limits of one unit, spend one counter.
  */
-type CheckPlan = { kind: 'check'; limit: EnvoyLimit; check: Check; counter: string; shadow: boolean }
+type CheckPlan = { kind: 'check'; limit: EnvoyLimit; check: Check; shadow: boolean }
+
+/** The counter a check plan spends; a policy id holds no NUL, so the pair is unambiguous. */
+const counterOf = (p: CheckPlan) => `${p.limit.policy?.id ?? p.limit.policyName}\u0000${p.check.key}`
 
 function durationOf(ms: number): { seconds: number; nanos: number } {
   const whole = Math.max(0, Math.ceil(ms))
   return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 }
 }
 
-function currentLimit(limit: EnvoyLimit) {
-  return {
-    name: limit.name,
-    requests_per_unit: limit.requestsPerUnit,
-    unit: limit.unit === undefined ? 'UNKNOWN' : limit.unit.toUpperCase(),
+type CurrentLimit = NonNullable<WireStatus['current_limit']>
+/** Each configured limit's `current_limit`, made once: answers share it and nothing changes it. */
+const currentLimits = new WeakMap<EnvoyLimit, CurrentLimit>()
+function currentLimit(limit: EnvoyLimit): CurrentLimit {
+  let current = currentLimits.get(limit)
+  if (current === undefined) {
+    current = {
+      name: limit.name,
+      requests_per_unit: limit.requestsPerUnit,
+      unit: limit.unit === undefined ? 'UNKNOWN' : limit.unit.toUpperCase(),
+    }
+    currentLimits.set(limit, current)
   }
+  return current
 }
 
 const sha1Hex = (text: string, length: number) =>
@@ -308,7 +331,8 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
       GRPC.NOT_FOUND,
       `unknown domain ${JSON.stringify(request.domain.slice(0, 64))}; configured: ${[...ctx.rules.domains.keys()].join(', ')}`,
     )
-  const extra: Record<string, Policy> = {}
+  // The policies of per-request overrides, made only when a descriptor carries one.
+  let extra: Record<string, Policy> | undefined
   const isSecret = secretTest(ctx.settings.secretKeys)
   const matched = request.descriptors.map((d, i) => {
     const m = match(level, d.entries, isSecret)
@@ -317,6 +341,7 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
     let limit = node?.limit
     if (d.limit != null) {
       const o = overrideLimit(d.limit, limit, i)
+      extra ??= {}
       extra[o.limit.policyName!] = o.policy
       limit = o.limit
       return { limit, key: `override|${key}`, shadow: node?.shadowMode ?? false }
@@ -324,9 +349,11 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
     return { limit, key, shadow: node?.shadowMode ?? false }
   })
   // A limit another applicable limit replaces does not apply (envoyproxy/ratelimit's `replaces`).
-  const replaced = new Set(matched.flatMap((m) => m.limit?.replaces ?? []))
+  const replaced = matched.some((m) => (m.limit?.replaces.length ?? 0) > 0)
+    ? new Set(matched.flatMap((m) => m.limit?.replaces ?? []))
+    : undefined
   const plans = matched.map(({ limit, key, shadow }, i): Plan => {
-    if (limit === undefined || limit.unlimited || replaced.has(limit.name)) return { kind: 'none' }
+    if (limit === undefined || limit.unlimited || replaced?.has(limit.name) === true) return { kind: 'none' }
     if (limit.policyName === undefined) return { kind: 'over', limit, shadow }
     if (hits > limit.capacity)
       throw new EnvoyRequestError(
@@ -334,11 +361,11 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
         `hits_addend ${hits} can never be admitted by descriptors[${i}] (limit ${limit.name}: ${limit.capacity})`,
       )
     const check = { policy: limit.policyName, key: storeKey(request.domain, key), cost: hits }
-    // A policy id holds no NUL, so the pair is unambiguous.
-    const counter = `${limit.policy?.id ?? limit.policyName}\u0000${check.key}`
-    return { kind: 'check', limit, shadow, check, counter }
+    return { kind: 'check', limit, shadow, check }
   })
-  return { plans: ctx.settings.charge === 'all-or-nothing' ? overIfSummedTooHigh(plans, hits) : plans, extra }
+  // One descriptor cannot name a counter twice.
+  const summed = ctx.settings.charge === 'all-or-nothing' && plans.length > 1
+  return { plans: summed ? overIfSummedTooHigh(plans, hits) : plans, extra }
 }
 
 /**
@@ -353,8 +380,9 @@ function overIfSummedTooHigh(plans: Plan[], hits: number): Plan[] {
   let repeated = false
   for (const p of plans) {
     if (p.kind !== 'check' || p.shadow) continue
-    const group = groups.get(p.counter)
-    if (group === undefined) groups.set(p.counter, { sum: hits, capacity: p.limit.capacity })
+    const counter = counterOf(p)
+    const group = groups.get(counter)
+    if (group === undefined) groups.set(counter, { sum: hits, capacity: p.limit.capacity })
     else {
       repeated = true
       group.sum += hits
@@ -364,7 +392,7 @@ function overIfSummedTooHigh(plans: Plan[], hits: number): Plan[] {
   if (!repeated) return plans
   return plans.map((p) => {
     if (p.kind !== 'check' || p.shadow) return p
-    const { sum, capacity } = groups.get(p.counter)!
+    const { sum, capacity } = groups.get(counterOf(p))!
     return sum > capacity ? { kind: 'over', limit: p.limit, shadow: false } : p
   })
 }
@@ -377,9 +405,21 @@ function peekEach(limiter: Limiter, checks: readonly Check[]): Promise<Decision[
   return Promise.all(checks.map((c) => limiter.peek(c.policy, c.key, { cost: c.cost ?? 1 })))
 }
 
-/** Decide checks one by one (shadowed ones, or `charge: every`): a repeated counter is charged per occurrence. */
-function each(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
-  return Promise.all(checks.map((c) => limiter.consume(c.policy, c.key, { cost: c.cost ?? 1 })))
+type MaybePromise<T> = T | Promise<T>
+
+/**
+ * Decide checks one by one (shadowed ones, or `charge: every`): a repeated counter is charged per
+ * occurrence. The decisions themselves when the store decided in-process, else a promise of them.
+ */
+function each(limiter: Limiter, checks: readonly Check[]): MaybePromise<Decision[]> {
+  const decided: MaybePromise<Decision>[] = []
+  let pending = false
+  for (const c of checks) {
+    const d = limiter.decide(c.policy, c.key, { cost: c.cost ?? 1 })
+    if (d instanceof Promise) pending = true
+    decided.push(d)
+  }
+  return pending ? Promise.all(decided) : (decided as Decision[])
 }
 
 /**
@@ -387,12 +427,13 @@ function each(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
  * the summed cost under the strictest of its limits (a layered check takes each counter once);
  * every occurrence gets that step's decision.
  */
-async function allOrNothing(limiter: Limiter, plans: readonly CheckPlan[]): Promise<Decision[]> {
+function allOrNothing(limiter: Limiter, plans: readonly CheckPlan[]): MaybePromise<Decision[]> {
   const steps = new Map<string, { check: Check; capacity: number; occurrences: number[] }>()
   plans.forEach((p, i) => {
-    const step = steps.get(p.counter)
+    const counter = counterOf(p)
+    const step = steps.get(counter)
     if (step === undefined)
-      steps.set(p.counter, { check: { ...p.check }, capacity: p.limit.capacity, occurrences: [i] })
+      steps.set(counter, { check: { ...p.check }, capacity: p.limit.capacity, occurrences: [i] })
     else {
       const cost = (step.check.cost ?? 1) + (p.check.cost ?? 1)
       if (p.limit.capacity < step.capacity) {
@@ -404,32 +445,41 @@ async function allOrNothing(limiter: Limiter, plans: readonly CheckPlan[]): Prom
     }
   })
   const merged = [...steps.values()]
-  const results =
+  const spread = (results: readonly Decision[]) => {
+    const out = new Array<Decision>(plans.length)
+    merged.forEach((m, n) => {
+      for (const i of m.occurrences) out[i] = results[n]!
+    })
+    return out
+  }
+  const results: MaybePromise<readonly Decision[]> =
     merged.length === 1
-      ? await each(limiter, [merged[0]!.check])
-      : (await limiter.consume(merged.map((m) => m.check))).results
-  const out = new Array<Decision>(plans.length)
-  merged.forEach((m, n) => {
-    for (const i of m.occurrences) out[i] = results[n]!
-  })
-  return out
+      ? each(limiter, [merged[0]!.check])
+      : resultsOf(limiter.decide(merged.map((m) => m.check)))
+  return results instanceof Promise ? results.then(spread) : spread(results)
 }
 
-/** Answer a validated ShouldRateLimit request. Throws EnvoyRequestError for what it refuses. */
-export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): Promise<WireResponse> {
+function resultsOf(layered: MaybePromise<LayeredDecision>): MaybePromise<readonly Decision[]> {
+  return layered instanceof Promise ? layered.then((l) => l.results) : layered.results
+}
+
+/**
+ * Answer a ShouldRateLimit request: the answer itself when the store decided in-process (the memory
+ * store), else a promise of it. Throws (or rejects with) EnvoyRequestError for what it refuses.
+ */
+export function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): MaybePromise<WireResponse> {
   const hits = validateRequest(request)
   const { plans, extra } = plan(ctx, request, hits)
-  const limiter = Object.keys(extra).length === 0 ? ctx.limiter : ctx.limiterWith(extra)
+  const limiter = extra === undefined ? ctx.limiter : ctx.limiterWith(extra)
   const enforced: number[] = []
   const shadowed: number[] = []
   plans.forEach((p, i) => {
     if (p.kind === 'check') (p.shadow ? shadowed : enforced).push(i)
   })
   const planAt = (i: number) => plans[i] as CheckPlan
-  const decisions = new Map<number, Decision>()
   const enforcedPlans = enforced.map(planAt)
   const refusedAlready = ctx.settings.charge !== 'every' && plans.some((p) => p.kind === 'over' && !p.shadow)
-  const [main, shadow] = await Promise.all([
+  const main: MaybePromise<Decision[]> =
     enforcedPlans.length === 0
       ? []
       : refusedAlready
@@ -442,21 +492,42 @@ export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): 
               limiter,
               enforcedPlans.map((p) => p.check),
             )
-          : allOrNothing(limiter, enforcedPlans),
-    each(
-      limiter,
-      shadowed.map((i) => planAt(i).check),
-    ),
-  ])
-  for (const [n, i] of enforced.entries()) decisions.set(i, main[n]!)
-  for (const [n, i] of shadowed.entries()) decisions.set(i, shadow[n]!)
-  for (const d of decisions.values())
-    if (d.reason === 'store_unavailable')
+          : allOrNothing(limiter, enforcedPlans)
+  const shadow =
+    shadowed.length === 0
+      ? []
+      : each(
+          limiter,
+          shadowed.map(planAt).map((p) => p.check),
+        )
+  if (main instanceof Promise || shadow instanceof Promise)
+    return Promise.all([main, shadow]).then(([m, s]) =>
+      answerOf(ctx, plans, decisionsByPlan(enforced, m, shadowed, s)),
+    )
+  return answerOf(ctx, plans, decisionsByPlan(enforced, main, shadowed, shadow))
+}
+
+/** Each checked plan's decision, at the plan's index (a sparse array). */
+function decisionsByPlan(
+  enforced: readonly number[],
+  main: readonly Decision[],
+  shadowed: readonly number[],
+  shadow: readonly Decision[],
+): Decision[] {
+  const decisions: Decision[] = []
+  for (let n = 0; n < enforced.length; n++) decisions[enforced[n]!] = main[n]!
+  for (let n = 0; n < shadowed.length; n++) decisions[shadowed[n]!] = shadow[n]!
+  for (const d of decisions)
+    if (d?.reason === 'store_unavailable')
       throw new EnvoyRequestError(
         GRPC.UNAVAILABLE,
         "the store did not answer; Envoy's failure_mode_deny decides this request",
       )
+  return decisions
+}
 
+/** Envoy's answer from the plans and their decisions. */
+function answerOf(ctx: EnvoyContext, plans: readonly Plan[], decisions: readonly Decision[]): WireResponse {
   let over = false
   let tightest: { status: WireStatus; resetMs: number } | undefined
   const statuses = plans.map((p, i): WireStatus => {
@@ -469,7 +540,7 @@ export async function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): 
         limit_remaining: 0,
       }
     }
-    const d = decisions.get(i)!
+    const d = decisions[i]!
     const denied = !d.allowed
     if (denied && !p.shadow) over = true
     const resetMs = denied ? d.retryAfterMs : d.resetMs

@@ -1,26 +1,28 @@
 // The gRPC listener answering Envoy's envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit:
-// the one unary method over node:http2 (listener.ts bounds the connections), its messages coded
-// from Sluice's own rls.proto by proto-loader. Bounded messages, calls and streams; draining on close.
+// the one unary method over node:http2 (listener.ts bounds the connections), its messages coded by
+// rls-codec.ts as rls.proto describes them. Bounded messages, calls and streams; draining on close.
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2'
 import { constants } from 'node:http2'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { MethodDefinition } from '@grpc/proto-loader'
-import { loadSync } from '@grpc/proto-loader'
 import type { Logger } from 'pino'
 import type { EnvoyContext, WireRequest, WireResponse } from './decide.js'
 import { EnvoyRequestError, shouldRateLimit } from './decide.js'
 import type { Http2Listener, Http2Tls } from './listener.js'
 import { http2Listener } from './listener.js'
 import type { PeerSubject } from './peers.js'
+import { decodeRateLimitRequest, encodeRateLimitResponseFrame, MalformedMessageError } from './rls-codec.js'
 import type { GrpcSettings } from './settings.js'
 
-/** Where rls.proto is: beside this module in src/envoy/, copied beside the chunks in dist/. */
+/**
+ * Where rls.proto is: beside this module in src/envoy/, copied beside the chunks in dist/. The
+ * listener codes its messages itself (rls-codec.ts); gRPC clients build theirs from this file.
+ */
 export function rlsProtoPath(): string {
   return join(dirname(fileURLToPath(import.meta.url)), 'rls.proto')
 }
 
-/** Options of proto-loader, the same for the server and the test clients. */
+/** Options of proto-loader for a client built from rls.proto (the tests' clients use these). */
 export const PROTO_OPTIONS = { keepCase: true, longs: Number, enums: String, defaults: true } as const
 
 /** The path gRPC calls ShouldRateLimit by. */
@@ -39,18 +41,6 @@ const STATUS = {
   UNIMPLEMENTED: 12,
   INTERNAL: 13,
 } as const
-
-/** The request decoder and response encoder of ShouldRateLimit (loaded once per process). */
-let codec: MethodDefinition<WireRequest, WireResponse> | undefined
-function rlsCodec(): MethodDefinition<WireRequest, WireResponse> {
-  codec ??= (
-    loadSync(rlsProtoPath(), PROTO_OPTIONS)['envoy.service.ratelimit.v3.RateLimitService'] as Record<
-      string,
-      MethodDefinition<WireRequest, WireResponse>
-    >
-  ).ShouldRateLimit!
-  return codec
-}
 
 const CONTENT_TYPE = 'application/grpc+proto'
 /** Only uncompressed messages are taken: Envoy sends them so, and a client told this sends no other. */
@@ -83,15 +73,6 @@ function endWith(stream: ServerHttp2Stream, code: number, message: string): void
   if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR)
 }
 
-/** One length-prefixed gRPC message, not compressed. */
-function framed(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.length)
-  out[0] = 0
-  out.writeUInt32BE(message.length, 1)
-  out.set(message, 5)
-  return out
-}
-
 /** The gRPC listener: listening, and draining on shutdown. */
 export type GrpcFront = Http2Listener
 
@@ -105,52 +86,69 @@ export function grpcFront(
   settings: GrpcSettings,
   tls?: Http2Tls,
 ): GrpcFront {
-  const { requestDeserialize: decode, responseSerialize: encode } = rlsCodec()
+  /** Ends a call whose decision failed: its own status for a refusal, INTERNAL for anything else. */
+  function fail(stream: ServerHttp2Stream, error: unknown, peer: string | undefined): void {
+    if (error instanceof EnvoyRequestError) {
+      logger.info({ grpc: true, peer, code: error.grpcCode }, error.message)
+      endWith(stream, error.grpcCode, error.message)
+      return
+    }
+    logger.error({ grpc: true, err: error }, 'internal error in ShouldRateLimit')
+    endWith(stream, STATUS.INTERNAL, 'internal error; see the service log')
+  }
 
-  async function answer(
-    stream: ServerHttp2Stream,
-    ctx: EnvoyContext,
-    body: Buffer,
-    peer: string | undefined,
-  ) {
+  /** Decodes the request (`frame` holds its gRPC prefix), decides it and answers. */
+  function answer(stream: ServerHttp2Stream, call: Call, frame: Buffer): void {
     let request: WireRequest
     try {
-      request = decode(body)
+      request = decodeRateLimitRequest(frame, 5)
     } catch (error) {
-      endWith(
-        stream,
-        STATUS.INVALID_ARGUMENT,
-        `the message is not a RateLimitRequest: ${(error as Error).message}`,
-      )
+      if (!(error instanceof MalformedMessageError)) throw error
+      endWith(stream, STATUS.INVALID_ARGUMENT, `the message is not a RateLimitRequest: ${error.message}`)
       return
     }
-    let response: WireResponse
+    let response: WireResponse | Promise<WireResponse>
     try {
-      response = await shouldRateLimit(ctx, request)
+      response = shouldRateLimit(call.ctx, request)
     } catch (error) {
-      if (error instanceof EnvoyRequestError) {
-        logger.info({ grpc: true, peer, code: error.grpcCode }, error.message)
-        endWith(stream, error.grpcCode, error.message)
-        return
-      }
-      logger.error({ grpc: true, err: error }, 'internal error in ShouldRateLimit')
-      endWith(stream, STATUS.INTERNAL, 'internal error; see the service log')
+      fail(stream, error, call.peer)
       return
     }
-    // A call the client cancelled (or the server timed out) meanwhile gets nothing.
-    if (stream.destroyed || stream.closed || stream.headersSent) return
-    stream.respond(ANSWER_HEADERS, { waitForTrailers: true })
-    stream.once('wantTrailers', () => stream.sendTrailers(OK_TRAILERS))
-    stream.end(framed(encode(response)))
+    if (response instanceof Promise)
+      response.then(
+        (r) => respond(stream, r),
+        (error: unknown) => fail(stream, error, call.peer),
+      )
+    else respond(stream, response)
+  }
+
+  /** The request is complete: refused when it holds no whole message, else answered. */
+  function onEnd(this: CallStream): void {
+    const call = this[CALL]!
+    if (this.headersSent) return
+    if (call.declared < 0 || call.received < 5 + call.declared) {
+      endWith(this, STATUS.UNIMPLEMENTED, `Received no request message for unary method ${RLS_PATH}`)
+      return
+    }
+    const { chunks } = call
+    const frame = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, call.received)
+    try {
+      // With traces, the call's traceparent metadata is the active context while it is answered.
+      if (call.ctx.inTrace === undefined) answer(this, call, frame)
+      else call.ctx.inTrace(call.headers, () => answer(this, call, frame))
+    } catch (error) {
+      logger.error({ grpc: true, err: error }, 'internal error in ShouldRateLimit')
+      endWith(this, STATUS.INTERNAL, 'internal error; see the service log')
+    }
   }
 
   function onStream(
-    stream: ServerHttp2Stream,
+    stream: CallStream,
     headers: IncomingHttpHeaders,
     peer: string | undefined,
     subject: PeerSubject | undefined,
   ): void {
-    stream.on('error', () => {})
+    stream.on('error', ignore)
     const contentType = headers['content-type']
     if (typeof contentType !== 'string' || !contentType.startsWith('application/grpc')) {
       stream.respond({ ':status': 415 }, { endStream: true })
@@ -171,7 +169,7 @@ export function grpcFront(
 
     // One timer per call: the client's deadline (grpc-timeout) or grpc.callTimeout, the sooner.
     let timeoutMs = settings.callTimeoutMs
-    let expired = `the call took longer than grpc.callTimeout (${settings.callTimeoutMs} ms)`
+    let expired = callTimeoutMessage
     const written = headers['grpc-timeout']
     if (written !== undefined) {
       const match = TIMEOUT.exec(String(written))
@@ -185,62 +183,85 @@ export function grpcFront(
         expired = 'Deadline exceeded'
       }
     }
-    const timer = setTimeout(() => endWith(stream, STATUS.DEADLINE_EXCEEDED, expired), timeoutMs)
-    stream.once('close', () => clearTimeout(timer))
-
-    // The request: one message of at most MAX_REQUEST_BYTES, refused by its prefix when it is larger.
-    const chunks: Buffer[] = []
-    let received = 0
-    let declared = -1
-    stream.on('data', (chunk: Buffer) => {
-      if (stream.headersSent) return
-      chunks.push(chunk)
-      received += chunk.length
-      if (declared < 0 && received >= 5) {
-        const head = chunks.length === 1 ? chunk : Buffer.concat(chunks)
-        if (head[0] !== 0) {
-          endWith(
-            stream,
-            STATUS.UNIMPLEMENTED,
-            'Received a compressed message; this server takes identity only',
-          )
-          return
-        }
-        declared = head.readUInt32BE(1)
-        if (declared > MAX_REQUEST_BYTES) {
-          endWith(
-            stream,
-            STATUS.RESOURCE_EXHAUSTED,
-            `Received message larger than max (${declared} vs ${MAX_REQUEST_BYTES})`,
-          )
-          return
-        }
-      }
-      if (declared >= 0 && received > 5 + declared)
-        endWith(
-          stream,
-          STATUS.UNIMPLEMENTED,
-          `Received a second request message for unary method ${RLS_PATH}`,
-        )
-    })
-    stream.once('end', () => {
-      if (stream.headersSent) return
-      if (declared < 0 || received < 5 + declared) {
-        endWith(stream, STATUS.UNIMPLEMENTED, `Received no request message for unary method ${RLS_PATH}`)
-        return
-      }
-      const body = Buffer.concat(chunks, received).subarray(5)
-      // With traces, the call's traceparent metadata is the active context while it is answered.
-      const answered =
-        ctx.inTrace === undefined
-          ? answer(stream, ctx, body, peer)
-          : ctx.inTrace(headers, () => answer(stream, ctx, body, peer))
-      answered.catch((error: unknown) => {
-        logger.error({ grpc: true, err: error }, 'internal error in ShouldRateLimit')
-        endWith(stream, STATUS.INTERNAL, 'internal error; see the service log')
-      })
-    })
+    stream[CALL] = {
+      ctx,
+      headers,
+      peer,
+      chunks: [],
+      received: 0,
+      declared: -1,
+      timer: setTimeout(expire, timeoutMs, stream, expired),
+    }
+    // The handlers are shared by every call (`this` is the stream): a call allocates no closures.
+    stream.on('close', onClose)
+    stream.on('data', onData)
+    stream.on('end', onEnd)
   }
 
+  const callTimeoutMessage = `the call took longer than grpc.callTimeout (${settings.callTimeoutMs} ms)`
   return http2Listener(settings, onStream, tls)
+}
+
+/** What the handlers of one call share, kept on its stream. */
+interface Call {
+  readonly ctx: EnvoyContext
+  readonly headers: IncomingHttpHeaders
+  readonly peer: string | undefined
+  /** The request's bytes so far (the gRPC prefix included). */
+  chunks: Buffer[]
+  received: number
+  /** The message length its prefix declares; -1 until the prefix is in. */
+  declared: number
+  readonly timer: NodeJS.Timeout
+}
+const CALL = Symbol('call')
+type CallStream = ServerHttp2Stream & { [CALL]?: Call }
+
+function ignore(): void {}
+
+function expire(stream: ServerHttp2Stream, message: string): void {
+  endWith(stream, STATUS.DEADLINE_EXCEEDED, message)
+}
+
+function onClose(this: CallStream): void {
+  clearTimeout(this[CALL]!.timer)
+}
+
+/** Answers OK trailers once the answer's message is out. */
+function sendOkTrailers(this: ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS)
+}
+
+/** The answer: headers, the one message, OK trailers; nothing to a call cancelled (or timed out) meanwhile. */
+function respond(stream: ServerHttp2Stream, response: WireResponse): void {
+  if (stream.destroyed || stream.closed || stream.headersSent) return
+  stream.respond(ANSWER_HEADERS, { waitForTrailers: true })
+  stream.on('wantTrailers', sendOkTrailers)
+  stream.end(encodeRateLimitResponseFrame(response))
+}
+
+/** The request: one message of at most MAX_REQUEST_BYTES, refused by its prefix when it is larger. */
+function onData(this: CallStream, chunk: Buffer): void {
+  if (this.headersSent) return
+  const call = this[CALL]!
+  call.chunks.push(chunk)
+  call.received += chunk.length
+  if (call.declared < 0 && call.received >= 5) {
+    const head = call.chunks.length === 1 ? chunk : Buffer.concat(call.chunks)
+    if (head[0] !== 0) {
+      endWith(this, STATUS.UNIMPLEMENTED, 'Received a compressed message; this server takes identity only')
+      return
+    }
+    call.declared = head.readUInt32BE(1)
+    if (call.declared > MAX_REQUEST_BYTES) {
+      endWith(
+        this,
+        STATUS.RESOURCE_EXHAUSTED,
+        `Received message larger than max (${call.declared} vs ${MAX_REQUEST_BYTES})`,
+      )
+      return
+    }
+  }
+  if (call.declared >= 0 && call.received > 5 + call.declared)
+    endWith(this, STATUS.UNIMPLEMENTED, `Received a second request message for unary method ${RLS_PATH}`)
 }

@@ -43,6 +43,20 @@ export interface Http2Listener {
   setSecureContext(context: SecureContextOptions): void
 }
 
+/** A connection's open streams, and its idle timer (refreshed as the last one closes). */
+interface OpenStreams {
+  streams: number
+  readonly idle: NodeJS.Timeout
+}
+const OPEN = Symbol('open streams')
+type WatchedStream = ServerHttp2Stream & { [OPEN]?: OpenStreams }
+
+/** Shared by every stream (`this`), so a stream allocates no closure to be counted. */
+function streamClosed(this: WatchedStream): void {
+  const open = this[OPEN]!
+  if (--open.streams === 0) open.idle.refresh()
+}
+
 /**
  * Once node:http2 has ended a session it waits for the socket to flush its last bytes, forever if
  * the peer stopped reading; the socket is dropped when the session is still ended this long later.
@@ -72,7 +86,7 @@ export function http2Listener(
     accepted = session
   })
   /** Every connection: its socket, and a graceful close (GOAWAY, then dropped once it has ended). */
-  const open = new Set<{ socket: Socket; close(): void }>()
+  const connections = new Set<{ socket: Socket; close(): void }>()
   /** Every accepted socket under TLS (node:tls bounds the handshake by handshakeTimeoutMs). */
   const encrypted = new Set<Socket>()
   let closing = false
@@ -131,13 +145,13 @@ export function http2Listener(
     peer: string | undefined,
     subject: PeerSubject | undefined,
   ): void {
-    let streams = 0
     const handshake = setTimeout(() => socket.destroy(), bounds.handshakeTimeoutMs)
     session.once('remoteSettings', () => clearTimeout(handshake))
     // Fires once the connection has had no stream for idleTimeoutMs (refreshed as the last one closes).
     const idle = setTimeout(() => {
-      if (streams === 0) entry.close()
+      if (open.streams === 0) entry.close()
     }, bounds.idleTimeoutMs)
+    const open: OpenStreams = { streams: 0, idle }
     let flushed: NodeJS.Timeout | undefined
     function closing(): void {
       flushed ??= setTimeout(() => {
@@ -152,19 +166,18 @@ export function http2Listener(
         closing()
       },
     }
-    open.add(entry)
-    session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-      streams++
-      stream.once('close', () => {
-        if (--streams === 0) idle.refresh()
-      })
+    connections.add(entry)
+    session.on('stream', (stream: WatchedStream, headers: IncomingHttpHeaders) => {
+      open.streams++
+      stream[OPEN] = open
+      stream.on('close', streamClosed)
       onStream(stream, headers, peer, subject)
     })
     // A protocol error, too many refused streams, or the peer's GOAWAY: node:http2 ends the session.
     session.once('error', closing)
     session.once('goaway', closing)
     socket.once('close', () => {
-      open.delete(entry)
+      connections.delete(entry)
       clearTimeout(handshake)
       clearTimeout(idle)
       clearTimeout(flushed)
@@ -186,10 +199,10 @@ export function http2Listener(
     async shutdown(graceMs) {
       closing = true
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
-      for (const entry of open) entry.close()
+      for (const entry of connections) entry.close()
       if (!(await settlesWithin(stopped, graceMs))) {
-        for (const { socket } of open) socket.destroy()
-        // The raw sockets under TLS: those still in their handshake are not in `open`.
+        for (const { socket } of connections) socket.destroy()
+        // The raw sockets under TLS: those still in their handshake are not in `connections`.
         for (const socket of encrypted) socket.destroy()
       }
       await stopped

@@ -6,6 +6,8 @@ import { ipMatcher } from 'sluice/internal'
 
 const SUBJECT = 'subject:'
 const ATTRIBUTE = /^([A-Za-z][A-Za-z0-9.]*)=(.+)$/
+/** How many peer addresses a matcher remembers the answer for (Envoy fleets are far fewer). */
+const KNOWN_ADDRESSES = 4096
 
 /** The certificate subject a verified client presented (`{ CN: 'envoy', O: 'mesh' }`). */
 export type PeerSubject = PeerCertificate['subject']
@@ -42,10 +44,24 @@ export function namesSubjects(entries: readonly string[]): boolean {
  */
 export function grpcPeerMatcher(entries: readonly string[], where: string): PeerMatcher {
   const subjects = subjectsOf(entries, where)
-  const addressTrusted = ipMatcher(
+  const addressMatches = ipMatcher(
     entries.filter((entry) => !entry.startsWith(SUBJECT)),
     where,
   )
+  // Every call asks about its connection's address, and a matcher lives until the next reload:
+  // each address is matched once (parsing it is most of the cost), the answers kept for a bounded
+  // number of addresses.
+  const known = new Map<string, boolean>()
+  const addressTrusted = (address: string | undefined) => {
+    if (address === undefined) return addressMatches(address)
+    let trusted = known.get(address)
+    if (trusted === undefined) {
+      trusted = addressMatches(address)
+      if (known.size >= KNOWN_ADDRESSES) known.clear()
+      known.set(address, trusted)
+    }
+    return trusted
+  }
   return (address, subject) => {
     if (addressTrusted(address)) return true
     if (subject === undefined) return false
