@@ -168,7 +168,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   let sweeper = new Cursor(tables)
   let decisions = 0
 
-  const clock = (): number => Math.floor(now())
+  // Date.now is whole milliseconds already: called as it is, one call less per decision.
+  const clock: () => number = options.now === undefined ? Date.now : () => Math.floor(now())
 
   // The table of the last policy read: saves a lookup per decision.
   let lastPolicy = ''
