@@ -51,8 +51,7 @@ const REDIS_ALGORITHMS: readonly [string, string][] = [
   ['token-bucket', 'token bucket'],
   ['gcra', 'GCRA'],
 ]
-const bytesPerKey = (run: Run, subject: string) =>
-  run.get(`redis-memory/${subject} bytes-per-key`).value
+const bytesPerKey = (run: Run, subject: string) => run.get(`redis-memory/${subject} bytes-per-key`).value
 
 /** The same-process Express and Fastify rows that must stay at or below the best peer's. */
 const STAY_AHEAD: readonly { label: string; sluice: string; peers: [string, string][] }[] = [
@@ -141,8 +140,7 @@ export const SUMMARY: SummaryRow[] = [
     },
   },
   {
-    measure:
-      'Envoy `ShouldRateLimit` over gRPC (h2load, 4 connections x 16 streams): server CPU per call',
+    measure: 'Envoy `ShouldRateLimit` over gRPC (h2load, 4 connections x 16 streams): server CPU per call',
     goal: "at most 1.3x the bare node:http2 handler's, and at least the decisions/s of `POST /v1/check` on the same server",
     fill(run) {
       const cpu = run.get('envoy/sluice-grpc cpu').value
@@ -153,7 +151,7 @@ export const SUMMARY: SummaryRow[] = [
         ? `an empty grpc-js server: ${us(run.get('envoy/grpc-js-empty cpu').value)}; `
         : ''
       return {
-        sluice: `${us(cpu)} (${x(cpu / bare)} bare), ${rate(calls)} calls (memory store)`,
+        sluice: `${us(cpu)} (${x(cpu / bare)} the bare handler's), ${rate(calls)} calls (memory store)`,
         peer: `${empty}a bare \`node:http2\` handler: ${us(bare)}; \`POST /v1/check\`: ${rate(check)} decisions`,
         met: cpu <= 1.3 * bare && calls >= check,
       }

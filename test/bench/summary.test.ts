@@ -123,9 +123,11 @@ describe('bench summary table', () => {
     expect(body[1]).toContain('12.0 µs, 0.41x (redis-server 9.5 µs)')
     expect(body[1]).toContain('rate-limiter-flexible 29.2 µs (redis-server 21.2 µs)')
     expect(body[2]).toContain('240.0k/s (2.10x rate-limiter-flexible)')
-    expect(body[3]).toContain('fixed window 106 B, sliding window counter 118 B, token bucket 122 B, GCRA 90 B')
+    expect(body[3]).toContain(
+      'fixed window 106 B, sliding window counter 118 B, token bucket 122 B, GCRA 90 B',
+    )
     expect(body[3]).toContain('rate-limiter-flexible 122 B, rate-limit-redis 106 B')
-    expect(body[4]).toContain('95.0 µs (1.20x bare), 9.8k/s calls')
+    expect(body[4]).toContain("95.0 µs (1.20x the bare handler's), 9.8k/s calls (memory store)")
     expect(body[4]).toContain('an empty grpc-js server: 184.0 µs')
     expect(body[4]).toContain('`POST /v1/check`: 9.1k/s')
     expect(body[5]).toContain(
@@ -160,7 +162,15 @@ describe('bench summary table', () => {
 
   it('says "not run" for the rows of cases that did not run, and for NaN figures', () => {
     const withoutRedis = summaryTable(metRun.filter((r) => !r.id?.startsWith('redis/')))
-    expect(verdicts(withoutRedis)).toEqual(['met |', 'not run |', 'not run |', 'met |', 'met |', 'met |', 'met |'])
+    expect(verdicts(withoutRedis)).toEqual([
+      'met |',
+      'not run |',
+      'not run |',
+      'met |',
+      'met |',
+      'met |',
+      'met |',
+    ])
     expect(withoutRedis[3]).toContain('| not run | not run |')
     // One framework alone cannot fill the row that spans both.
     const fastifyOnly = summaryTable(metRun.filter((r) => !r.id?.startsWith('http-express/')))
