@@ -1,118 +1,193 @@
-// The summary table printed at the end of `npm run bench`: one row per measure that has a goal
-// (measure, Sluice, peer, goal, met?), filled from the rows of this one run by their `id`.
+// The summary table printed at the end of `npm run bench`: issue 27's table, one row per measure
+// (measure, Sluice, peer / ceiling, goal, met?), every cell filled from the rows of this one run by
+// their `id`. A row whose inputs this run did not produce says "not run".
 import type { BenchRow } from './types.js'
+
+/** How a summary row reads this run: `get` throws when a row it needs was not run; `has` asks. */
+interface Run {
+  get(id: string): BenchRow
+  has(id: string): boolean
+}
 
 interface SummaryRow {
   measure: string
   goal: string
-  /** Cells from this run's rows; `get` throws when a row it needs was not run. */
-  fill(get: (id: string) => BenchRow): { sluice: string; peer: string; met: boolean }
+  fill(run: Run): { sluice: string; peer: string; met: boolean }
 }
 
 const us = (n: number) => `${n.toFixed(1)} µs`
 const plusUs = (n: number) => `${n >= 0 ? '+' : ''}${n.toFixed(1)} µs`
 const x = (n: number | undefined) => `${(n ?? Number.NaN).toFixed(2)}x`
+const bytes = (n: number) => `${n.toFixed(0)} B`
 function rate(n: number): string {
   if (n >= 1e6) return `${(n / 1e6).toFixed(2)}M/s`
-  if (n >= 1e3) return `${(n / 1e3).toFixed(0)}k/s`
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)}k/s`
   return `${n.toFixed(0)}/s`
 }
 
 /**
- * "<cpu> (<req/s ratio>x)" of an HTTP subject; `added` shows the CPU over no limiter instead, and
- * `label` follows the ratio inside the parentheses.
+ * An HTTP server's CPU per request (`added`: over the no-limiter server) and its req/s ratio to no
+ * limiter; `label` follows the ratio inside the parentheses.
  */
-function http(
-  get: (id: string) => BenchRow,
-  id: string,
-  { added = false, label = '' } = {},
-): { cpu: number; text: string } {
-  const cpu = get(`${id} ${added ? 'cpu-added' : 'cpu'}`).value
-  const ratio = get(`${id} req/s`).ratio
+function http(run: Run, id: string, added = false, label = ''): { cpu: number; text: string } {
+  const cpu = run.get(`${id} ${added ? 'cpu-added' : 'cpu'}`).value
+  const ratio = run.get(`${id} req/s`).ratio
   return { cpu, text: `${added ? plusUs(cpu) : us(cpu)} (${x(ratio)}${label})` }
 }
+
+/** The lowest CPU per request of the peers named, as "name cpu (ratio)" cells and the lowest figure. */
+function bestPeer(run: Run, peers: readonly [string, string][]): { cpu: number; text: string } {
+  const measured = peers.map(([id, name]) => ({ name, ...http(run, id) }))
+  return {
+    cpu: Math.min(...measured.map((p) => p.cpu)),
+    text: measured.map((p) => `${p.name} ${p.text}`).join(', '),
+  }
+}
+
+/** The Redis memory rows (`redis-memory` case): Sluice's algorithms and the peers, bytes per key. */
+const REDIS_ALGORITHMS: readonly [string, string][] = [
+  ['fixed-window', 'fixed window'],
+  ['sliding-window-counter', 'sliding window counter'],
+  ['token-bucket', 'token bucket'],
+  ['gcra', 'GCRA'],
+]
+const bytesPerKey = (run: Run, subject: string) => run.get(`redis-memory/${subject} bytes-per-key`).value
+
+/** The same-process Express and Fastify rows that must stay at or below the best peer's. */
+const STAY_AHEAD: readonly { label: string; sluice: string; peers: [string, string][] }[] = [
+  {
+    label: 'Express + memory',
+    sluice: 'http-express/sluice-memory',
+    peers: [['http-express/express-rate-limit-memory', 'express-rate-limit']],
+  },
+  {
+    label: 'Express + Redis',
+    sluice: 'http-express/sluice-redis',
+    peers: [
+      ['http-express/rate-limiter-flexible-redis', 'rate-limiter-flexible middleware'],
+      ['http-express/express-rate-limit-redis', 'express-rate-limit + rate-limit-redis'],
+    ],
+  },
+  {
+    label: 'Fastify + Redis',
+    sluice: 'http-fastify/sluice-redis',
+    peers: [['http-fastify/fastify-rate-limit-redis', '@fastify/rate-limit']],
+  },
+]
 
 export const SUMMARY: SummaryRow[] = [
   {
     measure: 'Fastify hello world + limiter, memory: server CPU added per request',
-    goal: "at most the peer's",
-    fill(get) {
-      const s = http(get, 'http-fastify/sluice-memory', { added: true, label: ' req/s of no limiter' })
-      const p = http(get, 'http-fastify/fastify-rate-limit-memory', { added: true })
+    goal: "at most the peer's, with Sluice's default headers",
+    fill(run) {
+      const s = http(run, 'http-fastify/sluice-memory', true, ' req/s of no limiter')
+      const p = http(run, 'http-fastify/fastify-rate-limit-memory', true)
+      const legacyId = 'http-fastify/sluice-memory-legacy'
+      // The peer's header set (X-RateLimit-* only), when the run has it: what the default headers add.
+      const legacy = run.has(`${legacyId} cpu-added`)
+        ? `; X-RateLimit-* only ${http(run, legacyId, true).text}`
+        : ''
       return {
-        sluice: s.text,
+        sluice: `${s.text}${legacy}`,
         peer: `@fastify/rate-limit ${p.text}`,
         met: s.cpu <= p.cpu,
       }
     },
   },
   {
-    measure: 'Fastify + limiter on Redis (ioredis): server CPU per request',
-    goal: "at most the peer's",
-    fill(get) {
-      const s = http(get, 'http-fastify/sluice-redis')
-      const p = http(get, 'http-fastify/fastify-rate-limit-redis')
-      return { sluice: s.text, peer: `@fastify/rate-limit ${p.text}`, met: s.cpu <= p.cpu }
-    },
-  },
-  {
-    measure: 'Express + limiter on Redis: server CPU per request',
-    goal: "at most the best peer's",
-    fill(get) {
-      const s = http(get, 'http-express/sluice-redis')
-      const rlf = http(get, 'http-express/rate-limiter-flexible-redis')
-      const erl = http(get, 'http-express/express-rate-limit-redis')
+    measure: "Redis, 64 in flight, ioredis, token bucket: this process's CPU per decision",
+    goal: "at most 0.5x rate-limiter-flexible's",
+    fill(run) {
+      const s = run.get('redis/sluice node-cpu@64').value
+      const p = run.get('redis/rate-limiter-flexible node-cpu@64').value
+      const server = (subject: string) =>
+        run.has(`redis/${subject} redis-cpu@64`)
+          ? ` (redis-server ${us(run.get(`redis/${subject} redis-cpu@64`).value)})`
+          : ''
       return {
-        sluice: s.text,
-        peer: `rate-limiter-flexible middleware ${rlf.text}, express-rate-limit + rate-limit-redis ${erl.text}`,
-        met: s.cpu <= Math.min(rlf.cpu, erl.cpu),
+        sluice: `${us(s)}, ${x(s / p)}${server('sluice')}`,
+        peer: `rate-limiter-flexible ${us(p)}${server('rate-limiter-flexible')}`,
+        met: s <= 0.5 * p,
       }
     },
   },
   {
-    measure: 'Express + limiter, memory: server CPU per request',
-    goal: 'keep ahead',
-    fill(get) {
-      const s = http(get, 'http-express/sluice-memory')
-      const p = http(get, 'http-express/express-rate-limit-memory')
-      return { sluice: s.text, peer: `express-rate-limit ${p.text}`, met: s.cpu < p.cpu }
-    },
-  },
-  {
-    measure: '`await limiter.consume` on the memory store, 10k keys (token bucket)',
-    goal: ">= 3x rate-limiter-flexible and >= 0.8x express-rate-limit's store",
-    fill(get) {
-      const s = get('memory/sluice-token-bucket-consume rate')
-      const vsErl = get('memory/sluice-token-bucket-consume vs-erl').value
-      const rlf = get('memory/rate-limiter-flexible rate').value
-      const erl = get('memory/express-rate-limit-store rate').value
-      const map = get('memory/awaited-map rate').value
+    measure: 'the same: decisions/s',
+    goal: 'at least 2x',
+    fill(run) {
+      const s = run.get('redis/sluice rate@64')
+      const p = run.get('redis/rate-limiter-flexible rate@64').value
       return {
-        sluice: `${rate(s.value)} (${x(s.ratio)} RLF, ${x(vsErl)} express-rate-limit's store)`,
-        peer: `rate-limiter-flexible ${rate(rlf)}; express-rate-limit MemoryStore.increment ${rate(erl)}; awaited plain Map ${rate(map)}`,
-        met: (s.ratio ?? 0) >= 3 && vsErl >= 0.8,
-      }
-    },
-  },
-  {
-    measure: 'Redis, 64 in flight, ioredis (token bucket)',
-    goal: '>= 2x rate-limiter-flexible',
-    fill(get) {
-      const s = get('redis/sluice rate@64')
-      return {
-        sluice: `${rate(s.value)} (${x(s.ratio)} RLF)`,
-        peer: `rate-limiter-flexible ${rate(get('redis/rate-limiter-flexible rate@64').value)}; bare EVALSHA ${rate(get('redis/bare-evalsha rate@64').value)}; redis-benchmark EVALSHA -P16 ${rate(get('redis/redis-benchmark rate@64').value)}`,
+        sluice: `${rate(s.value)} (${x(s.ratio)} rate-limiter-flexible)`,
+        peer: `rate-limiter-flexible ${rate(p)}`,
         met: (s.ratio ?? 0) >= 2,
       }
     },
   },
   {
-    measure: 'Redis, 1 in flight, p50',
-    goal: "at most the peer's",
-    fill(get) {
-      const s = get('redis/sluice p50@1').value
-      const p = get('redis/rate-limiter-flexible p50@1').value
-      return { sluice: `${s.toFixed(0)} µs`, peer: `rate-limiter-flexible ${p.toFixed(0)} µs`, met: s <= p }
+    measure:
+      "Redis memory per key, 10k keys, the peers' 100 per minute, prefixes of equal length (used_memory delta)",
+    goal: "at most rate-limiter-flexible's for every counting algorithm",
+    fill(run) {
+      const ours = REDIS_ALGORITHMS.map(([id, name]) => ({ name, b: bytesPerKey(run, `sluice-${id}`) }))
+      const rlf = bytesPerKey(run, 'rate-limiter-flexible')
+      const rlr = bytesPerKey(run, 'rate-limit-redis')
+      return {
+        sluice: ours.map((o) => `${o.name} ${bytes(o.b)}`).join(', '),
+        peer: `rate-limiter-flexible ${bytes(rlf)}, rate-limit-redis ${bytes(rlr)}`,
+        met: ours.every((o) => o.b <= rlf),
+      }
+    },
+  },
+  {
+    measure: 'Envoy `ShouldRateLimit` over gRPC (h2load, 4 connections x 16 streams): server CPU per call',
+    goal: "at most 1.3x the bare node:http2 handler's, and at least the decisions/s of `POST /v1/check` on the same server",
+    fill(run) {
+      const cpu = run.get('envoy/sluice-grpc cpu').value
+      const calls = run.get('envoy/sluice-grpc rate').value
+      const bare = run.get('envoy/bare-http2 cpu').value
+      const check = run.get('envoy/sluice-v1-check rate').value
+      const empty = run.has('envoy/grpc-js-empty cpu')
+        ? `an empty grpc-js server: ${us(run.get('envoy/grpc-js-empty cpu').value)}; `
+        : ''
+      return {
+        sluice: `${us(cpu)} (${x(cpu / bare)} the bare handler's), ${rate(calls)} calls (memory store)`,
+        peer: `${empty}a bare \`node:http2\` handler: ${us(bare)}; \`POST /v1/check\`: ${rate(check)} decisions`,
+        met: cpu <= 1.3 * bare && calls >= check,
+      }
+    },
+  },
+  {
+    measure: '`await limiter.consume`, memory store, 10k keys',
+    goal: 'at least 0.8x',
+    fill(run) {
+      const s = run.get('memory/sluice-token-bucket-consume rate').value
+      const vsErl = run.get('memory/sluice-token-bucket-consume vs-erl').value
+      const erl = run.get('memory/express-rate-limit-store rate').value
+      const cpu = run.has('memory/sluice-token-bucket-consume vs-erl-cpu')
+        ? `; per CPU second ${x(run.get('memory/sluice-token-bucket-consume vs-erl-cpu').value)}`
+        : ''
+      return {
+        sluice: `${rate(s)}, token bucket (${x(vsErl)} express-rate-limit's \`MemoryStore.increment\`${cpu})`,
+        peer: `express-rate-limit \`MemoryStore.increment\` ${rate(erl)}`,
+        met: vsErl >= 0.8,
+      }
+    },
+  },
+  {
+    measure: 'Express + memory, Express + Redis, Fastify + Redis: server CPU per request',
+    goal: 'stay at or below the best peer',
+    fill(run) {
+      const rows = STAY_AHEAD.map((r) => ({
+        label: r.label,
+        sluice: http(run, r.sluice),
+        peer: bestPeer(run, r.peers),
+      }))
+      return {
+        sluice: rows.map((r) => `${r.label} ${r.sluice.text}`).join('; '),
+        peer: rows.map((r) => `${r.label}: ${r.peer.text}`).join('; '),
+        met: rows.every((r) => r.sluice.cpu <= r.peer.cpu),
+      }
     },
   },
 ]
@@ -122,22 +197,25 @@ class Missing extends Error {}
 /** The summary as Markdown lines; a row whose inputs this run did not produce says "not run". */
 export function summaryTable(rows: readonly BenchRow[]): string[] {
   const byId = new Map<string, BenchRow>()
-  for (const row of rows) if (row.id !== undefined) byId.set(row.id, row)
-  const get = (id: string) => {
-    const row = byId.get(id)
-    if (row === undefined || Number.isNaN(row.value)) throw new Missing(id)
-    return row
+  for (const row of rows) if (row.id !== undefined && !Number.isNaN(row.value)) byId.set(row.id, row)
+  const run: Run = {
+    get(id) {
+      const row = byId.get(id)
+      if (row === undefined) throw new Missing(id)
+      return row
+    },
+    has: (id) => byId.has(id),
   }
-  const lines = ['| measure | Sluice | peer | goal | met? |', '| --- | --- | --- | --- | --- |']
+  const lines = ['| measure | Sluice | peer / ceiling | goal | met? |', '| --- | --- | --- | --- | --- |']
   for (const r of SUMMARY) {
     try {
-      const cells = r.fill(get)
+      const cells = r.fill(run)
       lines.push(
-        `| ${r.measure} | ${cells.sluice} | ${cells.peer} | ${r.goal} | ${cells.met ? 'yes' : 'no'} |`,
+        `| ${r.measure} | ${cells.sluice} | ${cells.peer} | ${r.goal} | ${cells.met ? 'met' : 'missed'} |`,
       )
     } catch (error) {
       if (!(error instanceof Missing)) throw error
-      lines.push(`| ${r.measure} | not run | not run | ${r.goal} | n/a |`)
+      lines.push(`| ${r.measure} | not run | not run | ${r.goal} | not run |`)
     }
   }
   return lines

@@ -34,8 +34,8 @@ export interface BenchOptions {
 export interface BenchCase {
   name: string
   /**
-   * Not part of the default run (which produces the summary table): runs with `--all`, or when
-   * `--only` names it.
+   * A case outside the summary. The default run is the list in bench/run.ts (DEFAULT_CASES), which
+   * decides; every case runs with `--all`, or when `--only` names it.
    */
   extra?: boolean
   run(opts: BenchOptions): Promise<BenchRow[]>

@@ -31,7 +31,10 @@ if (variant.startsWith('sluice')) {
     ...(store === undefined ? {} : { store }),
     policies: { perIp: { algorithm: 'fixed-window', limit: LIMIT, window: '1m' } },
   })
-  sluiceCore = createHttpLimiter({ limiter, rules: [{ policy: 'perIp', key: 'ip' }] })
+  // `sluice-memory-legacy`: only the three X-RateLimit-* headers, the peers' header set, so the
+  // cost of Sluice's default headers (both families) shows as the difference between the two.
+  const headers = variant === 'sluice-memory-legacy' ? { headers: 'legacy' } : {}
+  sluiceCore = createHttpLimiter({ limiter, rules: [{ policy: 'perIp', key: 'ip' }], ...headers })
 }
 
 /** rate-limiter-flexible's Express middleware as its README writes it (it ships none of its own). */

