@@ -64,8 +64,8 @@ async function redisBenchmark(port: number, pipeline: number, requests: number):
   return Number(JSON.parse(`[${line}]`)[1])
 }
 
-/** Heap bytes per local entry: 100,000 deny-cache entries and 100,000 hybrid counters. */
-export function localEntryBytes(): BenchRow[] {
+/** Heap bytes per local entry: 100,000 deny-cache entries and 100,000 hybrid keys holding a lease. */
+export async function localEntryBytes(): Promise<BenchRow[]> {
   v8.setFlagsFromString('--expose-gc')
   const gc = vm.runInNewContext('gc') as () => void
   const n = 100_000
@@ -87,10 +87,23 @@ export function localEntryBytes(): BenchRow[] {
     window: '1h',
     mode: 'hybrid',
   })
-  const backend = { add: async () => [], remove: async () => {}, keyOf: () => '' }
+  // Every key holds a lease, as a hot key does.
+  const granted = {
+    allowed: true,
+    grant: 5,
+    remaining: 0,
+    retryAfterMs: 0,
+    resetMs: 0,
+    tag: 0,
+    underAdmitted: 0,
+  }
+  const backend = { lease: async () => granted, remove: async () => {}, keyOf: () => '' }
   before = heap()
   const hybrid = new HybridPolicy(hybridPolicy, backend)
-  for (const key of keys) hybrid.apply({ policy: hybridPolicy, key, cost: 1 }, 'consume')
+  for (const key of keys) {
+    hybrid.apply({ policy: hybridPolicy, key, cost: 1 }, 'consume')
+    await hybrid.apply({ policy: hybridPolicy, key, cost: 1 }, 'consume')
+  }
   const hybridBytes = (heap() - before) / n
   void hybrid.close()
   return [
@@ -102,7 +115,7 @@ export function localEntryBytes(): BenchRow[] {
       note: `${cache.entryCount} entries, key strings excluded`,
     },
     {
-      subject: 'sluice hybrid counter entry',
+      subject: 'sluice hybrid leased key entry',
       metric: 'heap bytes/entry',
       value: hybridBytes,
       unit: 'B',
@@ -127,7 +140,7 @@ export const benchCase: BenchCase = {
     const server = await startRedis()
     const client = new Redis(server.port, '127.0.0.1')
     const admin = new Redis(server.port, '127.0.0.1')
-    const rows: BenchRow[] = localEntryBytes()
+    const rows: BenchRow[] = await localEntryBytes()
     const ms = quick ? 500 : 2500
     const high = { limit: 100_000_000, window: '1h' } as const
     try {
