@@ -158,7 +158,7 @@ export class HybridPolicy {
     this.algorithm = hybridAlgorithm(policy.algorithm)
     this.leaseMs = policy.syncEveryMs ?? 100
     // Ended leases go back within a quarter of their length.
-    this.timer = setInterval(() => this.sweep(), Math.max(5, Math.floor(this.leaseMs / 4)))
+    this.timer = setInterval(() => this.returnEnded(), Math.max(5, Math.floor(this.leaseMs / 4)))
     this.timer.unref()
   }
 
@@ -320,8 +320,8 @@ export class HybridPolicy {
     }
   }
 
-  /** Give back every lease that has ended; forget keys idle for two lease lengths. */
-  private sweep(): void {
+  /** Give back every lease that has ended; forget keys idle for two lease lengths. Runs on a timer. */
+  returnEnded(): Promise<void> {
     const nowMs = this.now()
     for (const [key, e] of this.entries) {
       if (e.inFlight !== undefined) continue
@@ -329,6 +329,7 @@ export class HybridPolicy {
       else if (e.lease === undefined && nowMs - e.demand.periodStartMs >= 2 * this.leaseMs)
         this.entries.delete(key)
     }
+    return Promise.allSettled([...this.returning]).then(() => undefined)
   }
 
   private giveBack(key: string, e: Entry): void {

@@ -13,8 +13,8 @@
 -- costs `window`, the bucket holds `capacity x window`. A lease is charged as if spent at the end of
 -- its length (the debt is at least lease x limit after it), so however it is spent within that
 -- length the admissions fit the bucket. Its return is exact only while no refill was cut at the
--- cap since it (then the debt is the sum of what was charged since): `e` is the ms of the last
--- such cut, and a return under another epoch has nothing left to give back.
+-- cap since it (then the debt is the sum of what was charged since): `e` names the last such cut
+-- (its ms, or one more than the last when two fall in one ms), and a return under another epoch has nothing left to give back.
 local kind = ARGV[1]
 local now = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -46,7 +46,7 @@ if kind == 'b' then
     local refill = (now - at) * limit
     if refill > d then
       d = 0
-      e = now
+      e = math.max(e + 1, now)
     else
       d = d - refill
     end
@@ -71,7 +71,7 @@ if kind == 'b' then
     grant = math.min(want, math.floor(math.floor((full - base) / w) / divisor))
     if grant < least then grant = 0 end
     if grant > 0 then
-      if base > d then e = at end
+      if base > d then e = math.max(e + 1, at) end
       d = base + grant * w
       o = o + grant
     end
