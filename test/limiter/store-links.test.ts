@@ -112,7 +112,16 @@ const CAPABILITIES: { [K in Capability]-?: { call: (link: Store) => unknown; rec
 function localBackend(): HybridBackend {
   return {
     async lease() {
-      return { allowed: true, grant: 0, remaining: 0, retryAfterMs: 0, resetMs: 0, tag: 0, underAdmitted: 0 }
+      return {
+        allowed: true,
+        grant: 0,
+        remaining: 0,
+        retryAfterMs: 0,
+        resetMs: 0,
+        tag: 0,
+        underAdmitted: 0,
+        denials: 0,
+      }
     },
     async remove() {},
     keyOf: (p, subject) => `${p}:${subject}`,

@@ -72,7 +72,7 @@ describe('generated Lua module', () => {
         ...ALGORITHMS.map((a) => `apply/${a}`),
         'block',
         'charge',
-        'hybrid/add',
+        'hybrid/lease',
         'layered',
         ...['delete', 'put', 'read'].map((r) => `records/${r}`),
         'refund',
@@ -263,7 +263,7 @@ describe('one reply format', () => {
       leaseMs: 100,
       returned: 0,
       returnTag: 0,
-      returnGrant: 0,
+      deniedBefore: 0,
       divisor: 4,
       leastGrant: 2,
     })

@@ -39,8 +39,8 @@ export interface LeaseCall {
   returned: number
   /** The tag of the lease they come from, or -1 for a refund. */
   returnTag: number
-  /** The grant of that lease (Redis counts the units leased out). */
-  returnGrant: number
+  /** The key's count of denials when that lease was granted (under-admission is counted against it). */
+  deniedBefore: number
   /** A grant is at most what is left divided by this. */
   divisor: number
   /** A smaller grant is none: near the limit every decision is exact. */
@@ -55,8 +55,10 @@ export interface LeaseReply {
   resetMs: number
   /** The lease's tag, sent back with its return: its window, or the bucket's epoch. */
   tag: number
-  /** Units of a denied request that were leased out at that moment (see HybridStats). */
+  /** Of the returned units: how many a denial of the key, during their lease, might have admitted. */
   underAdmitted: number
+  /** The key's count of denials so far. */
+  denials: number
 }
 
 /** The shared state of hybrid keys: Redis in practice (hybridRedis). */
@@ -82,9 +84,9 @@ export interface HybridStats {
   /** Of the leased units: neither spent nor given back, because the call giving them back failed. */
   unitsLost: number
   /**
-   * Units of requests Redis denied while at least that many units were leased out to instances
-   * (the denied cost, up to the units out): what a denial may have missed. An upper bound of the
-   * under-admission, counted by the instance that was denied.
+   * Of the returned units: those of a lease during which the key's shared state denied a request
+   * (on any instance). Such a denial might have been admitted had these units not been leased out
+   * here, so this bounds the under-admission leases cause, counted by the instance that held them.
    */
   unitsUnderAdmitted: number
   /** Decisions made in Redis, one request each (cold keys, used-up leases, peeks). */
@@ -97,6 +99,8 @@ interface Lease {
   left: number
   granted: number
   tag: number
+  /** The key's count of denials when it was granted. */
+  deniedBefore: number
   endsAtMs: number
 }
 
@@ -226,14 +230,13 @@ export class HybridPolicy {
       want,
       returned: old?.left ?? 0,
       returnTag: old?.tag ?? 0,
-      returnGrant: old?.granted ?? 0,
+      deniedBefore: old?.deniedBefore ?? 0,
     })
     const answer = call.then(
       (reply) => {
         this.lastError = undefined
         this.stats.plainDecisions++
-        this.stats.unitsUnderAdmitted += reply.underAdmitted
-        if (old !== undefined) this.ended(old)
+        if (old !== undefined) this.ended(old, reply.underAdmitted)
         e.remaining = reply.remaining
         e.resetMs = reply.resetMs
         e.answeredAtMs = nowMs
@@ -241,7 +244,13 @@ export class HybridPolicy {
           this.stats.leasesTaken++
           this.stats.unitsLeased += reply.grant
           const endsAtMs = this.algorithm.leaseEndsAt(this.policy, nowMs, this.leaseMs)
-          e.lease = { left: reply.grant, granted: reply.grant, tag: reply.tag, endsAtMs }
+          e.lease = {
+            left: reply.grant,
+            granted: reply.grant,
+            tag: reply.tag,
+            deniedBefore: reply.denials,
+            endsAtMs,
+          }
         }
         const result: StepResult = {
           allowed: reply.allowed,
@@ -281,9 +290,10 @@ export class HybridPolicy {
     }
   }
 
-  private ended(lease: Lease): void {
+  private ended(lease: Lease, underAdmitted: number): void {
     this.stats.leasesEnded++
     this.stats.unitsReturned += lease.left
+    this.stats.unitsUnderAdmitted += underAdmitted
   }
 
   private lost(lease: Lease): void {
@@ -337,11 +347,11 @@ export class HybridPolicy {
     if (lease === undefined) return
     e.lease = undefined
     if (lease.left === 0) {
-      this.ended(lease)
+      this.ended(lease, 0)
       return
     }
-    const call = this.returnUnits(key, lease.left, lease.tag, lease.granted).then(
-      () => this.ended(lease),
+    const call = this.returnUnits(key, lease.left, lease.tag, lease.deniedBefore).then(
+      (reply) => this.ended(lease, reply.underAdmitted),
       (error: unknown) => {
         this.lastError = error
         this.stats.errors++
@@ -351,7 +361,7 @@ export class HybridPolicy {
     this.track(call)
   }
 
-  private returnUnits(key: string, units: number, tag: number, granted: number): Promise<LeaseReply> {
+  private returnUnits(key: string, units: number, tag: number, deniedBefore: number): Promise<LeaseReply> {
     return this.backend.lease({
       ...this.callBase(key, this.now()),
       cost: 0,
@@ -359,7 +369,7 @@ export class HybridPolicy {
       want: 0,
       returned: units,
       returnTag: tag,
-      returnGrant: granted,
+      deniedBefore,
     })
   }
 
@@ -384,7 +394,7 @@ export class HybridPolicy {
   async reset(step: Step): Promise<void> {
     // A lease of this key held here is dropped: its units went with the state.
     const lease = this.entries.get(step.key)?.lease
-    if (lease !== undefined) this.ended({ ...lease, left: 0 })
+    if (lease !== undefined) this.ended({ ...lease, left: 0 }, 0)
     this.entries.delete(step.key)
     await this.backend.remove([this.backend.keyOf(this.policy.id, step.key)])
   }

@@ -11,7 +11,7 @@ import { script, scriptRunner } from './script.js'
 const LEASE = script('hybrid/lease')
 const raw = (error: unknown): unknown => error
 
-/** The script's reply, seven integers, as a LeaseReply. */
+/** The script's reply, eight integers, as a LeaseReply. */
 function toReply(reply: unknown): LeaseReply {
   const r = reply as number[]
   return {
@@ -22,6 +22,7 @@ function toReply(reply: unknown): LeaseReply {
     resetMs: Number(r[4]),
     tag: Number(r[5]),
     underAdmitted: Number(r[6]),
+    denials: Number(r[7]),
   }
 }
 
@@ -60,7 +61,7 @@ export function hybridRedis(client: RedisClient, options: HybridRedisOptions = {
     String(c.leaseMs),
     String(c.returned),
     String(c.returnTag),
-    String(c.returnGrant),
+    String(c.deniedBefore),
     String(c.divisor),
     String(c.leastGrant),
   ]

@@ -5,11 +5,14 @@
 -- ARGV: kind ('w' fixed window, 's' sliding window counter, 'b' token bucket or GCRA), now (ms),
 --   limit, window (ms), capacity, cost (0: no request), peek (1: decide without charging), want
 --   (units of lease wanted, 0: none), lease (ms), returned units, their tag (-1: a refund), the
---   grant they came from, divisor (a grant is at most what is left / divisor), least grant.
--- Reply: {allowed (0/1), grant, remaining, retry after ms, reset ms, tag, under-admitted units}.
--- Windows keep {s: window index, c: this window's count, p: the previous one's, o: units leased
--- out}; a lease is charged to `c` and ends with its window, so its tag is the window index.
--- Buckets keep the debt {a: time, d: debt in ms x limit (units x window), e: epoch, o}: a unit
+--   key's count of denials when their lease was granted, divisor (a grant is at most what is left
+--   / divisor), least grant.
+-- Reply: {allowed (0/1), grant, remaining, retry after ms, reset ms, tag, under-admitted units,
+--   the key's count of denials}. Under-admitted: returned units of a lease during which this state
+--   denied a request (a denial that might have been admitted, had the units not been leased out).
+-- Every state keeps `n`, its count of denials. Windows keep {s: window index, c: this window's
+-- count, p: the previous one's}; a lease is charged to `c` and ends with its window, so its tag is
+-- the window index. Buckets keep the debt {a: time, d: debt in ms x limit (units x window), e: epoch}: a unit
 -- costs `window`, the bucket holds `capacity x window`. A lease is charged as if spent at the end of
 -- its length (the debt is at least lease x limit after it), so however it is spent within that
 -- length the admissions fit the bucket. Its return is exact only while no refill was cut at the
@@ -26,14 +29,15 @@ local want = tonumber(ARGV[8])
 local leaseMs = tonumber(ARGV[9])
 local returned = tonumber(ARGV[10])
 local returnTag = tonumber(ARGV[11])
-local returnGrant = tonumber(ARGV[12])
-local divisor = tonumber(ARGV[13])
-local least = tonumber(ARGV[14])
-local state = redis.call('HMGET', KEYS[1], 's', 'c', 'p', 'o', 'a', 'd', 'e')
-local o = tonumber(state[4]) or 0
+local deniedBefore = tonumber(ARGV[12])
 local allowed = 1
 local grant = 0
 local under = 0
+local divisor = tonumber(ARGV[13])
+local least = tonumber(ARGV[14])
+local state = redis.call('HMGET', KEYS[1], 's', 'c', 'p', 'n', 'a', 'd', 'e')
+local n = tonumber(state[4]) or 0
+if returned > 0 and returnTag ~= -1 and n > deniedBefore then under = returned end
 local remaining, retry, reset, tag, ttl
 if kind == 'b' then
   local at = tonumber(state[5])
@@ -54,7 +58,6 @@ if kind == 'b' then
   end
   if returned > 0 then
     if returnTag == -1 or returnTag == e then d = math.max(0, d - returned * w) end
-    o = math.max(0, o - returnGrant)
   end
   local full = capacity * w
   if cost > 0 then
@@ -62,7 +65,7 @@ if kind == 'b' then
       if not peek then d = d + cost * w end
     else
       allowed = 0
-      under = math.min(cost, o)
+      n = n + 1
       retry = math.ceil((d + cost * w - full) / limit)
     end
   end
@@ -73,14 +76,13 @@ if kind == 'b' then
     if grant > 0 then
       if base > d then e = math.max(e + 1, at) end
       d = base + grant * w
-      o = o + grant
     end
   end
   remaining = math.max(0, math.floor((full - d) / w))
   reset = math.ceil(d / limit)
   tag = e
   ttl = reset + 2 * leaseMs + 1000
-  redis.call('HSET', KEYS[1], 'a', at, 'd', d, 'e', e, 'o', o)
+  redis.call('HSET', KEYS[1], 'a', at, 'd', d, 'e', e, 'n', n)
 else
   local index = math.floor(now / w)
   local s = tonumber(state[1])
@@ -92,7 +94,6 @@ else
     -- Leases end with their window: none is out once it has rolled.
     if s == index - 1 then p = c else p = 0 end
     c = 0
-    o = 0
     s = index
   end
   -- A clock behind the stored window stays at that window's start, the most conservative point.
@@ -104,7 +105,6 @@ else
     elseif kind == 's' and returnTag == s - 1 then
       p = math.max(0, p - returned)
     end
-    if returnTag == s then o = math.max(0, o - returnGrant) end
   end
   local used = p * (w - elapsed) + c * w
   if cost > 0 then
@@ -115,7 +115,7 @@ else
       end
     else
       allowed = 0
-      under = math.min(cost, o)
+      n = n + 1
       if kind ~= 's' then
         retry = w - elapsed
       else
@@ -134,7 +134,6 @@ else
     if grant > 0 then
       c = c + grant
       used = used + grant * w
-      o = o + grant
     end
   end
   remaining = math.max(0, math.floor((limit * w - used) / w))
@@ -149,7 +148,7 @@ else
   end
   tag = s
   ttl = (kind == 's' and 2 * w or w) - elapsed + 1000
-  redis.call('HSET', KEYS[1], 's', s, 'c', c, 'p', p, 'o', o)
+  redis.call('HSET', KEYS[1], 's', s, 'c', c, 'p', p, 'n', n)
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
-return {allowed, grant, remaining, retry or 0, reset, tag, under}
+return {allowed, grant, remaining, retry or 0, reset, tag, under, n}
