@@ -99,6 +99,7 @@ export async function localEntryBytes(): Promise<BenchRow[]> {
     tag: 0,
     underAdmitted: 0,
     denials: 0,
+    endsAtMs: Number.MAX_SAFE_INTEGER,
   }
   const backend = { lease: async () => granted, remove: async () => {}, keyOf: () => '' }
   before = heap()

@@ -121,6 +121,7 @@ function localBackend(): HybridBackend {
         tag: 0,
         underAdmitted: 0,
         denials: 0,
+        endsAtMs: Number.MAX_SAFE_INTEGER,
       }
     },
     async remove() {},

@@ -2,8 +2,16 @@
 // before use, spent, given back, refused near the limit, charged as of its end on a bucket, lost
 // to a crash (never over-admitted), and what a Redis failure does; the lease sizing on its own.
 import { createServer } from 'node:net'
+import {
+  AggregationTemporality,
+  DataPointType,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
+import { createMetrics, createOpenTelemetry } from '../../packages/sluice/src/metrics/index.js'
 import { type RatePolicy, resolvePolicy } from '../../packages/sluice/src/policy.js'
 import { type HybridBackend, HybridPolicy } from '../../packages/sluice/src/scale/hybrid.js'
 import { COLD_UNITS, leaseWant, rollDemand } from '../../packages/sluice/src/scale/hybrid-algorithms.js'
@@ -33,7 +41,15 @@ function pair(
   const observer = new HybridPolicy(resolved, backend, () => clock.now)
   const step = { policy: resolved, key: 'k', cost: 1 }
   const seen = () => observer.apply(step, 'peek')
-  return { a, b, clock, step, seen, close: () => Promise.all([a.close(), b.close(), observer.close()]) }
+  return {
+    a,
+    b,
+    clock,
+    step,
+    seen,
+    backend,
+    close: () => Promise.all([a.close(), b.close(), observer.close()]),
+  }
 }
 
 const consume = async (
@@ -242,5 +258,40 @@ describe('refund and Redis failure', () => {
     expect(open.h.stats.errors).toBe(1)
     await Promise.all([closed.h.close(), open.h.close()])
     down.disconnect()
+  })
+})
+
+describe('metrics', () => {
+  it('Prometheus and OpenTelemetry publish leases taken and ended, and units leased, spent, returned, lost, under-admitted', async () => {
+    const { a, clock, step, backend, close } = pair(ALGORITHMS['fixed-window']!)
+    const metrics = createMetrics({ hybrid: backend })
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 })
+    const provider = new MeterProvider({ readers: [reader] })
+    createOpenTelemetry({ meter: provider.getMeter('sluice-test'), hybrid: backend })
+    await consume(a, step)
+    await consume(a, step)
+    a.apply(step, 'consume')
+    clock.now += 1000
+    await a.returnEnded()
+    const text = await metrics.registry.metrics()
+    expect(text).toContain('sluice_hybrid_leases_total{policy="h",kind="taken"} 1')
+    expect(text).toContain('sluice_hybrid_leases_total{policy="h",kind="ended"} 1')
+    expect(text).toContain('sluice_hybrid_lease_units_total{policy="h",kind="leased"} 4')
+    expect(text).toContain('sluice_hybrid_lease_units_total{policy="h",kind="spent"} 1')
+    expect(text).toContain('sluice_hybrid_lease_units_total{policy="h",kind="returned"} 3')
+    expect(text).toContain('sluice_hybrid_lease_units_total{policy="h",kind="under_admitted"} 0')
+    await reader.forceFlush()
+    const exported =
+      exporter
+        .getMetrics()
+        .at(-1)
+        ?.scopeMetrics.flatMap((m) => m.metrics) ?? []
+    const units = exported.find((m) => m.descriptor.name === 'sluice.hybrid.lease_units')
+    expect(units?.dataPointType).toBe(DataPointType.SUM)
+    const point = units?.dataPoints.find((p) => p.attributes['sluice.lease.kind'] === 'returned')
+    expect(point?.value).toBe(3)
+    await provider.shutdown()
+    await close()
   })
 })

@@ -267,7 +267,13 @@ describe('one reply format', () => {
       divisor: 4,
       leastGrant: 2,
     })
-    expect(reply).toMatchObject({ allowed: true, grant: 0, remaining: 7, tag: 1000 })
+    expect(reply).toMatchObject({
+      allowed: true,
+      grant: 0,
+      remaining: 7,
+      tag: 1_000_500,
+      endsAtMs: 1_000_600,
+    })
     const sha = createHash('sha1').update(luaSources['hybrid/lease']).digest('hex')
     expect(await client.script('EXISTS', sha)).toEqual([1])
   })

@@ -1,41 +1,21 @@
-// What hybrid mode needs to know of each algorithm it leases (see hybrid.ts): the kind of shared
-// state its Redis script keeps, and when a lease taken now must end. The decisions themselves are
-// made on the shared state by scripts/hybrid/lease.lua, with the transitions of src/algorithms/.
-import {
-  type AlgorithmName,
-  HYBRID_ALGORITHMS,
-  type HybridAlgorithmName,
-  type ResolvedPolicy,
-} from '../policy.js'
+// What hybrid mode needs to know of each algorithm it leases (see hybrid.ts), and how big a lease
+// it asks for. The decisions themselves, and when a lease must end, are made on the shared state by
+// scripts/hybrid/lease.lua, with the transitions of src/algorithms/.
+import { type AlgorithmName, HYBRID_ALGORITHMS, type HybridAlgorithmName } from '../policy.js'
 
 /** The shared state's kind on the wire: `w` fixed window, `s` sliding window counter, `b` bucket. */
 export type LeaseKind = 'w' | 's' | 'b'
 
 export interface HybridAlgorithm {
   kind: LeaseKind
-  /**
-   * When a lease taken at `nowMs` ends: `leaseMs` later, and for the windows no later than the end
-   * of the window it was charged to (spent in the next one, its units would be counted in the wrong window).
-   */
-  leaseEndsAt(policy: ResolvedPolicy, nowMs: number, leaseMs: number): number
 }
 
-const windowEnd = (policy: ResolvedPolicy, nowMs: number): number =>
-  (Math.floor(nowMs / policy.windowMs) + 1) * policy.windowMs
-
-const windows = (kind: LeaseKind): HybridAlgorithm => ({
-  kind,
-  leaseEndsAt: (policy, nowMs, leaseMs) => Math.min(nowMs + leaseMs, windowEnd(policy, nowMs)),
-})
-
 // Token bucket and GCRA decide alike (src/algorithms/gcra.ts): one bucket state serves both.
-const bucket: HybridAlgorithm = { kind: 'b', leaseEndsAt: (_policy, nowMs, leaseMs) => nowMs + leaseMs }
-
 const TABLE: Readonly<Record<HybridAlgorithmName, HybridAlgorithm>> = {
-  'fixed-window': windows('w'),
-  'sliding-window-counter': windows('s'),
-  'token-bucket': bucket,
-  gcra: bucket,
+  'fixed-window': { kind: 'w' },
+  'sliding-window-counter': { kind: 's' },
+  'token-bucket': { kind: 'b' },
+  gcra: { kind: 'b' },
 }
 
 function isHybridAlgorithm(name: AlgorithmName): name is HybridAlgorithmName {

@@ -59,6 +59,8 @@ export interface LeaseReply {
   underAdmitted: number
   /** The key's count of denials so far. */
   denials: number
+  /** When a lease granted now must end (ms): after `leaseMs`, and a window's lease with its window. */
+  endsAtMs: number
 }
 
 /** The shared state of hybrid keys: Redis in practice (hybridRedis). */
@@ -69,6 +71,11 @@ export interface HybridBackend {
   remove(keys: readonly string[]): Promise<void>
   /** The shared state's key of one (policy, subject). */
   keyOf(policy: string, subject: string): string
+  /**
+   * Where each hybrid policy using this backend registers its counts, by policy name (the metrics
+   * exporters read them: createMetrics({ hybrid }), createOpenTelemetry({ hybrid })).
+   */
+  readonly stats?: Map<string, HybridStats[]>
 }
 
 /** Counts of one hybrid policy in this process since it started. */
@@ -161,6 +168,9 @@ export class HybridPolicy {
     this.onStoreError = policy.onStoreError ?? o.onStoreError ?? 'open'
     this.algorithm = hybridAlgorithm(policy.algorithm)
     this.leaseMs = policy.syncEveryMs ?? 100
+    const registered = backend.stats?.get(policy.name)
+    if (registered !== undefined) registered.push(this.stats)
+    else backend.stats?.set(policy.name, [this.stats])
     // Ended leases go back within a quarter of their length.
     this.timer = setInterval(() => this.returnEnded(), Math.max(5, Math.floor(this.leaseMs / 4)))
     this.timer.unref()
@@ -243,13 +253,12 @@ export class HybridPolicy {
         if (reply.grant > 0) {
           this.stats.leasesTaken++
           this.stats.unitsLeased += reply.grant
-          const endsAtMs = this.algorithm.leaseEndsAt(this.policy, nowMs, this.leaseMs)
           e.lease = {
             left: reply.grant,
             granted: reply.grant,
             tag: reply.tag,
             deniedBefore: reply.denials,
-            endsAtMs,
+            endsAtMs: reply.endsAtMs,
           }
         }
         const result: StepResult = {

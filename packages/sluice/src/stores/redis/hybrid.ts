@@ -11,7 +11,7 @@ import { script, scriptRunner } from './script.js'
 const LEASE = script('hybrid/lease')
 const raw = (error: unknown): unknown => error
 
-/** The script's reply, eight integers, as a LeaseReply. */
+/** The script's reply, nine integers, as a LeaseReply. */
 function toReply(reply: unknown): LeaseReply {
   const r = reply as number[]
   return {
@@ -23,6 +23,7 @@ function toReply(reply: unknown): LeaseReply {
     tag: Number(r[5]),
     underAdmitted: Number(r[6]),
     denials: Number(r[7]),
+    endsAtMs: Number(r[8]),
   }
 }
 
@@ -69,5 +70,6 @@ export function hybridRedis(client: RedisClient, options: HybridRedisOptions = {
     lease: (c) => runner.run(LEASE, [c.key], args(c), true, toReply),
     remove: (keys) => adapter.del([...keys]),
     keyOf: (policy, subject) => `${prefix}:{${subjectTag(subject)}}:${policy}:l`,
+    stats: new Map(),
   }
 }

@@ -7,11 +7,13 @@
 --   key's count of denials when their lease was granted, divisor (a grant is at most what is left
 --   / divisor), least grant.
 -- Reply: {allowed (0/1), grant, remaining, retry after ms, reset ms, tag, under-admitted units,
---   the key's count of denials}. Under-admitted: returned units of a lease during which this state
+--   the key's count of denials, when the lease must end (ms)}. Under-admitted: returned units of a lease during which this state
 --   denied a request (a denial that might have been admitted, had the units not been leased out).
--- Every state keeps `n`, its count of denials. Windows keep {s: window index, c: this window's
--- count, p: the previous one's}; a lease is charged to `c` and ends with its window, so its tag is
--- the window index. Buckets keep the debt {a: time, d: debt in ms x limit (units x window), e: epoch}: a unit
+-- Every state keeps `n`, its count of denials. A fixed window keeps {s: its start, c: its count}
+-- and opens at the first request after the last one ended, as the exact algorithm's; a sliding
+-- window counter keeps {s: window index, c: this window's count, p: the previous one's} on windows
+-- aligned to the clock, as the exact one's. A lease is charged to `c` and ends with its window, so
+-- its tag is the window (start or index). Buckets keep the debt {a: time, d: debt in ms x limit (units x window), e: epoch}: a unit
 -- costs `window`, the bucket holds `capacity x window`. A lease is charged as if spent at the end of
 -- its length (the debt is at least lease x limit after it), so however it is spent within that
 -- length the admissions fit the bucket. Its return is exact only while no refill was cut at the
@@ -37,7 +39,7 @@ local least = tonumber(ARGV[14])
 local state = redis.call('HMGET', KEYS[1], 's', 'c', 'p', 'n', 'a', 'd', 'e')
 local n = tonumber(state[4]) or 0
 if returned > 0 and returnTag ~= -1 and n > deniedBefore then under = returned end
-local remaining, retry, reset, tag, ttl
+local remaining, retry, reset, tag, ttl, ends
 if kind == 'b' then
   local at = tonumber(state[5])
   local d = tonumber(state[6]) or 0
@@ -80,8 +82,39 @@ if kind == 'b' then
   remaining = math.max(0, math.floor((full - d) / w))
   reset = math.ceil(d / limit)
   tag = e
+  ends = now + leaseMs
   ttl = reset + 2 * leaseMs + 1000
   redis.call('HSET', KEYS[1], 'a', at, 'd', d, 'e', e, 'n', n)
+elseif kind == 'w' then
+  local start = tonumber(state[1])
+  local c = tonumber(state[2]) or 0
+  if start == nil or now >= start + w then
+    start = now
+    c = 0
+  end
+  -- A clock behind the window's start stays at that start, the most conservative point.
+  local left = start + w - math.max(now, start)
+  if returned > 0 and (returnTag == -1 or returnTag == start) then c = math.max(0, c - returned) end
+  if cost > 0 then
+    if c + cost <= limit then
+      if not peek then c = c + cost end
+    else
+      allowed = 0
+      n = n + 1
+      retry = left
+    end
+  end
+  if want > 0 and allowed == 1 and not peek then
+    grant = math.min(want, math.floor((limit - c) / divisor))
+    if grant < least then grant = 0 end
+    c = c + grant
+  end
+  remaining = math.max(0, limit - c)
+  reset = left
+  tag = start
+  ends = math.min(now + leaseMs, start + w)
+  ttl = left + 1000
+  redis.call('HSET', KEYS[1], 's', start, 'c', c, 'n', n)
 else
   local index = math.floor(now / w)
   local s = tonumber(state[1])
@@ -90,18 +123,16 @@ else
   if s == nil then
     s = index
   elseif s < index then
-    -- Leases end with their window: none is out once it has rolled.
     if s == index - 1 then p = c else p = 0 end
     c = 0
     s = index
   end
   -- A clock behind the stored window stays at that window's start, the most conservative point.
   local elapsed = math.max(0, now - s * w)
-  if kind ~= 's' then p = 0 end
   if returned > 0 then
     if returnTag == -1 or returnTag == s then
       c = math.max(0, c - returned)
-    elseif kind == 's' and returnTag == s - 1 then
+    elseif returnTag == s - 1 then
       p = math.max(0, p - returned)
     end
   end
@@ -115,15 +146,11 @@ else
     else
       allowed = 0
       n = n + 1
-      if kind ~= 's' then
-        retry = w - elapsed
+      local room = limit - c - cost
+      if room >= 0 and p > 0 then
+        retry = w - elapsed - math.floor(room * w / p)
       else
-        local room = limit - c - cost
-        if room >= 0 and p > 0 then
-          retry = w - elapsed - math.floor(room * w / p)
-        else
-          retry = w - elapsed + w - math.floor((limit - cost) * w / math.max(1, c))
-        end
+        retry = w - elapsed + w - math.floor((limit - cost) * w / math.max(1, c))
       end
     end
   end
@@ -136,9 +163,7 @@ else
     end
   end
   remaining = math.max(0, math.floor((limit * w - used) / w))
-  if kind ~= 's' then
-    reset = w - elapsed
-  elseif c > 0 then
+  if c > 0 then
     reset = 2 * w - elapsed
   elseif p > 0 then
     reset = w - elapsed
@@ -146,8 +171,9 @@ else
     reset = 0
   end
   tag = s
-  ttl = (kind == 's' and 2 * w or w) - elapsed + 1000
+  ends = math.min(now + leaseMs, (s + 1) * w)
+  ttl = 2 * w - elapsed + 1000
   redis.call('HSET', KEYS[1], 's', s, 'c', c, 'p', p, 'n', n)
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
-return {allowed, grant, remaining, retry or 0, reset, tag, under, n}
+return {allowed, grant, remaining, retry or 0, reset, tag, under, n, ends}
