@@ -18,8 +18,10 @@ import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible'
 import { createLimiter } from '../../packages/sluice/dist/index.js'
 import { resolvePolicy } from '../../packages/sluice/dist/internal.js'
 import { hybridRedis, redisStore } from '../../packages/sluice/dist/redis.js'
+import { type RatePolicy, resolvePolicy as resolveSrcPolicy } from '../../packages/sluice/src/policy.js'
 import { LocalDenyCache } from '../../packages/sluice/src/scale/deny-cache.js'
 import { HybridPolicy } from '../../packages/sluice/src/scale/hybrid.js'
+import { hybridRedis as hybridRedisSrc } from '../../packages/sluice/src/stores/redis/hybrid.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
 // The scripts of main 0a55701 (their wire format): bench/lua-cost.ts measures today's next to them.
 import { luaSources0a55701 as luaSources } from '../data/lua-0a55701.js'
@@ -64,8 +66,8 @@ async function redisBenchmark(port: number, pipeline: number, requests: number):
   return Number(JSON.parse(`[${line}]`)[1])
 }
 
-/** Heap bytes per local entry: 100,000 deny-cache entries and 100,000 hybrid counters. */
-export function localEntryBytes(): BenchRow[] {
+/** Heap bytes per local entry: 100,000 deny-cache entries and 100,000 hybrid keys holding a lease. */
+export async function localEntryBytes(): Promise<BenchRow[]> {
   v8.setFlagsFromString('--expose-gc')
   const gc = vm.runInNewContext('gc') as () => void
   const n = 100_000
@@ -87,10 +89,25 @@ export function localEntryBytes(): BenchRow[] {
     window: '1h',
     mode: 'hybrid',
   })
-  const backend = { add: async () => [], remove: async () => {}, keyOf: () => '' }
+  // Every key holds a lease, as a hot key does.
+  const granted = {
+    allowed: true,
+    grant: 5,
+    remaining: 0,
+    retryAfterMs: 0,
+    resetMs: 0,
+    tag: 0,
+    underAdmitted: 0,
+    denials: 0,
+    endsAtMs: Number.MAX_SAFE_INTEGER,
+  }
+  const backend = { lease: async () => granted, remove: async () => {}, keyOf: () => '' }
   before = heap()
   const hybrid = new HybridPolicy(hybridPolicy, backend)
-  for (const key of keys) hybrid.apply({ policy: hybridPolicy, key, cost: 1 }, 'consume')
+  for (const key of keys) {
+    hybrid.apply({ policy: hybridPolicy, key, cost: 1 }, 'consume')
+    await hybrid.apply({ policy: hybridPolicy, key, cost: 1 }, 'consume')
+  }
   const hybridBytes = (heap() - before) / n
   void hybrid.close()
   return [
@@ -102,7 +119,7 @@ export function localEntryBytes(): BenchRow[] {
       note: `${cache.entryCount} entries, key strings excluded`,
     },
     {
-      subject: 'sluice hybrid counter entry',
+      subject: 'sluice hybrid leased key entry',
       metric: 'heap bytes/entry',
       value: hybridBytes,
       unit: 'B',
@@ -127,7 +144,7 @@ export const benchCase: BenchCase = {
     const server = await startRedis()
     const client = new Redis(server.port, '127.0.0.1')
     const admin = new Redis(server.port, '127.0.0.1')
-    const rows: BenchRow[] = localEntryBytes()
+    const rows: BenchRow[] = await localEntryBytes()
     const ms = quick ? 500 : 2500
     const high = { limit: 100_000_000, window: '1h' } as const
     try {
@@ -266,48 +283,7 @@ export const benchCase: BenchCase = {
         'x RLF Redis',
       )
       await measure('@fastify/rate-limit RedisStore.incr', fastifyIncr, 64, rlf, 'x RLF Redis')
-      // Hybrid against plain Redis mode, algorithm by algorithm (goal: >= 10x each). The
-      // token bucket's plain row is the one above; the others get theirs here.
-      for (const algorithm of HYBRID_BENCH_ALGORITHMS) {
-        const plainOf =
-          algorithm === 'token-bucket'
-            ? { limiter: exact, run: plain }
-            : await (async () => {
-                const limiter = createLimiter({
-                  ...benchFailover,
-                  store: redisStore(client, { prefix: `bx-${algorithm}` }),
-                  policies: { api: { algorithm, ...high } },
-                })
-                const run = await measure(
-                  `sluice redis ${algorithm} consume`,
-                  (k) => limiter.consume('api', k),
-                  64,
-                )
-                return { limiter, run }
-              })()
-        const hybrid = createLimiter({
-          hybrid: hybridRedis(client, { prefix: `bh-${algorithm}` }),
-          policies: { api: { algorithm, ...high, mode: 'hybrid', syncEvery: '100ms' } },
-        })
-        await measure(
-          `sluice hybrid ${algorithm} consume (syncEvery 100ms)`,
-          (k) => hybrid.consume('api', k),
-          64,
-          plainOf.run,
-          `x sluice plain Redis ${algorithm} @64`,
-        )
-        const hySync = await throughput((k) => hybrid.consumeSync('api', k), 1, ms, subjects)
-        rows.push({
-          subject: `sluice hybrid ${algorithm} consumeSync`,
-          metric: 'decisions/s @1',
-          value: hySync.rate,
-          unit: '/s',
-          ratio: hySync.rate / plainOf.run.rate,
-          note: `x sluice plain Redis ${algorithm} @64`,
-        })
-        await hybrid.close()
-        if (plainOf.limiter !== exact) await plainOf.limiter.close()
-      }
+      rows.push(...(await hybridRows(client, server.port, quick)))
       // A denied hot key: one store call to learn the denial, then none.
       await denyLimiter.consume('api', 'hot')
       await denyLimiter.consume('api', 'hot')
@@ -362,4 +338,206 @@ export const benchCase: BenchCase = {
     }
     return rows
   },
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+/**
+ * Hybrid mode (leases) against plain Redis mode: decisions/s at 64 in flight on 64 hot keys, per
+ * algorithm, in interleaved rounds (goal >= 10x each); under-admission of a 10 s burst against exact
+ * Redis in the same scenario (goal <= 5%); and a burst of 3 and 8 instances on a limit of 200 that
+ * nothing refills (goal: never above 200).
+ */
+async function hybridRows(client: Redis, port: number, quick: boolean): Promise<BenchRow[]> {
+  const rows: BenchRow[] = []
+  const hot = subjects.slice(0, 64)
+  const high = { limit: 100_000_000, window: '1h' } as const
+  const ms = quick ? 500 : 1500
+  const rounds = quick ? 3 : 5
+  for (const algorithm of HYBRID_BENCH_ALGORITHMS) {
+    const plain = createLimiter({
+      ...benchFailover,
+      store: redisStore(client, { prefix: `bx-${algorithm}` }),
+      policies: { api: { algorithm, ...high } },
+    })
+    const hybrid = createLimiter({
+      hybrid: hybridRedis(client, { prefix: `bh-${algorithm}` }),
+      policies: { api: { algorithm, ...high, mode: 'hybrid', syncEvery: '100ms' } },
+    })
+    const ratios: number[] = []
+    const plainRates: number[] = []
+    const hybridRates: number[] = []
+    for (let round = 0; round < rounds; round++) {
+      const p = await throughput((k) => plain.consume('api', k), 64, ms, hot)
+      const h = await throughput((k) => hybrid.consume('api', k), 64, ms, hot)
+      plainRates.push(p.rate)
+      hybridRates.push(h.rate)
+      ratios.push(h.rate / p.rate)
+    }
+    rows.push(
+      {
+        subject: `sluice redis ${algorithm} consume, 64 hot keys`,
+        metric: 'decisions/s @64',
+        value: median(plainRates),
+        unit: '/s',
+      },
+      {
+        subject: `sluice hybrid ${algorithm} consume, 64 hot keys (syncEvery 100ms)`,
+        metric: 'decisions/s @64',
+        value: median(hybridRates),
+        unit: '/s',
+      },
+      {
+        id: `scale/hybrid-${algorithm} rate-ratio@64`,
+        subject: `sluice hybrid ${algorithm} / plain Redis`,
+        metric: 'rate ratio @64',
+        value: median(ratios),
+        unit: 'x',
+        note: `median of ${rounds} interleaved rounds (${ratios.map((r) => r.toFixed(1)).join(', ')})`,
+      },
+    )
+    await Promise.all([plain.close(), hybrid.close()])
+  }
+  rows.push(...(await underAdmission(port, quick ? 2000 : 10_000)))
+  for (const instances of [3, 8]) rows.push(...(await burstRows(port, instances, quick ? 1000 : 2000)))
+  return rows
+}
+
+/** `instances` clients with `lanes` requests each in flight until `stopAt`; admitted per instance. */
+async function hammer(
+  decide: ((i: number) => Promise<boolean>)[],
+  lanes: number,
+  stopAt: number,
+): Promise<number> {
+  const admitted = await Promise.all(
+    decide.map(async (one, i) => {
+      let n = 0
+      const lane = async () => {
+        while (Date.now() < stopAt) {
+          if (await one(i)) n++
+          else await sleep(1)
+        }
+      }
+      await Promise.all(Array.from({ length: lanes }, lane))
+      return n
+    }),
+  )
+  return admitted.reduce((a, b) => a + b, 0)
+}
+
+/** Policies that refill during the burst: what exact Redis admits grows with time. */
+const REFILLING: Record<(typeof HYBRID_BENCH_ALGORITHMS)[number], Omit<RatePolicy, 'mode' | 'syncEvery'>> = {
+  'fixed-window': { algorithm: 'fixed-window', limit: 400, window: '2s' },
+  'sliding-window-counter': { algorithm: 'sliding-window-counter', limit: 400, window: '2s' },
+  'token-bucket': { algorithm: 'token-bucket', limit: 100, window: '1s', burst: 200 },
+  gcra: { algorithm: 'gcra', limit: 100, window: '1s', burst: 200 },
+}
+
+/**
+ * 3 instances (each its own Redis connection) hammer one key of each algorithm for `runMs`, once in
+ * hybrid mode and once in exact Redis mode, interleaved per algorithm: how many fewer hybrid admits.
+ */
+async function underAdmission(port: number, runMs: number): Promise<BenchRow[]> {
+  const rows: BenchRow[] = []
+  const clients = Array.from({ length: 3 }, () => new Redis(port, '127.0.0.1'))
+  try {
+    for (const algorithm of HYBRID_BENCH_ALGORITHMS) {
+      const base = REFILLING[algorithm]
+      const tag = `${algorithm}-${Date.now()}`
+      const hybrids = clients.map(
+        (c) =>
+          new HybridPolicy(
+            resolveSrcPolicy('u', { ...base, mode: 'hybrid', syncEvery: '100ms' } as RatePolicy),
+            hybridRedisSrc(c, { prefix: `bu-${tag}` }),
+          ),
+      )
+      const exacts = clients.map((c) =>
+        createLimiter({
+          ...benchFailover,
+          store: redisStore(c, { prefix: `bue-${tag}` }),
+          policies: { u: base },
+        }),
+      )
+      // Both runs start and end in the middle of a window (windows of 2 s): a request decided a
+      // moment after the end (it waited for a lease) then falls in the same window, as in exact mode.
+      const edge = () => Math.ceil((Date.now() + 50) / 2000) * 2000 + 1000
+      let start = edge()
+      await sleep(start - Date.now())
+      const hybridAdmitted = await hammer(
+        hybrids.map(
+          (h) => async () => (await h.apply({ policy: h.policy, key: 'burst', cost: 1 }, 'consume')).allowed,
+        ),
+        8,
+        start + runMs,
+      )
+      await Promise.all(hybrids.map((h) => h.close()))
+      const leased = hybrids.reduce((n, h) => n + h.stats.unitsLeased, 0)
+      const returned = hybrids.reduce((n, h) => n + h.stats.unitsReturned, 0)
+      const under = hybrids.reduce((n, h) => n + h.stats.unitsUnderAdmitted, 0)
+      start = edge()
+      await sleep(start - Date.now())
+      const exactAdmitted = await hammer(
+        exacts.map((l) => async () => (await l.consume('u', 'burst')).allowed),
+        8,
+        start + runMs,
+      )
+      await Promise.all(exacts.map((l) => l.close()))
+      const missing = Math.max(0, (exactAdmitted - hybridAdmitted) / exactAdmitted)
+      rows.push({
+        id: `scale/hybrid-${algorithm} under-admission`,
+        subject: `sluice hybrid ${algorithm}, 3 instances, ${runMs / 1000} s burst`,
+        metric: 'under-admission vs exact',
+        value: missing * 100,
+        unit: '%',
+        note: `hybrid ${hybridAdmitted}, exact ${exactAdmitted}; ${leased} units leased, ${returned} returned, ${under} counted under-admitted`,
+      })
+    }
+  } finally {
+    for (const c of clients) c.disconnect()
+  }
+  return rows
+}
+
+/** `instances` instances at once on a limit of 200 nothing refills during the run: admitted. */
+async function burstRows(port: number, instances: number, runMs: number): Promise<BenchRow[]> {
+  const rows: BenchRow[] = []
+  const clients = Array.from({ length: instances }, () => new Redis(port, '127.0.0.1'))
+  const fixed: Record<(typeof HYBRID_BENCH_ALGORITHMS)[number], Omit<RatePolicy, 'mode' | 'syncEvery'>> = {
+    'fixed-window': { algorithm: 'fixed-window', limit: 200, window: '1d' },
+    'sliding-window-counter': { algorithm: 'sliding-window-counter', limit: 200, window: '1d' },
+    'token-bucket': { algorithm: 'token-bucket', limit: 1, window: '1d', burst: 200 },
+    gcra: { algorithm: 'gcra', limit: 1, window: '1d', burst: 200 },
+  }
+  try {
+    for (const algorithm of HYBRID_BENCH_ALGORITHMS) {
+      const prefix = `bb${instances}-${algorithm}-${Date.now()}`
+      const hybrids = clients.map(
+        (c) =>
+          new HybridPolicy(
+            resolveSrcPolicy('b', { ...fixed[algorithm], mode: 'hybrid', syncEvery: '100ms' } as RatePolicy),
+            hybridRedisSrc(c, { prefix }),
+          ),
+      )
+      const admitted = await hammer(
+        hybrids.map(
+          (h) => async () => (await h.apply({ policy: h.policy, key: 'burst', cost: 1 }, 'consume')).allowed,
+        ),
+        8,
+        Date.now() + runMs,
+      )
+      await Promise.all(hybrids.map((h) => h.close()))
+      rows.push({
+        id: `scale/hybrid-${algorithm} burst-N${instances}`,
+        subject: `sluice hybrid ${algorithm}, ${instances} instances at once, limit 200`,
+        metric: 'admitted',
+        value: admitted,
+        unit: 'requests',
+        note: `over-admitted ${Math.max(0, admitted - 200)}`,
+      })
+    }
+  } finally {
+    for (const c of clients) c.disconnect()
+  }
+  return rows
 }

@@ -533,8 +533,11 @@ const version = (name) => JSON.parse(require('fs').readFileSync('node_modules/' 
     const limiter = createLimiter({ store, policies })
     const a = await limiter.consume('one', 'k')
     const b = await limiter.consume('one', 'k')
-    const total = await hybridRedis(client).add([{ key: ['consumer-h', name, process.argv[2], process.pid].join('-'), count: 2, ttlMs: 10000 }])
-    out.push([name, version(name), store.client.library, a.allowed, b.allowed, total[0]])
+    const hybrid = hybridRedis(client, { prefix: 'consumer-h' })
+    const key = hybrid.keyOf([name, process.argv[2], process.pid].join('-'), 'k')
+    const call = { key, kind: 'w', nowMs: Date.now(), limit: 10, windowMs: 10000, capacity: 10, cost: 2, peek: false, want: 0, leaseMs: 100, returned: 0, returnTag: 0, deniedBefore: 0, divisor: 4, leastGrant: 2 }
+    const reply = await hybrid.lease(call)
+    out.push([name, version(name), store.client.library, a.allowed, b.allowed, 10 - reply.remaining])
     await store.close()
   }
   console.log(JSON.stringify(out))

@@ -108,21 +108,24 @@ const CAPABILITIES: { [K in Capability]-?: { call: (link: Store) => unknown; rec
   close: { call: (link) => link.close(), records: ['close'] },
 }
 
-/** A hybrid backend in this process: the link under test only has to be there, not to sync. */
+/** A hybrid backend in this process: the link under test only has to be there, not to lease. */
 function localBackend(): HybridBackend {
-  const totals = new Map<string, number>()
   return {
-    async add(counters) {
-      return counters.map((c) => {
-        const total = (totals.get(c.key) ?? 0) + c.count
-        totals.set(c.key, total)
-        return total
-      })
+    async lease() {
+      return {
+        allowed: true,
+        grant: 0,
+        remaining: 0,
+        retryAfterMs: 0,
+        resetMs: 0,
+        tag: 0,
+        underAdmitted: 0,
+        denials: 0,
+        endsAtMs: Number.MAX_SAFE_INTEGER,
+      }
     },
-    async remove(keys) {
-      for (const k of keys) totals.delete(k)
-    },
-    keyOf: (p, subject, window) => `${p}:${subject}:${window}`,
+    async remove() {},
+    keyOf: (p, subject) => `${p}:${subject}`,
   }
 }
 

@@ -93,7 +93,7 @@ export type {
 } from './policy.js'
 export type { ListEntry, ListEntryKind } from './runtime-lists.js'
 export type { LocalDenyCacheOptions } from './scale/deny-cache.js'
-export type { HybridBackend } from './scale/hybrid.js'
+export type { HybridBackend, HybridStats, LeaseCall, LeaseReply } from './scale/hybrid.js'
 export type { Store } from './store.js'
 export type { MemoryStore, MemoryStoreOptions } from './stores/memory.js'
 export { memoryStore } from './stores/memory.js'

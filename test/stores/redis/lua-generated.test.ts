@@ -72,7 +72,7 @@ describe('generated Lua module', () => {
         ...ALGORITHMS.map((a) => `apply/${a}`),
         'block',
         'charge',
-        'hybrid/add',
+        'hybrid/lease',
         'layered',
         ...['delete', 'put', 'read'].map((r) => `records/${r}`),
         'refund',
@@ -248,12 +248,34 @@ describe('one reply format', () => {
     expect(await call()).toEqual([-1, 5000, -5001, -1, 10000, 9000])
   })
 
-  it('hybrid mode runs its script from the same build and registry (scripts/hybrid/add.lua)', async () => {
+  it('hybrid mode runs its script from the same build and registry (scripts/hybrid/lease.lua)', async () => {
     const backend = hybridRedis(client, { prefix: freshPrefix('hybrid') })
     const policy = resolvePolicy('h', { algorithm: 'fixed-window', limit: 10, window: 1000 })
-    const key = backend.keyOf(policy.id, 'k', 0)
-    expect(await backend.add([{ key, count: 3, ttlMs: 2000 }])).toEqual([3])
-    const sha = createHash('sha1').update(luaSources['hybrid/add']).digest('hex')
+    const reply = await backend.lease({
+      key: backend.keyOf(policy.id, 'k'),
+      kind: 'w',
+      nowMs: 1_000_500,
+      limit: 10,
+      windowMs: 1000,
+      capacity: 10,
+      cost: 3,
+      peek: false,
+      want: 0,
+      leaseMs: 100,
+      returned: 0,
+      returnTag: 0,
+      deniedBefore: 0,
+      divisor: 4,
+      leastGrant: 2,
+    })
+    expect(reply).toMatchObject({
+      allowed: true,
+      grant: 0,
+      remaining: 7,
+      tag: 1_000_500,
+      endsAtMs: 1_000_600,
+    })
+    const sha = createHash('sha1').update(luaSources['hybrid/lease']).digest('hex')
     expect(await client.script('EXISTS', sha)).toEqual([1])
   })
 })

@@ -55,7 +55,10 @@ export function buildChain(options: ChainOptions): Chain {
   const hybrids = new Map<string, HybridPolicy>()
   for (const p of policies.values())
     if (p.syncEveryMs !== undefined && options.hybrid !== undefined)
-      hybrids.set(p.name, new HybridPolicy(p, options.hybrid))
+      hybrids.set(
+        p.name,
+        new HybridPolicy(p, options.hybrid, { onStoreError: options.failover?.onStoreError }),
+      )
   if (hybrids.size > 0) head = hybridStore(head, hybrids)
   // At the head: an oversized step turns the whole check into a peek before any link decides on it.
   if ([...policies.values()].some((p) => p.costAboveCapacity === 'deny')) head = oversizedCostStore(head)

@@ -4,7 +4,7 @@
 import { InvalidOptionsError } from '../errors.js'
 import type { HybridPolicy } from '../scale/hybrid.js'
 import type { Step, Store } from '../store.js'
-import { forwardStore } from '../store.js'
+import { forwardStore, isPending } from '../store.js'
 
 /** `inner` with the hybrid policies in front, by policy name. */
 export function hybridStore(inner: Store, hybrids: ReadonlyMap<string, HybridPolicy>): Store {
@@ -15,7 +15,10 @@ export function hybridStore(inner: Store, hybrids: ReadonlyMap<string, HybridPol
   return forwardStore(inner, {
     apply(steps, mode) {
       const hybrid = hybridOf(steps)
-      return hybrid === undefined ? inner.apply(steps, mode) : [hybrid.apply(steps[0]!, mode)]
+      if (hybrid === undefined) return inner.apply(steps, mode)
+      // From a lease: an answer now; in Redis (no lease, or used up): a promise.
+      const result = hybrid.apply(steps[0]!, mode)
+      return isPending(result) ? result.then((r) => [r]) : [result]
     },
     async refund(steps) {
       const hybrid = hybridOf(steps)

@@ -5,6 +5,8 @@
 import { InvalidOptionsError } from '../errors.js'
 import type { DecisionEvent } from '../limiter.js'
 import { checkKnownKeys, keysOf } from '../options.js'
+import type { HybridBackend } from '../scale/hybrid.js'
+import { LEASE_SERIES, leaseTotals } from './hybrid-leases.js'
 import type { DecisionOutcome } from './prometheus.js'
 import { countedLayers, outcomeOf, penalisedPolicies } from './prometheus.js'
 
@@ -61,6 +63,8 @@ export interface OpenTelemetryOptions {
   limiter?: { subscribe(listener: (event: DecisionEvent) => void): () => void }
   /** Distinct policy and store names kept as attribute values; more fold into `_other`. Default 100. */
   maxLabelValues?: number
+  /** The limiter's `hybrid` backend (`hybridRedis(...)`): its lease counts become `sluice.hybrid.*`. */
+  hybrid?: Pick<HybridBackend, 'stats'>
 }
 
 const OPTION_KEYS = keysOf<OpenTelemetryOptions>({
@@ -68,6 +72,7 @@ const OPTION_KEYS = keysOf<OpenTelemetryOptions>({
   tracer: true,
   limiter: true,
   maxLabelValues: true,
+  hybrid: true,
 })
 
 export interface SluiceOpenTelemetry {
@@ -164,6 +169,23 @@ export function createOpenTelemetry(options: OpenTelemetryOptions): SluiceOpenTe
     .addCallback((result) => {
       for (const c of new Set(cacheHitCounts.values())) result.observe(c.counts.hit, c.attributes.hit)
     })
+  // Hybrid leases: totals read from the backend's counts when the SDK collects.
+  const hybrid = options.hybrid
+  if (hybrid !== undefined)
+    for (const [series, name, description, unit] of [
+      ['leases', 'sluice.hybrid.leases', 'Hybrid leases by policy: taken, and ended.', '{lease}'],
+      [
+        'units',
+        'sluice.hybrid.lease_units',
+        'Units of hybrid leases by policy: leased, spent, returned, lost, under_admitted.',
+        '{unit}',
+      ],
+    ] as const)
+      meter?.createObservableCounter(name, { description, unit }).addCallback((result) => {
+        for (const [policy, stats] of leaseTotals(hybrid))
+          for (const [kind, field] of Object.entries(LEASE_SERIES[series]))
+            result.observe(stats[field], { 'sluice.policy': policyLabel(policy), 'sluice.lease.kind': kind })
+      })
   const penaltyCounts = new Map<string, Counted<'penalty'>>()
   meter
     ?.createObservableCounter('sluice.penalties', {

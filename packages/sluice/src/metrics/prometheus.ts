@@ -8,6 +8,8 @@ import { InvalidOptionsError } from '../errors.js'
 import type { CircuitState } from '../failover/breaker.js'
 import type { Decision, DecisionEvent, LayeredDecision } from '../limiter.js'
 import { checkKnownKeys, keysOf } from '../options.js'
+import type { HybridBackend } from '../scale/hybrid.js'
+import { LEASE_SERIES, leaseTotals } from './hybrid-leases.js'
 import { promClient } from './prom.js'
 
 export type { CircuitState }
@@ -34,12 +36,15 @@ export interface MetricsOptions {
   maxLabelValues?: number
   /** Buckets of `sluice_store_duration_seconds`, in seconds. */
   durationBuckets?: readonly number[]
+  /** The limiter's `hybrid` backend (`hybridRedis(...)`): its policies' lease counts become `sluice_hybrid_*`. */
+  hybrid?: Pick<HybridBackend, 'stats'>
 }
 
 export const METRICS_OPTION_KEYS = keysOf<MetricsOptions>({
   registry: true,
   maxLabelValues: true,
   durationBuckets: true,
+  hybrid: true,
 })
 
 /**
@@ -214,6 +219,41 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
       }
     },
   })
+  // Hybrid leases: read from the backend's counts when scraped, published as deltas.
+  const hybrid = options.hybrid
+  if (hybrid !== undefined) {
+    const published = new Map<string, number>()
+    const publish = (counter: Counter<'policy' | 'kind'>, policy: string, kind: string, total: number) => {
+      const id = `${policy}\u0000${kind}`
+      const before = published.get(id) ?? 0
+      // Every kind is published from the first scrape, 0 included, so a rate of it exists.
+      if (total > before || !published.has(id)) counter.labels(policyLabel(policy), kind).inc(total - before)
+      published.set(id, total)
+    }
+    for (const [series, name, help] of [
+      [
+        'leases',
+        'sluice_hybrid_leases_total',
+        'Hybrid leases by policy: taken, and ended (used up, timed out or closed).',
+      ],
+      [
+        'units',
+        'sluice_hybrid_lease_units_total',
+        'Units of hybrid leases by policy: leased, spent, returned unspent, lost (a failed return), under_admitted (returned from a lease during which the key was denied).',
+      ],
+    ] as const)
+      new client.Counter<'policy' | 'kind'>({
+        name,
+        help,
+        labelNames: ['policy', 'kind'],
+        registers,
+        collect() {
+          for (const [policy, stats] of leaseTotals(hybrid))
+            for (const [kind, field] of Object.entries(LEASE_SERIES[series]))
+              publish(this, policy, kind, stats[field])
+        },
+      })
+  }
   const penaltyCounts = new Map<string, { count: number; published: number }>()
   new client.Counter({
     name: 'sluice_penalties_total',

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto'
 import { type ClientAdapter, replyErrorCode } from './client.js'
 import { luaSources } from './lua.generated.js'
 
-/** The name of a generated script: `apply/<algorithm>`, `layered`, `refund`, `block`, `hybrid/add` */
+/** The name of a generated script: `apply/<algorithm>`, `layered`, `refund`, `block`, `hybrid/lease` */
 export type ScriptName = keyof typeof luaSources
 
 export interface Script {
