@@ -102,6 +102,7 @@ export class Exchange {
   readonly views: RemoteView[]
   /** Completed syncs (flush, pull, hand-over), for tests and the docs' count of sync periods. */
   syncs = 0
+  private lastShares: PolicyShare[] = []
   private readonly regionNames: string[]
   private readonly scripts: Record<'write' | 'read' | 'writeDemand' | 'readDemand' | 'ledgers' | 'give' | 'touch', Script>
   private flushing: Promise<void> | undefined
@@ -186,6 +187,12 @@ export class Exchange {
     return sharesOf(policy.limit, this.regionNames, ledgers).get(this.options.local.region)!
   }
 
+  /** This region's share of (policy id, key) as the ledgers read so far show it; undefined when not tracked. */
+  shareOf(policyId: string, key: string): number | undefined {
+    const t = this.tracked.get(`${policyId}\u0000${key}`)
+    return t === undefined ? undefined : this.share(t.policy, t.key)
+  }
+
   /** A decision of `units` on (policy, key) is on its way to the local Redis. */
   begin(policy: GlobalPolicy, key: string, nowMs: number, units: number): void {
     const t = this.entry(policy, key, nowMs)
@@ -235,8 +242,15 @@ export class Exchange {
     return used
   }
 
-  /** This region's share per policy, over the keys this instance tracks (bounded: one row per policy). */
+  /**
+   * This region's share per policy, over the keys this instance tracks (bounded: one row per
+   * policy), as of the last completed sync: read with `syncs`, it says after which sync a share moved.
+   */
   shares(): PolicyShare[] {
+    return this.lastShares
+  }
+
+  private sharesNow(): PolicyShare[] {
     const byPolicy = new Map<string, { keys: number; share: number; limit: number }>()
     for (const t of this.tracked.values()) {
       const row = byPolicy.get(t.policy.id) ?? { keys: 0, share: 0, limit: 0 }
@@ -258,6 +272,7 @@ export class Exchange {
     await this.pull(nowMs)
     await this.handOver(Date.now())
     this.prune(Date.now())
+    this.lastShares = this.sharesNow()
     this.syncs++
   }
 

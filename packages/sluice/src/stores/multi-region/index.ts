@@ -50,6 +50,8 @@ export interface MultiRegionStore extends Store {
    * `sluice_region_share_ratio{policy}` gauge).
    */
   shares(): PolicyShare[]
+  /** This region's share of one global (policy id, key), in units; `undefined` for a key this instance does not track. */
+  keyShare(policyId: string, key: string): number | undefined
   /** Completed syncs of this instance (each: write, read every region, hand over). */
   readonly syncs: number
   /** Write this instance's counts, read every region's demand and ledgers, hand over what is not needed (also runs every `syncEvery`). */
@@ -246,6 +248,7 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
       ]
     },
     shares: () => exchange.shares(),
+    keyShare: (policyId, key) => exchange.shareOf(policyId, key),
     get syncs() {
       return exchange.syncs
     },
