@@ -154,14 +154,24 @@ process.once('message', (plan: WorkerPlan) => {
     await pinger
     await store.sync()
     record()
-    return { offered, admitted, errors, elapsedMs, maxRemoteRttMs, firstSync, shareBySync: { ...shareBySync }, maxSyncMs }
+    return {
+      offered,
+      admitted,
+      errors,
+      elapsedMs,
+      maxRemoteRttMs,
+      firstSync,
+      shareBySync: { ...shareBySync },
+      maxSyncMs,
+    }
   }
 
   process.on('message', async (c: Command) => {
     if (c.op === 'run') process.send!({ op: 'run', report: await run(c) })
     else if (c.op === 'peek') process.send!({ op: 'peek', decision: await limiter.peek('api', c.key) })
     else if (c.op === 'regions') process.send!({ op: 'regions', regions: store.regions() })
-    else if (c.op === 'shares') process.send!({ op: 'shares', shares: store.shares(), share: store.keyShare('api', c.key) })
+    else if (c.op === 'shares')
+      process.send!({ op: 'shares', shares: store.shares(), share: store.keyShare('api', c.key) })
     else {
       clearInterval(watcher)
       stopping = true

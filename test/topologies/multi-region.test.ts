@@ -102,7 +102,12 @@ function topology(extra: Partial<WorkerPlan> = {}) {
     await Promise.all([...redis.values()].map((r) => r.stop()))
   })
 
-  const runAll = async (key: string, rate: number, durationMs: number, regions: readonly Region[] = REGIONS) => {
+  const runAll = async (
+    key: string,
+    rate: number,
+    durationMs: number,
+    regions: readonly Region[] = REGIONS,
+  ) => {
     const startAt = Date.now() + 300
     const answers = await Promise.all(
       regions.map((r) =>

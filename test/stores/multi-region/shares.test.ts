@@ -40,8 +40,23 @@ describe('shares of a global limit', () => {
   })
 
   it('targets follow demand; no demand anywhere moves nothing', () => {
-    expect(Object.fromEntries(targetsOf(300, REGIONS, new Map([['eu', 40]]))!)).toEqual({ ap: 0, eu: 300, us: 0 })
-    expect(Object.fromEntries(targetsOf(300, REGIONS, new Map([['eu', 30], ['us', 10]]))!)).toEqual({
+    expect(Object.fromEntries(targetsOf(300, REGIONS, new Map([['eu', 40]]))!)).toEqual({
+      ap: 0,
+      eu: 300,
+      us: 0,
+    })
+    expect(
+      Object.fromEntries(
+        targetsOf(
+          300,
+          REGIONS,
+          new Map([
+            ['eu', 30],
+            ['us', 10],
+          ]),
+        )!,
+      ),
+    ).toEqual({
       ap: 0,
       eu: 225,
       us: 75,
@@ -55,7 +70,10 @@ describe('shares of a global limit', () => {
       limit: 300,
       regions: REGIONS,
       ledgers: new Map(),
-      demand: new Map([['eu', 30], ['us', 10]]),
+      demand: new Map([
+        ['eu', 30],
+        ['us', 10],
+      ]),
       usedUnits: 0,
       minUnits: 3,
     })
@@ -66,12 +84,21 @@ describe('shares of a global limit', () => {
       limit: 300,
       regions: REGIONS,
       ledgers: new Map(),
-      demand: new Map([['eu', 20], ['us', 20]]),
+      demand: new Map([
+        ['eu', 20],
+        ['us', 20],
+      ]),
       usedUnits: 10,
       minUnits: 3,
     })
     // 90 unused (10 used stay with ap), eu and us lack 50 each.
-    expect(split).toEqual({ to: new Map([['eu', 45], ['us', 45]]), version: 0 })
+    expect(split).toEqual({
+      to: new Map([
+        ['eu', 45],
+        ['us', 45],
+      ]),
+      version: 0,
+    })
   })
 
   it('never hands over what the region used, what it wants itself, or a surplus under minUnits', () => {
@@ -79,7 +106,10 @@ describe('shares of a global limit', () => {
     const busyEu = new Map([['eu', 50]])
     expect(planGive({ ...base, demand: busyEu, usedUnits: 100 })).toBeUndefined()
     expect(planGive({ ...base, demand: busyEu, usedUnits: 98.5 })).toBeUndefined()
-    expect(planGive({ ...base, demand: busyEu, usedUnits: 96 })).toEqual({ to: new Map([['eu', 4]]), version: 0 })
+    expect(planGive({ ...base, demand: busyEu, usedUnits: 96 })).toEqual({
+      to: new Map([['eu', 4]]),
+      version: 0,
+    })
     // Demand everywhere alike: every region wants its own share; nothing moves.
     const even = new Map(REGIONS.map((r) => [r, 40]))
     expect(planGive({ ...base, demand: even, usedUnits: 0 })).toBeUndefined()
@@ -108,8 +138,14 @@ function simulate(options: {
 }) {
   const { limit, syncMs, oneWayMs } = options
   type Published = { at: number; ledger: Ledger; demand: number }
-  const history = new Map(REGIONS.map((r) => [r, [{ at: 0, ledger: EMPTY_LEDGER, demand: 0 }] as Published[]]))
-  const asOf = (r: string, t: number) => history.get(r)!.filter((p) => p.at <= t).at(-1)!
+  const history = new Map(
+    REGIONS.map((r) => [r, [{ at: 0, ledger: EMPTY_LEDGER, demand: 0 }] as Published[]]),
+  )
+  const asOf = (r: string, t: number) =>
+    history
+      .get(r)!
+      .filter((p) => p.at <= t)
+      .at(-1)!
   const state = new Map(
     REGIONS.map((r, i) => [
       r,

@@ -8,15 +8,7 @@ import { randomUUID } from 'node:crypto'
 import type { ClientAdapter } from '../redis/client.js'
 import { replyErrorCode } from '../redis/client.js'
 import { subjectTag } from '../redis/keys.js'
-import {
-  GIVE,
-  READ_COUNTS,
-  READ_DEMAND,
-  READ_LEDGERS,
-  TOUCH,
-  WRITE_COUNTS,
-  WRITE_DEMAND,
-} from './scripts.js'
+import { GIVE, READ_COUNTS, READ_DEMAND, READ_LEDGERS, TOUCH, WRITE_COUNTS, WRITE_DEMAND } from './scripts.js'
 import { applyGive, EMPTY_LEDGER, type Ledger, planGive, sharesOf } from './shares.js'
 
 interface Script {
@@ -104,7 +96,10 @@ export class Exchange {
   syncs = 0
   private lastShares: PolicyShare[] = []
   private readonly regionNames: string[]
-  private readonly scripts: Record<'write' | 'read' | 'writeDemand' | 'readDemand' | 'ledgers' | 'give' | 'touch', Script>
+  private readonly scripts: Record<
+    'write' | 'read' | 'writeDemand' | 'readDemand' | 'ledgers' | 'give' | 'touch',
+    Script
+  >
   private flushing: Promise<void> | undefined
   lastFlushAt = 0
   lastFlushError: string | undefined
@@ -321,7 +316,10 @@ export class Exchange {
         // One expiry per call: the longest of its keys (a key kept a little longer costs nothing).
         this.calls(adapter, keys, (chunk, from) => {
           const ttl = Math.max(...ttls.slice(from, from + chunk.length))
-          return [this.scripts.write, [this.instance, String(ttl), ...counts.slice(from, from + chunk.length)]]
+          return [
+            this.scripts.write,
+            [this.instance, String(ttl), ...counts.slice(from, from + chunk.length)],
+          ]
         }).then(() => {
           for (const [t, index, count] of sent) t.flushed.set(index, count)
         }),
@@ -339,7 +337,8 @@ export class Exchange {
     }
     if (givers.length > 0)
       writes.push(this.calls(adapter, givers, () => [this.scripts.touch, [String(ledgerTtl)]]))
-    if (writes.length === 0) writes.push(this.calls(adapter, [], () => [this.scripts.write, [this.instance, '0']]))
+    if (writes.length === 0)
+      writes.push(this.calls(adapter, [], () => [this.scripts.write, [this.instance, '0']]))
     try {
       await Promise.all(writes)
       this.lastFlushAt = Date.now()
@@ -368,7 +367,8 @@ export class Exchange {
           String(MAX_DEMAND_ENTRIES),
         ]),
       )
-    const ledgersOf = (adapter: ClientAdapter) => this.calls(adapter, ledgerKeys, () => [this.scripts.ledgers, []])
+    const ledgersOf = (adapter: ClientAdapter) =>
+      this.calls(adapter, ledgerKeys, () => [this.scripts.ledgers, []])
     const read = async (link: RegionLink) => {
       const [demand, ledgers] = await Promise.all([demandOf(link.adapter), ledgersOf(link.adapter)])
       return { region: link.region, demand, ledgers }
@@ -418,7 +418,8 @@ export class Exchange {
       for (const [k, t] of entries.entries()) {
         const ledger = parseLedger(answer.ledgers[k])
         // A ledger only grows: an older read arriving late does not undo a newer one.
-        if (ledger.version >= (t.ledgers.get(answer.region)?.version ?? 0)) t.ledgers.set(answer.region, ledger)
+        if (ledger.version >= (t.ledgers.get(answer.region)?.version ?? 0))
+          t.ledgers.set(answer.region, ledger)
       }
       for (const e of answer.demand) {
         // Tracked from now on (touched while the demand lasts), so this region can hand it over.
@@ -462,7 +463,12 @@ export class Exchange {
       const args = [String(plan.version), String(ledgerTtlMs(t.policy))]
       for (const [to, units] of plan.to) args.push(to, String(units))
       gives.push(
-        this.once(this.options.local.adapter, this.scripts.give, [this.ledgerKey(t.policy, t.key)], args).then(
+        this.once(
+          this.options.local.adapter,
+          this.scripts.give,
+          [this.ledgerKey(t.policy, t.key)],
+          args,
+        ).then(
           async (reply) => {
             // Another instance of this region gave first: read the ledger again, plan on the next sync.
             if (Number(reply) < 0) await this.loadLocalLedgers([t])

@@ -66,6 +66,11 @@ const OPTION_KEYS = keysOf<MultiRegionStoreOptions>({
   prefix: true,
 })
 const REGION_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+/**
+ * A denial of a global policy in a region whose share is spent says retry after at most this many
+ * sync periods: a hand-over takes up to three (docs/topologies.md).
+ */
+const RETRY_SYNCS = 3
 
 /**
  * A store for several regions, each with its own Redis.
@@ -131,7 +136,10 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
   timer.unref()
 
   /** The steps as the local Redis decides them: global limits lowered to the region's share. */
-  async function localSteps(steps: readonly Step[], nowMs: number): Promise<{ steps: Step[]; full: Set<number> }> {
+  async function localSteps(
+    steps: readonly Step[],
+    nowMs: number,
+  ): Promise<{ steps: Step[]; full: Set<number> }> {
     const loading: Promise<void>[] = []
     for (const step of steps) {
       if (step.policy.scope !== 'global') continue
@@ -192,12 +200,11 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
       }
       const admitted = !denied && results.every((r) => r.allowed)
       for (const s of globals) exchange.end(s.policy, s.key, nowMs, s.cost, admitted ? s.cost : 0)
-      if (denied) {
+      if (denied)
         for (const i of full) {
           const r = results[i]!
           const w = steps[i]!.policy.windowMs
-          // The region's share may grow at any sync; without that, the end of this window is when
-          // its own count starts to weigh less.
+          // The end of this window is when the region's own count starts to weigh less.
           const untilWindowEnd = w - (nowMs % w)
           results[i] = {
             ...r,
@@ -207,7 +214,15 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
             resetMs: Math.max(r.resetMs, untilWindowEnd),
           }
         }
-        // A layered check is all or nothing: with one layer full, none was committed (peek).
+      // A layered check is all or nothing: with one layer full, none was committed (peek).
+      for (let i = 0; i < steps.length; i++) {
+        const step = steps[i]!
+        const r = results[i]!
+        if (step.policy.scope !== 'global' || r.allowed || r.blocked) continue
+        // While other regions hold part of the limit, a share can arrive at any sync: the retry (and
+        // a deny cache in front of this store) waits a few syncs, not the window's end.
+        if (exchange.share(step.policy, step.key) < step.policy.limit)
+          results[i] = { ...r, retryAfterMs: Math.min(r.retryAfterMs, RETRY_SYNCS * syncEveryMs) }
       }
       return results
     },
