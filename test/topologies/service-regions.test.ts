@@ -130,6 +130,14 @@ describe('sluice serve in two regions', () => {
     // The region-scoped policy, decided as often in eu, is untouched in us.
     expect(await remaining('us', 'own', 'k')).toBe(LIMIT)
     expect(await consume('us', 'own', 'k')).toMatchObject({ allowed: true, remaining: LIMIT - 1 })
+    // The share gauge, one series per global policy (its storage id): eu holds all of it, us none.
+    const share = async (region: 'eu' | 'us') => {
+      const text = await (await fetch(`${urls[region]}/metrics`)).text()
+      const line = text.split('\n').find((l) => l.startsWith('sluice_region_share_ratio{policy="shared.'))
+      return line === undefined ? undefined : Number(line.split(' ').at(-1))
+    }
+    await eventually('eu’s share gauge at 1', async () => ((await share('eu')) === 1 ? true : undefined))
+    expect(await share('us')).toBe(0)
   })
 
   it('both regions are healthy in /readyz and /metrics while both Redis answer', async () => {
