@@ -39,6 +39,8 @@ export interface RunReport {
   firstSync: number
   /** The region's share of the key (units) after each sync, by store.syncs. */
   shareBySync: Record<number, number>
+  /** When each sync of shareBySync ended, in ms after the first request (printed, never asserted). */
+  syncEndMs: Record<number, number>
   /** Longest time one sync took (the parent states it beside the sync count). */
   maxSyncMs: number
 }
@@ -74,13 +76,18 @@ process.once('message', (plan: WorkerPlan) => {
   })
   const remotes = Object.keys(plan.ports).filter((r) => r !== plan.region)
   const shareBySync: Record<number, number> = {}
+  const syncEndMs: Record<number, number> = {}
+  let firstRequestAt = 0
   let maxSyncMs = 0
   let stopping = false
   let syncsStarted = 0
   let watched: string | undefined
   const record = () => {
     const share = watched === undefined ? undefined : store.keyShare('api', watched)
-    if (share !== undefined) shareBySync[store.syncs] = share
+    if (share !== undefined && shareBySync[store.syncs] === undefined) {
+      shareBySync[store.syncs] = share
+      syncEndMs[store.syncs] = Date.now() - firstRequestAt
+    }
   }
   // With the store's timer, looked at often; with driveSyncsMs, right after each sync only (a share
   // that moves during a sync is then never booked to the sync before).
@@ -124,6 +131,8 @@ process.once('message', (plan: WorkerPlan) => {
     await sleep(c.startAt - Date.now())
     const firstSync = (plan.driveSyncsMs === undefined ? store.syncs : syncsStarted) + 1
     for (const k of Object.keys(shareBySync)) delete shareBySync[Number(k)]
+    for (const k of Object.keys(syncEndMs)) delete syncEndMs[Number(k)]
+    firstRequestAt = Date.now()
     watched = c.key
     const perTick = Math.max(1, Math.round((c.rate * 10) / 1000))
     let offered = 0
@@ -162,6 +171,7 @@ process.once('message', (plan: WorkerPlan) => {
       maxRemoteRttMs,
       firstSync,
       shareBySync: { ...shareBySync },
+      syncEndMs: { ...syncEndMs },
       maxSyncMs,
     }
   }

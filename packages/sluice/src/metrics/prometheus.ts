@@ -66,6 +66,7 @@ export interface RegionStatus {
 
 /** One global policy's share in this region, as `multiRegionStore`'s `shares()` reports it. */
 export interface PolicyShareStatus {
+  /** The global policy's storage id (its name unless it has an `id`). */
   readonly policy: string
   /** This region's shares over the policy's tracked keys, over their limits (1 / regions when nothing moved). */
   readonly shareOfLimit: number

@@ -80,6 +80,7 @@ export interface RemoteView {
 
 /** One region's own share of a policy's keys, for the metrics. */
 export interface PolicyShare {
+  /** The global policy's storage id (its name unless it has an `id`). */
   readonly policy: string
   /** Keys this instance tracks for the policy. */
   readonly keys: number

@@ -14,6 +14,8 @@ import { adaptClient, clientProblem, NOT_A_CLIENT, type RedisClient } from '../r
 import { redisStore } from '../redis/index.js'
 import { Exchange, type PolicyShare, type RegionLink } from './exchange.js'
 
+export type { PolicyShare } from './exchange.js'
+
 export interface MultiRegionStoreOptions {
   /** The region this instance runs in: one of the names in `regions`. */
   region: string
