@@ -6,18 +6,21 @@
 // timeout or a partition changes nothing.
 import { randomUUID } from 'node:crypto'
 import type { ClientAdapter } from '../redis/client.js'
-import { replyErrorCode } from '../redis/client.js'
 import { subjectTag } from '../redis/keys.js'
-import { GIVE, READ_COUNTS, READ_DEMAND, READ_LEDGERS, TOUCH, WRITE_COUNTS, WRITE_DEMAND } from './scripts.js'
+import { message, runOverKeys, runScript, type Script } from './calls.js'
+import {
+  GIVE,
+  parseDemand,
+  parseLedger,
+  READ_COUNTS,
+  READ_DEMAND,
+  READ_LEDGERS,
+  TOUCH,
+  WRITE_COUNTS,
+  WRITE_DEMAND,
+} from './scripts.js'
 import { applyGive, EMPTY_LEDGER, type Ledger, planGive, sharesOf } from './shares.js'
 
-interface Script {
-  readonly source: string
-  readonly sha: string
-}
-
-/** Most keys one exchange call carries (standalone; a Cluster call carries one key, one slot). */
-const MAX_KEYS_PER_CALL = 128
 /** Most demand entries a region's index holds, and a pull reads: the hottest keys, not millions. */
 const MAX_DEMAND_ENTRIES = 1024
 
@@ -246,6 +249,18 @@ export class Exchange {
     return this.lastShares
   }
 
+  private callOnce(adapter: ClientAdapter, script: Script, keys: string[], args: string[]) {
+    return runScript(adapter, script, keys, args, this.options.timeoutMs)
+  }
+
+  private callEach(
+    adapter: ClientAdapter,
+    keys: readonly string[],
+    argsOf: (chunk: string[], from: number) => [Script, string[]],
+  ) {
+    return runOverKeys(adapter, keys, argsOf, this.options.timeoutMs)
+  }
+
   private sharesNow(): PolicyShare[] {
     const byPolicy = new Map<string, { keys: number; share: number; limit: number }>()
     for (const t of this.tracked.values()) {
@@ -315,7 +330,7 @@ export class Exchange {
     if (keys.length > 0)
       writes.push(
         // One expiry per call: the longest of its keys (a key kept a little longer costs nothing).
-        this.calls(adapter, keys, (chunk, from) => {
+        this.callEach(adapter, keys, (chunk, from) => {
           const ttl = Math.max(...ttls.slice(from, from + chunk.length))
           return [
             this.scripts.write,
@@ -328,7 +343,7 @@ export class Exchange {
     if (demand.length > 0) {
       const keep = String(2 * this.options.staleAfterMs)
       writes.push(
-        this.once(adapter, this.scripts.writeDemand, this.demandKeys(), [
+        this.callOnce(adapter, this.scripts.writeDemand, this.demandKeys(), [
           String(nowMs),
           keep,
           String(MAX_DEMAND_ENTRIES),
@@ -337,9 +352,9 @@ export class Exchange {
       )
     }
     if (givers.length > 0)
-      writes.push(this.calls(adapter, givers, () => [this.scripts.touch, [String(ledgerTtl)]]))
+      writes.push(this.callEach(adapter, givers, () => [this.scripts.touch, [String(ledgerTtl)]]))
     if (writes.length === 0)
-      writes.push(this.calls(adapter, [], () => [this.scripts.write, [this.instance, '0']]))
+      writes.push(this.callEach(adapter, [], () => [this.scripts.write, [this.instance, '0']]))
     try {
       await Promise.all(writes)
       this.lastFlushAt = Date.now()
@@ -363,13 +378,13 @@ export class Exchange {
     const ledgerKeys = entries.map((t) => this.ledgerKey(t.policy, t.key))
     const demandOf = async (adapter: ClientAdapter) =>
       parseDemand(
-        await this.once(adapter, this.scripts.readDemand, this.demandKeys(), [
+        await this.callOnce(adapter, this.scripts.readDemand, this.demandKeys(), [
           since,
           String(MAX_DEMAND_ENTRIES),
         ]),
       )
     const ledgersOf = (adapter: ClientAdapter) =>
-      this.calls(adapter, ledgerKeys, () => [this.scripts.ledgers, []])
+      this.callEach(adapter, ledgerKeys, () => [this.scripts.ledgers, []])
     const read = async (link: RegionLink) => {
       const [demand, ledgers] = await Promise.all([demandOf(link.adapter), ledgersOf(link.adapter)])
       return { region: link.region, demand, ledgers }
@@ -385,7 +400,7 @@ export class Exchange {
       ])
       const [answer, totals] = await Promise.all([
         read(this.options.local),
-        this.calls(this.options.local.adapter, countKeys, () => [this.scripts.read, []]),
+        this.callEach(this.options.local.adapter, countKeys, () => [this.scripts.read, []]),
       ])
       for (const [i, t] of entries.entries()) {
         t.regionTotals.clear()
@@ -464,7 +479,7 @@ export class Exchange {
       const args = [String(plan.version), String(ledgerTtlMs(t.policy))]
       for (const [to, units] of plan.to) args.push(to, String(units))
       gives.push(
-        this.once(
+        this.callOnce(
           this.options.local.adapter,
           this.scripts.give,
           [this.ledgerKey(t.policy, t.key)],
@@ -483,7 +498,7 @@ export class Exchange {
   }
 
   private async loadLocalLedgers(entries: Tracked[]): Promise<void> {
-    const replies = await this.calls(
+    const replies = await this.callEach(
       this.options.local.adapter,
       entries.map((t) => this.ledgerKey(t.policy, t.key)),
       () => [this.scripts.ledgers, []],
@@ -504,93 +519,9 @@ export class Exchange {
         this.tracked.delete(id)
     }
   }
-
-  private async once(adapter: ClientAdapter, script: Script, keys: string[], args: string[]) {
-    return withTimeout(evalScript(adapter, script, keys, args), this.options.timeoutMs)
-  }
-
-  /**
-   * Run a script over `keys`: one call per key on Cluster (each key its own slot), calls of up to
-   * MAX_KEYS_PER_CALL keys on a standalone server, each under the exchange's timeout. The replies
-   * in key order.
-   */
-  private async calls(
-    adapter: ClientAdapter,
-    keys: readonly string[],
-    argsOf: (chunk: string[], from: number) => [Script, string[]],
-  ): Promise<unknown[]> {
-    const size = adapter.cluster ? 1 : MAX_KEYS_PER_CALL
-    const chunks: Promise<unknown[]>[] = []
-    // With no keys, one call still: an idle region's freshness is a real answer, not an assumption.
-    for (let from = 0; from < Math.max(keys.length, 1); from += size) {
-      const chunk = keys.slice(from, from + size)
-      const [script, args] = argsOf(chunk, from)
-      chunks.push(
-        this.once(adapter, script, chunk, args).then((reply) => (Array.isArray(reply) ? reply : [])),
-      )
-    }
-    return (await Promise.all(chunks)).flat()
-  }
 }
 
 /** A ledger lives two windows past its last give or touch: shares outlast windows, not idleness. */
 function ledgerTtlMs(policy: GlobalPolicy): number {
   return 2 * policy.windowMs + 1000
-}
-
-function parseLedger(reply: unknown): Ledger {
-  if (!Array.isArray(reply) || reply.length === 0) return EMPTY_LEDGER
-  let version = 0
-  const given = new Map<string, number>()
-  for (let i = 0; i + 1 < reply.length; i += 2) {
-    const field = String(reply[i])
-    const value = Number(reply[i + 1])
-    if (field === 'v') version = value
-    else if (field.startsWith('g:')) given.set(field.slice(2), value)
-  }
-  return { version, given }
-}
-
-interface DemandEntry {
-  readonly policy: GlobalPolicy
-  readonly key: string
-  readonly units: number
-}
-
-function parseDemand(reply: unknown): DemandEntry[] {
-  const out: DemandEntry[] = []
-  if (!Array.isArray(reply)) return out
-  for (let i = 0; i + 1 < reply.length; i += 2) {
-    const parts = String(reply[i]).split('\n')
-    if (parts.length < 5) continue
-    const [, id, limit, windowMs] = parts
-    const policy = { id: id!, limit: Number(limit), windowMs: Number(windowMs) }
-    if (!(policy.limit > 0 && policy.windowMs > 0)) continue
-    out.push({ policy, key: parts.slice(4).join('\n'), units: Number(reply[i + 1]) })
-  }
-  return out
-}
-
-async function evalScript(adapter: ClientAdapter, s: Script, keys: string[], args: string[]) {
-  try {
-    return await adapter.evalsha(s.sha, keys, args)
-  } catch (error) {
-    if (replyErrorCode(error) !== 'NOSCRIPT') throw error
-    await adapter.loadScript(s.source)
-    return adapter.evalsha(s.sha, keys, args)
-  }
-}
-
-function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer in ${timeoutMs}ms`)), timeoutMs)
-  })
-  // A late answer or failure of the abandoned call is not an unhandled rejection.
-  promise.catch(() => {})
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

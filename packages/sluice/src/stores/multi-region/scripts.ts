@@ -1,6 +1,8 @@
 // The exchange's Redis scripts. Inline rather than under src/stores/redis/scripts/: hash and sorted
 // set commands, no algorithm in them. Every key through KEYS; a call on Cluster carries one key, or
-// the two keys of the demand index, which share one slot.
+// the two keys of the demand index, which share one slot. The replies are read back here too.
+import type { GlobalPolicy } from './exchange.js'
+import { EMPTY_LEDGER, type Ledger } from './shares.js'
 
 /**
  * KEYS: one hash per (policy id, key, window). ARGV: field (this instance), ttlMs, then one count
@@ -85,3 +87,38 @@ return version + 1`
 /** KEYS: ledger hashes. ARGV: ttlMs. Keeps ledgers that hold gives alive while they matter. Reply: 0. */
 export const TOUCH = `for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ARGV[1]) end
 return 0`
+
+/** A READ_LEDGERS entry (HGETALL's list) as a ledger. */
+export function parseLedger(reply: unknown): Ledger {
+  if (!Array.isArray(reply) || reply.length === 0) return EMPTY_LEDGER
+  let version = 0
+  const given = new Map<string, number>()
+  for (let i = 0; i + 1 < reply.length; i += 2) {
+    const field = String(reply[i])
+    const value = Number(reply[i + 1])
+    if (field === 'v') version = value
+    else if (field.startsWith('g:')) given.set(field.slice(2), value)
+  }
+  return { version, given }
+}
+
+export interface DemandEntry {
+  readonly policy: GlobalPolicy
+  readonly key: string
+  readonly units: number
+}
+
+/** A READ_DEMAND reply as entries; malformed ones are skipped. */
+export function parseDemand(reply: unknown): DemandEntry[] {
+  const out: DemandEntry[] = []
+  if (!Array.isArray(reply)) return out
+  for (let i = 0; i + 1 < reply.length; i += 2) {
+    const parts = String(reply[i]).split('\n')
+    if (parts.length < 5) continue
+    const [, id, limit, windowMs] = parts
+    const policy = { id: id!, limit: Number(limit), windowMs: Number(windowMs) }
+    if (!(policy.limit > 0 && policy.windowMs > 0)) continue
+    out.push({ policy, key: parts.slice(4).join('\n'), units: Number(reply[i + 1]) })
+  }
+  return out
+}
