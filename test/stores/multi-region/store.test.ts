@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { conformanceCases } from '../../../packages/sluice/src/conformance/run.js'
 import { createLimiter } from '../../../packages/sluice/src/limiter.js'
 import { multiRegionStore } from '../../../packages/sluice/src/stores/multi-region/index.js'
+import { GIVE } from '../../../packages/sluice/src/stores/multi-region/scripts.js'
 import { type RedisServer, startRedis } from '../../helpers/redis-harness.js'
 
 const invalidOptions = expect.objectContaining({ code: 'SLUICE_INVALID_OPTIONS' })
@@ -128,5 +129,17 @@ describe('multiRegionStore', () => {
       await b.close()
       await storeUs2.close()
     }
+  })
+
+  it('a hand-over is applied only on the ledger version it was planned on', async () => {
+    const ledger = `mrv${Date.now()}:mrs:{k}:api`
+    // Two instances of one region plan on version 0; the first applies, the second is refused.
+    expect(await us.eval(GIVE, 1, ledger, '0', '60000', 'eu', '2')).toBe(1)
+    expect(await us.eval(GIVE, 1, ledger, '0', '60000', 'eu', '2')).toBe(-2)
+    expect(await us.hgetall(ledger)).toEqual({ v: '1', 'g:eu': '2' })
+    // Planned on the version it read again: applied, cumulative.
+    expect(await us.eval(GIVE, 1, ledger, '1', '60000', 'eu', '1', 'ap', '3')).toBe(2)
+    expect(await us.hgetall(ledger)).toEqual({ v: '2', 'g:eu': '3', 'g:ap': '3' })
+    expect(await us.pttl(ledger)).toBeGreaterThan(0)
   })
 })
