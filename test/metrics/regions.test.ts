@@ -1,7 +1,7 @@
 // Per-region staleness of multiRegionStore in the metrics and the dashboard: a real local Redis and
 // a "remote region" port where nothing listens, so its totals are never read and it turns stale;
-// the scrape shows sluice_region_stale{region} and the last sync age, the dashboard snapshot and
-// page show the regions.
+// the scrape shows sluice_region_stale{region}, the last sync age and the region's share of the
+// global policy, the dashboard snapshot and page show the regions.
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, inject, it } from 'vitest'
 import { createLimiter } from '../../packages/sluice/src/limiter.js'
@@ -56,6 +56,8 @@ describe('region staleness in metrics and dashboard', () => {
       // us never answered: no age; eu's last write is recent.
       expect(sample(text, 'sluice_region_sync_age_seconds', { region: 'us' })).toBeUndefined()
       expect(sample(text, 'sluice_region_sync_age_seconds', { region: 'eu' })).toBeLessThan(1)
+      // The region's share of the global policy: 3 of 5 (eu is first by name), nothing handed over.
+      expect(sample(text, 'sluice_region_share_ratio', { policy: 'api' })).toBe(0.6)
       const snapshot = (await (
         await fetch(`${mounted.url}/dashboard/snapshot.json`)
       ).json()) as DashboardSnapshot

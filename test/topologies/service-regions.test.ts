@@ -1,7 +1,7 @@
 // Two `sluice serve` processes in two regions, from the config's `store: { region, regions }`:
 // each region's Redis (password-protected) direct for its own process and behind a latency proxy
-// for the other. A global policy's decisions in one region count in the other after a sync; a
-// region-scoped one's do not; the other region's Redis stopped shows stale in /readyz, /metrics and
+// for the other. A global policy's limit starts split in shares; the idle region hands its share to
+// the busy one after a sync, and then denies; a region-scoped policy is not shared; the other region's Redis stopped shows stale in /readyz, /metrics and
 // the dashboard; a reload that changes the regions says it needs a restart; the password is
 // printed nowhere.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -110,26 +110,34 @@ describe('sluice serve in two regions', () => {
     expect(out).not.toContain(PASSWORD)
   })
 
-  it('a global policy is shared across the regions after a sync; a region one is not', async () => {
+  it('a global policy is shared across the regions: the idle region hands its share to the busy one; a region one is not', async () => {
+    // 5 in two shares: eu (first by name) 3, us 2.
     for (let i = 0; i < 3; i++) {
       expect(await consume('eu', 'shared', 'k')).toMatchObject({ allowed: true })
       expect(await consume('eu', 'own', 'k')).toMatchObject({ allowed: true })
     }
-    // us learns eu's 3 within a few sync periods (and a link delay): the shared limit left is 2.
-    await eventually('us sees eu’s usage', async () =>
-      (await remaining('us', 'shared', 'k')) === LIMIT - 3 ? true : undefined,
+    // us reads eu's demand and hands over its 2 within a few sync periods (and a link delay). The
+    // first looks may be denials, remembered by eu's deny cache for at most three sync periods.
+    await eventually('eu holds us’s share', async () =>
+      (await remaining('eu', 'shared', 'k')) === LIMIT - 3 ? true : undefined,
     )
+    expect(await consume('eu', 'shared', 'k')).toMatchObject({ allowed: true })
+    expect(await consume('eu', 'shared', 'k')).toMatchObject({ allowed: true })
+    expect(await consume('eu', 'shared', 'k')).toMatchObject({ allowed: false, remaining: 0 })
+    // us holds none of the global limit, all of it being used in eu.
+    expect(await remaining('us', 'shared', 'k')).toBe(0)
+    expect(await consume('us', 'shared', 'k')).toMatchObject({ allowed: false, remaining: 0 })
     // The region-scoped policy, decided as often in eu, is untouched in us.
     expect(await remaining('us', 'own', 'k')).toBe(LIMIT)
-    expect(await consume('us', 'shared', 'k')).toMatchObject({ allowed: true })
-    expect(await consume('us', 'shared', 'k')).toMatchObject({ allowed: true })
-    expect(await consume('us', 'shared', 'k')).toMatchObject({ allowed: false, remaining: 0 })
-    // And eu learns us's 2: the global limit is used up there too.
-    await eventually('eu sees us’s usage', async () =>
-      (await remaining('eu', 'shared', 'k')) === 0 ? true : undefined,
-    )
-    expect(await consume('eu', 'shared', 'k')).toMatchObject({ allowed: false })
     expect(await consume('us', 'own', 'k')).toMatchObject({ allowed: true, remaining: LIMIT - 1 })
+    // The share gauge, one series per global policy (its storage id): eu holds all of it, us none.
+    const share = async (region: 'eu' | 'us') => {
+      const text = await (await fetch(`${urls[region]}/metrics`)).text()
+      const line = text.split('\n').find((l) => l.startsWith('sluice_region_share_ratio{policy="shared.'))
+      return line === undefined ? undefined : Number(line.split(' ').at(-1))
+    }
+    await eventually('eu’s share gauge at 1', async () => ((await share('eu')) === 1 ? true : undefined))
+    expect(await share('us')).toBe(0)
   })
 
   it('both regions are healthy in /readyz and /metrics while both Redis answer', async () => {

@@ -1,11 +1,14 @@
 // multiRegionStore in one process over two real redis-servers (two regions, no latency): options
-// are checked at construction; region-scope policies never cross regions; a global limit used up
-// in one region denies in the other after a sync, charging nothing there.
+// are checked at construction; region-scope policies never cross regions; a global limit starts
+// split in equal shares, the idle region hands its share to the busy one after a sync (once, even
+// with two of its instances planning the same hand-over), and a region without share denies,
+// charging nothing.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { conformanceCases } from '../../../packages/sluice/src/conformance/run.js'
 import { createLimiter } from '../../../packages/sluice/src/limiter.js'
 import { multiRegionStore } from '../../../packages/sluice/src/stores/multi-region/index.js'
+import { GIVE } from '../../../packages/sluice/src/stores/multi-region/scripts.js'
 import { type RedisServer, startRedis } from '../../helpers/redis-harness.js'
 
 const invalidOptions = expect.objectContaining({ code: 'SLUICE_INVALID_OPTIONS' })
@@ -61,51 +64,62 @@ describe('multiRegionStore', () => {
     )
   })
 
-  it('region scope stays in its region; global scope is shared after a sync, and a full global limit charges nothing', async () => {
+  it('a global limit starts in equal shares; the idle region hands its share to the busy one once; a region without share charges nothing', async () => {
     const prefix = `mrs${Date.now()}`
     const policies = {
       api: { algorithm: 'sliding-window-counter', limit: 5, window: '1h', scope: 'global' },
       login: { algorithm: 'sliding-window-counter', limit: 5, window: '1h' },
     } as const
     // staleAfter is also the exchange calls' timeout: 5 s, so a loaded machine (a 100 ms stall, the
-    // default 5 x syncEvery) cannot turn a sync this test relies on into a timed-out one.
-    const options = { regions: { eu, us }, syncEvery: '20ms', staleAfter: '5s', prefix }
+    // default 5 x syncEvery) cannot turn a sync this test relies on into a timed-out one. syncEvery
+    // 1h: the test runs every sync itself.
+    const options = { regions: { eu, us }, syncEvery: '1h', staleAfter: '2h', prefix }
     const storeEu = multiRegionStore({ region: 'eu', ...options })
     const storeUs = multiRegionStore({ region: 'us', ...options })
+    const storeUs2 = multiRegionStore({ region: 'us', ...options })
     // A decision that timed out would be answered open (allowed): 5 s so a loaded machine cannot.
     const a = createLimiter({ store: storeEu, policies, localDenyCache: false, storeTimeout: '5s' })
     const b = createLimiter({ store: storeUs, policies, localDenyCache: false, storeTimeout: '5s' })
     try {
-      for (let i = 0; i < 4; i++) {
+      // 5 split in two: eu (first by name) 3, us 2.
+      for (let i = 0; i < 3; i++) {
         expect((await a.consume('api', 'k')).allowed).toBe(true)
         expect((await a.consume('login', 'k')).allowed).toBe(true)
       }
-      // A region reads the other regions' totals of the keys it has decided on: the first sight of a
-      // key in us sees nothing of eu (docs/topologies.md counts this in the bound), the next sync does.
-      expect(await b.peek('api', 'k')).toMatchObject({ remaining: 5 })
+      expect(await a.consume('api', 'k')).toMatchObject({ allowed: false, reason: 'limit' })
+      expect(await b.peek('api', 'k')).toMatchObject({ allowed: true, remaining: 2 })
+      // eu publishes its demand; both us instances read it and plan the same hand-over of us's 2,
+      // which only one of them applies (the other's planned version is gone); eu reads it.
       await storeEu.sync()
-      await storeUs.sync()
-      // us sees eu's 4 of the global limit, none of its regional one.
-      expect(await b.peek('api', 'k')).toMatchObject({ allowed: true, remaining: 1 })
-      expect(await b.peek('login', 'k')).toMatchObject({ allowed: true, remaining: 5 })
-      expect((await b.consume('api', 'k')).remaining).toBe(0)
-      await storeUs.sync()
+      await Promise.all([storeUs.sync(), storeUs2.sync()])
       await storeEu.sync()
-      const denied = await a.consume('api', 'k')
+      const ledger = await us.hgetall(`${prefix}:mrs:{k}:api`)
+      expect(ledger).toEqual({ v: '1', 'g:eu': '2' })
+      expect(storeUs.syncs).toBe(1)
+      expect(storeEu.shares()).toEqual([{ policy: 'api', keys: 1, shareOfLimit: 1 }])
+      expect(storeUs.shares()).toEqual([{ policy: 'api', keys: 1, shareOfLimit: 0 }])
+      expect((await a.consume('api', 'k')).allowed).toBe(true)
+      expect((await a.consume('api', 'k')).allowed).toBe(true)
+      expect(await a.consume('api', 'k')).toMatchObject({ allowed: false, remaining: 0 })
+      // us holds nothing of the global limit now; its regional one is untouched.
+      const denied = await b.consume('api', 'k')
       expect(denied).toMatchObject({ allowed: false, reason: 'limit', remaining: 0 })
       expect(denied.retryAfterMs).toBeGreaterThan(0)
-      // A layered check with the global layer full charges no layer.
-      const layered = await a.consume([
+      expect(await b.peek('login', 'k')).toMatchObject({ allowed: true, remaining: 5 })
+      // A layered check with the global layer at no share charges no layer.
+      const layered = await b.consume([
         { policy: 'login', key: 'k' },
         { policy: 'api', key: 'k' },
       ])
       expect(layered).toMatchObject({ allowed: false, deniedBy: 'api' })
-      expect(await a.peek('login', 'k')).toMatchObject({ remaining: 1 })
+      expect(await b.peek('login', 'k')).toMatchObject({ remaining: 5 })
       // What each region stored is what it admitted.
+      await storeEu.sync()
+      await storeUs.sync()
       const index = Math.floor(Date.now() / 3_600_000)
       const sum = async (c: Redis) => (await c.hvals(`${prefix}:mr:{k}:api:${index}`)).map(Number)
-      expect(await sum(eu)).toEqual([4])
-      expect(await sum(us)).toEqual([1])
+      expect(await sum(eu)).toEqual([5])
+      expect(await sum(us)).toEqual([])
       expect(storeEu.regions()).toMatchObject([
         { region: 'eu', local: true, stale: false },
         { region: 'us', local: false, stale: false },
@@ -113,6 +127,19 @@ describe('multiRegionStore', () => {
     } finally {
       await a.close()
       await b.close()
+      await storeUs2.close()
     }
+  })
+
+  it('a hand-over is applied only on the ledger version it was planned on', async () => {
+    const ledger = `mrv${Date.now()}:mrs:{k}:api`
+    // Two instances of one region plan on version 0; the first applies, the second is refused.
+    expect(await us.eval(GIVE, 1, ledger, '0', '60000', 'eu', '2')).toBe(1)
+    expect(await us.eval(GIVE, 1, ledger, '0', '60000', 'eu', '2')).toBe(-2)
+    expect(await us.hgetall(ledger)).toEqual({ v: '1', 'g:eu': '2' })
+    // Planned on the version it read again: applied, cumulative.
+    expect(await us.eval(GIVE, 1, ledger, '1', '60000', 'eu', '1', 'ap', '3')).toBe(2)
+    expect(await us.hgetall(ledger)).toEqual({ v: '2', 'g:eu': '3', 'g:ap': '3' })
+    expect(await us.pttl(ledger)).toBeGreaterThan(0)
   })
 })

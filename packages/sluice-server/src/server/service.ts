@@ -141,6 +141,8 @@ export function createService(options: ServiceOptions): Service {
   // A multi-region store's regions: sluice_region_stale / _sync_age_seconds and the dashboard.
   const regionsOf = handle.regions?.bind(handle)
   if (regionsOf !== undefined) metrics?.watchRegions(regionsOf)
+  const sharesOf = handle.shares?.bind(handle)
+  if (sharesOf !== undefined) metrics?.watchShares(sharesOf)
   const { telemetry } = options
   // Like observability: subscribed once through `forward`, so it outlives every reload.
   const openTelemetry =

@@ -86,5 +86,6 @@ export async function openRegionStore(
     description: `multi-region, local ${settings.region} (${each.join(', ')})`,
     ping: () => scripts.ready(),
     regions: () => store.regions(),
+    shares: () => store.shares(),
   }
 }

@@ -39,6 +39,8 @@ export interface StoreHandle {
   rereadTlsFiles?(): void
   /** Multi-region stores only (`store.regions` in the config): every region's health, the local one first. */
   regions?(): readonly RegionHealth[]
+  /** A multi-region store's share of each global policy's limit in this region (the share gauge). */
+  shares?(): readonly { policy: string; shareOfLimit: number }[]
 }
 
 export interface HostPort {

@@ -44,6 +44,7 @@ export type {
   CircuitState,
   DecisionOutcome,
   MetricsOptions,
+  PolicyShareStatus,
   RegionStatus,
   ReportedStoreHealth,
   SluiceMetrics,

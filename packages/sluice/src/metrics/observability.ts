@@ -15,6 +15,7 @@ import { type PenalisedKey, PenalisedKeys } from './penalties.js'
 import type {
   DecisionOutcome,
   MetricsOptions,
+  PolicyShareStatus,
   RegionStatus,
   ReportedStoreHealth,
   SluiceMetrics,
@@ -251,11 +252,14 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   if (options.registry !== undefined) metricsOptions.registry = options.registry
   const metrics = createMetrics(metricsOptions)
   // A limiter on a multiRegionStore: its regions' freshness goes to the gauges and the dashboard.
-  const store = (options.limiter as { store?: { regions?: unknown } }).store
+  const store = (options.limiter as { store?: { regions?: unknown; shares?: unknown } }).store
   if (typeof store?.regions === 'function') {
     const regionsOf = store.regions.bind(store) as () => readonly RegionStatus[]
     metrics.watchRegions(regionsOf)
   }
+  // And its shares of the global policies' limits.
+  if (typeof store?.shares === 'function')
+    metrics.watchShares(store.shares.bind(store) as () => readonly PolicyShareStatus[])
   const topOptions = options.topKeys ?? {}
   const detector = new SpikeDetector(options.spikes)
   const penalised = new PenalisedKeys()

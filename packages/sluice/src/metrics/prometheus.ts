@@ -69,6 +69,14 @@ export interface RegionStatus {
   readonly lastSyncAgeMs: number | null
 }
 
+/** One global policy's share in this region, as `multiRegionStore`'s `shares()` reports it. */
+export interface PolicyShareStatus {
+  /** The global policy's storage id (its name unless it has an `id`). */
+  readonly policy: string
+  /** This region's shares over the policy's tracked keys, over their limits (1 / regions when nothing moved). */
+  readonly shareOfLimit: number
+}
+
 export interface SluiceMetrics {
   readonly registry: prom.Registry
   /** Count one decision event (what `limiter.subscribe` delivers). */
@@ -91,6 +99,13 @@ export interface SluiceMetrics {
   watchRegions(source: () => readonly RegionStatus[]): void
   /** The regions as the source reports them now; empty without one. */
   regions(): RegionStatus[]
+  /**
+   * Read this region's share of each global policy at every scrape from `source` (a
+   * multiRegionStore's `shares`): `sluice_region_share_ratio{policy}`, one series per policy, never
+   * per key. One source; a new call replaces it. createObservability does this for a limiter on a
+   * multiRegionStore.
+   */
+  watchShares(source: () => readonly PolicyShareStatus[]): void
 }
 
 const DEFAULT_BUCKETS = [
@@ -313,6 +328,19 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
     },
   })
 
+  // Shares of global policies (multiRegionStore), one block: the gauge reads its source at each scrape.
+  let shareSource: (() => readonly PolicyShareStatus[]) | undefined
+  new client.Gauge({
+    name: 'sluice_region_share_ratio',
+    help: "multiRegionStore: this region's share of a global policy's limit, over the keys it tracks (1 / regions when nothing moved).",
+    labelNames: ['policy'],
+    registers,
+    collect() {
+      this.reset()
+      for (const s of shareSource?.() ?? []) this.labels(s.policy).set(s.shareOfLimit)
+    },
+  })
+
   const health = new Map<string, ReportedStoreHealth>()
 
   function healthOf(store: string): ReportedStoreHealth {
@@ -412,6 +440,11 @@ export function createMetrics(options: MetricsOptions = {}): SluiceMetrics {
       regionSource = source
     },
     regions,
+    watchShares(source) {
+      if (typeof source !== 'function')
+        throw new InvalidOptionsError('watchShares: pass a function returning the shares (store.shares)')
+      shareSource = source
+    },
   }
 }
 

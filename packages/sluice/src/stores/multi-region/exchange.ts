@@ -1,53 +1,59 @@
-// The count exchange of multiRegionStore: what this instance admitted for each global (policy id,
-// key, window) is written, as an absolute count under its own field, to its region's Redis; the
-// other regions' totals are read back from their Redis every `syncEvery`. Absolute counts, never
-// deltas: a write or a read repeated after a timeout or a partition changes nothing.
+// The exchange of multiRegionStore. For each global (policy id, key) this instance knows, it writes
+// to its region's Redis what it admitted (absolute counts per window, under its own field) and how
+// much it was asked for (the demand index); it reads every region's demand index and share ledger
+// back every `syncEvery`, and hands over the part of its region's share that its region does not
+// need (shares.ts). Absolute counts and cumulative ledgers: a write or a read repeated after a
+// timeout or a partition changes nothing.
 import { randomUUID } from 'node:crypto'
-import type { ResolvedPolicy } from '../../policy.js'
 import type { ClientAdapter } from '../redis/client.js'
-import { replyErrorCode } from '../redis/client.js'
 import { subjectTag } from '../redis/keys.js'
+import { message, runOverKeys, runScript, type Script } from './calls.js'
+import {
+  GIVE,
+  parseDemand,
+  parseLedger,
+  READ_COUNTS,
+  READ_DEMAND,
+  READ_LEDGERS,
+  TOUCH,
+  WRITE_COUNTS,
+  WRITE_DEMAND,
+} from './scripts.js'
+import { applyGive, EMPTY_LEDGER, type Ledger, planGive, sharesOf } from './shares.js'
 
-// Inline rather than under src/stores/redis/scripts/: two hash commands, no algorithm in them.
-/**
- * KEYS: one hash per (policy id, key, window). ARGV: field (this instance), ttlMs, then one count
- * per key. Sets the field to the count, which may be lower than the stored one (a refund or a reset
- * lowers this instance's count), then the expiry. Reply: 0.
- */
-const WRITE = `local field, ttl = ARGV[1], ARGV[2]
-for i, key in ipairs(KEYS) do
-  local count = tonumber(ARGV[i + 2])
-  local stored = tonumber(redis.call('HGET', key, field) or '-1')
-  if count ~= stored then redis.call('HSET', key, field, count) end
-  redis.call('PEXPIRE', key, ttl)
-end
-return 0`
-/** KEYS: hashes as above. ARGV: none. Reply: per key, the sum of its fields (the region's total). */
-const READ = `local out = {}
-for i, key in ipairs(KEYS) do
-  local sum = 0
-  for _, v in ipairs(redis.call('HVALS', key)) do sum = sum + tonumber(v) end
-  out[i] = sum
-end
-return out`
+/** Most demand entries a region's index holds, and a pull reads: the hottest keys, not millions. */
+const MAX_DEMAND_ENTRIES = 1024
 
-interface Script {
-  readonly source: string
-  readonly sha: string
+/** What the exchange needs of a global policy; an entry read from another region's index has only this. */
+export interface GlobalPolicy {
+  readonly id: string
+  readonly limit: number
+  readonly windowMs: number
 }
 
-/** Most keys one exchange call carries (standalone; a Cluster call carries one key, one slot). */
-const MAX_KEYS_PER_CALL = 128
-
-/** One global (policy, key) this instance has decided recently. */
+/** One global (policy, key) this instance has decided on or seen demand for. */
 interface Tracked {
-  readonly policy: ResolvedPolicy
+  readonly policy: GlobalPolicy
   readonly key: string
   /** This instance's admitted units, by window index (floor(now / windowMs)). */
   readonly counts: Map<number, number>
   /** Windows whose count changed since the last flush. */
   readonly dirty: Set<number>
-  /** Date.now() of the last decision on it: untouched for two windows, it is forgotten. */
+  /** This instance's counts as the local Redis last accepted them. */
+  readonly flushed: Map<number, number>
+  /** The local region's totals (all its instances) by window, as last read. */
+  readonly regionTotals: Map<number, number>
+  /** Units asked for since the last flush: this instance's demand. */
+  asked: number
+  /** Units of decisions sent to the local Redis and not yet answered. */
+  pending: number
+  /** Every region's ledger as last read; the local one also as this instance last wrote it. */
+  readonly ledgers: Map<string, Ledger>
+  /** Units asked for per region in its instances' last sync periods, as last read. */
+  demand: Map<string, number>
+  /** The local ledger has been read once: until then the local share is not known. */
+  loaded: Promise<void> | true | undefined
+  /** Date.now() of the last decision or demand seen: untouched for two windows, it is forgotten. */
   touchedAt: number
 }
 
@@ -61,6 +67,8 @@ export interface ExchangeOptions {
   readonly local: RegionLink
   readonly remotes: readonly RegionLink[]
   readonly timeoutMs: number
+  /** Demand entries older than this are no demand (the instance that wrote them went quiet). */
+  readonly staleAfterMs: number
   readonly sha: (source: string) => string
 }
 
@@ -70,51 +78,136 @@ export interface RemoteView {
   /** Date.now() of the last pull that answered; 0 before the first. */
   lastSyncAt: number
   lastError: string | undefined
-  /** Region totals by hash key (see hashKey). */
-  readonly totals: Map<string, number>
   inFlight: boolean
 }
 
+/** One region's own share of a policy's keys, for the metrics. */
+export interface PolicyShare {
+  /** The global policy's storage id (its name unless it has an `id`). */
+  readonly policy: string
+  /** Keys this instance tracks for the policy. */
+  readonly keys: number
+  /** This region's shares summed over those keys, over their limits summed: 1 / R when nothing moved. */
+  readonly shareOfLimit: number
+}
+
 export class Exchange {
-  /** This instance's field in every hash: a resend of its absolute count replaces, never adds. */
+  /** This instance's field in every count hash and its entries in the demand index. */
   readonly instance = randomUUID()
   readonly tracked = new Map<string, Tracked>()
   readonly views: RemoteView[]
-  private readonly write: Script
-  private readonly read: Script
+  /** Completed syncs (flush, pull, hand-over), for tests and the docs' count of sync periods. */
+  syncs = 0
+  private lastShares: PolicyShare[] = []
+  private readonly regionNames: string[]
+  private readonly scripts: Record<
+    'write' | 'read' | 'writeDemand' | 'readDemand' | 'ledgers' | 'give' | 'touch',
+    Script
+  >
   private flushing: Promise<void> | undefined
   lastFlushAt = 0
   lastFlushError: string | undefined
 
   constructor(private readonly options: ExchangeOptions) {
-    this.write = { source: WRITE, sha: options.sha(WRITE) }
-    this.read = { source: READ, sha: options.sha(READ) }
+    const script = (source: string) => ({ source, sha: options.sha(source) })
+    this.scripts = {
+      write: script(WRITE_COUNTS),
+      read: script(READ_COUNTS),
+      writeDemand: script(WRITE_DEMAND),
+      readDemand: script(READ_DEMAND),
+      ledgers: script(READ_LEDGERS),
+      give: script(GIVE),
+      touch: script(TOUCH),
+    }
+    this.regionNames = [options.local.region, ...options.remotes.map((r) => r.region)]
     this.views = options.remotes.map((r) => ({
       region: r.region,
       lastSyncAt: 0,
       lastError: undefined,
-      totals: new Map(),
       inFlight: false,
     }))
   }
 
   /** The Redis hash that holds one region's count of (policy id, key) in window `index`. */
-  hashKey(policy: ResolvedPolicy, key: string, index: number): string {
+  hashKey(policy: GlobalPolicy, key: string, index: number): string {
     return `${this.options.prefix}:mr:{${subjectTag(key)}}:${policy.id}:${index}`
   }
 
-  private entry(policy: ResolvedPolicy, key: string, nowMs: number): Tracked {
+  /** The Redis hash that holds one region's share ledger of (policy id, key). */
+  ledgerKey(policy: GlobalPolicy, key: string): string {
+    return `${this.options.prefix}:mrs:{${subjectTag(key)}}:${policy.id}`
+  }
+
+  private demandKeys(): string[] {
+    return [`${this.options.prefix}:mrd:{demand}:at`, `${this.options.prefix}:mrd:{demand}:units`]
+  }
+
+  private entry(policy: GlobalPolicy, key: string, nowMs: number): Tracked {
     const id = `${policy.id}\u0000${key}`
     let t = this.tracked.get(id)
     if (t === undefined) {
-      t = { policy, key, counts: new Map(), dirty: new Set(), touchedAt: nowMs }
+      t = {
+        policy,
+        key,
+        counts: new Map(),
+        dirty: new Set(),
+        flushed: new Map(),
+        regionTotals: new Map(),
+        asked: 0,
+        pending: 0,
+        ledgers: new Map(),
+        demand: new Map(),
+        loaded: undefined,
+        touchedAt: nowMs,
+      }
       this.tracked.set(id, t)
     } else t.touchedAt = nowMs
     return t
   }
 
+  /**
+   * Resolves once this region's ledger of (policy, key) has been read: what the region gave away is
+   * known before it decides on the key (a restarted instance must not decide on its starting share).
+   */
+  ready(policy: GlobalPolicy, key: string, nowMs: number): Promise<void> | undefined {
+    const t = this.entry(policy, key, nowMs)
+    if (t.loaded === true) return undefined
+    t.loaded ??= this.loadLocalLedgers([t]).catch((error) => {
+      t.loaded = undefined
+      throw error
+    })
+    return t.loaded
+  }
+
+  /** The units this region may admit for (policy, key): its share as the ledgers read so far show it. */
+  share(policy: GlobalPolicy, key: string): number {
+    const t = this.tracked.get(`${policy.id}\u0000${key}`)
+    const ledgers = t?.ledgers ?? new Map<string, Ledger>()
+    return sharesOf(policy.limit, this.regionNames, ledgers).get(this.options.local.region)!
+  }
+
+  /** This region's share of (policy id, key) as the ledgers read so far show it; undefined when not tracked. */
+  shareOf(policyId: string, key: string): number | undefined {
+    const t = this.tracked.get(`${policyId}\u0000${key}`)
+    return t === undefined ? undefined : this.share(t.policy, t.key)
+  }
+
+  /** A decision of `units` on (policy, key) is on its way to the local Redis. */
+  begin(policy: GlobalPolicy, key: string, nowMs: number, units: number): void {
+    const t = this.entry(policy, key, nowMs)
+    t.asked += units
+    t.pending += units
+  }
+
+  /** Its answer came; `admitted` units were charged. */
+  end(policy: GlobalPolicy, key: string, nowMs: number, units: number, admitted: number): void {
+    const t = this.entry(policy, key, nowMs)
+    t.pending = Math.max(0, t.pending - units)
+    if (admitted !== 0) this.add(policy, key, nowMs, admitted)
+  }
+
   /** Count `units` admitted (negative: refunded) for (policy, key) in the window of `nowMs`. */
-  add(policy: ResolvedPolicy, key: string, nowMs: number, units: number): void {
+  add(policy: GlobalPolicy, key: string, nowMs: number, units: number): void {
     const t = this.entry(policy, key, nowMs)
     const index = Math.floor(nowMs / policy.windowMs)
     t.counts.set(index, Math.max(0, (t.counts.get(index) ?? 0) + units))
@@ -122,7 +215,7 @@ export class Exchange {
   }
 
   /** Forget this instance's counts of (policy, key) (reset); the zero is flushed like any count. */
-  clear(policy: ResolvedPolicy, key: string, nowMs: number): void {
+  clear(policy: GlobalPolicy, key: string, nowMs: number): void {
     const t = this.entry(policy, key, nowMs)
     for (const index of t.counts.keys()) {
       t.counts.set(index, 0)
@@ -131,154 +224,304 @@ export class Exchange {
   }
 
   /**
-   * The other regions' usage of (policy, key) at `nowMs`, weighted as the sliding window counter
-   * weighs its previous window: previous x (w - elapsed) / w + current, summed over remote regions.
+   * What the local region has used of (policy, key) at `nowMs`, weighted as the sliding window
+   * counter weighs its previous window: its other instances' totals as last read, this instance's
+   * own counts, and the decisions still in flight.
    */
-  remoteUsage(policy: ResolvedPolicy, key: string, nowMs: number): number {
-    const w = policy.windowMs
+  used(t: Tracked, nowMs: number): number {
+    const w = t.policy.windowMs
     const index = Math.floor(nowMs / w)
-    const elapsed = nowMs - index * w
-    const current = this.hashKey(policy, key, index)
-    const previous = this.hashKey(policy, key, index - 1)
-    let used = 0
-    for (const view of this.views)
-      used += ((view.totals.get(previous) ?? 0) * (w - elapsed)) / w + (view.totals.get(current) ?? 0)
-    // Also make sure this (policy, key) is pulled from now on, even before it admits anything.
-    this.entry(policy, key, nowMs)
+    const weight = (i: number) => (i === index ? 1 : i === index - 1 ? (w - (nowMs - index * w)) / w : 0)
+    let used = t.pending
+    for (const i of [index - 1, index]) {
+      const own = t.counts.get(i) ?? 0
+      const others = Math.max(0, (t.regionTotals.get(i) ?? 0) - (t.flushed.get(i) ?? 0))
+      used += weight(i) * (own + others)
+    }
     return used
   }
 
-  /** Write this instance's changed counts to the local Redis. One flush at a time. */
-  flush(): Promise<void> {
-    this.flushing ??= this.flushNow().finally(() => {
+  /**
+   * This region's share per policy, over the keys this instance tracks (bounded: one row per
+   * policy), as of the last completed sync: read with `syncs`, it says after which sync a share moved.
+   */
+  shares(): PolicyShare[] {
+    return this.lastShares
+  }
+
+  private callOnce(adapter: ClientAdapter, script: Script, keys: string[], args: string[]) {
+    return runScript(adapter, script, keys, args, this.options.timeoutMs)
+  }
+
+  private callEach(
+    adapter: ClientAdapter,
+    keys: readonly string[],
+    argsOf: (chunk: string[], from: number) => [Script, string[]],
+  ) {
+    return runOverKeys(adapter, keys, argsOf, this.options.timeoutMs)
+  }
+
+  private sharesNow(): PolicyShare[] {
+    const byPolicy = new Map<string, { keys: number; share: number; limit: number }>()
+    for (const t of this.tracked.values()) {
+      const row = byPolicy.get(t.policy.id) ?? { keys: 0, share: 0, limit: 0 }
+      row.keys++
+      row.share += this.share(t.policy, t.key)
+      row.limit += t.policy.limit
+      byPolicy.set(t.policy.id, row)
+    }
+    return [...byPolicy].map(([policy, r]) => ({
+      policy,
+      keys: r.keys,
+      shareOfLimit: r.limit === 0 ? 0 : r.share / r.limit,
+    }))
+  }
+
+  /** One sync: write this instance's counts and demand, read every region's, hand over what is not needed. */
+  async sync(nowMs: number): Promise<void> {
+    await this.flush(nowMs)
+    await this.pull(nowMs)
+    await this.handOver(Date.now())
+    this.prune(Date.now())
+    this.lastShares = this.sharesNow()
+    this.syncs++
+  }
+
+  /** Write this instance's changed counts and its demand to the local Redis. One flush at a time. */
+  flush(nowMs = Date.now()): Promise<void> {
+    this.flushing ??= this.flushNow(nowMs).finally(() => {
       this.flushing = undefined
     })
     return this.flushing
   }
 
-  private async flushNow(): Promise<void> {
+  private async flushNow(nowMs: number): Promise<void> {
     const keys: string[] = []
     const counts: string[] = []
     const ttls: number[] = []
-    const sent: [Tracked, number][] = []
+    const sent: [Tracked, number, number][] = []
+    const demand: string[] = []
+    const asked: [Tracked, number][] = []
+    const givers: string[] = []
+    let ledgerTtl = 0
     for (const t of this.tracked.values()) {
       for (const index of t.dirty) {
+        const count = t.counts.get(index) ?? 0
         keys.push(this.hashKey(t.policy, t.key, index))
-        counts.push(String(t.counts.get(index) ?? 0))
+        counts.push(String(count))
         // The count matters for the window and the next one (as its previous window).
         ttls.push(2 * t.policy.windowMs + 1000)
-        sent.push([t, index])
+        sent.push([t, index, count])
       }
       t.dirty.clear()
+      if (t.asked > 0) {
+        const { id, limit, windowMs } = t.policy
+        demand.push(`${this.instance}\n${id}\n${limit}\n${windowMs}\n${t.key}`, String(t.asked))
+        asked.push([t, t.asked])
+        t.asked = 0
+      }
+      if ((t.ledgers.get(this.options.local.region)?.version ?? 0) > 0) {
+        givers.push(this.ledgerKey(t.policy, t.key))
+        ledgerTtl = Math.max(ledgerTtl, ledgerTtlMs(t.policy))
+      }
     }
-    if (keys.length === 0) return
+    const adapter = this.options.local.adapter
+    const writes: Promise<unknown>[] = []
+    if (keys.length > 0)
+      writes.push(
+        // One expiry per call: the longest of its keys (a key kept a little longer costs nothing).
+        this.callEach(adapter, keys, (chunk, from) => {
+          const ttl = Math.max(...ttls.slice(from, from + chunk.length))
+          return [
+            this.scripts.write,
+            [this.instance, String(ttl), ...counts.slice(from, from + chunk.length)],
+          ]
+        }).then(() => {
+          for (const [t, index, count] of sent) t.flushed.set(index, count)
+        }),
+      )
+    if (demand.length > 0) {
+      const keep = String(2 * this.options.staleAfterMs)
+      writes.push(
+        this.callOnce(adapter, this.scripts.writeDemand, this.demandKeys(), [
+          String(nowMs),
+          keep,
+          String(MAX_DEMAND_ENTRIES),
+          ...demand,
+        ]),
+      )
+    }
+    if (givers.length > 0)
+      writes.push(this.callEach(adapter, givers, () => [this.scripts.touch, [String(ledgerTtl)]]))
+    if (writes.length === 0)
+      writes.push(this.callEach(adapter, [], () => [this.scripts.write, [this.instance, '0']]))
     try {
-      // One expiry per call: the longest of its keys (a key kept a little longer costs nothing).
-      await this.calls(this.options.local.adapter, keys, (chunk, from) => {
-        const ttl = Math.max(...ttls.slice(from, from + chunk.length))
-        return [this.write, [this.instance, String(ttl), ...counts.slice(from, from + chunk.length)]]
-      })
+      await Promise.all(writes)
       this.lastFlushAt = Date.now()
       this.lastFlushError = undefined
     } catch (error) {
       // Sent again with the next flush: the counts are absolute, so a repeat is harmless.
-      for (const [t, index] of sent) t.dirty.add(index)
+      for (const [t, index] of sent) if (t.flushed.get(index) !== t.counts.get(index)) t.dirty.add(index)
+      for (const [t, units] of asked) t.asked += units
       this.lastFlushError = message(error)
     }
   }
 
-  /** Read every remote region's totals of the tracked keys (current and previous windows). */
-  async pull(nowMs: number): Promise<void> {
-    const keys: string[] = []
-    for (const t of this.tracked.values()) {
-      const index = Math.floor(nowMs / t.policy.windowMs)
-      keys.push(this.hashKey(t.policy, t.key, index), this.hashKey(t.policy, t.key, index - 1))
-    }
-    await Promise.all(
-      this.options.remotes.map(async (remote, i) => {
-        const view = this.views[i]!
-        // A region that does not answer holds one pull, not one per interval.
-        if (view.inFlight) return
-        view.inFlight = true
-        try {
-          const sums = await this.calls(remote.adapter, keys, () => [this.read, []])
-          for (let k = 0; k < keys.length; k++) view.totals.set(keys[k]!, sums[k] ?? 0)
-          view.lastSyncAt = Date.now()
-          view.lastError = undefined
-        } catch (error) {
-          // Its last known totals stay in force (docs/topologies.md: how that widens the bound).
-          view.lastError = message(error)
-        } finally {
-          view.inFlight = false
-        }
-      }),
-    )
-  }
-
-  /** Drop what is older than the previous window: it no longer weighs on any decision. */
-  prune(nowMs: number): void {
-    const wanted = new Set<string>()
-    for (const [id, t] of this.tracked) {
-      const index = Math.floor(nowMs / t.policy.windowMs)
-      for (const i of t.counts.keys()) if (i < index - 1 && !t.dirty.has(i)) t.counts.delete(i)
-      if (t.dirty.size === 0 && nowMs - t.touchedAt > 2 * t.policy.windowMs) {
-        this.tracked.delete(id)
-        continue
-      }
-      wanted.add(this.hashKey(t.policy, t.key, index))
-      wanted.add(this.hashKey(t.policy, t.key, index - 1))
-    }
-    // Remote totals of windows no decision reads any more.
-    for (const view of this.views)
-      for (const k of view.totals.keys()) if (!wanted.has(k)) view.totals.delete(k)
-  }
-
   /**
-   * Run a script over `keys`: one call per key on Cluster (each key its own slot), calls of up to
-   * MAX_KEYS_PER_CALL keys on a standalone server, each under the exchange's timeout. The integer
-   * replies in key order.
+   * Read every region's demand index and the ledgers of the tracked keys (and, from the local
+   * Redis, the region's count totals of them). An entry of another region's index for a key this
+   * instance does not track starts tracking it: an idle region learns which keys to hand over.
    */
-  private async calls(
-    adapter: ClientAdapter,
-    keys: readonly string[],
-    argsOf: (chunk: string[], from: number) => [Script, string[]],
-  ): Promise<number[]> {
-    const size = adapter.cluster ? 1 : MAX_KEYS_PER_CALL
-    const chunks: Promise<number[]>[] = []
-    // With no keys, one call still: an idle region's freshness is a real answer, not an assumption.
-    for (let from = 0; from < Math.max(keys.length, 1); from += size) {
-      const chunk = keys.slice(from, from + size)
-      const [script, args] = argsOf(chunk, from)
-      chunks.push(
-        withTimeout(evalScript(adapter, script, chunk, args), this.options.timeoutMs).then((reply) =>
-          Array.isArray(reply) ? reply.map(Number) : [],
+  async pull(nowMs: number): Promise<void> {
+    const since = String(nowMs - this.options.staleAfterMs)
+    const entries = [...this.tracked.values()]
+    const ledgerKeys = entries.map((t) => this.ledgerKey(t.policy, t.key))
+    const demandOf = async (adapter: ClientAdapter) =>
+      parseDemand(
+        await this.callOnce(adapter, this.scripts.readDemand, this.demandKeys(), [
+          since,
+          String(MAX_DEMAND_ENTRIES),
+        ]),
+      )
+    const ledgersOf = (adapter: ClientAdapter) =>
+      this.callEach(adapter, ledgerKeys, () => [this.scripts.ledgers, []])
+    const read = async (link: RegionLink) => {
+      const [demand, ledgers] = await Promise.all([demandOf(link.adapter), ledgersOf(link.adapter)])
+      return { region: link.region, demand, ledgers }
+    }
+    const local = (async () => {
+      const windows = entries.flatMap((t) => {
+        const index = Math.floor(nowMs / t.policy.windowMs)
+        return [index - 1, index]
+      })
+      const countKeys = entries.flatMap((t, i) => [
+        this.hashKey(t.policy, t.key, windows[2 * i]!),
+        this.hashKey(t.policy, t.key, windows[2 * i + 1]!),
+      ])
+      const [answer, totals] = await Promise.all([
+        read(this.options.local),
+        this.callEach(this.options.local.adapter, countKeys, () => [this.scripts.read, []]),
+      ])
+      for (const [i, t] of entries.entries()) {
+        t.regionTotals.clear()
+        t.regionTotals.set(windows[2 * i]!, Number(totals[2 * i] ?? 0))
+        t.regionTotals.set(windows[2 * i + 1]!, Number(totals[2 * i + 1] ?? 0))
+      }
+      return answer
+    })().catch(() => undefined)
+    const remotes = this.options.remotes.map(async (remote, i) => {
+      const view = this.views[i]!
+      // A region that does not answer holds one pull, not one per interval.
+      if (view.inFlight) return undefined
+      view.inFlight = true
+      try {
+        const answer = await read(remote)
+        view.lastSyncAt = Date.now()
+        view.lastError = undefined
+        return answer
+      } catch (error) {
+        // Its last known ledgers stay in force (docs/topologies.md: what a partition costs).
+        view.lastError = message(error)
+        return undefined
+      } finally {
+        view.inFlight = false
+      }
+    })
+    const answers = await Promise.all([local, ...remotes])
+    const demand = new Map<string, Map<string, number>>()
+    for (const answer of answers) {
+      if (answer === undefined) continue
+      for (const [k, t] of entries.entries()) {
+        const ledger = parseLedger(answer.ledgers[k])
+        // A ledger only grows: an older read arriving late does not undo a newer one.
+        if (ledger.version >= (t.ledgers.get(answer.region)?.version ?? 0))
+          t.ledgers.set(answer.region, ledger)
+      }
+      for (const e of answer.demand) {
+        // Tracked from now on (touched while the demand lasts), so this region can hand it over.
+        this.entry(e.policy, e.key, nowMs)
+        const regions = demand.get(`${e.policy.id}\u0000${e.key}`) ?? new Map<string, number>()
+        regions.set(answer.region, (regions.get(answer.region) ?? 0) + e.units)
+        demand.set(`${e.policy.id}\u0000${e.key}`, regions)
+      }
+    }
+    // A region that did not answer keeps its last known demand; one that answered without an
+    // entry for a key asks for nothing.
+    const answered = new Set(answers.flatMap((a) => (a === undefined ? [] : [a.region])))
+    for (const [id, t] of this.tracked) {
+      const next = demand.get(id) ?? new Map<string, number>()
+      for (const [region, units] of t.demand) if (!answered.has(region)) next.set(region, units)
+      t.demand = next
+    }
+  }
+
+  /** For every tracked key, hand what this region does not need to the regions that want it. */
+  async handOver(nowMs: number): Promise<void> {
+    const self = this.options.local.region
+    const unloaded = [...this.tracked.values()].filter((t) => t.loaded !== true)
+    if (unloaded.length > 0) await this.loadLocalLedgers(unloaded).catch(() => {})
+    const gives: Promise<void>[] = []
+    for (const t of this.tracked.values()) {
+      if (t.loaded !== true) continue
+      const plan = planGive({
+        self,
+        limit: t.policy.limit,
+        regions: this.regionNames,
+        ledgers: t.ledgers,
+        demand: t.demand,
+        usedUnits: this.used(t, nowMs),
+        minUnits: Math.ceil(t.policy.limit / 100),
+      })
+      if (plan === undefined) continue
+      const mine = t.ledgers.get(self) ?? EMPTY_LEDGER
+      // Lowered here before the write: no decision of this instance spends what is being handed over.
+      t.ledgers.set(self, applyGive(mine, plan))
+      const args = [String(plan.version), String(ledgerTtlMs(t.policy))]
+      for (const [to, units] of plan.to) args.push(to, String(units))
+      gives.push(
+        this.callOnce(
+          this.options.local.adapter,
+          this.scripts.give,
+          [this.ledgerKey(t.policy, t.key)],
+          args,
+        ).then(
+          async (reply) => {
+            // Another instance of this region gave first: read the ledger again, plan on the next sync.
+            if (Number(reply) < 0) await this.loadLocalLedgers([t])
+          },
+          // Unknown whether it was applied: read it back (the lower share stays until then).
+          () => this.loadLocalLedgers([t]).catch(() => {}),
         ),
       )
     }
-    return (await Promise.all(chunks)).flat()
+    await Promise.all(gives)
+  }
+
+  private async loadLocalLedgers(entries: Tracked[]): Promise<void> {
+    const replies = await this.callEach(
+      this.options.local.adapter,
+      entries.map((t) => this.ledgerKey(t.policy, t.key)),
+      () => [this.scripts.ledgers, []],
+    )
+    for (const [i, t] of entries.entries()) {
+      t.ledgers.set(this.options.local.region, parseLedger(replies[i]))
+      t.loaded = true
+    }
+  }
+
+  /** Drop what is older than the previous window, and keys untouched for two windows. */
+  prune(nowMs: number): void {
+    for (const [id, t] of this.tracked) {
+      const index = Math.floor(nowMs / t.policy.windowMs)
+      for (const i of t.counts.keys()) if (i < index - 1 && !t.dirty.has(i)) t.counts.delete(i)
+      for (const i of t.flushed.keys()) if (i < index - 1) t.flushed.delete(i)
+      if (t.dirty.size === 0 && t.pending === 0 && nowMs - t.touchedAt > 2 * t.policy.windowMs)
+        this.tracked.delete(id)
+    }
   }
 }
 
-async function evalScript(adapter: ClientAdapter, s: Script, keys: string[], args: string[]) {
-  try {
-    return await adapter.evalsha(s.sha, keys, args)
-  } catch (error) {
-    if (replyErrorCode(error) !== 'NOSCRIPT') throw error
-    await adapter.loadScript(s.source)
-    return adapter.evalsha(s.sha, keys, args)
-  }
-}
-
-function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer in ${timeoutMs}ms`)), timeoutMs)
-  })
-  // A late answer or failure of the abandoned call is not an unhandled rejection.
-  promise.catch(() => {})
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
+/** A ledger lives two windows past its last give or touch: shares outlast windows, not idleness. */
+function ledgerTtlMs(policy: GlobalPolicy): number {
+  return 2 * policy.windowMs + 1000
 }

@@ -1,7 +1,8 @@
 // multiRegionStore: one Redis per region. `scope: 'region'` policies are decided exactly on the
-// local region's Redis; `scope: 'global'` ones are decided there too (one round trip), with the
-// limit lowered by the other regions' last known usage, which the count exchange (exchange.ts)
-// pulls every `syncEvery`. The over-admission bound is derived in docs/topologies.md.
+// local region's Redis; `scope: 'global'` ones are decided there too (one round trip), against the
+// region's share of the limit. Shares follow each region's demand: the exchange (exchange.ts) hands
+// what a region does not need to the regions that ask, every `syncEvery` (shares.ts). The bound is
+// derived in docs/topologies.md.
 import { createHash } from 'node:crypto'
 import type { Duration } from '../../duration.js'
 import { parseDuration } from '../../duration.js'
@@ -11,7 +12,9 @@ import type { ResolvedPolicy } from '../../policy.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { adaptClient, clientProblem, NOT_A_CLIENT, type RedisClient } from '../redis/client.js'
 import { redisStore } from '../redis/index.js'
-import { Exchange, type RegionLink } from './exchange.js'
+import { Exchange, type PolicyShare, type RegionLink } from './exchange.js'
+
+export type { PolicyShare } from './exchange.js'
 
 export interface MultiRegionStoreOptions {
   /** The region this instance runs in: one of the names in `regions`. */
@@ -44,7 +47,16 @@ export interface MultiRegionStore extends Store {
   readonly region: string
   /** Every region's freshness, the local one first. */
   regions(): RegionHealth[]
-  /** Write this instance's counts and read the other regions' now (also runs every `syncEvery`). */
+  /**
+   * This region's share of each global policy's limit, over the keys this instance tracks (the
+   * `sluice_region_share_ratio{policy}` gauge).
+   */
+  shares(): PolicyShare[]
+  /** This region's share of one global (policy id, key), in units; `undefined` for a key this instance does not track. */
+  keyShare(policyId: string, key: string): number | undefined
+  /** Completed syncs of this instance (each: write, read every region, hand over). */
+  readonly syncs: number
+  /** Write this instance's counts, read every region's demand and ledgers, hand over what is not needed (also runs every `syncEvery`). */
   sync(): Promise<void>
 }
 
@@ -56,6 +68,11 @@ const OPTION_KEYS = keysOf<MultiRegionStoreOptions>({
   prefix: true,
 })
 const REGION_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+/**
+ * A denial of a global policy in a region whose share is spent says retry after at most this many
+ * sync periods: a hand-over takes up to three (docs/topologies.md).
+ */
+const RETRY_SYNCS = 3
 
 /**
  * A store for several regions, each with its own Redis.
@@ -104,6 +121,7 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
     remotes: links.filter((l) => l.region !== region),
     // An exchange call that has not answered by the time its region would be stale has failed.
     timeoutMs: staleAfterMs,
+    staleAfterMs,
     sha: (source) => createHash('sha1').update(source).digest('hex'),
   })
   const startedAt = Date.now()
@@ -111,11 +129,7 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
   let closed = false
   let syncing: Promise<void> | undefined
   const sync = (): Promise<void> => {
-    syncing ??= (async () => {
-      const now = Date.now()
-      await Promise.all([exchange.flush(), exchange.pull(now)])
-      exchange.prune(Date.now())
-    })().finally(() => {
+    syncing ??= exchange.sync(Date.now()).finally(() => {
       syncing = undefined
     })
     return syncing
@@ -123,8 +137,19 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
   const timer = setInterval(() => void sync(), syncEveryMs)
   timer.unref()
 
-  /** The steps as the local Redis decides them: global limits lowered by the remote usage. */
-  function localSteps(steps: readonly Step[], nowMs: number): { steps: Step[]; full: Set<number> } {
+  /** The steps as the local Redis decides them: global limits lowered to the region's share. */
+  async function localSteps(
+    steps: readonly Step[],
+    nowMs: number,
+  ): Promise<{ steps: Step[]; full: Set<number> }> {
+    const loading: Promise<void>[] = []
+    for (const step of steps) {
+      if (step.policy.scope !== 'global') continue
+      const ready = exchange.ready(step.policy, step.key, nowMs)
+      if (ready !== undefined) loading.push(ready)
+    }
+    // First sight of a key: what this region has handed over is read once before it decides on it.
+    if (loading.length > 0) await Promise.all(loading)
     const out: Step[] = []
     const full = new Set<number>()
     for (let i = 0; i < steps.length; i++) {
@@ -133,14 +158,13 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
         out.push(step)
         continue
       }
-      const remote = Math.ceil(exchange.remoteUsage(step.policy, step.key, nowMs))
-      const limit = step.policy.limit - remote
-      if (limit >= step.cost) {
-        out.push(remote === 0 ? step : { ...step, policy: lowered(step.policy, limit) })
+      const share = exchange.share(step.policy, step.key)
+      if (share >= step.cost) {
+        out.push(share === step.policy.limit ? step : { ...step, policy: lowered(step.policy, share) })
         continue
       }
-      // The other regions have used the limit up: denied whatever the local count. The local
-      // Redis is still asked (peek, limit 1) for the other layers' and this key's numbers.
+      // The region holds less than the cost (the others hold the rest): denied whatever the local
+      // count. The local Redis is still asked (peek, limit 1) for the other layers' and this key's numbers.
       full.add(i)
       out.push({ ...step, cost: 1, policy: lowered(step.policy, 1) })
     }
@@ -163,15 +187,26 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
     async apply(steps, mode) {
       if (closed) return local.apply(steps, mode)
       const nowMs = Date.now()
-      const { steps: asked, full } = localSteps(steps, nowMs)
+      const { steps: asked, full } = await localSteps(steps, nowMs)
       const denied = full.size > 0
-      const results = await local.apply(asked, denied ? 'peek' : mode)
-      if (denied) {
+      const globals = mode === 'consume' ? steps.filter((s) => s.policy.scope === 'global') : []
+      // Counted as asked (the demand shares follow) and as in flight until answered, so a hand-over
+      // meanwhile leaves what this decision may take.
+      for (const s of globals) exchange.begin(s.policy, s.key, nowMs, s.cost)
+      let results: StepResult[]
+      try {
+        results = await local.apply(asked, denied ? 'peek' : mode)
+      } catch (error) {
+        for (const s of globals) exchange.end(s.policy, s.key, nowMs, s.cost, 0)
+        throw error
+      }
+      const admitted = !denied && results.every((r) => r.allowed)
+      for (const s of globals) exchange.end(s.policy, s.key, nowMs, s.cost, admitted ? s.cost : 0)
+      if (denied)
         for (const i of full) {
           const r = results[i]!
           const w = steps[i]!.policy.windowMs
-          // Usage falls as the windows slide; the end of this window is when the other regions'
-          // current counts start to weigh less. Re-read every syncEvery, so a retry may pass sooner.
+          // The end of this window is when the region's own count starts to weigh less.
           const untilWindowEnd = w - (nowMs % w)
           results[i] = {
             ...r,
@@ -181,12 +216,15 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
             resetMs: Math.max(r.resetMs, untilWindowEnd),
           }
         }
-        // A layered check is all or nothing: with one layer full, none was committed (peek).
-        return results
-      }
-      if (mode === 'consume' && results.every((r) => r.allowed)) {
-        for (const step of steps)
-          if (step.policy.scope === 'global') exchange.add(step.policy, step.key, nowMs, step.cost)
+      // A layered check is all or nothing: with one layer full, none was committed (peek).
+      for (let i = 0; i < steps.length; i++) {
+        const step = steps[i]!
+        const r = results[i]!
+        if (step.policy.scope !== 'global' || r.allowed || r.blocked) continue
+        // While other regions hold part of the limit, a share can arrive at any sync: the retry (and
+        // a deny cache in front of this store) waits a few syncs, not the window's end.
+        if (exchange.share(step.policy, step.key) < step.policy.limit)
+          results[i] = { ...r, retryAfterMs: Math.min(r.retryAfterMs, RETRY_SYNCS * syncEveryMs) }
       }
       return results
     },
@@ -226,6 +264,11 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
         })),
       ]
     },
+    shares: () => exchange.shares(),
+    keyShare: (policyId, key) => exchange.shareOf(policyId, key),
+    get syncs() {
+      return exchange.syncs
+    },
     sync,
     async close() {
       if (closed) return
@@ -240,7 +283,7 @@ export function multiRegionStore(options: MultiRegionStoreOptions): MultiRegionS
   return store
 }
 
-/** A global policy as the local Redis decides it: same id (same counters), the limit left to this region. */
+/** A global policy as the local Redis decides it: same id (same counters), the region's share as its limit. */
 function lowered(policy: ResolvedPolicy, limit: number): ResolvedPolicy {
   return { ...policy, limit, capacity: limit }
 }
