@@ -26,10 +26,10 @@ import {
 
 /**
  * The size budgets for `npm install sluice` alone in a fresh project, and for the tarball: a little
- * above what it measured (356 KB packed, 1.55 MB unpacked, each entry in ESM and CommonJS with run-time
- * overrides, lists, penalties, near-limit signals and calendar windows).
+ * above what it measured (377 KB packed, each entry in ESM and CommonJS with run-time overrides, lists,
+ * penalties, near-limit signals, calendar windows, hybrid leases and regional shares).
  */
-const BUDGET = { packages: 3, nodeModulesBytes: 2_000_000, tarballBytes: 375_000 }
+const BUDGET = { packages: 3, nodeModulesBytes: 2_000_000, tarballBytes: 390_000 }
 /** What a library user is never handed: gRPC, protobuf, YAML, loggers, schema and metrics packages. */
 const SERVICE_ONLY =
   /^(@grpc\/|protobufjs$|@protobufjs\/|yaml$|js-yaml$|pino|winston$|bunyan$|zod$|joi$|yup$|ajv$|valibot$|prom-client$|@opentelemetry\/)/
