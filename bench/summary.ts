@@ -135,7 +135,8 @@ export const SUMMARY: SummaryRow[] = [
       return {
         sluice: ours.map((o) => `${o.name} ${bytes(o.b)}`).join(', '),
         peer: `rate-limiter-flexible ${bytes(rlf)}, rate-limit-redis ${bytes(rlr)}`,
-        met: ours.every((o) => o.b <= rlf),
+        // Whole bytes per key: the same layout measures a few bytes apart over 10,000 keys.
+        met: ours.every((o) => Math.round(o.b) <= Math.round(rlf)),
       }
     },
   },

@@ -145,6 +145,19 @@ describe('bench summary table', () => {
     expect(verdicts(summaryTable(withRows(metRun, misses[name]!)))).toEqual(expected)
   })
 
+  it('compares bytes per key in whole bytes, as printed', () => {
+    const close = withRows(metRun, [
+      bytes('sluice-token-bucket', 122.4),
+      bytes('rate-limiter-flexible', 122.21),
+    ])
+    expect(verdicts(summaryTable(close))[3]).toBe('met |')
+    const over = withRows(metRun, [
+      bytes('sluice-token-bucket', 122.6),
+      bytes('rate-limiter-flexible', 122.21),
+    ])
+    expect(verdicts(summaryTable(over))[3]).toBe('missed |')
+  })
+
   it('reads the optional cells only when the run has them', () => {
     const optional = new Set([
       'http-fastify/sluice-memory-legacy cpu-added',
