@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { ALGORITHMS, type AlgorithmName } from '../packages/sluice/src/policy.js'
-import { luaSources } from '../packages/sluice/src/stores/redis/lua.generated.js'
+import { luaAlgorithms, luaSources } from '../packages/sluice/src/stores/redis/lua.generated.js'
 import { freePort, redisServerArgs } from '../test/helpers/redis-harness.js'
 import { luaSources0a55701 as before } from './data/lua-0a55701.js'
 import { MINIMAL_TOKEN_BUCKET, RLF_SCRIPT } from './reference-scripts.js'
@@ -38,8 +38,25 @@ const subject = (i: number) => String(i).padStart(12, '0')
 
 const LIMIT = '1000000'
 const WINDOW = '3600000'
-/** One step's arguments today (scripts/variants/apply.lua): limit, window, capacity?, cost, lease? */
+/**
+ * One step's arguments today (scripts/variants/apply.lua), in the order the generated module lists
+ * them: limit, window, period? (-1: no calendar), following? (the window), capacity?, cost, lease?
+ */
 const stepArgs = (algorithm: AlgorithmName, cost: string): string[] => {
+  const layout: readonly string[] = luaAlgorithms[algorithm]
+  const value = {
+    limit: LIMIT,
+    window: WINDOW,
+    period: '-1',
+    following: WINDOW,
+    capacity: LIMIT,
+    cost,
+    lease: '',
+  }
+  return layout.map((a) => value[a as keyof typeof value])
+}
+/** One step's arguments of the flat scripts of 0a55701, which took no calendar arguments. */
+const beforeStepArgs = (algorithm: AlgorithmName, cost: string): string[] => {
   const layout: readonly string[] = {
     concurrency: ['limit', 'window', 'cost', 'lease'],
     'fixed-window': ['limit', 'window', 'cost'],
@@ -76,7 +93,7 @@ function variants(algorithm: AlgorithmName): [string, Case, Case][] {
       },
       {
         source: before[`one-${algorithm}`],
-        args: ['2', ...one, '', ...stepArgs(algorithm, '1')],
+        args: ['2', ...one, '', ...beforeStepArgs(algorithm, '1')],
         decisions: 1,
       },
     ],
@@ -90,7 +107,12 @@ function variants(algorithm: AlgorithmName): [string, Case, Case][] {
       },
       {
         source: before[`one-${algorithm}`],
-        args: ['32', ...sixteen, '', ...Array.from({ length: 16 }, () => stepArgs(algorithm, '1')).flat()],
+        args: [
+          '32',
+          ...sixteen,
+          '',
+          ...Array.from({ length: 16 }, () => beforeStepArgs(algorithm, '1')).flat(),
+        ],
         decisions: 16,
       },
     ],

@@ -60,7 +60,8 @@ async function redisBenchmark(port: number, pipeline: number, requests: number):
     'rb:{__rand_int__}:tb',
     'rb:{__rand_int__}:tb:block',
   )
-  args.push('consume', '', '0', 'token-bucket', '1000000', '3600000', '1000000', '1', '')
+  // The server's clock (''), then one run of one decision: limit, window, capacity, cost.
+  args.push('', '1', '1000000', '3600000', '1000000', '1')
   const { stdout } = await run('redis-benchmark', args)
   const line = stdout.trim().split('\n').at(-1)!
   return Number(JSON.parse(`[${line}]`)[1])
