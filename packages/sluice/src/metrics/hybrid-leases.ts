@@ -1,7 +1,7 @@
 // Hybrid mode's lease counts (src/scale/hybrid.ts) as metric series: one place that turns the
 // counts every hybrid policy keeps into (policy, kind) totals, read by the Prometheus and
 // OpenTelemetry exporters when they collect (nothing is done per decision).
-import type { HybridBackend, HybridStats } from '../scale/hybrid.js'
+import { type HybridBackend, type HybridStats, noHybridStats } from '../scale/hybrid.js'
 
 /** What a lease series counts: leases taken and ended, and the units they moved. */
 export const LEASE_SERIES = {
@@ -22,17 +22,7 @@ export type LeaseUnitKind = keyof typeof LEASE_SERIES.units
 export function leaseTotals(backend: Pick<HybridBackend, 'stats'>): Map<string, HybridStats> {
   const totals = new Map<string, HybridStats>()
   for (const [policy, all] of backend.stats ?? []) {
-    const sum: HybridStats = {
-      leasesTaken: 0,
-      unitsLeased: 0,
-      leasesEnded: 0,
-      unitsSpent: 0,
-      unitsReturned: 0,
-      unitsLost: 0,
-      unitsUnderAdmitted: 0,
-      plainDecisions: 0,
-      errors: 0,
-    }
+    const sum = noHybridStats()
     for (const s of all) for (const k of Object.keys(sum) as (keyof HybridStats)[]) sum[k] += s[k]
     totals.set(policy, sum)
   }

@@ -102,6 +102,21 @@ export interface HybridStats {
   errors: number
 }
 
+/** Every count of HybridStats at 0. */
+export function noHybridStats(): HybridStats {
+  return {
+    leasesTaken: 0,
+    unitsLeased: 0,
+    leasesEnded: 0,
+    unitsSpent: 0,
+    unitsReturned: 0,
+    unitsLost: 0,
+    unitsUnderAdmitted: 0,
+    plainDecisions: 0,
+    errors: 0,
+  }
+}
+
 interface Lease {
   left: number
   granted: number
@@ -144,17 +159,7 @@ export class HybridPolicy {
   private fallback: ReturnType<typeof memoryStore> | undefined
   /** A lease lasts at most this long: `syncEvery`. */
   readonly leaseMs: number
-  readonly stats: HybridStats = {
-    leasesTaken: 0,
-    unitsLeased: 0,
-    leasesEnded: 0,
-    unitsSpent: 0,
-    unitsReturned: 0,
-    unitsLost: 0,
-    unitsUnderAdmitted: 0,
-    plainDecisions: 0,
-    errors: 0,
-  }
+  readonly stats: HybridStats = noHybridStats()
   /** Last failed call's error, until a call succeeds. */
   lastError: unknown
 
