@@ -6,9 +6,14 @@
 // The default run is DEFAULT_CASES, the cases the summary reads; `--all` runs every case, and
 // `--only` picks any case: its exact name, else every case whose name contains it. `--check` runs no
 // case: it measures the budgets (bench/budgets/) and exits non-zero when one is missed.
-import { mkdirSync } from 'node:fs'
+// Each case runs in a Node.js process of its own (this script again, with `--case <name>`), so no
+// case's figures depend on which cases ran before it: what an earlier case leaves in the heap and in
+// V8's type feedback for Sluice's shared code (the limiter, the failover layer) made a later case's
+// decisions slower than the same case run alone.
+import { spawn } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
-import { loadavg } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -23,6 +28,9 @@ const { values } = parseArgs({
     profile: { type: 'string' },
     variants: { type: 'string' },
     check: { type: 'boolean', default: false },
+    // Internal: run this one case here and write its rows as JSON to `rows-out`.
+    case: { type: 'string' },
+    'rows-out': { type: 'string' },
   },
 })
 
@@ -58,11 +66,13 @@ const missing = DEFAULT_CASES.filter((name) => !cases.some((c) => c.name === nam
 if (missing.length > 0) throw new Error(`bench/run.ts DEFAULT_CASES names no case ${missing.join(', ')}`)
 const only = values.only
 const selected =
-  only === undefined
-    ? cases.filter((c) => values.all || DEFAULT_CASES.includes(c.name))
-    : cases.some((c) => c.name === only)
-      ? cases.filter((c) => c.name === only)
-      : cases.filter((c) => c.name.includes(only))
+  values.case !== undefined
+    ? cases.filter((c) => c.name === values.case)
+    : only === undefined
+      ? cases.filter((c) => values.all || DEFAULT_CASES.includes(c.name))
+      : cases.some((c) => c.name === only)
+        ? cases.filter((c) => c.name === only)
+        : cases.filter((c) => c.name.includes(only))
 if (selected.length === 0) {
   console.error(`no bench case matches --only ${only}; cases: ${cases.map((c) => c.name).join(', ')}`)
   process.exit(1)
@@ -72,6 +82,33 @@ if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true })
 
 const variants = values.variants?.split(',').map((v) => v.trim())
 
+if (values.case !== undefined) {
+  const rows = await selected[0]!.run({ quick: values.quick, profileDir, variants })
+  writeFileSync(values['rows-out']!, JSON.stringify(rows))
+  process.exit(0)
+}
+
+/** Run case `name` in a child process of its own (the same Node.js flags, e.g. tsx) and return its rows. */
+async function runIsolated(name: string): Promise<BenchRow[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'))
+  const out = join(dir, 'rows.json')
+  const args = [...process.execArgv, fileURLToPath(import.meta.url), '--case', name, '--rows-out', out]
+  if (values.quick) args.push('--quick')
+  if (profileDir !== undefined) args.push('--profile', profileDir)
+  if (values.variants !== undefined) args.push('--variants', values.variants)
+  try {
+    const code = await new Promise<number | null>((done, fail) => {
+      const child = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit'] })
+      child.on('error', fail)
+      child.on('exit', done)
+    })
+    if (code !== 0) throw new Error(`bench case ${name} exited with code ${code}`)
+    return JSON.parse(readFileSync(out, 'utf8')) as BenchRow[]
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
 const began = performance.now()
 const load = loadavg()
   .map((n) => n.toFixed(2))
@@ -80,8 +117,7 @@ const rows: (BenchRow & { case: string })[] = []
 for (const c of selected) {
   const started = performance.now()
   process.stderr.write(`running ${c.name}${values.quick ? ' (quick)' : ''}... `)
-  for (const row of await c.run({ quick: values.quick, profileDir, variants }))
-    rows.push({ case: c.name, ...row })
+  for (const row of await runIsolated(c.name)) rows.push({ case: c.name, ...row })
   process.stderr.write(`${((performance.now() - started) / 1000).toFixed(1)} s\n`)
 }
 

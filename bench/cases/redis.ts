@@ -16,7 +16,7 @@ import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 // The build (dist/), as users run it: tsx's keepNames would add about 1 µs per decision to Sluice.
-import { createLimiter } from '../../packages/sluice/dist/index.js'
+import { createLimiter, type Decision } from '../../packages/sluice/dist/index.js'
 import { redisStore } from '../../packages/sluice/dist/redis.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
 import { median } from '../load.js'
@@ -33,6 +33,8 @@ interface Subject {
   id: string
   name: string
   decide(key: string): Promise<unknown>
+  /** Checks each answer (throws when it is not what the run expects), with no promise of its own. */
+  check?(answer: unknown): void
 }
 
 /** redis-benchmark EVALSHA of the minimal script over 10,000 keys, 64 clients, 16 per round trip. */
@@ -72,8 +74,9 @@ export const benchCase: BenchCase = {
       const sluice: Subject = {
         id: 'sluice',
         name: 'sluice token-bucket (default store options)',
-        decide: async (key) => {
-          const decision = await limiter.consume('api', key)
+        decide: (key) => limiter.consume('api', key),
+        check: (answer) => {
+          const decision = answer as Decision
           if (!decision.allowed || decision.degraded === true)
             throw new Error('a decision was not Redis’s allow')
         },
@@ -104,21 +107,23 @@ export const benchCase: BenchCase = {
         for (let round = 0; round < rounds; round++) {
           for (let i = 0; i < subjects.length; i++) {
             const subject = subjects[(i + round) % subjects.length]!
-            let decisions = 0
-            const counted = (key: string) => {
-              decisions++
-              return subject.decide(key)
-            }
-            const cpu = process.cpuUsage()
-            const serverBefore = serverCpu(pid)
-            const r = await throughput(counted, inFlight, ms, keys)
-            const used = process.cpuUsage(cpu)
-            const serverAfter = serverCpu(pid)
+            // Both CPU figures cover the measured phase alone (no warm-up, no latency sort).
+            let serverBefore: number | undefined
+            let serverAfter: number | undefined
+            const r = await throughput(subject.decide, inFlight, ms, keys, {
+              ...(subject.check === undefined ? {} : { check: subject.check }),
+              before: () => {
+                serverBefore = serverCpu(pid)
+              },
+              after: () => {
+                serverAfter = serverCpu(pid)
+              },
+            })
             rates.get(subject)!.push(r.rate)
             p50s.get(subject)!.push(r.p50)
-            nodeCpu.get(subject)!.push((used.user + used.system) / decisions)
+            nodeCpu.get(subject)!.push(r.cpuUs / r.decisions)
             if (serverBefore !== undefined && serverAfter !== undefined)
-              redisCpu.get(subject)!.push((serverAfter - serverBefore) / decisions)
+              redisCpu.get(subject)!.push((serverAfter - serverBefore) / r.decisions)
             await client.flushall()
             await client.script('LOAD', MINIMAL_TOKEN_BUCKET)
           }
@@ -149,7 +154,7 @@ export const benchCase: BenchCase = {
             metric: `this process's CPU per decision @${inFlight}`,
             value: median(nodeCpu.get(s)!),
             unit: 'µs',
-            note: 'user + system, load generator included',
+            note: 'user + system over the measured phase, the load loop included',
           })
           if (redisCpu.get(s)!.length > 0)
             rows.push({
