@@ -12,10 +12,13 @@
 //   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/cg.%p node --import tsx \
 //     bench/redis-profile.ts --subjects sluice --decisions 5000 --callgrind
 //   then the `totals:` line of the file that callgrind_control dumped / decisions.
+//   ... --cpu-profile <dir>: each subject's measured rounds under V8's CPU profiler (warm-up and
+//   start-up left out), written as <dir>/<subject>-<round>.cpuprofile, and each subject's busy time by
+//   owner printed (bench/profile-shares.ts). The profiler's own cost inflates the CPU figures.
 //   ... --allocations <file>: an allocation sampling profile of the rounds (every allocation,
 //   collected or not) with the count of decisions, as JSON { decisions, profile }.
 import { execFile } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { Session } from 'node:inspector/promises'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -24,6 +27,7 @@ import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { startRedis } from '../test/helpers/redis-harness.js'
 import { median } from './load.js'
+import { type CpuProfile, profileShares, sharesTable } from './profile-shares.js'
 import { throughput } from './throughput.js'
 
 const run = promisify(execFile)
@@ -33,6 +37,7 @@ const { values } = parseArgs({
     ms: { type: 'string', default: '1000' },
     rounds: { type: 'string', default: '1' },
     allocations: { type: 'string' },
+    'cpu-profile': { type: 'string' },
     decisions: { type: 'string' },
     callgrind: { type: 'boolean', default: false },
   },
@@ -115,6 +120,14 @@ try {
       includeObjectsCollectedByMinorGC: true,
     })
   }
+  const profileDir = values['cpu-profile']
+  const profiler = profileDir === undefined ? undefined : new Session()
+  const cpuProfiles = new Map<string, CpuProfile[]>(subjects.map((s) => [s.name, []]))
+  if (profiler !== undefined) {
+    mkdirSync(profileDir!, { recursive: true })
+    profiler.connect()
+    await profiler.post('Profiler.enable')
+  }
   const cpu = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
   const rates = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
   let total = 0
@@ -125,6 +138,7 @@ try {
     for (let i = 0; i < subjects.length; i++) {
       subject = subjects[(i + round) % subjects.length]!
       decisions = 0
+      if (profiler !== undefined) await profiler.post('Profiler.start')
       if (fixed === undefined) {
         // The measured phase alone: throughput's own figures (no warm-up, no latency sort).
         const r = await throughput(
@@ -145,6 +159,11 @@ try {
         rates.get(subject.name)!.push(r.rate)
         total += decisions
       }
+      if (profiler !== undefined) {
+        const { profile } = await profiler.post('Profiler.stop')
+        writeFileSync(`${profileDir}/${subject.name}-${round}.cpuprofile`, JSON.stringify(profile))
+        cpuProfiles.get(subject.name)!.push(profile as CpuProfile)
+      }
       await client.flushall()
     }
   }
@@ -157,6 +176,14 @@ try {
     const { profile } = await session.post('HeapProfiler.stopSampling')
     writeFileSync(values.allocations!, JSON.stringify({ decisions: total, profile }))
     session.disconnect()
+  }
+  if (profiler !== undefined) {
+    profiler.disconnect()
+    for (const s of subjects) {
+      console.log(`\n### ${s.name}: busy time by owner (${profileDir}/${s.name}-*.cpuprofile)\n`)
+      for (const line of sharesTable(profileShares(cpuProfiles.get(s.name)!))) console.log(line)
+    }
+    console.log()
   }
   const peer = 'rate-limiter-flexible'
   const vs = (m: Map<string, number[]>, name: string) =>
