@@ -164,7 +164,12 @@ export const SUMMARY: SummaryRow[] = [
     fill(run) {
       const s = run.get('memory/sluice-token-bucket-consume rate').value
       const vsErl = run.get('memory/sluice-token-bucket-consume vs-erl').value
-      const erl = run.get('memory/express-rate-limit-store rate').value
+      // express-rate-limit's store in the token bucket's own process (the ratio's yardstick) when the case measured it there.
+      const erl = run.get(
+        run.has('memory/express-rate-limit-store@token-bucket rate')
+          ? 'memory/express-rate-limit-store@token-bucket rate'
+          : 'memory/express-rate-limit-store rate',
+      ).value
       const cpu = run.has('memory/sluice-token-bucket-consume vs-erl-cpu')
         ? `; per CPU second ${x(run.get('memory/sluice-token-bucket-consume vs-erl-cpu').value)}`
         : ''

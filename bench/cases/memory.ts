@@ -4,10 +4,12 @@
 // does its full work). Subjects run interleaved after a warm-up; every figure is the median over
 // rounds, ratios taken within a round, so a busy machine slows them alike. Also reported: decisions
 // per CPU second (user + system), which a neighbour stealing the core does not skew.
-// Each Sluice algorithm runs in a process of its own (this module again, as a script), with
-// express-rate-limit's store in the same rounds: as in an app that uses one algorithm. Three
-// algorithms through the same store and limiter code in one process leave V8's type feedback there
-// mixed, which slowed the token bucket's `await consume` by about a fifth.
+// Each library runs in a process of its own (this module again, as a script): each Sluice
+// algorithm, as in an app that uses one, and the peers, with express-rate-limit's store in every
+// process's rounds as the yardstick the others compare through. Sharing one process changed the
+// figures: three algorithms through the same limiter and store code leave V8's type feedback there
+// mixed, and rate-limiter-flexible's timers and records per key fill the heap that every other
+// subject's collections then walk.
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -182,23 +184,26 @@ async function measure(subject: Subject, n: number): Promise<Measured> {
   return { wallPerSec: n / wall, cpuPerSec: n / ((used.user + used.system) / 1e6) }
 }
 
-type Algorithm = 'token-bucket' | 'fixed-window' | 'sliding-window-counter'
-const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter']
+type Group = 'token-bucket' | 'fixed-window' | 'sliding-window-counter' | 'peers'
+const GROUPS: readonly Group[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'peers']
 
-/**
- * The rows of one process: `algorithm`'s Sluice subjects and express-rate-limit's store, and with the
- * token bucket (the summary's) also rate-limiter-flexible and the plain Map floors. Peer rows come
- * from the token bucket's process only.
- */
-async function runGroup(algorithm: Algorithm, quick: boolean): Promise<BenchRow[]> {
-  const rlf = rateLimiterFlexible()
-  const erl = expressRateLimitStore()
-  const map = plainMap()
-  const first = algorithm === 'token-bucket'
-  const subjects: Subject[] = [sluice(algorithm, false)]
-  if (algorithm !== 'fixed-window') subjects.push(sluice(algorithm, true))
-  subjects.push(rlf, erl, awaitedMap(), map)
-  if (baselineDist !== undefined && first) {
+/** What one process measured of a subject: per round, its rates and its ratios to express-rate-limit's store. */
+interface Measurement {
+  id: string
+  name: string
+  wall: number[]
+  cpu: number[]
+  vsErlWall: number[]
+  vsErlCpu: number[]
+}
+
+/** The subjects of one process; express-rate-limit's store is in every one, the yardstick. */
+async function subjectsOf(group: Group, erl: Subject): Promise<Subject[]> {
+  if (group === 'peers') return [rateLimiterFlexible(), erl, awaitedMap(), plainMap()]
+  const subjects: Subject[] = [sluice(group, false)]
+  if (group !== 'fixed-window') subjects.push(sluice(group, true))
+  subjects.push(erl)
+  if (baselineDist !== undefined && group === 'token-bucket') {
     const base = (await import(
       new URL('index.js', `file://${baselineDist.replace(/\/?$/, '/')}`).href
     )) as Build
@@ -207,6 +212,13 @@ async function runGroup(algorithm: Algorithm, quick: boolean): Promise<BenchRow[
       sluice('token-bucket', true, base, '-baseline'),
     )
   }
+  return subjects
+}
+
+/** Run one group's interleaved rounds in this process. */
+async function runGroup(group: Group, quick: boolean): Promise<Measurement[]> {
+  const erl = expressRateLimitStore()
+  const subjects = await subjectsOf(group, erl)
   // Many short rounds rather than a few long ones: a subject's round and express-rate-limit's in
   // the same round are then a fraction of a second apart, so a burst of load elsewhere on the
   // machine hits both and their ratio keeps. Every key is still hit 10 times per round.
@@ -219,54 +231,36 @@ async function runGroup(algorithm: Algorithm, quick: boolean): Promise<BenchRow[
     for (let r = 0; r < rounds; r++) {
       for (const s of subjects) runs.get(s)!.push(await measure(s, n))
     }
-    const rows: BenchRow[] = []
-    /** The median over rounds of a subject's figure over another's in the same round. */
-    const vs = (s: Subject, other: Subject, pick: (m: Measured) => number) =>
-      median(runs.get(s)!.map((m, i) => pick(m) / pick(runs.get(other)![i]!)))
-    for (const [metric, pick, suffix] of [
-      [`decisions/s (wall, median of ${rounds} rounds)`, (m: Measured) => m.wallPerSec, 'rate'],
-      ['decisions per CPU second', (m: Measured) => m.cpuPerSec, 'cpu-rate'],
-    ] as const) {
-      for (const s of subjects) {
-        if (!first && !s.id.startsWith('sluice')) continue
-        rows.push({
-          id: `memory/${s.id} ${suffix}`,
-          subject: s.name,
-          metric,
-          value: median(runs.get(s)!.map(pick)),
-          unit: 'ops/s',
-          ratio: vs(s, rlf, pick),
-          note: `x RLF; ${vs(s, erl, pick).toFixed(2)}x express-rate-limit store; ${vs(s, map, pick).toFixed(2)}x plain Map`,
-        })
-        if (s.id.startsWith('sluice'))
-          rows.push({
-            id: `memory/${s.id} vs-erl${suffix === 'rate' ? '' : '-cpu'}`,
-            subject: s.name,
-            metric: `x express-rate-limit MemoryStore (${suffix === 'rate' ? 'wall' : 'CPU'})`,
-            value: vs(s, erl, pick),
-            unit: 'x',
-          })
+    const erlRuns = runs.get(erl)!
+    return subjects.map((s) => {
+      const m = runs.get(s)!
+      return {
+        id: s.id,
+        name: s.name,
+        wall: m.map((x) => x.wallPerSec),
+        cpu: m.map((x) => x.cpuPerSec),
+        vsErlWall: m.map((x, i) => x.wallPerSec / erlRuns[i]!.wallPerSec),
+        vsErlCpu: m.map((x, i) => x.cpuPerSec / erlRuns[i]!.cpuPerSec),
       }
-    }
-    return rows
+    })
   } finally {
     erl.shutdown()
   }
 }
 
-/** Run `algorithm`'s group in a child process (this module, with the same Node.js flags) and return its rows. */
-async function runGroupIsolated(algorithm: Algorithm, quick: boolean): Promise<BenchRow[]> {
+/** Run `group` in a child process (this module, with the same Node.js flags) and return what it measured. */
+async function runGroupIsolated(group: Group, quick: boolean): Promise<Measurement[]> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-memory-'))
-  const out = join(dir, 'rows.json')
-  const args = [...process.execArgv, fileURLToPath(import.meta.url), algorithm, quick ? 'quick' : 'full', out]
+  const out = join(dir, 'measured.json')
+  const args = [...process.execArgv, fileURLToPath(import.meta.url), group, quick ? 'quick' : 'full', out]
   try {
     const code = await new Promise<number | null>((done, fail) => {
       const child = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit'] })
       child.on('error', fail)
       child.on('exit', done)
     })
-    if (code !== 0) throw new Error(`memory case, ${algorithm}: exited with code ${code}`)
-    return JSON.parse(readFileSync(out, 'utf8')) as BenchRow[]
+    if (code !== 0) throw new Error(`memory case, ${group}: exited with code ${code}`)
+    return JSON.parse(readFileSync(out, 'utf8')) as Measurement[]
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
@@ -275,15 +269,73 @@ async function runGroupIsolated(algorithm: Algorithm, quick: boolean): Promise<B
 export const benchCase: BenchCase = {
   name: 'memory',
   async run({ quick }) {
+    const measured: Measurement[] = []
+    const yardsticks: Measurement[] = []
+    for (const group of GROUPS) {
+      const ofGroup = await runGroupIsolated(group, quick)
+      // express-rate-limit's own rows come from the peers' process; every process has it as yardstick.
+      if (group === 'peers') measured.push(...ofGroup)
+      else {
+        measured.push(...ofGroup.filter((m) => m.id.startsWith('sluice')))
+        // The yardstick as this process measured it: the figure its Sluice rows' ratios were taken against.
+        const erl = ofGroup.find((m) => m.id === 'express-rate-limit-store')!
+        yardsticks.push({
+          ...erl,
+          id: `express-rate-limit-store@${group}`,
+          name: `${erl.name} (${group}'s process)`,
+        })
+      }
+    }
+    const byId = new Map(measured.map((m) => [m.id, m]))
+    const rlf = byId.get('rate-limiter-flexible')!
+    const map = byId.get('map')!
+    const rounds = rlf.wall.length
     const rows: BenchRow[] = []
-    for (const algorithm of ALGORITHMS) rows.push(...(await runGroupIsolated(algorithm, quick)))
-    // The token bucket's process first in the table: it has the peers' rows.
+    for (const [metric, pick, versus, suffix] of [
+      [
+        `decisions/s (wall, median of ${rounds} rounds)`,
+        (m: Measurement) => m.wall,
+        (m: Measurement) => m.vsErlWall,
+        'rate',
+      ],
+      ['decisions per CPU second', (m: Measurement) => m.cpu, (m: Measurement) => m.vsErlCpu, 'cpu-rate'],
+    ] as const) {
+      // Subjects of different processes compare through their ratios to express-rate-limit's store.
+      const vsErl = (m: Measurement) => median(versus(m))
+      for (const s of measured) {
+        rows.push({
+          id: `memory/${s.id} ${suffix}`,
+          subject: s.name,
+          metric,
+          value: median(pick(s)),
+          unit: 'ops/s',
+          ratio: vsErl(s) / vsErl(rlf),
+          note: `x RLF; ${vsErl(s).toFixed(2)}x express-rate-limit store; ${(vsErl(s) / vsErl(map)).toFixed(2)}x plain Map`,
+        })
+        if (s.id.startsWith('sluice'))
+          rows.push({
+            id: `memory/${s.id} vs-erl${suffix === 'rate' ? '' : '-cpu'}`,
+            subject: s.name,
+            metric: `x express-rate-limit MemoryStore (${suffix === 'rate' ? 'wall' : 'CPU'})`,
+            value: vsErl(s),
+            unit: 'x',
+          })
+      }
+      for (const e of yardsticks)
+        rows.push({
+          id: `memory/${e.id} ${suffix}`,
+          subject: e.name,
+          metric,
+          value: median(pick(e)),
+          unit: 'ops/s',
+        })
+    }
     return rows
   },
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const [algorithm, mode, out] = process.argv.slice(2) as [Algorithm, string, string]
-  if (!ALGORITHMS.includes(algorithm)) throw new Error(`memory case: no algorithm ${algorithm}`)
-  writeFileSync(out, JSON.stringify(await runGroup(algorithm, mode === 'quick')))
+  const [group, mode, out] = process.argv.slice(2) as [Group, string, string]
+  if (!GROUPS.includes(group)) throw new Error(`memory case: no group ${group}`)
+  writeFileSync(out, JSON.stringify(await runGroup(group, mode === 'quick')))
 }

@@ -173,6 +173,14 @@ describe('bench summary table', () => {
     expect(lines[7]).not.toContain('per CPU second')
   })
 
+  it("quotes express-rate-limit's store as the token bucket's own process measured it, when the run has that row", () => {
+    const lines = summaryTable(
+      withRows(metRun, [row('memory/express-rate-limit-store@token-bucket rate', 9_100_000)]),
+    )
+    expect(lines[7]).toContain('express-rate-limit `MemoryStore.increment` 9.10M/s')
+    expect(summaryTable(metRun)[7]).toContain('express-rate-limit `MemoryStore.increment` 9.40M/s')
+  })
+
   it('says "not run" for the rows of cases that did not run, and for NaN figures', () => {
     const withoutRedis = summaryTable(metRun.filter((r) => !r.id?.startsWith('redis/')))
     expect(verdicts(withoutRedis)).toEqual([
