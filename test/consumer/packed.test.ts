@@ -530,7 +530,9 @@ const version = (name) => JSON.parse(require('fs').readFileSync('node_modules/' 
   const out = []
   for (const [name, client] of [['ioredis', io], ['redis', nr]]) {
     const store = redisStore(client, { prefix: 'consumer-' + name + '-' + process.argv[2] + '-' + process.pid })
-    const limiter = createLimiter({ store, policies })
+    // storeTimeout: these check that the client works; a first call on a loaded machine may take
+    // longer than the default 100 ms, and a degraded (fail-open) answer would read as a wrong one.
+    const limiter = createLimiter({ store, policies, storeTimeout: '30s' })
     const a = await limiter.consume('one', 'k')
     const b = await limiter.consume('one', 'k')
     const hybrid = hybridRedis(client, { prefix: 'consumer-h' })
@@ -574,7 +576,8 @@ const version = JSON.parse(require('fs').readFileSync('node_modules/memjs/packag
 ;(async () => {
   const client = memjs.Client.create('${address}', { logger: { log() {} } })
   const store = memcachedStore(client, { prefix: 'consumer-' + process.argv[2] + '-' + process.pid })
-  const limiter = createLimiter({ store, policies })
+  // storeTimeout: a first call on a loaded machine may take longer than the default 100 ms.
+  const limiter = createLimiter({ store, policies, storeTimeout: '30s' })
   const a = await limiter.consume('one', 'k')
   const b = await limiter.consume('one', 'k')
   console.log(JSON.stringify([version, store.name, a.allowed, b.allowed, b.remaining]))
@@ -608,7 +611,13 @@ const version = JSON.parse(require('fs').readFileSync('node_modules/pg/package.j
   const pool = new pg.Pool({ connectionString: ${JSON.stringify(url)} })
   const table = 'consumer_' + process.argv[2].replace(/\\W/g, '_') + '_' + process.pid
   const store = postgresStore(pool, { table, cleanupIntervalMs: 0 })
-  const limiter = createLimiter({ store, policies: { one: { algorithm: 'gcra', limit: 1, window: '1m' } } })
+  // storeTimeout: a first query on a loaded machine (the pool connecting) may take longer than the
+  // default 100 ms, and a degraded (fail-open) answer would read as a wrong one.
+  const limiter = createLimiter({
+    store,
+    storeTimeout: '30s',
+    policies: { one: { algorithm: 'gcra', limit: 1, window: '1m' } },
+  })
   const a = await limiter.consume('one', 'k')
   const b = await limiter.consume('one', 'k')
   console.log(JSON.stringify([version, store.name, a.allowed, b.allowed]))
