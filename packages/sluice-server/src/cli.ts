@@ -353,6 +353,7 @@ async function serve(argv: string[]): Promise<void> {
             prefix: config.prefix,
             logger,
             ...(config.storeTls === undefined ? {} : { tls: config.storeTls }),
+            ...(config.storeCompactValues === undefined ? {} : { compactValues: config.storeCompactValues }),
           })
         : await openRegionStore(storeChoice.regions, { prefix: config.prefix, logger })
     const adminToken = env('SLUICE_ADMIN_TOKEN')

@@ -26,7 +26,7 @@ import { dashboardSchema, httpSchema, resolveDashboard, resolveHttp } from './co
 import { type OutcomesSettings, outcomesSchema, resolveOutcomes } from './config-outcomes.js'
 import { describePenalty } from './config-penalty.js'
 import { describeRegions, type RegionsSettings, resolveRegions } from './config-regions.js'
-import { describeStoreTls, resolveStoreSettings } from './config-store.js'
+import { describeStoreCompactValues, describeStoreTls, resolveStoreSettings } from './config-store.js'
 import type { TelemetrySettings } from './config-telemetry.js'
 import { describeTelemetry, resolveTelemetry, telemetrySchema } from './config-telemetry.js'
 import { resolveWaiting, type WaitingSettings, waitingSchema } from './config-waiting.js'
@@ -77,6 +77,8 @@ export interface ServiceConfig {
    * service opens (joined to the URL's own `tls_*` parameters). Paths, not contents.
    */
   readonly storeTls: StoreTlsSettings | undefined
+  /** `store.compactValues`: the Redis store's option of that name; undefined leaves its default. */
+  readonly storeCompactValues: boolean | undefined
   /**
    * `store: { region, regions, syncEvery }`: a multiRegionStore over one Redis per region
    * (config-regions.ts); `store` is then the local region's URL. Undefined for a single store.
@@ -469,6 +471,7 @@ export function parseConfig(text: string, file: string): ServiceConfig {
     store: storeSettings.url ?? 'memory',
     storeWritten: storeSettings.url !== undefined,
     storeTls: storeSettings.tls,
+    storeCompactValues: storeSettings.compactValues,
     regions,
     prefix: top.prefix ?? 'sluice',
     onStoreError,
@@ -559,6 +562,7 @@ export function describeConfig(config: ServiceConfig): string {
     `${config.file}: ok`,
     `  store: ${config.regions === undefined ? redactStoreUrl(config.store) : 'multi-region'}  prefix: ${config.prefix}  onStoreError: ${config.onStoreError}`,
     ...describeStoreTls(config.storeTls),
+    ...describeStoreCompactValues(config.storeCompactValues),
     ...(config.regions === undefined ? [] : [`  regions: ${describeRegions(config.regions)}`]),
     `  admin endpoints: ${config.adminToken === undefined ? 'off (no admin.token)' : 'on'}`,
     `  authz key: ${config.authz.keyHeader ?? authzClient(config)}${

@@ -289,6 +289,7 @@ export function createService(options: ServiceOptions): Service {
       const storeKept =
         next.store === config.store &&
         sameStoreTls(next, config) &&
+        next.storeCompactValues === config.storeCompactValues &&
         JSON.stringify(next.regions) === JSON.stringify(config.regions)
       if (!storeKept || next.prefix !== config.prefix) {
         logger.warn(

@@ -370,10 +370,27 @@ export interface OpenStoreOptions {
    * `tls_*` parameters; a setting in both is refused.
    */
   tls?: StoreTlsSettings
+  /**
+   * The Redis store's `compactValues` (the config's `store.compactValues`); refused for other stores.
+   * Left out: the store's default.
+   */
+  compactValues?: boolean
 }
 
 /** pg's own TLS file parameters, which would replace the options the service builds. */
 const PG_FILE_PARAMETERS = /[?&](sslrootcert|sslcert|sslkey)=/
+
+/**
+ * Whether the store `spec` names takes `compactValues` (the config's `store.compactValues`): only a
+ * Redis store does. Throws `InvalidConfigError` naming the URL redacted.
+ */
+export function storeCompactValues(spec: StoreSpec, compactValues: boolean | undefined): void {
+  if (compactValues === undefined) return
+  if (spec.kind === 'redis' || spec.kind === 'cluster' || spec.kind === 'sentinel') return
+  throw new InvalidConfigError(
+    `store ${JSON.stringify(spec.redacted)}: store.compactValues: only a Redis store has compactValues (redis://, rediss://, redis+cluster://, redis+sentinel://)`,
+  )
+}
 
 /**
  * The TLS settings a store opens with: the URL's `tls_*` parameters and `fromConfig` (the config's
@@ -555,6 +572,7 @@ export function redisClient(
 export async function openStore(url: string, options: OpenStoreOptions): Promise<StoreHandle> {
   const spec = parseStoreUrl(url)
   const tlsSettings = storeTlsSettings(spec, options.tls)
+  storeCompactValues(spec, options.compactValues)
   if (spec.kind === 'memory') return memoryStoreHandle(spec.maxKeys)
   if (spec.kind === 'memcached') return openMemcached(spec, options)
   // Read before any client exists: a file that cannot be read stops the start with its path.
@@ -594,7 +612,10 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     spec.tls && material?.options.cert === undefined && /ECONNRESET|EPIPE|socket hang up/.test(cause)
       ? `${cause} (the server closed the TLS connection: if it requires a client certificate, set tls_cert and tls_key)`
       : cause
-  const store = redisStore(client, { prefix: options.prefix })
+  const store = redisStore(client, {
+    prefix: options.prefix,
+    ...(options.compactValues === undefined ? {} : { compactValues: options.compactValues }),
+  })
   try {
     await client.connect()
     // The scripts loaded (and a Cluster's slot secret read) before the service can answer /readyz:
