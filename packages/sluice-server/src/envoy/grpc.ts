@@ -50,6 +50,8 @@ const ANSWER_HEADERS = {
   'grpc-accept-encoding': 'identity',
 }
 const OK_TRAILERS = { 'grpc-status': String(STATUS.OK), 'grpc-message': 'OK' }
+/** node:http2 copies the options it is given, so every answer passes this one. */
+const ANSWER_OPTIONS = { waitForTrailers: true }
 
 /** `grpc-timeout`: up to 8 digits and a unit (hours to nanoseconds), as milliseconds. */
 const TIMEOUT = /^(\d{1,8})([HMSmun])$/
@@ -130,8 +132,7 @@ export function grpcFront(
       endWith(this, STATUS.UNIMPLEMENTED, `Received no request message for unary method ${RLS_PATH}`)
       return
     }
-    const { chunks } = call
-    const frame = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, call.received)
+    const frame = call.bytes()
     try {
       // With traces, the call's traceparent metadata is the active context while it is answered.
       if (call.ctx.inTrace === undefined) answer(this, call, frame)
@@ -183,39 +184,48 @@ export function grpcFront(
         expired = 'Deadline exceeded'
       }
     }
-    stream[CALL] = {
-      ctx,
-      headers,
-      peer,
-      chunks: [],
-      received: 0,
-      declared: -1,
-      timer: setTimeout(expire, timeoutMs, stream, expired),
-    }
+    stream[CALL] = new Call(ctx, headers, peer, setTimeout(expire, timeoutMs, stream, expired))
     // The handlers are shared by every call (`this` is the stream): a call allocates no closures.
-    stream.on('close', onClose)
     stream.on('data', onData)
     stream.on('end', onEnd)
   }
 
   const callTimeoutMessage = `the call took longer than grpc.callTimeout (${settings.callTimeoutMs} ms)`
-  return http2Listener(settings, onStream, tls)
+  return http2Listener(settings, { opened: onStream, closed: onClosed }, tls)
 }
 
 /** What the handlers of one call share, kept on its stream. */
-interface Call {
-  readonly ctx: EnvoyContext
-  readonly headers: IncomingHttpHeaders
-  readonly peer: string | undefined
-  /** The request's bytes so far (the gRPC prefix included). */
-  chunks: Buffer[]
-  received: number
+class Call {
+  /** The request's bytes so far (the gRPC prefix included): the first chunk, and any after it. */
+  first: Buffer | undefined = undefined
+  more: Buffer[] | undefined = undefined
+  received = 0
   /** The message length its prefix declares; -1 until the prefix is in. */
-  declared: number
-  readonly timer: NodeJS.Timeout
+  declared = -1
+
+  constructor(
+    readonly ctx: EnvoyContext,
+    readonly headers: IncomingHttpHeaders,
+    readonly peer: string | undefined,
+    readonly timer: NodeJS.Timeout,
+  ) {}
+
+  add(chunk: Buffer): void {
+    if (this.first === undefined) this.first = chunk
+    else if (this.more === undefined) this.more = [chunk]
+    else this.more.push(chunk)
+    this.received += chunk.length
+  }
+
+  /** The bytes received, in one buffer (the first chunk itself when it holds them all). */
+  bytes(): Buffer {
+    if (this.more === undefined) return this.first ?? EMPTY
+    return Buffer.concat([this.first!, ...this.more], this.received)
+  }
 }
 const CALL = Symbol('call')
 type CallStream = ServerHttp2Stream & { [CALL]?: Call }
+const EMPTY = Buffer.alloc(0)
 
 function ignore(): void {}
 
@@ -223,8 +233,10 @@ function expire(stream: ServerHttp2Stream, message: string): void {
   endWith(stream, STATUS.DEADLINE_EXCEEDED, message)
 }
 
-function onClose(this: CallStream): void {
-  clearTimeout(this[CALL]!.timer)
+/** A call's stream closed: its timer goes (a stream refused before its call began has none). */
+function onClosed(stream: CallStream): void {
+  const call = stream[CALL]
+  if (call !== undefined) clearTimeout(call.timer)
 }
 
 /** Answers OK trailers once the answer's message is out. */
@@ -235,7 +247,7 @@ function sendOkTrailers(this: ServerHttp2Stream): void {
 /** The answer: headers, the one message, OK trailers; nothing to a call cancelled (or timed out) meanwhile. */
 function respond(stream: ServerHttp2Stream, response: WireResponse): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return
-  stream.respond(ANSWER_HEADERS, { waitForTrailers: true })
+  stream.respond(ANSWER_HEADERS, ANSWER_OPTIONS)
   stream.on('wantTrailers', sendOkTrailers)
   stream.end(encodeRateLimitResponseFrame(response))
 }
@@ -244,10 +256,9 @@ function respond(stream: ServerHttp2Stream, response: WireResponse): void {
 function onData(this: CallStream, chunk: Buffer): void {
   if (this.headersSent) return
   const call = this[CALL]!
-  call.chunks.push(chunk)
-  call.received += chunk.length
+  call.add(chunk)
   if (call.declared < 0 && call.received >= 5) {
-    const head = call.chunks.length === 1 ? chunk : Buffer.concat(call.chunks)
+    const head = call.bytes()
     if (head[0] !== 0) {
       endWith(this, STATUS.UNIMPLEMENTED, 'Received a compressed message; this server takes identity only')
       return
