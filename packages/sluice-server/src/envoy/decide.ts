@@ -177,12 +177,24 @@ type IsSecret = (key: string) => boolean
 
 let secretKeysSeen: readonly string[] | undefined
 let isSecretOfSeen: IsSecret = () => false
+/**
+ * Whether `text` is its own lower case, told without toLowerCase (which makes a new string every
+ * time): no A-Z, and nothing outside ASCII (whose case this does not tell).
+ */
+function isLowerAscii(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if ((c >= 0x41 && c <= 0x5a) || c >= 0x80) return false
+  }
+  return true
+}
+
 /** The test for the settings in force (made once per settings object: a reload makes a new one). */
 function secretTest(secretKeys: readonly string[]): IsSecret {
   if (secretKeys !== secretKeysSeen) {
     const names = new Set(secretKeys)
     secretKeysSeen = secretKeys
-    isSecretOfSeen = (key) => names.has(key.toLowerCase())
+    isSecretOfSeen = (key) => names.has(isLowerAscii(key) ? key : key.toLowerCase())
   }
   return isSecretOfSeen
 }
@@ -380,7 +392,8 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number): Planned {
   let tooManyHits = false
   const isSecret = secretTest(ctx.settings.secretKeys)
   const { descriptors } = request
-  const plans: Plan[] = []
+  // Made at its length: an array grown by push from empty takes room for 17.
+  const plans = new Array<Plan>(descriptors.length)
   for (let i = 0; i < descriptors.length; i++) {
     const d = descriptors[i]!
     const m = match(level, d.entries, isSecret)
@@ -398,13 +411,13 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number): Planned {
       for (const name of limit.replaces) replaced.add(name)
     }
     const shadow = m?.node.shadowMode ?? false
-    if (limit === undefined || limit.unlimited) plans.push(NONE)
-    else if (limit.policyName === undefined) plans.push({ kind: 'over', limit, shadow })
+    if (limit === undefined || limit.unlimited) plans[i] = NONE
+    else if (limit.policyName === undefined) plans[i] = { kind: 'over', limit, shadow }
     else {
       if (hits > limit.capacity) tooManyHits = true
       // A limit comes from a matched node or an override, either of which gave the key.
       const check = { policy: limit.policyName, key: storeKey(request.domain, key!), cost: hits }
-      plans.push({ kind: 'check', limit, check, shadow, decision: undefined })
+      plans[i] = { kind: 'check', limit, check, shadow, decision: undefined }
     }
   }
   if (replaced !== undefined)
@@ -606,19 +619,20 @@ function answerOf(ctx: EnvoyContext, plans: readonly Plan[]): WireResponse {
   // The status with the fewest remaining, and its reset, for the RateLimit headers.
   let tightest: WireStatus | undefined
   let tightestResetMs = 0
-  const statuses: WireStatus[] = []
-  for (const p of plans) {
+  const statuses = new Array<WireStatus>(plans.length)
+  for (let i = 0; i < plans.length; i++) {
+    const p = plans[i]!
     if (p.kind === 'none') {
-      statuses.push(NONE_STATUS)
+      statuses[i] = NONE_STATUS
       continue
     }
     if (p.kind === 'over') {
       if (!p.shadow) over = true
-      statuses.push({
+      statuses[i] = {
         code: p.shadow ? 'OK' : 'OVER_LIMIT',
         current_limit: currentLimit(p.limit),
         limit_remaining: 0,
-      })
+      }
       continue
     }
     const d = p.decision!
@@ -635,7 +649,7 @@ function answerOf(ctx: EnvoyContext, plans: readonly Plan[]): WireResponse {
       tightest = status
       tightestResetMs = resetMs
     }
-    statuses.push(status)
+    statuses[i] = status
   }
   const response_headers_to_add =
     ctx.settings.responseHeaders && tightest !== undefined
