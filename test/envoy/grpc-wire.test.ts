@@ -82,6 +82,27 @@ describe('ShouldRateLimit on the wire', () => {
     expect(inTime).toMatchObject({ grpcStatus: 0, rstCode: 0 })
   })
 
+  it('holds each call of one connection to its own deadline, whatever the order they came in', async () => {
+    const { session } = await start(slowStore(400))
+    const [longer, shorter, callTimeout, inTime, again] = await Promise.all(
+      [
+        { 'grpc-timeout': '60m' },
+        { 'grpc-timeout': '20m' },
+        {},
+        { 'grpc-timeout': '5S' },
+        { 'grpc-timeout': '20m' },
+      ].map((headers) => rawCall(session, { headers }).ended),
+    )
+    for (const late of [longer, shorter, again])
+      expect(late).toMatchObject({ grpcStatus: 4, grpcMessage: 'Deadline exceeded' })
+    // The store answers after the limiter's store timeout (100 ms): within grpc.callTimeout (10 s
+    // by default) and a deadline of 5 s.
+    for (const answered of [callTimeout!, inTime!]) {
+      expect(answered).toMatchObject({ grpcStatus: 0, rstCode: 0 })
+      expect(answerOf(answered.body).overall_code).toBe('OK')
+    }
+  })
+
   it('drops a call the client cancels, and keeps serving the connection', async () => {
     const { session } = await start(slowStore(100))
     const cancelled = rawCall(session)
