@@ -6,6 +6,8 @@ import { constants } from 'node:http2'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Logger } from 'pino'
+import type { Tracked } from './deadlines.js'
+import { deadlines } from './deadlines.js'
 import type { EnvoyContext, WireRequest, WireResponse } from './decide.js'
 import { EnvoyRequestError, shouldRateLimit } from './decide.js'
 import type { Http2Listener, Http2Tls } from './listener.js'
@@ -168,7 +170,7 @@ export function grpcFront(
       return
     }
 
-    // One timer per call: the client's deadline (grpc-timeout) or grpc.callTimeout, the sooner.
+    // One deadline per call: the client's (grpc-timeout) or grpc.callTimeout, the sooner.
     let timeoutMs = settings.callTimeoutMs
     let expired = callTimeoutMessage
     const written = headers['grpc-timeout']
@@ -184,30 +186,45 @@ export function grpcFront(
         expired = 'Deadline exceeded'
       }
     }
-    stream[CALL] = new Call(ctx, headers, peer, setTimeout(expire, timeoutMs, stream, expired))
+    const call = new Call(stream, ctx, headers, peer, expired)
+    stream[CALL] = call
+    due.track(call, timeoutMs)
     // The handlers are shared by every call (`this` is the stream): a call allocates no closures.
     stream.on('data', onData)
     stream.on('end', onEnd)
   }
 
+  /** A call's stream closed: it no longer expires (a stream refused before its call began has no call). */
+  function onClosed(stream: CallStream): void {
+    const call = stream[CALL]
+    if (call !== undefined) due.drop(call)
+  }
+
   const callTimeoutMessage = `the call took longer than grpc.callTimeout (${settings.callTimeoutMs} ms)`
+  const due = deadlines(expire)
   return http2Listener(settings, { opened: onStream, closed: onClosed }, tls)
 }
 
-/** What the handlers of one call share, kept on its stream. */
-class Call {
+/** What the handlers of one call share, kept on its stream; its deadline's place too. */
+class Call implements Tracked {
   /** The request's bytes so far (the gRPC prefix included): the first chunk, and any after it. */
   first: Buffer | undefined = undefined
   more: Buffer[] | undefined = undefined
   received = 0
   /** The message length its prefix declares; -1 until the prefix is in. */
   declared = -1
+  deadlineList: Tracked['deadlineList'] = undefined
+  previous: Tracked | undefined = undefined
+  next: Tracked | undefined = undefined
+  dueAt = 0
 
   constructor(
+    readonly stream: ServerHttp2Stream,
     readonly ctx: EnvoyContext,
     readonly headers: IncomingHttpHeaders,
     readonly peer: string | undefined,
-    readonly timer: NodeJS.Timeout,
+    /** The grpc-message of DEADLINE_EXCEEDED when the call expires. */
+    readonly expired: string,
   ) {}
 
   add(chunk: Buffer): void {
@@ -229,14 +246,8 @@ const EMPTY = Buffer.alloc(0)
 
 function ignore(): void {}
 
-function expire(stream: ServerHttp2Stream, message: string): void {
-  endWith(stream, STATUS.DEADLINE_EXCEEDED, message)
-}
-
-/** A call's stream closed: its timer goes (a stream refused before its call began has none). */
-function onClosed(stream: CallStream): void {
-  const call = stream[CALL]
-  if (call !== undefined) clearTimeout(call.timer)
+function expire(call: Call): void {
+  endWith(call.stream, STATUS.DEADLINE_EXCEEDED, call.expired)
 }
 
 /** Answers OK trailers once the answer's message is out. */
