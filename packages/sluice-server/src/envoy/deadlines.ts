@@ -2,7 +2,10 @@
 // timeout expire in the order they began, so each timeout keeps its calls in a list in that order
 // and one timer set for the first of them; a call leaves its list in O(1) when its stream closes.
 // The timer is not cleared when its list empties (a call arriving next would set it again): it
-// fires, finds nothing due, and is set again only for a call still open.
+// fires, finds nothing due, and is set again only for a call still open. Unlike the library's
+// failover deadlines (one timeout, calls settled nearly in the order made, dropped from the front),
+// a gRPC call may stay open for its whole timeout (a client that stops reading): the calls that
+// ended after it leave the list at once rather than wait behind it with their streams.
 /** One tracked call: its place in its list, and when it is due (the global performance.now(), ms). */
 export interface Tracked {
   deadlineList: DeadlineList | undefined
