@@ -71,7 +71,13 @@ function endWith(stream: ServerHttp2Stream, code: number, message: string): void
     return
   }
   stream.respond(
-    { ...ANSWER_HEADERS, 'grpc-status': String(code), 'grpc-message': encodeURI(message) },
+    {
+      ':status': 200,
+      'content-type': CONTENT_TYPE,
+      'grpc-accept-encoding': 'identity',
+      'grpc-status': String(code),
+      'grpc-message': encodeURI(message),
+    },
     { endStream: true },
   )
   if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR)
