@@ -2,6 +2,7 @@
 // deadlines (grpc-timeout) and cancellation, and a gRPC status for every request gRPC itself
 // refuses (unknown method, wrong content type, compressed, missing, doubled, oversized or
 // undecodable message, a bad timeout), never INTERNAL. The real service on a memory store.
+import type { ClientHttp2Session } from 'node:http2'
 import { constants } from 'node:http2'
 import { afterEach, describe, expect, it } from 'vitest'
 import { forwardStore } from '../../packages/sluice/src/store.js'
@@ -13,7 +14,7 @@ import type { Service } from '../../packages/sluice-server/src/server/service.js
 import { createService } from '../../packages/sluice-server/src/server/service.js'
 import type { StoreHandle } from '../../packages/sluice-server/src/server/types.js'
 import { rlsClient } from '../helpers/envoy.js'
-import { frame, h2, handshaken, rawCall, userRequest } from '../helpers/raw-grpc.js'
+import { answerOf, frame, h2, handshaken, rawCall, userRequest } from '../helpers/raw-grpc.js'
 import { quietLogger } from '../helpers/service.js'
 
 const RULES = 'domain: d\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n'
@@ -79,6 +80,27 @@ describe('ShouldRateLimit on the wire', () => {
     // A deadline the decision meets is answered.
     const inTime = await rawCall(session, { headers: { 'grpc-timeout': '5S' } }).ended
     expect(inTime).toMatchObject({ grpcStatus: 0, rstCode: 0 })
+  })
+
+  it('holds each call of one connection to its own deadline, whatever the order they came in', async () => {
+    const { session } = await start(slowStore(400))
+    const [longer, shorter, callTimeout, inTime, again] = await Promise.all(
+      [
+        { 'grpc-timeout': '60m' },
+        { 'grpc-timeout': '20m' },
+        {},
+        { 'grpc-timeout': '5S' },
+        { 'grpc-timeout': '20m' },
+      ].map((headers) => rawCall(session, { headers }).ended),
+    )
+    for (const late of [longer, shorter, again])
+      expect(late).toMatchObject({ grpcStatus: 4, grpcMessage: 'Deadline exceeded' })
+    // The store answers after the limiter's store timeout (100 ms): within grpc.callTimeout (10 s
+    // by default) and a deadline of 5 s.
+    for (const answered of [callTimeout!, inTime!]) {
+      expect(answered).toMatchObject({ grpcStatus: 0, rstCode: 0 })
+      expect(answerOf(answered.body).overall_code).toBe('OK')
+    }
   })
 
   it('drops a call the client cancels, and keeps serving the connection', async () => {
@@ -189,5 +211,84 @@ describe('ShouldRateLimit on the wire', () => {
       grpcMessage: `Received message larger than max (${MAX_REQUEST_BYTES + 1} vs ${MAX_REQUEST_BYTES})`,
       rstCode: constants.NGHTTP2_NO_ERROR,
     })
+  })
+})
+
+/** A call whose request frame goes out in pieces cut at `cuts`, each written once the one before is sent. */
+async function callInPieces(session: ClientHttp2Session, bytes: Buffer, cuts: readonly number[]) {
+  const call = rawCall(session, { end: false })
+  let from = 0
+  for (const to of [...cuts, bytes.length]) {
+    const piece = bytes.subarray(from, to)
+    await new Promise<void>((resolve, reject) =>
+      call.stream.write(piece, (error) => (error ? reject(error) : resolve())),
+    )
+    from = to
+  }
+  call.stream.end()
+  return call.ended
+}
+
+describe('calls side by side, and requests in pieces', () => {
+  it('answers concurrent calls of one connection each with its own status, message and trailers', async () => {
+    const { session } = await start()
+    // u-spent spends its 5 calls first: its next one is over the limit.
+    for (let i = 0; i < 5; i++)
+      expect((await rawCall(session, { body: frame(userRequest('u-spent')) }).ended).grpcStatus).toBe(0)
+    const [allowed, over, undecodable, unknownDomain, twoHits, tooMany, again] = await Promise.all(
+      [
+        frame(userRequest('u-a')),
+        frame(userRequest('u-spent')),
+        frame(Buffer.from([0xff, 0xff, 0xff, 0xff])),
+        frame({ domain: 'other', descriptors: [{ entries: [{ key: 'user', value: 'u-a' }] }] }),
+        frame({ ...userRequest('u-b'), hits_addend: 2 }),
+        frame({ ...userRequest('u-c'), hits_addend: 6 }),
+        frame(userRequest('u-a')),
+      ].map((body) => rawCall(session, { body }).ended),
+    )
+    for (const ok of [allowed!, over!, twoHits!, again!])
+      expect(ok).toMatchObject({ httpStatus: 200, grpcStatus: 0, grpcMessage: 'OK', rstCode: 0 })
+    // The two calls of u-a are decided in the order they came: 4 left, then 3.
+    expect(answerOf(allowed!.body)).toMatchObject({ overall_code: 'OK', statuses: [{ limit_remaining: 4 }] })
+    expect(answerOf(again!.body)).toMatchObject({ overall_code: 'OK', statuses: [{ limit_remaining: 3 }] })
+    expect(answerOf(over!.body)).toMatchObject({
+      overall_code: 'OVER_LIMIT',
+      statuses: [{ code: 'OVER_LIMIT', limit_remaining: 0 }],
+    })
+    expect(answerOf(twoHits!.body)).toMatchObject({ overall_code: 'OK', statuses: [{ limit_remaining: 3 }] })
+    expect(undecodable).toMatchObject({ httpStatus: 200, grpcStatus: 3, body: Buffer.alloc(0) })
+    expect(undecodable!.grpcMessage).toMatch(/^the message is not a RateLimitRequest: /)
+    expect(unknownDomain).toMatchObject({ grpcStatus: 5, body: Buffer.alloc(0) })
+    expect(unknownDomain!.grpcMessage).toMatch(/^unknown domain "other"/)
+    expect(tooMany).toMatchObject({ grpcStatus: 3, body: Buffer.alloc(0) })
+    expect(tooMany!.grpcMessage).toMatch(/^hits_addend 6 can never be admitted by descriptors\[0\]/)
+    // Nothing the refused calls carried was charged.
+    const after = await rawCall(session, { body: frame({ ...userRequest('u-c'), hits_addend: 5 }) }).ended
+    expect(answerOf(after.body).statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 0 })
+  })
+
+  it('answers a request that arrives in several DATA frames, its length prefix cut too', async () => {
+    const { session } = await start()
+    const bytes = frame(userRequest('u-pieces'))
+    const end = await callInPieces(session, bytes, [2, 5, 9])
+    expect(end).toMatchObject({ grpcStatus: 0, rstCode: 0 })
+    expect(answerOf(end.body).statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 4 })
+  })
+
+  it('refuses a second message that begins in a later DATA frame, and one cut short at its end', async () => {
+    const { session } = await start()
+    const one = frame(userRequest('u-twice'))
+    const second = await callInPieces(session, Buffer.concat([one, one]), [one.length, one.length + 3])
+    expect(second).toMatchObject({
+      grpcStatus: 12,
+      grpcMessage: `Received a second request message for unary method ${RLS_PATH}`,
+    })
+    const short = await callInPieces(session, one.subarray(0, one.length - 1), [3])
+    expect(short).toMatchObject({
+      grpcStatus: 12,
+      grpcMessage: `Received no request message for unary method ${RLS_PATH}`,
+    })
+    const client = await rawCall(session, { body: one }).ended
+    expect(answerOf(client.body).statuses[0]!.limit_remaining).toBe(4)
   })
 })

@@ -397,6 +397,18 @@ describe('lifecycle of the gRPC listener', () => {
     })
     service.reload(config, rulesOf(10, 'minute')) // another window: fresh counters
     expect((await ask()).statuses[0]!.limit_remaining).toBe(9)
+    // The envoy: settings of a reloaded config apply from the next call on, the rules kept.
+    expect((await ask()).response_headers_to_add).toEqual([])
+    const withHeaders = parseConfig(
+      'policies:\n  api: { algorithm: fixed-window, limit: 1, window: 1m }\nenvoy: { config: unused.yaml, responseHeaders: true }\n',
+      't.yaml',
+    )
+    service.reload(withHeaders)
+    const headed = await ask()
+    expect(headed.statuses[0]!.limit_remaining).toBe(7)
+    expect(headed.response_headers_to_add).toContainEqual(
+      expect.objectContaining({ key: 'RateLimit-Remaining', value: '7' }),
+    )
     // Metrics: the same registry as the HTTP API, under the rule's composite key.
     const metrics = await service.registry.metrics()
     expect(metrics).toContain('policy="envoy:d.user"')

@@ -5,14 +5,22 @@ import type { ClientHttp2Session, ClientHttp2Stream, OutgoingHttpHeaders } from 
 import { connect } from 'node:http2'
 import { loadSync } from '@grpc/proto-loader'
 import { PROTO_OPTIONS, RLS_PATH, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
-import type { RlsRequest } from './envoy.js'
+import type { RlsRequest, RlsResponse } from './envoy.js'
 
-const serializeRequest = (
+const method = (
   loadSync(rlsProtoPath(), PROTO_OPTIONS)['envoy.service.ratelimit.v3.RateLimitService'] as Record<
     string,
-    { requestSerialize(value: RlsRequest): Buffer }
+    { requestSerialize(value: RlsRequest): Buffer; responseDeserialize(bytes: Buffer): RlsResponse }
   >
-).ShouldRateLimit!.requestSerialize
+).ShouldRateLimit!
+const serializeRequest = method.requestSerialize
+
+/** The RateLimitResponse of an answer's body (one gRPC message, its prefix included), as protobufjs reads it. */
+export function answerOf(body: Buffer): RlsResponse {
+  if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5)
+    throw new Error(`not one gRPC message: ${body.toString('hex')}`)
+  return method.responseDeserialize(body.subarray(5))
+}
 
 /** A valid ShouldRateLimit request of domain `d` for `user`. */
 export const userRequest = (user = 'u'): RlsRequest => ({
@@ -49,6 +57,8 @@ export interface CallEnd {
   grpcMessage: string | undefined
   /** The RST_STREAM code the stream closed with (0: closed normally). */
   rstCode: number
+  /** The answer's DATA, its gRPC prefix included (empty when none came). */
+  body: Buffer
 }
 
 export interface RawCall {
@@ -73,7 +83,14 @@ export function rawCall(
   { headers = {}, body, end = true }: { headers?: OutgoingHttpHeaders; body?: Buffer; end?: boolean } = {},
 ): RawCall {
   const stream = session.request({ ...GRPC_HEADERS, ...headers })
-  const result: CallEnd = { httpStatus: undefined, grpcStatus: undefined, grpcMessage: undefined, rstCode: 0 }
+  const result: CallEnd = {
+    httpStatus: undefined,
+    grpcStatus: undefined,
+    grpcMessage: undefined,
+    rstCode: 0,
+    body: Buffer.alloc(0),
+  }
+  const chunks: Buffer[] = []
   const read = (fields: Record<string, unknown>) => {
     if (fields[':status'] !== undefined) result.httpStatus = Number(fields[':status'])
     if (fields['grpc-status'] !== undefined) result.grpcStatus = Number(fields['grpc-status'])
@@ -82,11 +99,13 @@ export function rawCall(
   stream.on('response', read)
   stream.on('trailers', read)
   stream.on('error', () => {})
-  stream.resume()
+  stream.on('data', (chunk: Buffer) => chunks.push(chunk))
   if (end) stream.end(body ?? frame())
   else if (body !== undefined) stream.write(body)
   const ended = new Promise<CallEnd>((resolve) =>
-    stream.once('close', () => resolve({ ...result, rstCode: stream.rstCode ?? 0 })),
+    stream.once('close', () =>
+      resolve({ ...result, rstCode: stream.rstCode ?? 0, body: Buffer.concat(chunks) }),
+    ),
   )
   return { stream, ended }
 }

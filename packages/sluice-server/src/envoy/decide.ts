@@ -55,8 +55,8 @@ export interface WireStatus {
 }
 export interface WireResponse {
   overall_code: Code
-  statuses: WireStatus[]
-  response_headers_to_add: { key: string; value: string }[]
+  statuses: readonly WireStatus[]
+  response_headers_to_add: readonly { key: string; value: string }[]
 }
 
 /** What the decision needs from the service: the limiter in force, and one for override policies. */
@@ -177,12 +177,24 @@ type IsSecret = (key: string) => boolean
 
 let secretKeysSeen: readonly string[] | undefined
 let isSecretOfSeen: IsSecret = () => false
+/**
+ * Whether `text` is its own lower case, told without toLowerCase (which makes a new string every
+ * time): no A-Z, and nothing outside ASCII (whose case this does not tell).
+ */
+function isLowerAscii(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if ((c >= 0x41 && c <= 0x5a) || c >= 0x80) return false
+  }
+  return true
+}
+
 /** The test for the settings in force (made once per settings object: a reload makes a new one). */
 function secretTest(secretKeys: readonly string[]): IsSecret {
   if (secretKeys !== secretKeysSeen) {
     const names = new Set(secretKeys)
     secretKeysSeen = secretKeys
-    isSecretOfSeen = (key) => names.has(key.toLowerCase())
+    isSecretOfSeen = (key) => names.has(isLowerAscii(key) ? key : key.toLowerCase())
   }
   return isSecretOfSeen
 }
@@ -194,6 +206,20 @@ function secretTest(secretKeys: readonly string[]): IsSecret {
 const entryKey = (key: string, value: string, isSecret: IsSecret) =>
   `${key}=${isSecret(key) ? hashedApiKey(value) : value}`
 
+/** The node of `level` an entry picks: its exact value, else the first wildcard it matches, else its key alone. */
+function nodeOf(level: EnvoyLevel, key: string, value: string): EnvoyNode | undefined {
+  // A level without exact values or wildcards (key-only entries) costs no lookup of either.
+  if (level.exact.size > 0) {
+    const exact = level.exact.get(`${key}\u0000${value}`)
+    if (exact !== undefined) return exact
+  }
+  if (level.wildcards.size > 0) {
+    const wildcards = level.wildcards.get(key)
+    if (wildcards !== undefined) for (const n of wildcards) if (matchesGlob(n.wildcard!, value)) return n
+  }
+  return level.keyOnly.get(key)
+}
+
 /** The most specific entry for the descriptor: exact value, then wildcard, then key-only, per level. */
 export function match(
   level: EnvoyLevel,
@@ -202,21 +228,29 @@ export function match(
 ): Matched | undefined {
   let current = level
   let node: EnvoyNode | undefined
-  const parts: string[] = []
-  for (const { key, value } of entries) {
-    node =
-      current.exact.get(`${key}\u0000${value}`) ??
-      current.wildcards.get(key)?.find((n) => matchesGlob(n.wildcard!, value)) ??
-      current.keyOnly.get(key)
+  let key = ''
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!
+    node = nodeOf(current, entry.key, entry.value)
     if (node === undefined) return undefined
-    parts.push(
+    const part =
       node.shareThreshold && node.wildcard !== undefined
-        ? `${key}=${node.value}`
-        : entryKey(key, value, isSecret),
-    )
+        ? `${entry.key}=${node.value}`
+        : entryKey(entry.key, entry.value, isSecret)
+    key = i === 0 ? part : `${key}|${part}`
     current = node.children
   }
-  return node === undefined ? undefined : { node, key: parts.join('|') }
+  return node === undefined ? undefined : { node, key }
+}
+
+/** The counter key of a descriptor no entry matches (`k=v|k=v`): only an override charges one. */
+function unmatchedKey(entries: readonly WireEntry[], isSecret: IsSecret): string {
+  let key = ''
+  for (let i = 0; i < entries.length; i++) {
+    const part = entryKey(entries[i]!.key, entries[i]!.value, isSecret)
+    key = i === 0 ? part : `${key}|${part}`
+  }
+  return key
 }
 
 /** A long key is stored by its hash (keys are bounded in the store, not only here). */
@@ -238,12 +272,21 @@ const UNIT_OF_WIRE: Record<string, Unit> = {
  * What one descriptor is checked against, before the store is asked. `over`: always over the limit
  * without asking the store (`requests_per_unit: 0`, or more than the limit can ever admit).
  */
-type Plan = { kind: 'none' } | { kind: 'over'; limit: EnvoyLimit; shadow: boolean } | CheckPlan
+type Plan = typeof NONE | { kind: 'over'; limit: EnvoyLimit; shadow: boolean } | CheckPlan
+/** A descriptor with no limit that applies: one object for every such descriptor of every call. */
+const NONE = { kind: 'none' } as const
 /**
- * A descriptor the limiter decides. `counter`: the stored state it spends (storage id and key): two
- * limits of one id, such as two per-request limits of one unit, spend one counter.
+ * A descriptor the limiter decides, and its decision once made. `counter`: the stored state it
+ * spends (storage id and key): two limits of one id, such as two per-request limits of one unit,
+ * spend one counter.
  */
-type CheckPlan = { kind: 'check'; limit: EnvoyLimit; check: Check; shadow: boolean }
+interface CheckPlan {
+  kind: 'check'
+  limit: EnvoyLimit
+  check: Check
+  shadow: boolean
+  decision: Decision | undefined
+}
 
 /** The counter a check plan spends; a policy id holds no NUL, so the pair is unambiguous. */
 const counterOf = (p: CheckPlan) => `${p.limit.policy?.id ?? p.limit.policyName}\u0000${p.check.key}`
@@ -324,7 +367,18 @@ function overrideLimit(
   }
 }
 
-function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
+interface Planned {
+  /** One per descriptor, in the request's order. */
+  plans: Plan[]
+  /** The policies of per-request overrides; undefined when no descriptor carries one. */
+  extra: Record<string, Policy> | undefined
+}
+
+/**
+ * Each descriptor's plan, in one pass. What it refuses comes in this order: an override that
+ * cannot be used (any descriptor), then a hits_addend over a limit that applies (the first such).
+ */
+function plan(ctx: EnvoyContext, request: WireRequest, hits: number): Planned {
   const level = ctx.rules.domains.get(request.domain)
   if (level === undefined)
     throw new EnvoyRequestError(
@@ -333,36 +387,53 @@ function plan(ctx: EnvoyContext, request: WireRequest, hits: number) {
     )
   // The policies of per-request overrides, made only when a descriptor carries one.
   let extra: Record<string, Policy> | undefined
+  // Limits another applicable limit replaces (envoyproxy/ratelimit's `replaces`), when any does.
+  let replaced: Set<string> | undefined
+  let tooManyHits = false
   const isSecret = secretTest(ctx.settings.secretKeys)
-  const matched = request.descriptors.map((d, i) => {
+  const { descriptors } = request
+  // Made at its length: an array grown by push from empty takes room for 17.
+  const plans = new Array<Plan>(descriptors.length)
+  for (let i = 0; i < descriptors.length; i++) {
+    const d = descriptors[i]!
     const m = match(level, d.entries, isSecret)
-    const node = m?.node
-    const key = m?.key ?? d.entries.map((e) => entryKey(e.key, e.value, isSecret)).join('|')
-    let limit = node?.limit
+    let limit = m?.node.limit
+    let key = m?.key
     if (d.limit != null) {
       const o = overrideLimit(d.limit, limit, i)
       extra ??= {}
       extra[o.limit.policyName!] = o.policy
       limit = o.limit
-      return { limit, key: `override|${key}`, shadow: node?.shadowMode ?? false }
+      key = `override|${key ?? unmatchedKey(d.entries, isSecret)}`
     }
-    return { limit, key, shadow: node?.shadowMode ?? false }
-  })
-  // A limit another applicable limit replaces does not apply (envoyproxy/ratelimit's `replaces`).
-  const replaced = matched.some((m) => (m.limit?.replaces.length ?? 0) > 0)
-    ? new Set(matched.flatMap((m) => m.limit?.replaces ?? []))
-    : undefined
-  const plans = matched.map(({ limit, key, shadow }, i): Plan => {
-    if (limit === undefined || limit.unlimited || replaced?.has(limit.name) === true) return { kind: 'none' }
-    if (limit.policyName === undefined) return { kind: 'over', limit, shadow }
-    if (hits > limit.capacity)
-      throw new EnvoyRequestError(
-        GRPC.INVALID_ARGUMENT,
-        `hits_addend ${hits} can never be admitted by descriptors[${i}] (limit ${limit.name}: ${limit.capacity})`,
-      )
-    const check = { policy: limit.policyName, key: storeKey(request.domain, key), cost: hits }
-    return { kind: 'check', limit, shadow, check }
-  })
+    if (limit !== undefined && limit.replaces.length > 0) {
+      replaced ??= new Set()
+      for (const name of limit.replaces) replaced.add(name)
+    }
+    const shadow = m?.node.shadowMode ?? false
+    if (limit === undefined || limit.unlimited) plans[i] = NONE
+    else if (limit.policyName === undefined) plans[i] = { kind: 'over', limit, shadow }
+    else {
+      if (hits > limit.capacity) tooManyHits = true
+      // A limit comes from a matched node or an override, either of which gave the key.
+      const check = { policy: limit.policyName, key: storeKey(request.domain, key!), cost: hits }
+      plans[i] = { kind: 'check', limit, check, shadow, decision: undefined }
+    }
+  }
+  if (replaced !== undefined)
+    for (let i = 0; i < plans.length; i++) {
+      const p = plans[i]!
+      if (p.kind !== 'none' && replaced.has(p.limit.name)) plans[i] = NONE
+    }
+  if (tooManyHits)
+    for (let i = 0; i < plans.length; i++) {
+      const p = plans[i]!
+      if (p.kind === 'check' && hits > p.limit.capacity)
+        throw new EnvoyRequestError(
+          GRPC.INVALID_ARGUMENT,
+          `hits_addend ${hits} can never be admitted by descriptors[${i}] (limit ${p.limit.name}: ${p.limit.capacity})`,
+        )
+    }
   // One descriptor cannot name a counter twice.
   const summed = ctx.settings.charge === 'all-or-nothing' && plans.length > 1
   return { plans: summed ? overIfSummedTooHigh(plans, hits) : plans, extra }
@@ -397,12 +468,15 @@ function overIfSummedTooHigh(plans: Plan[], hits: number): Plan[] {
   })
 }
 
+/** A limiter call's options for a cost of `hits`: none for 1, the limiter's default. */
+const costOf = (hits: number): { cost: number } | undefined => (hits === 1 ? undefined : { cost: hits })
+
 /**
  * Read checks without charging: all-or-nothing when another descriptor is over whatever the store
  * holds (a ban, or a sum that can never be admitted), so the request is refused before anything is spent.
  */
-function peekEach(limiter: Limiter, checks: readonly Check[]): Promise<Decision[]> {
-  return Promise.all(checks.map((c) => limiter.peek(c.policy, c.key, { cost: c.cost ?? 1 })))
+function peekEach(limiter: Limiter, plans: readonly CheckPlan[]): Promise<Decision[]> {
+  return Promise.all(plans.map((p) => limiter.peek(p.check.policy, p.check.key, { cost: p.check.cost ?? 1 })))
 }
 
 type MaybePromise<T> = T | Promise<T>
@@ -415,12 +489,14 @@ function each(limiter: Limiter, checks: readonly Check[]): MaybePromise<Decision
   const decided: MaybePromise<Decision>[] = []
   let pending = false
   for (const c of checks) {
-    const d = limiter.decide(c.policy, c.key, { cost: c.cost ?? 1 })
+    const d = limiter.decide(c.policy, c.key, costOf(c.cost ?? 1))
     if (d instanceof Promise) pending = true
     decided.push(d)
   }
   return pending ? Promise.all(decided) : (decided as Decision[])
 }
+
+const checksOf = (plans: readonly CheckPlan[]) => plans.map((p) => p.check)
 
 /**
  * Decide checks all-or-nothing: one layered check, a counter named more than once being one step of
@@ -471,76 +547,95 @@ export function shouldRateLimit(ctx: EnvoyContext, request: WireRequest): MaybeP
   const hits = validateRequest(request)
   const { plans, extra } = plan(ctx, request, hits)
   const limiter = extra === undefined ? ctx.limiter : ctx.limiterWith(extra)
-  const enforced: number[] = []
-  const shadowed: number[] = []
-  plans.forEach((p, i) => {
-    if (p.kind === 'check') (p.shadow ? shadowed : enforced).push(i)
-  })
-  const planAt = (i: number) => plans[i] as CheckPlan
-  const enforcedPlans = enforced.map(planAt)
-  const refusedAlready = ctx.settings.charge !== 'every' && plans.some((p) => p.kind === 'over' && !p.shadow)
+  let enforced = 0
+  let shadowed = 0
+  let refused = false
+  let only: CheckPlan | undefined
+  for (const p of plans) {
+    if (p.kind === 'check') {
+      if (p.shadow) shadowed++
+      else {
+        enforced++
+        only = p
+      }
+    } else if (p.kind === 'over' && !p.shadow) refused = true
+  }
+  const refusedAlready = refused && ctx.settings.charge !== 'every'
+  // The usual call: one descriptor the limiter decides, and nothing else to ask it.
+  if (enforced === 1 && shadowed === 0 && !refusedAlready) {
+    const decided = only!
+    const d = limiter.decide(decided.check.policy, decided.check.key, costOf(hits))
+    if (d instanceof Promise)
+      return d.then((decision) => {
+        decided.decision = decision
+        return answerOf(ctx, plans)
+      })
+    decided.decision = d
+    return answerOf(ctx, plans)
+  }
+
+  const enforcedPlans: CheckPlan[] = []
+  const shadowPlans: CheckPlan[] = []
+  for (const p of plans) if (p.kind === 'check') (p.shadow ? shadowPlans : enforcedPlans).push(p)
   const main: MaybePromise<Decision[]> =
-    enforcedPlans.length === 0
+    enforced === 0
       ? []
       : refusedAlready
-        ? peekEach(
-            limiter,
-            enforcedPlans.map((p) => p.check),
-          )
-        : enforcedPlans.length === 1 || ctx.settings.charge === 'every'
-          ? each(
-              limiter,
-              enforcedPlans.map((p) => p.check),
-            )
+        ? peekEach(limiter, enforcedPlans)
+        : enforced === 1 || ctx.settings.charge === 'every'
+          ? each(limiter, checksOf(enforcedPlans))
           : allOrNothing(limiter, enforcedPlans)
-  const shadow =
-    shadowed.length === 0
-      ? []
-      : each(
-          limiter,
-          shadowed.map(planAt).map((p) => p.check),
-        )
+  const shadow = shadowed === 0 ? [] : each(limiter, checksOf(shadowPlans))
   if (main instanceof Promise || shadow instanceof Promise)
-    return Promise.all([main, shadow]).then(([m, s]) =>
-      answerOf(ctx, plans, decisionsByPlan(enforced, m, shadowed, s)),
-    )
-  return answerOf(ctx, plans, decisionsByPlan(enforced, main, shadowed, shadow))
+    return Promise.all([main, shadow]).then(([m, s]) => {
+      settle(enforcedPlans, m)
+      settle(shadowPlans, s)
+      return answerOf(ctx, plans)
+    })
+  settle(enforcedPlans, main)
+  settle(shadowPlans, shadow)
+  return answerOf(ctx, plans)
 }
 
-/** Each checked plan's decision, at the plan's index (a sparse array). */
-function decisionsByPlan(
-  enforced: readonly number[],
-  main: readonly Decision[],
-  shadowed: readonly number[],
-  shadow: readonly Decision[],
-): Decision[] {
-  const decisions: Decision[] = []
-  for (let n = 0; n < enforced.length; n++) decisions[enforced[n]!] = main[n]!
-  for (let n = 0; n < shadowed.length; n++) decisions[shadowed[n]!] = shadow[n]!
-  for (const d of decisions)
-    if (d?.reason === 'store_unavailable')
+/** Each plan's decision, in order. */
+function settle(plans: readonly CheckPlan[], decisions: readonly Decision[]): void {
+  for (let n = 0; n < plans.length; n++) plans[n]!.decision = decisions[n]!
+}
+
+const NONE_STATUS: WireStatus = { code: 'OK', limit_remaining: 0 }
+const NO_HEADERS: WireResponse['response_headers_to_add'] = []
+
+/**
+ * Envoy's answer from the plans and their decisions; UNAVAILABLE when the store did not answer one.
+ */
+function answerOf(ctx: EnvoyContext, plans: readonly Plan[]): WireResponse {
+  for (const p of plans)
+    if (p.kind === 'check' && p.decision!.reason === 'store_unavailable')
       throw new EnvoyRequestError(
         GRPC.UNAVAILABLE,
         "the store did not answer; Envoy's failure_mode_deny decides this request",
       )
-  return decisions
-}
-
-/** Envoy's answer from the plans and their decisions. */
-function answerOf(ctx: EnvoyContext, plans: readonly Plan[], decisions: readonly Decision[]): WireResponse {
   let over = false
-  let tightest: { status: WireStatus; resetMs: number } | undefined
-  const statuses = plans.map((p, i): WireStatus => {
-    if (p.kind === 'none') return { code: 'OK', limit_remaining: 0 }
+  // The status with the fewest remaining, and its reset, for the RateLimit headers.
+  let tightest: WireStatus | undefined
+  let tightestResetMs = 0
+  const statuses = new Array<WireStatus>(plans.length)
+  for (let i = 0; i < plans.length; i++) {
+    const p = plans[i]!
+    if (p.kind === 'none') {
+      statuses[i] = NONE_STATUS
+      continue
+    }
     if (p.kind === 'over') {
       if (!p.shadow) over = true
-      return {
+      statuses[i] = {
         code: p.shadow ? 'OK' : 'OVER_LIMIT',
         current_limit: currentLimit(p.limit),
         limit_remaining: 0,
       }
+      continue
     }
-    const d = decisions[i]!
+    const d = p.decision!
     const denied = !d.allowed
     if (denied && !p.shadow) over = true
     const resetMs = denied ? d.retryAfterMs : d.resetMs
@@ -550,17 +645,19 @@ function answerOf(ctx: EnvoyContext, plans: readonly Plan[], decisions: readonly
       limit_remaining: d.remaining,
       duration_until_reset: durationOf(resetMs),
     }
-    if (tightest === undefined || d.remaining < tightest.status.limit_remaining)
-      tightest = { status, resetMs }
-    return status
-  })
-  const response_headers_to_add: WireResponse['response_headers_to_add'] = []
-  if (ctx.settings.responseHeaders && tightest !== undefined) {
-    response_headers_to_add.push(
-      { key: 'RateLimit-Limit', value: String(tightest.status.current_limit!.requests_per_unit) },
-      { key: 'RateLimit-Remaining', value: String(tightest.status.limit_remaining) },
-      { key: 'RateLimit-Reset', value: String(Math.ceil(tightest.resetMs / 1000)) },
-    )
+    if (tightest === undefined || d.remaining < tightest.limit_remaining) {
+      tightest = status
+      tightestResetMs = resetMs
+    }
+    statuses[i] = status
   }
+  const response_headers_to_add =
+    ctx.settings.responseHeaders && tightest !== undefined
+      ? [
+          { key: 'RateLimit-Limit', value: String(tightest.current_limit!.requests_per_unit) },
+          { key: 'RateLimit-Remaining', value: String(tightest.limit_remaining) },
+          { key: 'RateLimit-Reset', value: String(Math.ceil(tightestResetMs / 1000)) },
+        ]
+      : NO_HEADERS
   return { overall_code: over ? 'OVER_LIMIT' : 'OK', statuses, response_headers_to_add }
 }

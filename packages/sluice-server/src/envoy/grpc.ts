@@ -6,6 +6,8 @@ import { constants } from 'node:http2'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Logger } from 'pino'
+import type { Tracked } from './deadlines.js'
+import { deadlines } from './deadlines.js'
 import type { EnvoyContext, WireRequest, WireResponse } from './decide.js'
 import { EnvoyRequestError, shouldRateLimit } from './decide.js'
 import type { Http2Listener, Http2Tls } from './listener.js'
@@ -50,6 +52,8 @@ const ANSWER_HEADERS = {
   'grpc-accept-encoding': 'identity',
 }
 const OK_TRAILERS = { 'grpc-status': String(STATUS.OK), 'grpc-message': 'OK' }
+/** node:http2 copies the options it is given, so every answer passes this one. */
+const ANSWER_OPTIONS = { waitForTrailers: true }
 
 /** `grpc-timeout`: up to 8 digits and a unit (hours to nanoseconds), as milliseconds. */
 const TIMEOUT = /^(\d{1,8})([HMSmun])$/
@@ -67,7 +71,13 @@ function endWith(stream: ServerHttp2Stream, code: number, message: string): void
     return
   }
   stream.respond(
-    { ...ANSWER_HEADERS, 'grpc-status': String(code), 'grpc-message': encodeURI(message) },
+    {
+      ':status': 200,
+      'content-type': CONTENT_TYPE,
+      'grpc-accept-encoding': 'identity',
+      'grpc-status': String(code),
+      'grpc-message': encodeURI(message),
+    },
     { endStream: true },
   )
   if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR)
@@ -130,8 +140,7 @@ export function grpcFront(
       endWith(this, STATUS.UNIMPLEMENTED, `Received no request message for unary method ${RLS_PATH}`)
       return
     }
-    const { chunks } = call
-    const frame = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, call.received)
+    const frame = call.bytes()
     try {
       // With traces, the call's traceparent metadata is the active context while it is answered.
       if (call.ctx.inTrace === undefined) answer(this, call, frame)
@@ -167,7 +176,7 @@ export function grpcFront(
       return
     }
 
-    // One timer per call: the client's deadline (grpc-timeout) or grpc.callTimeout, the sooner.
+    // One deadline per call: the client's (grpc-timeout) or grpc.callTimeout, the sooner.
     let timeoutMs = settings.callTimeoutMs
     let expired = callTimeoutMessage
     const written = headers['grpc-timeout']
@@ -183,48 +192,68 @@ export function grpcFront(
         expired = 'Deadline exceeded'
       }
     }
-    stream[CALL] = {
-      ctx,
-      headers,
-      peer,
-      chunks: [],
-      received: 0,
-      declared: -1,
-      timer: setTimeout(expire, timeoutMs, stream, expired),
-    }
+    const call = new Call(stream, ctx, headers, peer, expired)
+    stream[CALL] = call
+    due.track(call, timeoutMs)
     // The handlers are shared by every call (`this` is the stream): a call allocates no closures.
-    stream.on('close', onClose)
     stream.on('data', onData)
     stream.on('end', onEnd)
   }
 
+  /** A call's stream closed: it no longer expires (a stream refused before its call began has no call). */
+  function onClosed(stream: CallStream): void {
+    const call = stream[CALL]
+    if (call !== undefined) due.drop(call)
+  }
+
   const callTimeoutMessage = `the call took longer than grpc.callTimeout (${settings.callTimeoutMs} ms)`
-  return http2Listener(settings, onStream, tls)
+  const due = deadlines(expire)
+  return http2Listener(settings, { opened: onStream, closed: onClosed }, tls)
 }
 
-/** What the handlers of one call share, kept on its stream. */
-interface Call {
-  readonly ctx: EnvoyContext
-  readonly headers: IncomingHttpHeaders
-  readonly peer: string | undefined
-  /** The request's bytes so far (the gRPC prefix included). */
-  chunks: Buffer[]
-  received: number
+/** What the handlers of one call share, kept on its stream; its deadline's place too. */
+class Call implements Tracked {
+  /** The request's bytes so far (the gRPC prefix included): the first chunk, and any after it. */
+  first: Buffer | undefined = undefined
+  more: Buffer[] | undefined = undefined
+  received = 0
   /** The message length its prefix declares; -1 until the prefix is in. */
-  declared: number
-  readonly timer: NodeJS.Timeout
+  declared = -1
+  deadlineList: Tracked['deadlineList'] = undefined
+  previous: Tracked | undefined = undefined
+  next: Tracked | undefined = undefined
+  dueAt = 0
+
+  constructor(
+    readonly stream: ServerHttp2Stream,
+    readonly ctx: EnvoyContext,
+    readonly headers: IncomingHttpHeaders,
+    readonly peer: string | undefined,
+    /** The grpc-message of DEADLINE_EXCEEDED when the call expires. */
+    readonly expired: string,
+  ) {}
+
+  add(chunk: Buffer): void {
+    if (this.first === undefined) this.first = chunk
+    else if (this.more === undefined) this.more = [chunk]
+    else this.more.push(chunk)
+    this.received += chunk.length
+  }
+
+  /** The bytes received, in one buffer (the first chunk itself when it holds them all). */
+  bytes(): Buffer {
+    if (this.more === undefined) return this.first ?? EMPTY
+    return Buffer.concat([this.first!, ...this.more], this.received)
+  }
 }
 const CALL = Symbol('call')
 type CallStream = ServerHttp2Stream & { [CALL]?: Call }
+const EMPTY = Buffer.alloc(0)
 
 function ignore(): void {}
 
-function expire(stream: ServerHttp2Stream, message: string): void {
-  endWith(stream, STATUS.DEADLINE_EXCEEDED, message)
-}
-
-function onClose(this: CallStream): void {
-  clearTimeout(this[CALL]!.timer)
+function expire(call: Call): void {
+  endWith(call.stream, STATUS.DEADLINE_EXCEEDED, call.expired)
 }
 
 /** Answers OK trailers once the answer's message is out. */
@@ -235,7 +264,7 @@ function sendOkTrailers(this: ServerHttp2Stream): void {
 /** The answer: headers, the one message, OK trailers; nothing to a call cancelled (or timed out) meanwhile. */
 function respond(stream: ServerHttp2Stream, response: WireResponse): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return
-  stream.respond(ANSWER_HEADERS, { waitForTrailers: true })
+  stream.respond(ANSWER_HEADERS, ANSWER_OPTIONS)
   stream.on('wantTrailers', sendOkTrailers)
   stream.end(encodeRateLimitResponseFrame(response))
 }
@@ -244,10 +273,9 @@ function respond(stream: ServerHttp2Stream, response: WireResponse): void {
 function onData(this: CallStream, chunk: Buffer): void {
   if (this.headersSent) return
   const call = this[CALL]!
-  call.chunks.push(chunk)
-  call.received += chunk.length
+  call.add(chunk)
   if (call.declared < 0 && call.received >= 5) {
-    const head = call.chunks.length === 1 ? chunk : Buffer.concat(call.chunks)
+    const head = call.bytes()
     if (head[0] !== 0) {
       endWith(this, STATUS.UNIMPLEMENTED, 'Received a compressed message; this server takes identity only')
       return

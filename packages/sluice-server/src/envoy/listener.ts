@@ -18,16 +18,21 @@ export type ListenerBounds = Pick<
   'maxConnections' | 'handshakeTimeoutMs' | 'idleTimeoutMs' | 'maxConcurrentStreams' | 'maxSessionMemoryMb'
 >
 
-/**
- * Answers one stream; `peer` is the connection's remote address, `subject` the subject of the
- * client certificate it showed (only when client certificates are required, so verified).
- */
-export type StreamHandler = (
-  stream: ServerHttp2Stream,
-  headers: IncomingHttpHeaders,
-  peer: string | undefined,
-  subject: PeerSubject | undefined,
-) => void
+/** What answers the streams of the listener's connections. */
+export interface StreamHandler {
+  /**
+   * Answers one stream; `peer` is the connection's remote address, `subject` the subject of the
+   * client certificate it showed (only when client certificates are required, so verified).
+   */
+  opened(
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    peer: string | undefined,
+    subject: PeerSubject | undefined,
+  ): void
+  /** The stream is closed, however it ended (the listener's one 'close' listener of the stream calls it). */
+  closed(stream: ServerHttp2Stream): void
+}
 
 /** TLS for the listener: the secure context's files, and whether clients must show a certificate. */
 export interface Http2Tls {
@@ -43,10 +48,11 @@ export interface Http2Listener {
   setSecureContext(context: SecureContextOptions): void
 }
 
-/** A connection's open streams, and its idle timer (refreshed as the last one closes). */
+/** A connection's open streams, its idle timer (refreshed as the last one closes), and who answers them. */
 interface OpenStreams {
   streams: number
   readonly idle: NodeJS.Timeout
+  readonly handler: StreamHandler
 }
 const OPEN = Symbol('open streams')
 type WatchedStream = ServerHttp2Stream & { [OPEN]?: OpenStreams }
@@ -55,6 +61,7 @@ type WatchedStream = ServerHttp2Stream & { [OPEN]?: OpenStreams }
 function streamClosed(this: WatchedStream): void {
   const open = this[OPEN]!
   if (--open.streams === 0) open.idle.refresh()
+  open.handler.closed(this)
 }
 
 /**
@@ -70,11 +77,7 @@ const FLUSH_GRACE_MS = 1000
  * most `maxConcurrentStreams` streams (more are refused) and `maxSessionMemoryMb` of memory (past
  * it new streams are refused, and node:http2 ends a session that keeps trying).
  */
-export function http2Listener(
-  bounds: ListenerBounds,
-  onStream: StreamHandler,
-  tls?: Http2Tls,
-): Http2Listener {
+export function http2Listener(bounds: ListenerBounds, handler: StreamHandler, tls?: Http2Tls): Http2Listener {
   // node:http2's own server makes the sessions but never listens: the accepting net.Server keeps
   // the cap and the raw socket, the one handle that can drop a peer whose writes never drain.
   const sessions = createHttp2Server({
@@ -151,7 +154,7 @@ export function http2Listener(
     const idle = setTimeout(() => {
       if (open.streams === 0) entry.close()
     }, bounds.idleTimeoutMs)
-    const open: OpenStreams = { streams: 0, idle }
+    const open: OpenStreams = { streams: 0, idle, handler }
     let flushed: NodeJS.Timeout | undefined
     function closing(): void {
       flushed ??= setTimeout(() => {
@@ -171,7 +174,7 @@ export function http2Listener(
       open.streams++
       stream[OPEN] = open
       stream.on('close', streamClosed)
-      onStream(stream, headers, peer, subject)
+      handler.opened(stream, headers, peer, subject)
     })
     // A protocol error, too many refused streams, or the peer's GOAWAY: node:http2 ends the session.
     session.once('error', closing)

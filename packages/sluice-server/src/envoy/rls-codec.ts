@@ -149,26 +149,37 @@ function readOverride(reader: Reader, end: number): NonNullable<WireDescriptor['
   return { requests_per_unit: requestsPerUnit, unit: (UNIT_NAMES[unit] ?? unit) as string }
 }
 
+/**
+ * `list` with `item` added: a list of one made for the first item (V8 gives an array grown from
+ * empty room for 17), pushed to after that.
+ */
+function added<T>(list: T[] | undefined, item: T): T[] {
+  if (list === undefined) return [item]
+  list.push(item)
+  return list
+}
+
 function readDescriptor(reader: Reader, end: number): WireDescriptor {
-  const descriptor: WireDescriptor = { entries: [], limit: null }
+  let entries: WireEntry[] | undefined
+  let limit: WireDescriptor['limit'] = null
   while (reader.at < end) {
     const tag = tagOf(reader)
     switch (tag >>> 3) {
       case 1:
         expectWireType(tag, LENGTH_DELIMITED)
-        descriptor.entries.push(readEntry(reader, nested(reader)))
+        entries = added(entries, readEntry(reader, nested(reader)))
         restore(reader, end)
         break
       case 2:
         expectWireType(tag, LENGTH_DELIMITED)
-        descriptor.limit = readOverride(reader, nested(reader))
+        limit = readOverride(reader, nested(reader))
         restore(reader, end)
         break
       default:
         reader.skip(tag & 7)
     }
   }
-  return descriptor
+  return { entries: entries ?? [], limit }
 }
 
 /** Narrows the reader to the nested message starting here; returns where it ends. */
@@ -190,29 +201,31 @@ function restore(reader: Reader, end: number): void {
  */
 export function decodeRateLimitRequest(bytes: Buffer, start = 0): WireRequest {
   const reader = new Reader(bytes, start)
-  const request: WireRequest = { domain: '', descriptors: [], hits_addend: 0 }
+  let domain = ''
+  let descriptors: WireDescriptor[] | undefined
+  let hitsAddend = 0
   const end = bytes.length
   while (reader.at < end) {
     const tag = tagOf(reader)
     switch (tag >>> 3) {
       case 1:
         expectWireType(tag, LENGTH_DELIMITED)
-        request.domain = reader.string()
+        domain = reader.string()
         break
       case 2:
         expectWireType(tag, LENGTH_DELIMITED)
-        request.descriptors.push(readDescriptor(reader, nested(reader)))
+        descriptors = added(descriptors, readDescriptor(reader, nested(reader)))
         restore(reader, end)
         break
       case 3:
         expectWireType(tag, VARINT)
-        request.hits_addend = reader.uint32()
+        hitsAddend = reader.uint32()
         break
       default:
         reader.skip(tag & 7)
     }
   }
-  return request
+  return { domain, descriptors: descriptors ?? [], hits_addend: hitsAddend }
 }
 
 // Encoding: the sizes first (a message's length precedes it), then one buffer written in one pass.

@@ -226,18 +226,22 @@ export function createService(options: ServiceOptions): Service {
     build: (extra) => buildLimiter(ctx.config, extra),
   })
   let peerTrusted = grpcPeerMatcher(options.config.grpc.trustedPeers, 'grpc.trustedPeers')
-  const envoyContext = (): EnvoyContext => ({
+  const limiterWith = (extra: Readonly<Record<string, Policy>>) => overrides.limiterWith(extra)
+  // What a gRPC call is answered with: made at start and on each reload, and read by every call
+  // as it is (nothing per call).
+  const envoyContextOf = (): EnvoyContext => ({
     rules: envoyRules!,
-    peerTrusted: (address, subject) => peerTrusted(address, subject),
+    peerTrusted,
     settings: ctx.config.envoy,
     limiter: ctx.limiter,
-    limiterWith: (extra) => overrides.limiterWith(extra),
+    limiterWith,
     inTrace: ctx.inTrace,
   })
+  let envoyContext = envoyContextOf()
   const grpc =
     grpcListener === undefined
       ? undefined
-      : grpcFront(envoyContext, logger, started.grpc, listenerTls(started.grpc.tls, 'grpc.tls'))
+      : grpcFront(() => envoyContext, logger, started.grpc, listenerTls(started.grpc.tls, 'grpc.tls'))
   let grpcAddress: ListeningAddress | undefined
 
   return {
@@ -332,6 +336,7 @@ export function createService(options: ServiceOptions): Service {
       ctx.limiter = nextLimiter
       ctx.authzIp = authzIpResolver(next)
       ctx.authzTrusted = authzPeerTrusted(next)
+      envoyContext = envoyContextOf()
       logger.info({ file: next.file, policies: next.entries.size, keptCounters: kept }, 'config reloaded')
     },
     async close(graceMs = 10_000) {
