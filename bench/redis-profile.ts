@@ -10,7 +10,8 @@
 //   --callgrind, under valgrind, each subject's rounds alone are counted in instructions
 //   (callgrind_control turns instrumentation on and off around each and reads the count), a count
 //   no other load on the machine changes but for how many decisions share a call, printed beside it
-//   (EVALSHA calls from INFO commandstats); subjects interleave as above:
+//   (EVALSHA calls from INFO commandstats). Every thread's count and the main thread's: V8's GC and
+//   compiler threads swing the first by 2x from round to round. Subjects interleave as above:
 //   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/cg.%p node --import tsx \
 //     bench/redis-profile.ts --subjects sluice,before=<dir> --decisions 5000 --rounds 3 --callgrind
 //   ... --cpu-profile <dir>: each subject's measured rounds under V8's CPU profiler (warm-up and
@@ -78,11 +79,17 @@ async function sluiceFrom(name: string, dist: string, client: Redis): Promise<Su
  * The instructions callgrind has counted since the last `--zero`, every thread's (GC helpers
  * included): the sum of the `Th <n> <count>` lines of callgrind_control -e.
  */
-async function instructionsSoFar(): Promise<number> {
+async function instructionsSoFar(): Promise<{ all: number; main: number }> {
   const { stdout } = await run('callgrind_control', ['-e', String(process.pid)])
-  const threads = [...stdout.matchAll(/^\s*Th\s*\d+\s+([\d,]+)\s*$/gm)]
+  const threads = [...stdout.matchAll(/^\s*Th\s*(\d+)\s+([\d,]+)\s*$/gm)].map((t) => ({
+    thread: Number(t[1]),
+    count: Number(t[2]!.replaceAll(',', '')),
+  }))
   if (threads.length === 0) throw new Error(`callgrind_control -e: no thread totals in ${stdout}`)
-  return threads.reduce((sum, t) => sum + Number(t[1]!.replaceAll(',', '')), 0)
+  return {
+    all: threads.reduce((sum, t) => sum + t.count, 0),
+    main: threads.find((t) => t.thread === 1)?.count ?? 0,
+  }
 }
 
 /** EVALSHA calls counted in an INFO commandstats reply. */
@@ -150,9 +157,10 @@ try {
   let total = 0
   const callgrind = (...args: string[]) => run('callgrind_control', [...args, String(process.pid)])
   /** Each subject's rounds: instructions per decision, and decisions per EVALSHA call. */
-  const instructionCounts = new Map<string, { instructions: number; decisions: number; calls: number }[]>(
-    subjects.map((s) => [s.name, []]),
-  )
+  const instructionCounts = new Map<
+    string,
+    { instructions: { all: number; main: number }; decisions: number; calls: number }[]
+  >(subjects.map((s) => [s.name, []]))
   for (let round = 0; round < rounds; round++) {
     for (let i = 0; i < subjects.length; i++) {
       subject = subjects[(i + round) % subjects.length]!
@@ -208,10 +216,12 @@ try {
       console.log(
         JSON.stringify({
           subject: s.name,
-          instructionsPerDecision: Math.round(median(r.map((x) => x.instructions / x.decisions))),
+          instructionsPerDecision: Math.round(median(r.map((x) => x.instructions.all / x.decisions))),
+          mainThreadPerDecision: Math.round(median(r.map((x) => x.instructions.main / x.decisions))),
           decisionsPerCall: Number(median(r.map((x) => x.decisions / x.calls)).toFixed(1)),
           rounds: r.map((x) => ({
-            instructions: x.instructions,
+            instructions: x.instructions.all,
+            mainThread: x.instructions.main,
             decisions: x.decisions,
             evalshaCalls: x.calls,
           })),
