@@ -7,11 +7,13 @@
 //   node --import tsx bench/redis-profile.ts --subjects sluice,rate-limiter-flexible,before=<dir> --rounds 5
 //   node --cpu-prof --cpu-prof-dir=<dir> --import tsx bench/redis-profile.ts --subjects sluice --ms 5000
 //   ... --decisions <n>: a fixed count instead of a time (n per round, after a warm-up of n); with
-//   --callgrind, under valgrind, the rounds alone are counted in instructions (callgrind_control
-//   turns instrumentation on and off around them), a count no other load on the machine changes:
+//   --callgrind, under valgrind, each subject's rounds alone are counted in instructions
+//   (callgrind_control turns instrumentation on and off around each and reads the count), a count
+//   no other load on the machine changes but for how many decisions share a call, printed beside it
+//   (EVALSHA calls from INFO commandstats). Every thread's count and the main thread's: V8's GC and
+//   compiler threads swing the first by 2x from round to round. Subjects interleave as above:
 //   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/cg.%p node --import tsx \
-//     bench/redis-profile.ts --subjects sluice --decisions 5000 --callgrind
-//   then the `totals:` line of the file that callgrind_control dumped / decisions.
+//     bench/redis-profile.ts --subjects sluice,before=<dir> --decisions 5000 --rounds 3 --callgrind
 //   ... --cpu-profile <dir>: each subject's measured rounds under V8's CPU profiler (warm-up and
 //   start-up left out), written as <dir>/<subject>-<round>.cpuprofile, and each subject's busy time by
 //   owner printed (bench/profile-shares.ts). The profiler's own cost inflates the CPU figures.
@@ -73,6 +75,28 @@ async function sluiceFrom(name: string, dist: string, client: Redis): Promise<Su
   }
 }
 
+/**
+ * The instructions callgrind has counted since the last `--zero`, every thread's (GC helpers
+ * included): the sum of the `Th <n> <count>` lines of callgrind_control -e.
+ */
+async function instructionsSoFar(): Promise<{ all: number; main: number }> {
+  const { stdout } = await run('callgrind_control', ['-e', String(process.pid)])
+  const threads = [...stdout.matchAll(/^\s*Th\s*(\d+)\s+([\d,]+)\s*$/gm)].map((t) => ({
+    thread: Number(t[1]),
+    count: Number(t[2]!.replaceAll(',', '')),
+  }))
+  if (threads.length === 0) throw new Error(`callgrind_control -e: no thread totals in ${stdout}`)
+  return {
+    all: threads.reduce((sum, t) => sum + t.count, 0),
+    main: threads.find((t) => t.thread === 1)?.count ?? 0,
+  }
+}
+
+/** EVALSHA calls counted in an INFO commandstats reply. */
+function evalshaCalls(info: string): number {
+  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0)
+}
+
 const server = await startRedis()
 const client = new Redis(server.port, '127.0.0.1')
 try {
@@ -132,12 +156,20 @@ try {
   const rates = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
   let total = 0
   const callgrind = (...args: string[]) => run('callgrind_control', [...args, String(process.pid)])
-  if (values.callgrind) await callgrind('--zero')
-  if (values.callgrind) await callgrind('-i', 'on')
+  /** Each subject's rounds: instructions per decision, and decisions per EVALSHA call. */
+  const instructionCounts = new Map<
+    string,
+    { instructions: { all: number; main: number }; decisions: number; calls: number }[]
+  >(subjects.map((s) => [s.name, []]))
   for (let round = 0; round < rounds; round++) {
     for (let i = 0; i < subjects.length; i++) {
       subject = subjects[(i + round) % subjects.length]!
       decisions = 0
+      if (values.callgrind) {
+        await client.config('RESETSTAT')
+        await callgrind('--zero')
+        await callgrind('-i', 'on')
+      }
       if (profiler !== undefined) await profiler.post('Profiler.start')
       if (fixed === undefined) {
         // The measured phase alone: throughput's own figures (no warm-up, no latency sort).
@@ -164,13 +196,38 @@ try {
         writeFileSync(`${profileDir}/${subject.name}-${round}.cpuprofile`, JSON.stringify(profile))
         cpuProfiles.get(subject.name)!.push(profile as CpuProfile)
       }
+      if (values.callgrind) {
+        // Read while instrumentation is on (callgrind has nothing to report once it is off).
+        const instructions = await instructionsSoFar()
+        await callgrind('-i', 'off')
+        instructionCounts.get(subject.name)!.push({
+          instructions,
+          decisions,
+          calls: evalshaCalls(await client.info('commandstats')),
+        })
+      }
       await client.flushall()
     }
   }
   if (values.callgrind) {
-    await callgrind('-i', 'off')
-    await callgrind('--dump')
-    console.log(JSON.stringify({ callgrindDecisions: total }))
+    // The medians of each subject's rounds (every subject ran the same load, in rotating order).
+    for (const s of subjects) {
+      const r = instructionCounts.get(s.name)!
+      console.log(
+        JSON.stringify({
+          subject: s.name,
+          instructionsPerDecision: Math.round(median(r.map((x) => x.instructions.all / x.decisions))),
+          mainThreadPerDecision: Math.round(median(r.map((x) => x.instructions.main / x.decisions))),
+          decisionsPerCall: Number(median(r.map((x) => x.decisions / x.calls)).toFixed(1)),
+          rounds: r.map((x) => ({
+            instructions: x.instructions.all,
+            mainThread: x.instructions.main,
+            decisions: x.decisions,
+            evalshaCalls: x.calls,
+          })),
+        }),
+      )
+    }
   }
   if (session !== undefined) {
     const { profile } = await session.post('HeapProfiler.stopSampling')

@@ -79,7 +79,7 @@ export const BUDGETS: readonly Budget[] = [
   {
     id: 'redis/decide-promises',
     what: 'limiter.decide on Redis (ioredis): promises per decision',
-    limit: 8.5,
+    limit: 4.5,
     unit: 'promises',
   },
   {

@@ -2,6 +2,8 @@
 // circuit breaker, a bound on calls in flight, and each policy's fallback when the store fails
 // (`open`: admit, marked degraded; `closed`: deny as store_unavailable; `memory`: decide in-process).
 // It never rejects a decision and never leaves a rejection unhandled.
+
+import { type Answer, APPLY_TO, applyTo } from '../answer.js'
 import {
   SluiceError,
   StoreError,
@@ -214,22 +216,24 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
   }
 
   /**
-   * One call in flight: its deadline in the FIFO of deadlines, and how it settles the promise the
-   * caller holds. A class, so that a call costs one object and two small reaction closures rather
-   * than a closure per handler and per method.
+   * One call in flight: its deadline in the FIFO of deadlines, the answer the store gives it (it is
+   * the store's Answer), and where it hands what it settles with (`to`). A class, so that a call
+   * costs one object, with no closure per handler or per method.
    */
-  class Call<T, R> implements InFlight {
+  class Call<T, R> implements InFlight, Answer<T> {
     readonly deadline: number
+    /** Answered, failed or timed out: the deadlines' flag. */
     settled = false
+    /** The store answered or failed: counted out of the calls in flight, once. */
+    private returned = false
     next: InFlight | undefined = undefined
     constructor(
       readonly what: string,
       readonly probe: boolean,
-      private readonly resolve: (value: R | PromiseLike<R>) => void,
-      private readonly reject: (error: unknown) => void,
-      private readonly ok: (value: T) => R,
-      private readonly fail: Fallback<R>,
-      /** What `fail` falls back on (the steps and mode of an apply). */
+      private readonly to: Answer<R>,
+      private readonly map: (value: T) => R,
+      private readonly fallback: Fallback<R>,
+      /** What `fallback` falls back on (the steps and mode of an apply). */
       readonly steps: readonly Step[],
       readonly mode: 'consume' | 'peek',
       /** When the call was made (now()). */
@@ -238,68 +242,62 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       this.deadline = madeAt + settings.timeoutMs
     }
     failWith(error: SluiceError): void {
+      let value: R
       try {
-        this.resolve(this.fail(error, this))
+        value = this.fallback(error, this)
       } catch (thrown) {
-        this.reject(thrown)
+        this.to.fail(thrown)
+        return
       }
+      this.to.ok(value)
     }
-    answered(value: T): void {
+    /** The store's answer, made before the call was handed to it (a store that answers at once). */
+    returnedAtOnce(): void {
+      if (!this.returned) {
+        this.returned = true
+        inFlight--
+      }
+      this.settled = true
+    }
+    ok(value: T): void {
+      if (this.returned) return
+      this.returned = true
       inFlight--
       if (this.settled) return
       deadlines.settle(this)
       succeeded(this.probe)
-      this.resolve(this.ok(value))
+      this.to.ok(this.map(value))
     }
-    failed(cause: unknown): void {
+    fail(cause: unknown): void {
+      if (this.returned) return
+      this.returned = true
       inFlight--
       if (this.settled) return
       deadlines.settle(this)
+      let value: R
       try {
-        this.resolve(storeFailed(this.probe, this.what, cause, this.fail, this))
+        value = storeFailed(this.probe, this.what, cause, this.fallback, this)
       } catch (thrown) {
-        this.reject(thrown)
+        this.to.fail(thrown)
+        return
       }
+      this.to.ok(value)
     }
-  }
-
-  /**
-   * A call the store has not answered yet: the one promise returned for it, settled by the store's
-   * answer or by the deadline, whichever comes first. Both handlers are attached at once, so a
-   * call that fails after its timeout is still caught.
-   */
-  function awaitAnswer<T, R>(
-    what: string,
-    probe: boolean,
-    pending: Promise<T>,
-    ok: (value: T) => R,
-    fail: Fallback<R>,
-    steps: readonly Step[],
-    mode: 'consume' | 'peek',
-    madeAt: number,
-  ): Promise<R> {
-    inFlight++
-    const promise = promiseWith<R>()
-    const entry = new Call<T, R>(what, probe, takenResolve<R>(), takenReject(), ok, fail, steps, mode, madeAt)
-    deadlines.track(entry)
-    pending.then(
-      (value) => entry.answered(value),
-      (cause: unknown) => entry.failed(cause),
-    )
-    return promise
   }
 
   /**
    * Call the store with the timeout, the breaker and the in-flight bound, and settle with `ok` of
    * the store's value or `fail` of the error (called at most once, and only then). A store that
-   * answers at once (a value, not a promise) is answered at once; otherwise the one promise it
-   * returns is the call's (awaitAnswer). It throws or rejects only when `fail` throws.
+   * answers at once (a value, not a promise) is answered at once; otherwise the one promise
+   * returned, settled by the store's answer or by the deadline, whichever comes first. Both
+   * handlers are attached at once, so a call that fails after its timeout is still caught. It
+   * throws or rejects only when `fail` throws.
    */
   function call<T, R>(
     what: string,
     run: () => MaybePromise<T>,
     ok: (value: T) => R,
-    fail: (error: SluiceError) => MaybePromise<R>,
+    fail: (error: SluiceError) => R,
   ): MaybePromise<R> {
     // One clock read for the admission and the deadline.
     const t = now()
@@ -316,7 +314,16 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       succeeded(probe)
       return ok(answer)
     }
-    return awaitAnswer(what, probe, answer, ok, fail, NO_STEPS, 'consume', t)
+    const promise = promiseWith<R>()
+    const to: Answer<R> = { ok: takenResolve<R>(), fail: takenReject() }
+    const entry = new Call<T, R>(what, probe, to, ok, fail, NO_STEPS, 'consume', t)
+    inFlight++
+    deadlines.track(entry)
+    answer.then(
+      (value) => entry.ok(value),
+      (cause: unknown) => entry.fail(cause),
+    )
+    return promise
   }
 
   /** What a decision falls back on when the store fails: the steps' modes (decideWithoutStore). */
@@ -324,24 +331,44 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     decideWithoutStore(decision!.steps, decision!.mode)
 
   /**
-   * A decision: `call` for apply, without a closure per decision (every remote decision's path).
+   * A decision (every remote decision's path): the results at once when the store (or the fallback)
+   * has them, else undefined and the results, the store's or the fallback's, go to `to`, which is
+   * also the store's answer's destination through the call in flight. Throws only what the store
+   * throws that is no failure (UnsupportedError).
    */
-  function applyProtected(steps: readonly Step[], mode: 'consume' | 'peek'): MaybePromise<StepResult[]> {
+  function applyProtectedTo(
+    steps: readonly Step[],
+    mode: 'consume' | 'peek',
+    to: Answer<StepResult[]>,
+  ): StepResult[] | undefined {
     const t = now()
     const admission = admit(t)
     if (typeof admission !== 'string') return decideWithoutStore(steps, mode)
     const probe = admission === 'probe'
-    let answer: MaybePromise<StepResult[]>
+    const entry = new Call<StepResult[], StepResult[]>(mode, probe, to, same, withoutStore, steps, mode, t)
+    inFlight++
+    let answer: StepResult[] | undefined
     try {
-      answer = store.apply(steps, mode)
+      answer = applyTo(store, steps, mode, entry)
     } catch (cause) {
-      return storeFailed(probe, mode, cause, withoutStore, { steps, mode })
+      entry.returnedAtOnce()
+      return storeFailed(probe, mode, cause, withoutStore, entry)
     }
-    if (!isPending(answer)) {
+    if (answer !== undefined) {
+      entry.returnedAtOnce()
       succeeded(probe)
       return answer
     }
-    return awaitAnswer(mode, probe, answer, same, withoutStore, steps, mode, t)
+    // Unless the store has already answered (a failure it saw at once).
+    if (!entry.settled) deadlines.track(entry)
+    return undefined
+  }
+
+  /** applyProtectedTo as a promise when the answer is not there at once. */
+  function applyProtected(steps: readonly Step[], mode: 'consume' | 'peek'): MaybePromise<StepResult[]> {
+    const promise = promiseWith<StepResult[]>()
+    const to: Answer<StepResult[]> = { ok: takenResolve(), fail: takenReject() }
+    return applyProtectedTo(steps, mode, to) ?? promise
   }
 
   function storeFailed<R>(
@@ -350,7 +377,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
     cause: unknown,
     fail: Fallback<R>,
     decision: Decided | undefined,
-  ): MaybePromise<R> {
+  ): R {
     if (cause instanceof UnsupportedError) {
       // The store answered that it cannot do this (a charge on a store without one): an answer,
       // not a failure, so no breaker count and no fallback; the caller is told as it is.
@@ -434,6 +461,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       return inFlight
     },
     apply: applyProtected,
+    [APPLY_TO]: applyProtectedTo,
     async refund(steps) {
       // Best effort and never throws: refunds run in `finally` blocks and lease releases. A refund
       // that cannot reach the store is lost; the stored units expire with their window.
@@ -513,7 +541,7 @@ interface Decided {
 }
 
 /** What a call settles with when the store fails: `decision` is the call's, when it is one. */
-type Fallback<R> = (error: SluiceError, decision: Decided | undefined) => MaybePromise<R>
+type Fallback<R> = (error: SluiceError, decision: Decided | undefined) => R
 
 const NO_STEPS: readonly Step[] = []
 

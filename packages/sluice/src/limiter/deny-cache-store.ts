@@ -1,5 +1,6 @@
 // A link of the chain in front of a remote store: the local deny cache (src/scale/deny-cache.ts)
 // answers a key it knows to be denied without asking the store, and learns from the store's answers.
+import { type Answer, APPLY_TO, answersTo, applyTo } from '../answer.js'
 import type { LocalDenyCache } from '../scale/deny-cache.js'
 import type { MaybePromise, Step, StepResult, Store } from '../store.js'
 import { forwardStore, isPending } from '../store.js'
@@ -29,9 +30,42 @@ export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () =>
   function forget(steps: readonly Step[]): void {
     for (const s of steps) if (s.policy.algorithm !== 'concurrency') cache.forget(s)
   }
+  /** A decision's answer on its way up: learnt from, then handed on. */
+  class Learning implements Answer<StepResult[]> {
+    constructor(
+      private readonly steps: readonly Step[],
+      private readonly sentAt: number,
+      private readonly epoch: number,
+      private readonly to: Answer<StepResult[]>,
+    ) {}
+    ok(results: StepResult[]): void {
+      try {
+        remember(this.steps, results, this.sentAt, this.epoch)
+      } catch (error) {
+        this.to.fail(error)
+        return
+      }
+      this.to.ok(results)
+    }
+    fail(error: unknown): void {
+      this.to.fail(error)
+    }
+  }
+  const link = {
+    /** `apply` for a link below that hands its results up (the failover layer): no promise here. */
+    [APPLY_TO](steps: readonly Step[], mode: 'consume' | 'peek', to: Answer<StepResult[]>) {
+      const sentAt = clock()
+      const hit = cachedResults(cache, steps, sentAt)
+      if (hit !== undefined) return hit
+      const epoch = cache.epoch
+      const answer = applyTo(inner, steps, mode, new Learning(steps, sentAt, epoch, to))
+      return answer === undefined ? undefined : remember(steps, answer, sentAt, epoch)
+    },
+  }
   // A change of a key's units (refund, charge, block, reset) forgets its cached denial; the rest
   // goes straight down.
   return forwardStore(inner, {
+    ...(answersTo(inner) ? link : {}),
     apply(steps, mode): MaybePromise<StepResult[]> {
       const sentAt = clock()
       const hit = cachedResults(cache, steps, sentAt)

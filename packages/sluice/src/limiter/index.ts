@@ -3,6 +3,7 @@
 // and turns what the chain answers into Decisions. In-process links answer synchronously, so a
 // decision on the memory store is a plain call all the way down.
 import { randomUUID } from 'node:crypto'
+import { answersTo } from '../answer.js'
 import { parseDuration } from '../duration.js'
 import { InvalidOptionsError } from '../errors.js'
 import type { FailoverLimiterOptions } from '../failover/index.js'
@@ -16,6 +17,7 @@ import { denyCacheOptions } from '../scale/deny-cache.js'
 import { isPending, type MaybePromise, type Step, type StepResult, type Store } from '../store.js'
 import { memoryStore, singleStepOf } from '../stores/memory.js'
 import { createWaiting, waitBounds } from '../waiting/index.js'
+import { singleDecisionFrom } from './answered.js'
 import { buildChain, type Chain } from './chain.js'
 import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
 import { type DecisionEvents, decisionEvents, type Run, type RunOne } from './events.js'
@@ -249,7 +251,13 @@ function decisionPath(
                 mode === 'consume' ? cost : 0,
               )
             : plain(operation, [{ policy, key, cost }], mode, false)
-      : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
+      : answersTo(below)
+        ? // A remote store: its results come up the chain to the Decision without a promise per link.
+          (operation, policy, key, cost, mode) =>
+            direct()
+              ? singleDecisionFrom(below, [{ policy, key, cost }], mode)
+              : plain(operation, [{ policy, key, cost }], mode, false)
+        : (operation, policy, key, cost, mode) => plain(operation, [{ policy, key, cost }], mode, false)
   return decisionEvents(plain, plainOne, storeName, onDecision)
 }
 

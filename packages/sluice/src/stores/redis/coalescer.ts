@@ -1,8 +1,8 @@
 // The tick coalescer of the Redis store: single-slot decisions issued in the same tick go to Redis
 // together, several per script call, in the order they were issued; while calls are in flight, so do
 // the decisions of one turn of the event loop (an HTTP server's requests of that turn).
+import type { Answer } from '../../answer.js'
 import type { AlgorithmName } from '../../policy.js'
-import { promiseWith, takenReject, takenResolve } from '../../resolvers.js'
 import type { StepResult } from '../../store.js'
 
 /** Most decisions carried by one batch script call: bounds the time one call holds Redis. */
@@ -10,12 +10,11 @@ export const MAX_BATCH = 128
 /** Coalesced script calls the store aims to keep in flight (see dispatch). */
 const PIPELINE = 4
 
-/** One decision pending its call: what the store groups (`G`), its mode and its promise. */
+/** One decision pending its call: what the store groups (`G`), its mode and where its results go. */
 export interface Pending<G> {
   group: G
   mode: 'consume' | 'peek'
-  resolve(results: StepResult[]): void
-  reject(error: unknown): void
+  to: Answer<StepResult[]>
 }
 
 /**
@@ -45,7 +44,8 @@ export interface Coalescer<G> {
    * in the same tick, or, while calls are in flight, in the same turn of the event loop. A batch is
    * sent when that tick (turn) ends, when it is full, when a decision with another clock value
    * arrives, or at `flush`, so the calls leave in the order they were issued and one key's decisions
-   * are never reordered.
+   * are never reordered. Its results or its call's failure go to `to` (never before `add` returns,
+   * but when a sender throws at once).
    */
   add(
     id: string,
@@ -53,7 +53,8 @@ export interface Coalescer<G> {
     algorithm: AlgorithmName | undefined,
     mode: 'consume' | 'peek',
     at: string,
-  ): Promise<StepResult[]>
+    to: Answer<StepResult[]>,
+  ): void
   /** Send what is pending now: the store calls it before a command that does not go through here. */
   flush(): void
 }
@@ -85,7 +86,7 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
     } catch (error) {
       // A sender that throws has settled nothing: its decisions fail with what it threw.
       done()
-      for (const e of entries) e.reject(error)
+      for (const e of entries) e.to.fail(error)
     }
   }
 
@@ -129,9 +130,8 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
   }
 
   return {
-    add(id, group, algorithm, mode, at) {
-      const promise = promiseWith<StepResult[]>()
-      const entry: Pending<G> = { group, mode, resolve: takenResolve(), reject: takenReject() }
+    add(id, group, algorithm, mode, at, to) {
+      const entry: Pending<G> = { group, mode, to }
       let batch = pending.get(id)
       if (batch !== undefined && batch.at !== at) {
         pending.delete(id)
@@ -150,7 +150,6 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
         pending.delete(id)
         dispatch(batch, true)
       }
-      return promise
     },
     flush,
   }

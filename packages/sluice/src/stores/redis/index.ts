@@ -2,9 +2,12 @@
 // slot in one atomic script call (with coalescing, one call carries several single-slot decisions).
 // Works with ioredis and node-redis v5, standalone or Cluster.
 // The scripts and their registry are in script.ts, the tick coalescer in coalescer.ts.
+
+import { type Answer, APPLY_TO, type ApplyTo } from '../../answer.js'
 import { type CalendarPeriod, type CalendarSpec, periodAt } from '../../calendar.js'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
 import { ALGORITHMS, type AlgorithmName, type ResolvedPolicy } from '../../policy.js'
+import { promiseWith, takenReject, takenResolve } from '../../resolvers.js'
 import type { Step, StepResult, Store } from '../../store.js'
 import { adaptClient, type ClientAdapter, clientProblem, NOT_A_CLIENT, type RedisClient } from './client.js'
 import { type Pending, tickCoalescer } from './coalescer.js'
@@ -408,11 +411,11 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
         shareWrite && shareWrites,
         (results) => {
           done()
-          e.resolve(results)
+          e.to.ok(results)
         },
         (error) => {
           done()
-          e.reject(error)
+          e.to.fail(error)
         },
       )
       return
@@ -441,13 +444,13 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
         let from = 0
         for (const e of entries) {
           const count = e.group.steps.length
-          e.resolve(parseReply(reply, from, count))
+          e.to.ok(parseReply(reply, from, count))
           from += count
         }
       },
       (error) => {
         done()
-        for (const e of entries) e.reject(error)
+        for (const e of entries) e.to.fail(error)
       },
     )
   }
@@ -488,7 +491,52 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     return merge(steps.length, groups, after)
   }
 
-  const store: RedisStore = {
+  /**
+   * A decision's steps to Redis, its results or failure to `to`: one slot, with the decisions of this
+   * tick (coalescer); across slots, each slot's group at once (applyAcross). Never throws.
+   */
+  function applyInto(steps: readonly Step[], mode: 'consume' | 'peek', to: Answer<StepResult[]>): void {
+    try {
+      assertOpen()
+      if (steps.length === 0) {
+        to.ok([])
+        return
+      }
+      const stepKeys = layoutNow()
+      if (stepKeys === undefined) {
+        layout().then(
+          () => applyInto(steps, mode, to),
+          (error: unknown) => to.fail(error),
+        )
+        return
+      }
+      const at = clock()
+      const groups = group(steps, stepKeys)
+      if (groups.length > 1) {
+        coalescer.flush()
+        applyAcross(steps, groups, mode, at).then(
+          (results) => to.ok(results),
+          (error: unknown) => to.fail(error),
+        )
+      } else if (coalesce) {
+        const g = groups[0]!
+        coalescer.add(g.id, g, g.algorithm, mode, at, to)
+      } else {
+        callGroup(
+          groups[0]!,
+          mode,
+          at,
+          shareWrites,
+          (results) => to.ok(results),
+          (error) => to.fail(error),
+        )
+      }
+    } catch (error) {
+      to.fail(error)
+    }
+  }
+
+  const store: RedisStore & { [APPLY_TO]: ApplyTo } = {
     name: adapter.cluster ? 'redis-cluster' : 'redis',
     inProcess: false,
     // Client clock: the scripts decide on `now`, so the limiter's deny cache must time with it too.
@@ -502,24 +550,16 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       assertOpen,
       wrap,
     }),
-    // Not async: the one-slot path returns its call's promise as is, without another layer.
+    // Not async: one promise per decision, settled by its coalesced call (applyInto).
     apply(steps, mode) {
-      try {
-        assertOpen()
-        if (steps.length === 0) return Promise.resolve([])
-        const stepKeys = layoutNow()
-        if (stepKeys === undefined) return layout().then(() => store.apply(steps, mode))
-        const at = clock()
-        const groups = group(steps, stepKeys)
-        if (groups.length === 1) {
-          const g = groups[0]!
-          return coalesce ? coalescer.add(g.id, g, g.algorithm, mode, at) : applyGroup(g, mode, at)
-        }
-        coalescer.flush()
-        return applyAcross(steps, groups, mode, at)
-      } catch (error) {
-        return Promise.reject(error)
-      }
+      const promise = promiseWith<StepResult[]>()
+      applyInto(steps, mode, { ok: takenResolve(), fail: takenReject() })
+      return promise
+    },
+    // The limiter's chain hands each decision's results up from the coalesced call's reply.
+    [APPLY_TO]: (steps: readonly Step[], mode: 'consume' | 'peek', to: Answer<StepResult[]>) => {
+      applyInto(steps, mode, to)
+      return undefined
     },
     async refund(steps) {
       assertOpen()
