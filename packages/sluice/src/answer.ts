@@ -29,9 +29,25 @@ export type ApplyTo = (
   to: Answer<StepResult[]>,
 ) => StepResult[] | undefined
 
+/**
+ * What a link keeps under APPLY_TO: its ApplyTo and the `apply` it answers for. A store copied with
+ * its `apply` replaced (`{ ...store, apply }`) keeps the slot, whose `apply` is then not the store's:
+ * the replaced `apply` is what must run, so the slot is not used.
+ */
+export interface ApplyToSlot {
+  readonly apply: Store['apply']
+  readonly to: ApplyTo
+}
+
+/** The ApplyTo of `store`, when it has one for the `apply` it has now. */
+function ownApplyTo(store: Store): ApplyTo | undefined {
+  const slot = (store as { [APPLY_TO]?: ApplyToSlot })[APPLY_TO]
+  return slot !== undefined && slot.apply === store.apply ? slot.to : undefined
+}
+
 /** Whether `store` hands results up through an Answer rather than a promise. */
 export function answersTo(store: Store): boolean {
-  return typeof (store as { [APPLY_TO]?: unknown })[APPLY_TO] === 'function'
+  return ownApplyTo(store) !== undefined
 }
 
 /**
@@ -44,7 +60,7 @@ export function applyTo(
   mode: 'consume' | 'peek',
   to: Answer<StepResult[]>,
 ): StepResult[] | undefined {
-  const own = (store as { [APPLY_TO]?: ApplyTo })[APPLY_TO]
+  const own = ownApplyTo(store)
   if (own !== undefined) return own(steps, mode, to)
   const answer = store.apply(steps, mode)
   if (!isPending(answer)) return answer

@@ -158,3 +158,28 @@ describe('decisions sharing a coalesced call', () => {
     expect(limiter.health().counts.timeouts).toBe(16)
   })
 })
+
+describe('a Redis store wrapped by spreading it', () => {
+  it('decides through the wrapper’s own apply, not the wrapped store’s faster path', async () => {
+    const { client } = await server()
+    const inner = redisStore(client, { prefix: freshPrefix('spread') })
+    const seen: string[] = []
+    // A wrapper written the short way: the spread copies every own property of the store, symbol-keyed
+    // ones included; its `apply` is what must run for every decision.
+    const wrapped = {
+      ...inner,
+      apply: (steps: Parameters<typeof inner.apply>[0], mode: Parameters<typeof inner.apply>[1]) => {
+        for (const s of steps) seen.push(`${mode}:${s.key}`)
+        return inner.apply(steps, mode)
+      },
+    }
+    const limiter = createLimiter({
+      store: wrapped,
+      policies: { api: { algorithm: 'fixed-window', limit: 1, window: '1m' } },
+    })
+    cleanup.push(() => limiter.close())
+    const decisions = await Promise.all(['a', 'a', 'b'].map((key) => limiter.consume('api', key)))
+    expect(decisions.map((d) => d.allowed)).toEqual([true, false, true])
+    expect(seen.sort()).toEqual(['consume:a', 'consume:a', 'consume:b'])
+  })
+})

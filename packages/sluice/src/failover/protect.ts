@@ -461,7 +461,7 @@ export function protectStore(store: Store, options: ProtectOptions = {}): Protec
       return inFlight
     },
     apply: applyProtected,
-    [APPLY_TO]: applyProtectedTo,
+    [APPLY_TO]: { apply: applyProtected, to: applyProtectedTo },
     async refund(steps) {
       // Best effort and never throws: refunds run in `finally` blocks and lease releases. A refund
       // that cannot reach the store is lost; the stored units expire with their window.

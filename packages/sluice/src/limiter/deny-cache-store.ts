@@ -51,30 +51,33 @@ export function denyCacheStore(inner: Store, cache: LocalDenyCache, clock: () =>
       this.to.fail(error)
     }
   }
-  const link = {
-    /** `apply` for a link below that hands its results up (the failover layer): no promise here. */
-    [APPLY_TO](steps: readonly Step[], mode: 'consume' | 'peek', to: Answer<StepResult[]>) {
-      const sentAt = clock()
-      const hit = cachedResults(cache, steps, sentAt)
-      if (hit !== undefined) return hit
-      const epoch = cache.epoch
-      const answer = applyTo(inner, steps, mode, new Learning(steps, sentAt, epoch, to))
-      return answer === undefined ? undefined : remember(steps, answer, sentAt, epoch)
-    },
+  function apply(steps: readonly Step[], mode: 'consume' | 'peek'): MaybePromise<StepResult[]> {
+    const sentAt = clock()
+    const hit = cachedResults(cache, steps, sentAt)
+    if (hit !== undefined) return hit
+    const epoch = cache.epoch
+    const answer = inner.apply(steps, mode)
+    if (!isPending(answer)) return remember(steps, answer, sentAt, epoch)
+    return answer.then((results) => remember(steps, results, sentAt, epoch))
+  }
+  /** `apply` for a link below that hands its results up (the failover layer): no promise here. */
+  function applyToAnswer(
+    steps: readonly Step[],
+    mode: 'consume' | 'peek',
+    to: Answer<StepResult[]>,
+  ): StepResult[] | undefined {
+    const sentAt = clock()
+    const hit = cachedResults(cache, steps, sentAt)
+    if (hit !== undefined) return hit
+    const epoch = cache.epoch
+    const answer = applyTo(inner, steps, mode, new Learning(steps, sentAt, epoch, to))
+    return answer === undefined ? undefined : remember(steps, answer, sentAt, epoch)
   }
   // A change of a key's units (refund, charge, block, reset) forgets its cached denial; the rest
   // goes straight down.
   return forwardStore(inner, {
-    ...(answersTo(inner) ? link : {}),
-    apply(steps, mode): MaybePromise<StepResult[]> {
-      const sentAt = clock()
-      const hit = cachedResults(cache, steps, sentAt)
-      if (hit !== undefined) return hit
-      const epoch = cache.epoch
-      const answer = inner.apply(steps, mode)
-      if (!isPending(answer)) return remember(steps, answer, sentAt, epoch)
-      return answer.then((results) => remember(steps, results, sentAt, epoch))
-    },
+    ...(answersTo(inner) ? { [APPLY_TO]: { apply, to: applyToAnswer } } : {}),
+    apply,
     refund(steps) {
       forget(steps)
       return changing(steps, inner.refund(steps))

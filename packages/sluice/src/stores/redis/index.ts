@@ -3,7 +3,7 @@
 // Works with ioredis and node-redis v5, standalone or Cluster.
 // The scripts and their registry are in script.ts, the tick coalescer in coalescer.ts.
 
-import { type Answer, APPLY_TO, type ApplyTo } from '../../answer.js'
+import { type Answer, APPLY_TO, type ApplyTo, type ApplyToSlot } from '../../answer.js'
 import { type CalendarPeriod, type CalendarSpec, periodAt } from '../../calendar.js'
 import { InvalidOptionsError, StoreClosedError, StoreError } from '../../errors.js'
 import { ALGORITHMS, type AlgorithmName, type ResolvedPolicy } from '../../policy.js'
@@ -536,7 +536,18 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
     }
   }
 
-  const store: RedisStore & { [APPLY_TO]: ApplyTo } = {
+  // Not async: one promise per decision, settled by its coalesced call (applyInto).
+  function apply(steps: readonly Step[], mode: 'consume' | 'peek'): Promise<StepResult[]> {
+    const promise = promiseWith<StepResult[]>()
+    applyInto(steps, mode, { ok: takenResolve(), fail: takenReject() })
+    return promise
+  }
+  // The limiter's chain hands each decision's results up from the coalesced call's reply.
+  const applyToAnswer: ApplyTo = (steps, mode, to) => {
+    applyInto(steps, mode, to)
+    return undefined
+  }
+  const store: RedisStore & { [APPLY_TO]: ApplyToSlot } = {
     name: adapter.cluster ? 'redis-cluster' : 'redis',
     inProcess: false,
     // Client clock: the scripts decide on `now`, so the limiter's deny cache must time with it too.
@@ -550,17 +561,8 @@ export function redisStore(client: RedisClient, options: RedisStoreOptions = {})
       assertOpen,
       wrap,
     }),
-    // Not async: one promise per decision, settled by its coalesced call (applyInto).
-    apply(steps, mode) {
-      const promise = promiseWith<StepResult[]>()
-      applyInto(steps, mode, { ok: takenResolve(), fail: takenReject() })
-      return promise
-    },
-    // The limiter's chain hands each decision's results up from the coalesced call's reply.
-    [APPLY_TO]: (steps: readonly Step[], mode: 'consume' | 'peek', to: Answer<StepResult[]>) => {
-      applyInto(steps, mode, to)
-      return undefined
-    },
+    apply,
+    [APPLY_TO]: { apply, to: applyToAnswer },
     async refund(steps) {
       assertOpen()
       if (steps.length === 0) return
