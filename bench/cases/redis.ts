@@ -3,15 +3,21 @@
 // rate-limiter-flexible's RateLimiterRedis and a bare ioredis EVALSHA of a minimal token-bucket
 // script, next to redis-benchmark running EVALSHA of that script with -c 64 -P 16 (the server's own
 // ceiling, no Node.js client); and p50 latency with 1 in flight, Sluice vs rate-limiter-flexible.
-// Subjects alternate in rounds; figures are medians over rounds, ratios taken within a round.
+// Subjects alternate in rounds; figures are medians over rounds, ratios taken within a round. Each
+// subject's round runs in a Node.js process of its own (this module again, as a script), as in an
+// app that uses one limiter: subjects taking turns in one process measured about twice their CPU
+// per decision alone (each one's garbage and type feedback left to the next).
 // Where the time goes: CPU per decision of this process and of redis-server (read from
 // /proc/<pid>/stat), each round; on 2 cores the two share the machine, so decisions/s at 64 in flight
 // is bounded by 2 cores over their sum.
 // Every algorithm, coalescing off, bytes per key and each script's cost inside Redis: redis-detail.
 //   npm run bench -- --only redis [--quick]
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
@@ -58,6 +64,119 @@ function serverCpu(pid: number): number | undefined {
   }
 }
 
+type SubjectId = 'sluice' | 'rate-limiter-flexible' | 'bare-evalsha'
+
+const NAMES: Record<SubjectId, string> = {
+  sluice: 'sluice token-bucket (default store options)',
+  'rate-limiter-flexible': 'rate-limiter-flexible RateLimiterRedis',
+  'bare-evalsha': 'ioredis EVALSHA minimal token-bucket script',
+}
+
+/** One subject over `client`, as its library's README writes it. */
+function subjectOf(id: SubjectId, client: Redis): Subject {
+  if (id === 'sluice') {
+    // A store timeout far above any latency here, so every decision is Redis's (none degraded).
+    const limiter = createLimiter({
+      store: redisStore(client),
+      policies: { api: { algorithm: 'token-bucket', limit: 1_000_000, window: '1h' } },
+      storeTimeout: '60s',
+    })
+    return {
+      id,
+      name: NAMES[id],
+      decide: (key) => limiter.consume('api', key),
+      check: (answer) => {
+        const decision = answer as Decision
+        if (!decision.allowed || decision.degraded === true)
+          throw new Error('a decision was not Redis’s allow')
+      },
+    }
+  }
+  if (id === 'rate-limiter-flexible') {
+    const rlfLimiter = new RateLimiterRedis({ storeClient: client, points: 1_000_000, duration: 3600 })
+    return { id, name: NAMES[id], decide: (key) => rlfLimiter.consume(key) }
+  }
+  return {
+    id,
+    name: NAMES[id],
+    decide: (key) => client.evalsha(MINIMAL_SHA, 1, `min:{${key}}`, '1000000', '3600000', '1000000'),
+  }
+}
+
+/** What one round of one subject measured, in its own process. */
+interface Round {
+  rate: number
+  p50: number
+  /** This process's CPU per decision, µs. */
+  nodeCpu: number
+  /** redis-server's CPU per decision, µs; undefined where /proc is not there. */
+  redisCpu: number | undefined
+}
+
+/** One round of `id` in this process: a warm-up, then the measured phase. */
+async function runRound(
+  id: SubjectId,
+  port: number,
+  pid: number,
+  inFlight: number,
+  ms: number,
+): Promise<Round> {
+  const client = new Redis(port, '127.0.0.1')
+  try {
+    const subject = subjectOf(id, client)
+    const hooks = subject.check === undefined ? {} : { check: subject.check }
+    // A fresh process: its code compiled before the measured phase.
+    await throughput(subject.decide, inFlight, Math.max(ms, 600), keys, hooks)
+    let serverBefore: number | undefined
+    let serverAfter: number | undefined
+    const r = await throughput(subject.decide, inFlight, ms, keys, {
+      ...hooks,
+      before: () => {
+        serverBefore = serverCpu(pid)
+      },
+      after: () => {
+        serverAfter = serverCpu(pid)
+      },
+    })
+    return {
+      rate: r.rate,
+      p50: r.p50,
+      nodeCpu: r.cpuUs / r.decisions,
+      redisCpu:
+        serverBefore === undefined || serverAfter === undefined
+          ? undefined
+          : (serverAfter - serverBefore) / r.decisions,
+    }
+  } finally {
+    client.disconnect()
+  }
+}
+
+/** One round of `id` in a child process (this module, with the same Node.js flags). */
+async function runRoundIsolated(
+  id: SubjectId,
+  port: number,
+  pid: number,
+  inFlight: number,
+  ms: number,
+): Promise<Round> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-redis-'))
+  const out = join(dir, 'round.json')
+  const args = [...process.execArgv, fileURLToPath(import.meta.url), id, String(port), String(pid)]
+  args.push(String(inFlight), String(ms), out)
+  try {
+    const code = await new Promise<number | null>((done, fail) => {
+      const child = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit'] })
+      child.on('error', fail)
+      child.on('exit', done)
+    })
+    if (code !== 0) throw new Error(`redis case, ${id}: exited with code ${code}`)
+    return JSON.parse(readFileSync(out, 'utf8')) as Round
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
 export const benchCase: BenchCase = {
   name: 'redis',
   async run({ quick }) {
@@ -65,103 +184,63 @@ export const benchCase: BenchCase = {
     const client = new Redis(server.port, '127.0.0.1')
     try {
       const pid = Number(/process_id:(\d+)/.exec(await client.info('server'))?.[1])
-      // A store timeout far above any latency here, so every decision is Redis's (none degraded).
-      const limiter = createLimiter({
-        store: redisStore(client),
-        policies: { api: { algorithm: 'token-bucket', limit: 1_000_000, window: '1h' } },
-        storeTimeout: '60s',
-      })
-      const sluice: Subject = {
-        id: 'sluice',
-        name: 'sluice token-bucket (default store options)',
-        decide: (key) => limiter.consume('api', key),
-        check: (answer) => {
-          const decision = answer as Decision
-          if (!decision.allowed || decision.degraded === true)
-            throw new Error('a decision was not Redis’s allow')
-        },
-      }
-      const rlfLimiter = new RateLimiterRedis({ storeClient: client, points: 1_000_000, duration: 3600 })
-      const rlf: Subject = {
-        id: 'rate-limiter-flexible',
-        name: 'rate-limiter-flexible RateLimiterRedis',
-        decide: (key) => rlfLimiter.consume(key),
-      }
       await client.script('LOAD', MINIMAL_TOKEN_BUCKET)
-      const bare: Subject = {
-        id: 'bare-evalsha',
-        name: 'ioredis EVALSHA minimal token-bucket script',
-        decide: (key) => client.evalsha(MINIMAL_SHA, 1, `min:{${key}}`, '1000000', '3600000', '1000000'),
-      }
       const ms = quick ? 400 : 1000
       const rounds = quick ? 3 : 5
       const rows: BenchRow[] = []
       for (const [inFlight, subjects] of [
-        [64, [sluice, rlf, bare]],
-        [1, [sluice, rlf]],
+        [64, ['sluice', 'rate-limiter-flexible', 'bare-evalsha']],
+        [1, ['sluice', 'rate-limiter-flexible']],
       ] as const) {
-        const rates = new Map<Subject, number[]>(subjects.map((s) => [s, []]))
-        const p50s = new Map<Subject, number[]>(subjects.map((s) => [s, []]))
-        const nodeCpu = new Map<Subject, number[]>(subjects.map((s) => [s, []]))
-        const redisCpu = new Map<Subject, number[]>(subjects.map((s) => [s, []]))
+        const measured = new Map<SubjectId, Round[]>(subjects.map((s) => [s, []]))
         for (let round = 0; round < rounds; round++) {
           for (let i = 0; i < subjects.length; i++) {
-            const subject = subjects[(i + round) % subjects.length]!
-            // Both CPU figures cover the measured phase alone (no warm-up, no latency sort).
-            let serverBefore: number | undefined
-            let serverAfter: number | undefined
-            const r = await throughput(subject.decide, inFlight, ms, keys, {
-              ...(subject.check === undefined ? {} : { check: subject.check }),
-              before: () => {
-                serverBefore = serverCpu(pid)
-              },
-              after: () => {
-                serverAfter = serverCpu(pid)
-              },
-            })
-            rates.get(subject)!.push(r.rate)
-            p50s.get(subject)!.push(r.p50)
-            nodeCpu.get(subject)!.push(r.cpuUs / r.decisions)
-            if (serverBefore !== undefined && serverAfter !== undefined)
-              redisCpu.get(subject)!.push((serverAfter - serverBefore) / r.decisions)
+            const id = subjects[(i + round) % subjects.length]!
+            measured.get(id)!.push(await runRoundIsolated(id, server.port, pid, inFlight, ms))
             await client.flushall()
             await client.script('LOAD', MINIMAL_TOKEN_BUCKET)
           }
         }
-        const vs = (s: Subject, other: Subject) =>
-          median(rates.get(s)!.map((rate, i) => rate / rates.get(other)![i]!))
-        for (const s of subjects) {
-          const note = `x RLF, median of ${rounds} rounds x ${ms} ms${inFlight === 64 ? `; ${vs(s, bare).toFixed(2)}x bare EVALSHA` : ''}`
+        const of = (id: SubjectId, pick: (r: Round) => number | undefined) =>
+          measured
+            .get(id)!
+            .map(pick)
+            .filter((v): v is number => v !== undefined)
+        const vs = (a: SubjectId, b: SubjectId) =>
+          median(measured.get(a)!.map((r, i) => r.rate / measured.get(b)![i]!.rate))
+        for (const id of subjects) {
+          const note = `x RLF, median of ${rounds} rounds x ${ms} ms, each in a process of its own${inFlight === 64 ? `; ${vs(id, 'bare-evalsha').toFixed(2)}x bare EVALSHA` : ''}`
           rows.push({
-            id: `redis/${s.id} rate@${inFlight}`,
-            subject: s.name,
+            id: `redis/${id} rate@${inFlight}`,
+            subject: NAMES[id],
             metric: `decisions/s @${inFlight}`,
-            value: median(rates.get(s)!),
+            value: median(of(id, (r) => r.rate)),
             unit: '/s',
-            ratio: vs(s, rlf),
+            ratio: vs(id, 'rate-limiter-flexible'),
             note,
           })
           rows.push({
-            id: `redis/${s.id} p50@${inFlight}`,
-            subject: s.name,
+            id: `redis/${id} p50@${inFlight}`,
+            subject: NAMES[id],
             metric: `p50 @${inFlight}`,
-            value: median(p50s.get(s)!) * 1000,
+            value: median(of(id, (r) => r.p50)) * 1000,
             unit: 'µs',
           })
           rows.push({
-            id: `redis/${s.id} node-cpu@${inFlight}`,
-            subject: s.name,
+            id: `redis/${id} node-cpu@${inFlight}`,
+            subject: NAMES[id],
             metric: `this process's CPU per decision @${inFlight}`,
-            value: median(nodeCpu.get(s)!),
+            value: median(of(id, (r) => r.nodeCpu)),
             unit: 'µs',
             note: 'user + system over the measured phase, the load loop included',
           })
-          if (redisCpu.get(s)!.length > 0)
+          const redisCpu = of(id, (r) => r.redisCpu)
+          if (redisCpu.length > 0)
             rows.push({
-              id: `redis/${s.id} redis-cpu@${inFlight}`,
-              subject: s.name,
+              id: `redis/${id} redis-cpu@${inFlight}`,
+              subject: NAMES[id],
               metric: `redis-server CPU per decision @${inFlight}`,
-              value: median(redisCpu.get(s)!),
+              value: median(redisCpu),
               unit: 'µs',
               note: '/proc/<pid>/stat, 10 ms ticks',
             })
@@ -184,4 +263,21 @@ export const benchCase: BenchCase = {
       await server.stop()
     }
   },
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const [id, port, pid, inFlight, ms, out] = process.argv.slice(2) as [
+    SubjectId,
+    string,
+    string,
+    string,
+    string,
+    string,
+  ]
+  if (!(id in NAMES)) throw new Error(`redis case: no subject ${id}`)
+  writeFileSync(
+    out,
+    JSON.stringify(await runRound(id, Number(port), Number(pid), Number(inFlight), Number(ms))),
+  )
+  process.exit(0)
 }
