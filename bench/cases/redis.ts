@@ -126,7 +126,7 @@ async function runRound(
     const subject = subjectOf(id, client)
     const hooks = subject.check === undefined ? {} : { check: subject.check }
     // A fresh process: its code compiled before the measured phase.
-    await throughput(subject.decide, inFlight, Math.max(ms, 600), keys, hooks)
+    await throughput(subject.decide, inFlight, Math.max(2 * ms, 800), keys, hooks)
     let serverBefore: number | undefined
     let serverAfter: number | undefined
     const r = await throughput(subject.decide, inFlight, ms, keys, {
