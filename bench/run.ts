@@ -6,21 +6,21 @@
 // The default run is DEFAULT_CASES, the cases the summary reads; `--all` runs every case, and
 // `--only` picks any case: its exact name, else every case whose name contains it. `--check` runs no
 // case: it measures the budgets (bench/budgets/) and exits non-zero when one is missed.
-// Each case runs in a Node.js process of its own (this script again, with `--case <name>`), so no
+// Each case runs in a Node.js process of its own (this script again, with `--case <name>`: bench/child.ts), so no
 // case's figures depend on which cases ran before it: what an earlier case leaves in the heap and in
 // V8's type feedback for Sluice's shared code (the limiter, the failover layer) made a later case's
 // decisions slower than the same case run alone.
-import { spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
-import { loadavg, tmpdir } from 'node:os'
+import { loadavg } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
+import { inChild } from './child.js'
 import { summaryTable } from './summary.js'
 import type { BenchCase, BenchRow } from './types.js'
 
-const { values } = parseArgs({
+const { values, positionals } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     only: { type: 'string' },
@@ -28,10 +28,10 @@ const { values } = parseArgs({
     profile: { type: 'string' },
     variants: { type: 'string' },
     check: { type: 'boolean', default: false },
-    // Internal: run this one case here and write its rows as JSON to `rows-out`.
+    // Internal: run this one case here and write its rows as JSON to the file named last (bench/child.ts).
     case: { type: 'string' },
-    'rows-out': { type: 'string' },
   },
+  allowPositionals: true,
 })
 
 if (values.check) {
@@ -84,29 +84,17 @@ const variants = values.variants?.split(',').map((v) => v.trim())
 
 if (values.case !== undefined) {
   const rows = await selected[0]!.run({ quick: values.quick, profileDir, variants })
-  writeFileSync(values['rows-out']!, JSON.stringify(rows))
+  writeFileSync(positionals.at(-1)!, JSON.stringify(rows))
   process.exit(0)
 }
 
-/** Run case `name` in a child process of its own (the same Node.js flags, e.g. tsx) and return its rows. */
-async function runIsolated(name: string): Promise<BenchRow[]> {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'))
-  const out = join(dir, 'rows.json')
-  const args = [...process.execArgv, fileURLToPath(import.meta.url), '--case', name, '--rows-out', out]
+/** Run case `name` in a child process of its own and return its rows. */
+function runIsolated(name: string): Promise<BenchRow[]> {
+  const args = ['--case', name]
   if (values.quick) args.push('--quick')
   if (profileDir !== undefined) args.push('--profile', profileDir)
   if (values.variants !== undefined) args.push('--variants', values.variants)
-  try {
-    const code = await new Promise<number | null>((done, fail) => {
-      const child = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit'] })
-      child.on('error', fail)
-      child.on('exit', done)
-    })
-    if (code !== 0) throw new Error(`bench case ${name} exited with code ${code}`)
-    return JSON.parse(readFileSync(out, 'utf8')) as BenchRow[]
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
+  return inChild<BenchRow[]>(fileURLToPath(import.meta.url), args, `bench case ${name}`)
 }
 
 const began = performance.now()

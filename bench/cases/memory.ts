@@ -10,10 +10,7 @@
 // figures: three algorithms through the same limiter and store code leave V8's type feedback there
 // mixed, and rate-limiter-flexible's timers and records per key fill the heap that every other
 // subject's collections then walk.
-import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { type Options as ExpressRateLimitOptions, MemoryStore } from 'express-rate-limit'
 import { RateLimiterMemory } from 'rate-limiter-flexible'
@@ -21,6 +18,7 @@ import { RateLimiterMemory } from 'rate-limiter-flexible'
 // keepNames, which adds a defineProperty to every closure created per decision (about 1 µs per
 // decision here) that the published build does not have.
 import * as built from '../../packages/sluice/dist/index.js'
+import { inChild } from '../child.js'
 import { median } from '../load.js'
 import type { BenchCase, BenchRow } from '../types.js'
 
@@ -248,22 +246,13 @@ async function runGroup(group: Group, quick: boolean): Promise<Measurement[]> {
   }
 }
 
-/** Run `group` in a child process (this module, with the same Node.js flags) and return what it measured. */
-async function runGroupIsolated(group: Group, quick: boolean): Promise<Measurement[]> {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-memory-'))
-  const out = join(dir, 'measured.json')
-  const args = [...process.execArgv, fileURLToPath(import.meta.url), group, quick ? 'quick' : 'full', out]
-  try {
-    const code = await new Promise<number | null>((done, fail) => {
-      const child = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit'] })
-      child.on('error', fail)
-      child.on('exit', done)
-    })
-    if (code !== 0) throw new Error(`memory case, ${group}: exited with code ${code}`)
-    return JSON.parse(readFileSync(out, 'utf8')) as Measurement[]
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
+/** Run `group` in a child process (this module, as a script) and return what it measured. */
+function runGroupIsolated(group: Group, quick: boolean): Promise<Measurement[]> {
+  return inChild<Measurement[]>(
+    fileURLToPath(import.meta.url),
+    [group, quick ? 'quick' : 'full'],
+    `memory case, ${group}`,
+  )
 }
 
 export const benchCase: BenchCase = {

@@ -12,11 +12,9 @@
 // is bounded by 2 cores over their sum.
 // Every algorithm, coalescing off, bytes per key and each script's cost inside Redis: redis-detail.
 //   npm run bench -- --only redis [--quick]
-import { execFile, spawn } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
@@ -25,6 +23,7 @@ import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createLimiter, type Decision } from '../../packages/sluice/dist/index.js'
 import { redisStore } from '../../packages/sluice/dist/redis.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
+import { inChild } from '../child.js'
 import { median } from '../load.js'
 import { MINIMAL_TOKEN_BUCKET } from '../reference-scripts.js'
 import { throughput } from '../throughput.js'
@@ -152,29 +151,16 @@ async function runRound(
   }
 }
 
-/** One round of `id` in a child process (this module, with the same Node.js flags). */
-async function runRoundIsolated(
+/** One round of `id` in a child process (this module, as a script). */
+function runRoundIsolated(
   id: SubjectId,
   port: number,
   pid: number,
   inFlight: number,
   ms: number,
 ): Promise<Round> {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-redis-'))
-  const out = join(dir, 'round.json')
-  const args = [...process.execArgv, fileURLToPath(import.meta.url), id, String(port), String(pid)]
-  args.push(String(inFlight), String(ms), out)
-  try {
-    const code = await new Promise<number | null>((done, fail) => {
-      const child = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit'] })
-      child.on('error', fail)
-      child.on('exit', done)
-    })
-    if (code !== 0) throw new Error(`redis case, ${id}: exited with code ${code}`)
-    return JSON.parse(readFileSync(out, 'utf8')) as Round
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
+  const args = [id, String(port), String(pid), String(inFlight), String(ms)]
+  return inChild<Round>(fileURLToPath(import.meta.url), args, `redis case, ${id}`)
 }
 
 export const benchCase: BenchCase = {
