@@ -87,7 +87,7 @@ describe('generated Lua module', () => {
     }
     for (const algorithm of ALGORITHMS) {
       const apply = luaSources[`apply/${algorithm}`]
-      expect(apply).toContain("redis.call('GET', block_key)")
+      expect(apply).toContain("call('GET', block_key)")
       // The layered, refund, block and charge scripts hold every algorithm behind one dispatch.
       for (const name of ['layered', 'refund', 'block', 'charge'] as const)
         expect(luaSources[name], `${name} ${algorithm}`).toContain(`algorithm == '${algorithm}' then`)
@@ -166,9 +166,21 @@ describe('generated Lua module', () => {
     })
   })
 
+  it('reads the library functions, KEYS and ARGV once per call, as locals: a step reads no global table', () => {
+    for (const name of ['layered', 'refund', 'block', 'charge', ...ALGORITHMS.map((a) => `apply/${a}`)]) {
+      const code = luaSources[name]!.split('\n').filter((line) => !/^\s*--/.test(line))
+      const setup = code.findIndex((line) => line.startsWith('local call = redis.call'))
+      expect(setup, name).toBeGreaterThan(0)
+      for (const line of code.slice(setup + 3))
+        expect(line, name).not.toMatch(
+          /\b(redis\.call|math\.(ceil|floor|max|min)|string\.(format|find|sub|byte))\b/,
+        )
+    }
+  })
+
   it("reads a call's keys with one MGET in every apply script, whatever its algorithm stores", () => {
     for (const algorithm of ALGORITHMS) {
-      expect(luaSources[`apply/${algorithm}`], algorithm).toContain("redis.call('MGET', unpack(KEYS))")
+      expect(luaSources[`apply/${algorithm}`], algorithm).toContain("call('MGET', unpack(KEYS))")
     }
   })
 
@@ -176,15 +188,15 @@ describe('generated Lua module', () => {
     await withScripts(async (dir, out) => {
       const source = readFileSync(join(dir, 'fixed-window.lua'), 'utf8')
       const respelled = source.replace(
-        /local raw = redis\.call\('GET', key\)|--- @include "shared\/get-state"/,
-        'local raw = redis.call("GET", key)',
+        /local raw = call\('GET', key\)|--- @include "shared\/get-state"/,
+        'local raw = call("GET", key)',
       )
       expect(respelled).not.toBe(source)
       writeFileSync(join(dir, 'fixed-window.lua'), respelled)
       await run('node', ['scripts/build-lua.mjs', '--scripts', dir, '--out', out])
       const built = (await import(pathToFileURL(out).href)) as { luaSources: Record<string, string> }
       const apply = built.luaSources['apply/fixed-window']
-      expect(apply).toContain("redis.call('MGET', unpack(KEYS))")
+      expect(apply).toContain("call('MGET', unpack(KEYS))")
       expect(apply).toContain('blocked_until = pre[k + 1]')
     })
   })

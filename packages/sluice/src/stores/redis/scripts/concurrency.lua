@@ -109,13 +109,13 @@ if expires > last then
   last = expires
 end
 if last <= now then
-  redis.call('DEL', key)
+  call('DEL', key)
 else
-  redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(nxt))
+  call('PSETEX', key, format('%d', last - now + slack), cmsgpack.pack(nxt))
 end
 
 --- @section report
-local remaining = math.max(0, limit - in_use)
+local remaining = max(0, limit - in_use)
 local reset = last - now
 
 --- @section refund
@@ -152,7 +152,7 @@ else
   end
 end
 if #kept == 0 then
-  redis.call('DEL', key)
+  call('DEL', key)
 else
   local last = now
   for i = 1, #kept, 3 do
@@ -160,5 +160,5 @@ else
       last = kept[i]
     end
   end
-  redis.call('PSETEX', key, string.format('%d', last - now + slack), cmsgpack.pack(kept))
+  call('PSETEX', key, format('%d', last - now + slack), cmsgpack.pack(kept))
 end

@@ -16,22 +16,22 @@
 local start, count, finish
 --- @include "shared/get-state"
 if raw then
-  local c1 = string.find(raw, ':', 1, true)
+  local c1 = find(raw, ':', 1, true)
   if c1 == nil then
-    count, finish = raw + 0, redis.call('PEXPIRETIME', key)
+    count, finish = raw + 0, call('PEXPIRETIME', key)
     start = finish - window
   else
-    local c2 = string.find(raw, ':', c1 + 1, true)
-    start = string.sub(raw, 1, c1 - 1) + 0
+    local c2 = find(raw, ':', c1 + 1, true)
+    start = sub(raw, 1, c1 - 1) + 0
     finish = start + window
     if c2 then
-      count = string.sub(raw, c1 + 1, c2 - 1) + 0
-      local span = string.sub(raw, c2 + 1) + 0
+      count = sub(raw, c1 + 1, c2 - 1) + 0
+      local span = sub(raw, c2 + 1) + 0
       if span < window then
         finish = start + span
       end
     else
-      count = string.sub(raw, c1 + 1) + 0
+      count = sub(raw, c1 + 1) + 0
     end
   end
   if finish <= now or start < period then
@@ -54,17 +54,17 @@ local retry = 0
 if not allowed then
   -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
   -- have passed (see docs/policies.md#calendar-quotas).
-  retry = math.max(0, finish - now)
+  retry = max(0, finish - now)
 end
 
 --- @section save
 -- Write count until finish. A live window ends after now, a fresh one at now + window; a calendar
 -- period drawn by the client's clock may have ended by the Redis clock (kept 1 ms then).
 if compact and finish > now and finish - start == window then
-  redis.call('SET', key, string.format('%d', count), 'PXAT', string.format('%d', finish))
+  call('SET', key, format('%d', count), 'PXAT', format('%d', finish))
 else
-  local value = string.format('%d:%d:%d', start, count, finish - start)
-  redis.call('PSETEX', key, string.format('%d', math.max(1, finish - now + slack)), value)
+  local value = format('%d:%d:%d', start, count, finish - start)
+  call('PSETEX', key, format('%d', max(1, finish - now + slack)), value)
 end
 
 --- @section commit
@@ -74,14 +74,14 @@ count = count + cost
 --- @section report
 local reset = 0
 if count > 0 then
-  reset = math.max(0, finish - now)
+  reset = max(0, finish - now)
 end
-local remaining = math.max(0, limit - count)
+local remaining = max(0, limit - count)
 
 --- @section refund
-count = math.max(0, count - cost)
+count = max(0, count - cost)
 if count == 0 then
-  redis.call('DEL', key)
+  call('DEL', key)
 else
   --- @include "save"
 end

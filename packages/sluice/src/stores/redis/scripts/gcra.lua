@@ -18,19 +18,19 @@
 local tat_ms, tat_rem, lead
 --- @include "shared/get-state"
 if raw then
-  local c1 = string.find(raw, ':', 1, true)
+  local c1 = find(raw, ':', 1, true)
   if c1 then
-    local c2 = string.find(raw, ':', c1 + 1, true)
-    tat_ms = string.sub(raw, 1, c1 - 1) + 0
+    local c2 = find(raw, ':', c1 + 1, true)
+    tat_ms = sub(raw, 1, c1 - 1) + 0
     if c2 then
-      tat_rem, lead = string.sub(raw, c1 + 1, c2 - 1) + 0, string.sub(raw, c2 + 1) + 0
+      tat_rem, lead = sub(raw, c1 + 1, c2 - 1) + 0, sub(raw, c2 + 1) + 0
     else
-      tat_rem, lead = string.sub(raw, c1 + 1) + 0, 0
+      tat_rem, lead = sub(raw, c1 + 1) + 0, 0
     end
-  elseif #raw <= 12 and string.byte(raw, 1) ~= 45 then
-    tat_ms, tat_rem, lead = redis.call('PEXPIRETIME', key), 0, raw + 0
-  elseif #raw > 14 and string.byte(raw, 1) == 45 then
-    tat_ms, tat_rem, lead = string.sub(raw, -13) + 0, 0, string.sub(raw, 2, -14) + 0
+  elseif #raw <= 12 and byte(raw, 1) ~= 45 then
+    tat_ms, tat_rem, lead = call('PEXPIRETIME', key), 0, raw + 0
+  elseif #raw > 14 and byte(raw, 1) == 45 then
+    tat_ms, tat_rem, lead = sub(raw, -13) + 0, 0, sub(raw, 2, -14) + 0
   else
     tat_ms, tat_rem, lead = raw + 0, 0, 0
   end
@@ -38,7 +38,7 @@ if raw then
     tat_rem = limit - 1
   end
   if lead > 0 and lead * limit + tat_rem > capacity * window then
-    local whole = math.floor(capacity * window / limit)
+    local whole = floor(capacity * window / limit)
     tat_ms, tat_rem = tat_ms - lead + whole, capacity * window - whole * limit
   end
   local live_until = tat_ms
@@ -63,33 +63,33 @@ local before = (tat_ms - now) * limit + tat_rem
 -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
 -- lead: how far it is ahead of now, at most the part within one full refill.
 local total = tat_rem + delta
-local whole = math.floor(total / limit)
+local whole = floor(total / limit)
 local ms, rem = tat_ms + whole, total - whole * limit
 local lead_ms = ms - now
 if lead_ms * limit + rem > full then
-  lead_ms = math.floor((full - rem) / limit)
+  lead_ms = floor((full - rem) / limit)
 end
 if lead_ms < 0 then
   lead_ms = 0
 end
 local value, live_until
 if rem ~= 0 then
-  value, live_until = string.format('%d:%d:%d', ms, rem, lead_ms), ms + 1
+  value, live_until = format('%d:%d:%d', ms, rem, lead_ms), ms + 1
 elseif compact and lead_ms < 1000000000000 then
   value, live_until = nil, ms
 elseif ms < 1000000000000 or ms >= 10000000000000 or lead_ms >= 922336 then
-  value, live_until = string.format('%d:0:%d', ms, lead_ms), ms
+  value, live_until = format('%d:0:%d', ms, lead_ms), ms
 elseif lead_ms > 0 then
-  value, live_until = string.format('-%d%013d', lead_ms, ms), ms
+  value, live_until = format('-%d%013d', lead_ms, ms), ms
 else
-  value, live_until = string.format('%d', ms), ms
+  value, live_until = format('%d', ms), ms
 end
 if live_until <= now then
-  redis.call('DEL', key)
+  call('DEL', key)
 elseif value == nil then
-  redis.call('SET', key, string.format('%d', lead_ms), 'PXAT', string.format('%d', ms))
+  call('SET', key, format('%d', lead_ms), 'PXAT', format('%d', ms))
 else
-  redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
+  call('PSETEX', key, format('%d', live_until - now + slack), value)
 end
 
 --- @section decide
@@ -98,7 +98,7 @@ local cost_debt = cost * window
 local allowed = before + cost_debt <= full
 local retry = 0
 if not allowed then
-  retry = math.ceil((before + cost_debt - full) / limit)
+  retry = ceil((before + cost_debt - full) / limit)
 end
 local after = before
 
@@ -108,10 +108,10 @@ local delta = cost_debt
 --- @include "shift"
 
 --- @section report
-local remaining = math.max(0, math.floor((full - after) / window))
-local reset = math.ceil(after / limit)
+local remaining = max(0, floor((full - after) / window))
+local reset = ceil(after / limit)
 
 --- @section refund
 --- @include "base"
-local delta = -math.min(before, cost * window)
+local delta = -min(before, cost * window)
 --- @include "shift"

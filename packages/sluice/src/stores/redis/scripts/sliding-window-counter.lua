@@ -18,28 +18,28 @@
 local start, previous, current
 --- @include "shared/get-state"
 if raw then
-  local c1 = string.find(raw, ':', 1, true)
+  local c1 = find(raw, ':', 1, true)
   local same_grid, counted
   if c1 == nil then
     local packed = raw + 0
-    previous = math.floor(packed / 100000000)
+    previous = floor(packed / 100000000)
     current = packed - previous * 100000000
-    start = redis.call('PEXPIRETIME', key) - window
+    start = call('PEXPIRETIME', key) - window
     if current > 0 then
       start = start - window
     end
     same_grid, counted = start % window == 0, window
   else
-    local c2 = string.find(raw, ':', c1 + 1, true)
-    local c3 = string.find(raw, ':', c2 + 1, true)
-    start = string.sub(raw, 1, c1 - 1) + 0
-    previous = string.sub(raw, c1 + 1, c2 - 1) + 0
+    local c2 = find(raw, ':', c1 + 1, true)
+    local c3 = find(raw, ':', c2 + 1, true)
+    start = sub(raw, 1, c1 - 1) + 0
+    previous = sub(raw, c1 + 1, c2 - 1) + 0
     if c3 then
-      current = string.sub(raw, c2 + 1, c3 - 1) + 0
-      counted = string.sub(raw, c3 + 1) + 0
+      current = sub(raw, c2 + 1, c3 - 1) + 0
+      counted = sub(raw, c3 + 1) + 0
       same_grid = counted == window
     else
-      current = string.sub(raw, c2 + 1) + 0
+      current = sub(raw, c2 + 1) + 0
       same_grid = start % window == 0
     end
   end
@@ -71,7 +71,7 @@ local elapsed
 if period >= 0 then
   -- The calendar period. Now lies outside it only on a server clock the client's has not reached
   -- or has passed: the step counts in the client's period, at its start or end.
-  elapsed = math.min(math.max(now - period, 0), window)
+  elapsed = min(max(now - period, 0), window)
   if start == nil then
     start, previous, current = period, 0, 0
   elseif start < period then
@@ -80,7 +80,7 @@ if period >= 0 then
     start = period
   end
 else
-  local aligned = math.floor(now / window) * window
+  local aligned = floor(now / window) * window
   elapsed = now - aligned
   if start == nil or aligned >= start + 2 * window then
     start, previous, current = aligned, 0, 0
@@ -101,13 +101,13 @@ elseif previous > 0 then
   live_until = start + window
 end
 if live_until <= now then
-  redis.call('DEL', key)
+  call('DEL', key)
 elseif compact and period < 0 and current < 100000000 and previous < 90000000 then
-  local value = string.format('%d', previous * 100000000 + current)
-  redis.call('SET', key, value, 'PXAT', string.format('%d', live_until))
+  local value = format('%d', previous * 100000000 + current)
+  call('SET', key, value, 'PXAT', format('%d', live_until))
 else
-  local value = string.format('%d:%d:%d:%d', start, previous, current, window)
-  redis.call('PSETEX', key, string.format('%d', live_until - now + slack), value)
+  local value = format('%d:%d:%d:%d', start, previous, current, window)
+  call('PSETEX', key, format('%d', live_until - now + slack), value)
 end
 
 --- @section decide
@@ -120,11 +120,11 @@ if not allowed then
   retry = start + elapsed - now
   local room = limit - current - cost
   if room >= 0 then
-    retry = retry + window - elapsed - math.floor((room * window) / previous)
+    retry = retry + window - elapsed - floor((room * window) / previous)
   else
-    retry = retry + window - elapsed + (following - math.floor(((limit - cost) * following) / current))
+    retry = retry + window - elapsed + (following - floor(((limit - cost) * following) / current))
   end
-  retry = math.max(0, retry)
+  retry = max(0, retry)
 end
 
 --- @section commit
@@ -134,18 +134,18 @@ current = current + cost
 --- @section report
 local reset = 0
 if current > 0 then
-  reset = math.max(0, start - now + window + following)
+  reset = max(0, start - now + window + following)
 elseif previous > 0 then
-  reset = math.max(0, start - now + window)
+  reset = max(0, start - now + window)
 end
-local remaining = math.max(0, math.floor((limit * window - (carried + current * window)) / window))
+local remaining = max(0, floor((limit * window - (carried + current * window)) / window))
 
 --- @section refund
 --- @include "view"
-previous = math.max(0, previous - math.max(0, cost - current))
-current = math.max(0, current - cost)
+previous = max(0, previous - max(0, cost - current))
+current = max(0, current - cost)
 if current == 0 and previous == 0 then
-  redis.call('DEL', key)
+  call('DEL', key)
 else
   --- @include "save"
 end

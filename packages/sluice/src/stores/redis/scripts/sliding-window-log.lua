@@ -24,13 +24,13 @@ local TOTAL_MODULUS = 549755813888 -- 2^39
 local first, start, count, newest, total, first_total, entries = 0, 0, 0, nil, 0, nil, nil
 local log_end, span
 -- One read serves a key of one entry ([start, time, total]); a fourth element says there are more.
-local head = redis.call('LRANGE', key, 0, 3)
+local head = call('LRANGE', key, 0, 3)
 local stored = #head > 0
 local head_start
 if stored then
-  local colon = string.find(head[1], ':', 1, true)
+  local colon = find(head[1], ':', 1, true)
   if colon then
-    head_start, span = string.sub(head[1], 1, colon - 1) + 0, string.sub(head[1], colon + 1) + 0
+    head_start, span = sub(head[1], 1, colon - 1) + 0, sub(head[1], colon + 1) + 0
   else
     head_start, span = head[1] + 0, window
   end
@@ -41,7 +41,7 @@ if stored and head_start < TOTAL_MODULUS then
   if #head == 3 then
     newest, total = head[2] + 0, head[3]
   else
-    local tail = redis.call('LRANGE', key, -2, -1)
+    local tail = call('LRANGE', key, -2, -1)
     newest, total = tail[1] + 0, tail[2]
   end
   log_end = newest + span
@@ -54,18 +54,18 @@ if stored and head_start < TOTAL_MODULUS then
       start, first_total = head_start, head[3] + 0
     else
       -- The oldest entry has left the window: search for the first that has not.
-      entries = (redis.call('LLEN', key) - 1) / 2
+      entries = (call('LLEN', key) - 1) / 2
       local lo, hi = 1, entries - 1
       while lo < hi do
-        local mid = math.floor((lo + hi) / 2)
-        if redis.call('LINDEX', key, 2 * mid + 1) + window <= now then
+        local mid = floor((lo + hi) / 2)
+        if call('LINDEX', key, 2 * mid + 1) + window <= now then
           lo = mid + 1
         else
           hi = mid
         end
       end
       first = lo
-      start = redis.call('LINDEX', key, 2 * first) + 0
+      start = call('LINDEX', key, 2 * first) + 0
     end
     count = total - start
     if count < 0 then
@@ -87,11 +87,11 @@ if first_total ~= nil then
   search, lo = units < need, first + 1
 end
 if search then
-  entries = entries or (redis.call('LLEN', key) - 1) / 2
+  entries = entries or (call('LLEN', key) - 1) / 2
   local hi = entries - 1
   while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    local units = redis.call('LINDEX', key, 2 * mid + 2) - start
+    local mid = floor((lo + hi) / 2)
+    local units = call('LINDEX', key, 2 * mid + 2) - start
     if units < 0 then
       units = units + TOTAL_MODULUS
     end
@@ -101,14 +101,14 @@ if search then
       lo = mid + 1
     end
   end
-  holder = math.min(lo, hi)
+  holder = min(lo, hi)
 end
 
 --- @section decide
 -- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
 local at = now
 if count > 0 then
-  at = math.max(now, newest)
+  at = max(now, newest)
 end
 local allowed = count + cost <= limit
 local retry = 0
@@ -118,8 +118,8 @@ if not allowed and count > 0 then
   local need = count + cost - limit
   --- @include "holding"
   -- Entry 0's time was read with the head.
-  local holder_at = holder == 0 and head[2] or redis.call('LINDEX', key, 2 * holder + 1)
-  retry = math.min(holder_at + window, log_end) - now
+  local holder_at = holder == 0 and head[2] or call('LINDEX', key, 2 * holder + 1)
+  retry = min(holder_at + window, log_end) - now
 end
 
 --- @section commit
@@ -127,48 +127,48 @@ if cost > 0 then
   -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
   if count == 0 then
     -- A fresh list: start 0, then this entry.
-    redis.call('RPUSH', key, string.format('0:%d', window), string.format('%d', at), string.format('%d', cost))
+    call('RPUSH', key, format('0:%d', window), format('%d', at), format('%d', cost))
   else
     if first > 0 then
-      redis.call('LTRIM', key, 2 * first, -1)
+      call('LTRIM', key, 2 * first, -1)
     end
-    local sum = string.format('%d', (total + cost) % TOTAL_MODULUS)
+    local sum = format('%d', (total + cost) % TOTAL_MODULUS)
     if at == newest then
-      redis.call('LSET', key, '-1', sum)
+      call('LSET', key, '-1', sum)
     else
-      redis.call('RPUSH', key, string.format('%d', at), sum)
+      call('RPUSH', key, format('%d', at), sum)
     end
     -- The log now ends a window after this entry: a trimmed head (a bare total) or another span
     -- is rewritten.
     if first > 0 or span ~= window then
-      redis.call('LSET', key, '0', string.format('%d:%d', start, window))
+      call('LSET', key, '0', format('%d:%d', start, window))
     end
   end
   count = count + cost
   newest, log_end = at, at + window
-  redis.call('PEXPIRE', key, string.format('%d', at + window - now + slack))
+  call('PEXPIRE', key, format('%d', at + window - now + slack))
 end
 
 --- @section report
 local reset = 0
 if newest ~= nil then
-  reset = math.min(newest + window, log_end) - now
+  reset = min(newest + window, log_end) - now
 end
-local remaining = math.max(0, limit - count)
+local remaining = max(0, limit - count)
 
 --- @section refund
 -- Give back the newest units: a refund usually follows the consume it undoes. The entry holding the
 -- last unit kept becomes the newest, shrunk to what is kept of it.
 local need = count - cost
 if need <= 0 then
-  redis.call('DEL', key)
+  call('DEL', key)
 else
   --- @include "holding"
-  redis.call('LTRIM', key, 2 * first, 2 * holder + 2)
-  redis.call('LSET', key, '-1', string.format('%d', (start + need) % TOTAL_MODULUS))
+  call('LTRIM', key, 2 * first, 2 * holder + 2)
+  call('LSET', key, '-1', format('%d', (start + need) % TOTAL_MODULUS))
   -- The log ends a window after its new newest entry, never later than it was to.
-  local kept = redis.call('LINDEX', key, -2) + 0
-  local ends = math.min(kept + window, log_end)
-  redis.call('LSET', key, '0', string.format('%d:%d', start, ends - kept))
-  redis.call('PEXPIRE', key, string.format('%d', ends - now + slack))
+  local kept = call('LINDEX', key, -2) + 0
+  local ends = min(kept + window, log_end)
+  call('LSET', key, '0', format('%d:%d', start, ends - kept))
+  call('PEXPIRE', key, format('%d', ends - now + slack))
 end

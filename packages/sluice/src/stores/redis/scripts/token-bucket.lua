@@ -22,41 +22,41 @@ local full = capacity * window
 local level, at
 --- @include "shared/get-state"
 if raw then
-  local c1 = string.find(raw, ':', 1, true)
+  local c1 = find(raw, ':', 1, true)
   if c1 then
-    local c2 = string.find(raw, ':', c1 + 1, true)
+    local c2 = find(raw, ':', c1 + 1, true)
     if c2 then
-      level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1, c2 - 1) + 0
-      local floor = full - (string.sub(raw, c2 + 1) + 0) * limit
-      if floor > level then
-        level = floor
+      level, at = sub(raw, 1, c1 - 1) + 0, sub(raw, c1 + 1, c2 - 1) + 0
+      local lowest = full - (sub(raw, c2 + 1) + 0) * limit
+      if lowest > level then
+        level = lowest
       end
     else
-      level, at = string.sub(raw, 1, c1 - 1) + 0, string.sub(raw, c1 + 1) + 0
+      level, at = sub(raw, 1, c1 - 1) + 0, sub(raw, c1 + 1) + 0
     end
-  elseif #raw < 19 or string.byte(raw, 1) == 45 then
+  elseif #raw < 19 or byte(raw, 1) == 45 then
     level = raw + 0
     if level >= 0 then
       level = level * window
     else
       level = -1 - level
     end
-    at = redis.call('PEXPIRETIME', key) - math.ceil((full - level) / limit)
+    at = call('PEXPIRETIME', key) - ceil((full - level) / limit)
   else
     -- The one-integer layout: its field widths follow the digits of full.
-    local d = #string.format('%d', full)
+    local d = #format('%d', full)
     local kd = 18 - d
     if #raw == 1 + d + kd and kd >= 1 then
-      level = string.sub(raw, 2, 1 + d) + 0
-      local r = string.sub(raw, 2 + d) + 0
+      level = sub(raw, 2, 1 + d) + 0
+      local r = sub(raw, 2 + d) + 0
       local m = 10 ^ kd
-      at = r + m * math.floor((now - r) / m + 0.5)
+      at = r + m * floor((now - r) / m + 0.5)
       if at > now then
         level = nil
       end
     end
   end
-  if level ~= nil and (level >= full or at + math.ceil((full - level) / limit) <= now) then
+  if level ~= nil and (level >= full or at + ceil((full - level) / limit) <= now) then
     level = nil
   end
 end
@@ -66,28 +66,28 @@ local stored, live = raw ~= false, level ~= nil
 -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
 local cur, cur_at = full, now
 if level ~= nil then
-  cur_at = math.max(now, at)
-  cur = math.min(full, level + (cur_at - at) * limit)
+  cur_at = max(now, at)
+  cur = min(full, level + (cur_at - at) * limit)
 end
 
 --- @section save
 -- Write `after` tokens x window at cur_at, live until the bucket is full again.
 if after >= full then
-  redis.call('DEL', key)
+  call('DEL', key)
 else
-  local span = math.ceil((full - after) / limit)
+  local span = ceil((full - after) / limit)
   if cur_at + span <= now then
-    redis.call('DEL', key)
+    call('DEL', key)
   elseif compact and cur_at == now and after >= 0 and after < 100000000000000000 then
-    local tokens = math.floor(after / window)
+    local tokens = floor(after / window)
     local value = -1 - after
     if tokens * window == after and tokens < 1000000000000 then
       value = tokens
     end
-    redis.call('SET', key, string.format('%d', value), 'PXAT', string.format('%d', now + span))
+    call('SET', key, format('%d', value), 'PXAT', format('%d', now + span))
   else
-    local value = string.format('%d:%d:%d', after, cur_at, span)
-    redis.call('PSETEX', key, string.format('%d', cur_at + span - now + slack), value)
+    local value = format('%d:%d:%d', after, cur_at, span)
+    call('PSETEX', key, format('%d', cur_at + span - now + slack), value)
   end
 end
 
@@ -98,7 +98,7 @@ local lag = cur_at - now
 local allowed = cur >= need
 local retry = 0
 if not allowed then
-  retry = lag + math.ceil((need - cur) / limit)
+  retry = lag + ceil((need - cur) / limit)
 end
 local after = cur
 
@@ -109,12 +109,12 @@ after = cur - need
 --- @section report
 local reset = 0
 if after < full then
-  reset = lag + math.ceil((full - after) / limit)
+  reset = lag + ceil((full - after) / limit)
 end
 -- A forced charge (variants/charge.lua) can leave the level below zero: nothing is left then.
-local remaining = math.max(0, math.floor(after / window))
+local remaining = max(0, floor(after / window))
 
 --- @section refund
 --- @include "refill"
-local after = math.min(full, cur + cost * window)
+local after = min(full, cur + cost * window)
 --- @include "save"

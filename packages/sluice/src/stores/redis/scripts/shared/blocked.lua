@@ -5,7 +5,7 @@ local blocked_until
 if fresh then
   blocked_until = pre[k + 1]
 else
-  blocked_until = redis.call('GET', block_key)
+  blocked_until = call('GET', block_key)
 end
 blocked_until = blocked_until and blocked_until + 0 or 0
 local blocked = blocked_until > now

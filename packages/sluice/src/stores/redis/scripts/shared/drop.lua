@@ -3,9 +3,9 @@
 -- unless a block in force keeps its key, and with no live state a past block is deleted too.
 if not blocked then
   if stored and not live then
-    redis.call('DEL', key)
+    call('DEL', key)
   end
   if not live and blocked_until > 0 then
-    redis.call('DEL', block_key)
+    call('DEL', block_key)
   end
 end

@@ -4,5 +4,5 @@ local raw
 if fresh then
   raw = pre[k]
 else
-  raw = redis.call('GET', key)
+  raw = call('GET', key)
 end

@@ -23,7 +23,7 @@ while a <= n do
   if blocked and blocked_until > target then
     target = blocked_until
   end
-  redis.call('PSETEX', block_key, string.format('%d', target - now + slack), string.format('%d', target))
+  call('PSETEX', block_key, format('%d', target - now + slack), format('%d', target))
   k = k + 2
 end
 return until_ms
