@@ -167,8 +167,15 @@ describe('generated Lua module', () => {
   })
 
   it('reads the library functions, KEYS and ARGV once per call, as locals: a step reads no global table', () => {
-    for (const name of ['layered', 'refund', 'block', 'charge', ...ALGORITHMS.map((a) => `apply/${a}`)]) {
-      const code = luaSources[name]!.split('\n').filter((line) => !/^\s*--/.test(line))
+    const names = [
+      'layered',
+      'refund',
+      'block',
+      'charge',
+      ...ALGORITHMS.map((a) => `apply/${a}` as const),
+    ] as const
+    for (const name of names) {
+      const code = luaSources[name].split('\n').filter((line) => !/^\s*--/.test(line))
       const setup = code.findIndex((line) => line.startsWith('local call = redis.call'))
       expect(setup, name).toBeGreaterThan(0)
       for (const line of code.slice(setup + 3))
