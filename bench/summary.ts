@@ -117,9 +117,20 @@ export const SUMMARY: SummaryRow[] = [
     fill(run) {
       const s = run.get('redis/sluice rate@64')
       const p = run.get('redis/rate-limiter-flexible rate@64').value
+      // Both processes share 2 cores: the sum of their CPU per decision bounds decisions/s, and the
+      // cores each subject kept busy say how much of that bound the run reached.
+      const cpu = (subject: string) =>
+        run.has(`redis/${subject} redis-cpu@64`)
+          ? run.get(`redis/${subject} node-cpu@64`).value + run.get(`redis/${subject} redis-cpu@64`).value
+          : undefined
+      const [sCpu, pCpu] = [cpu('sluice'), cpu('rate-limiter-flexible')]
+      const busy = (r: number, us: number) => `${((r * us) / 1e6).toFixed(2)} of 2 cores busy`
+      const known = sCpu !== undefined && pCpu !== undefined
       return {
-        sluice: `${rate(s.value)} (${x(s.ratio)} rate-limiter-flexible)`,
-        peer: `rate-limiter-flexible ${rate(p)}`,
+        sluice:
+          `${rate(s.value)} (${x(s.ratio)} rate-limiter-flexible)` +
+          (known ? `; ${busy(s.value, sCpu)}, the 2-core bound ${x(pCpu / sCpu)}` : ''),
+        peer: `rate-limiter-flexible ${rate(p)}${known ? `; ${busy(p, pCpu)}` : ''}`,
         met: (s.ratio ?? 0) >= 2,
       }
     },

@@ -158,6 +158,13 @@ describe('bench summary table', () => {
     expect(verdicts(summaryTable(over))[3]).toBe('missed |')
   })
 
+  it('puts the cores each Redis subject kept busy beside decisions/s, and the bound 2 cores set', () => {
+    const line = summaryTable(metRun)[4]!
+    // (12 + 9.5) µs x 240k/s and (29.2 + 21.2) µs x 114k/s; the bound is 50.4 / 21.5.
+    expect(line).toContain('(2.10x rate-limiter-flexible); 5.16 of 2 cores busy, the 2-core bound 2.34x |')
+    expect(line).toContain('rate-limiter-flexible 114.0k/s; 5.75 of 2 cores busy |')
+  })
+
   it('reads the optional cells only when the run has them', () => {
     const optional = new Set([
       'http-fastify/sluice-memory-legacy cpu-added',
@@ -169,6 +176,7 @@ describe('bench summary table', () => {
     expect(verdicts(lines)).toEqual(Array(7).fill('met |'))
     expect(lines[2]).not.toContain('X-RateLimit-* only')
     expect(lines[3]).toContain('12.0 µs, 0.41x |')
+    expect(lines[4]).not.toContain('cores busy')
     expect(lines[6]).not.toContain('grpc-js')
     expect(lines[7]).not.toContain('per CPU second')
   })
