@@ -14,17 +14,22 @@ function decisionOf(s: Step, r: StepResult, consumed: boolean): Decision {
   return d
 }
 
-/** `decisionOf` from the step's parts (the single-check path has no Step); `cost` spent, 0 for a peek. */
-export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult, cost: number): Decision {
-  const d: Decision = {
+/** The numbers every Decision carries, in the order every Decision lists them. */
+function numbers(policy: ResolvedPolicy, key: string, r: StepResult, limit: number): Decision {
+  return {
     allowed: r.allowed,
-    limit: r.capacity ?? policy.capacity,
+    limit,
     remaining: r.remaining,
     resetMs: r.resetMs,
     retryAfterMs: r.retryAfterMs,
     policy: policy.name,
     key,
   }
+}
+
+/** `decisionOf` from the step's parts (the single-check path has no Step); `cost` spent, 0 for a peek. */
+export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult, cost: number): Decision {
+  const d = numbers(policy, key, r, r.capacity ?? policy.capacity)
   if (!r.allowed)
     d.reason =
       r.listed === 'deny' ? 'denied' : r.unavailable ? 'store_unavailable' : r.blocked ? 'blocked' : 'limit'
@@ -41,6 +46,19 @@ export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult, 
       r.capacity === undefined ? near : nearLimitRemaining(r.capacity, policy.nearLimit!),
       cost,
     )
+  return d
+}
+
+/**
+ * `decisionFor` of a result that carries nothing but its numbers and `blocked`, as the memory
+ * store's single-step path answers. It runs inlined into the caller of every such decision, where
+ * V8 inlines only up to a budget of bytecode: the marks that result never has are not read.
+ */
+export function plainDecisionFor(policy: ResolvedPolicy, key: string, r: StepResult, cost: number): Decision {
+  const d = numbers(policy, key, r, policy.capacity)
+  if (!r.allowed) d.reason = r.blocked ? 'blocked' : 'limit'
+  const near = policy.nearLimitRemaining
+  if (near !== undefined) markNearLimit(d, near, cost)
   return d
 }
 
