@@ -24,8 +24,11 @@ import type { BenchCase, BenchRow } from '../types.js'
 
 /**
  * With SLUICE_BENCH_BASELINE_DIST=<a copy of dist/ from another commit>, the Sluice token-bucket
- * subjects also run over that build (`-baseline`), in the same rounds: a change's before and after
- * from one run.
+ * subjects also run over that build (`-baseline`), in a process of their own with the yardstick
+ * beside them: a change's before and after from one run, each compared with express-rate-limit's
+ * store. Run in the token bucket's process, the two builds' subjects shared the loop functions below
+ * (one closure site, so one set of V8 type feedback and compiled code, inlining both builds' calls)
+ * and each other's stores, and measured each other rather than themselves.
  */
 const baselineDist = process.env.SLUICE_BENCH_BASELINE_DIST
 type Build = Pick<typeof built, 'createLimiter' | 'memoryStore'>
@@ -182,8 +185,14 @@ async function measure(subject: Subject, n: number): Promise<Measured> {
   return { wallPerSec: n / wall, cpuPerSec: n / ((used.user + used.system) / 1e6) }
 }
 
-type Group = 'token-bucket' | 'fixed-window' | 'sliding-window-counter' | 'peers'
-const GROUPS: readonly Group[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'peers']
+type Group = 'token-bucket' | 'token-bucket-baseline' | 'fixed-window' | 'sliding-window-counter' | 'peers'
+const GROUPS: readonly Group[] = [
+  'token-bucket',
+  ...(baselineDist === undefined ? [] : (['token-bucket-baseline'] as const)),
+  'fixed-window',
+  'sliding-window-counter',
+  'peers',
+]
 
 /** What one process measured of a subject: per round, its rates and its ratios to express-rate-limit's store. */
 interface Measurement {
@@ -198,18 +207,19 @@ interface Measurement {
 /** The subjects of one process; express-rate-limit's store is in every one, the yardstick. */
 async function subjectsOf(group: Group, erl: Subject): Promise<Subject[]> {
   if (group === 'peers') return [rateLimiterFlexible(), erl, awaitedMap(), plainMap()]
+  if (group === 'token-bucket-baseline') {
+    const base = (await import(
+      new URL('index.js', `file://${baselineDist!.replace(/\/?$/, '/')}`).href
+    )) as Build
+    return [
+      sluice('token-bucket', false, base, '-baseline'),
+      sluice('token-bucket', true, base, '-baseline'),
+      erl,
+    ]
+  }
   const subjects: Subject[] = [sluice(group, false)]
   if (group !== 'fixed-window') subjects.push(sluice(group, true))
   subjects.push(erl)
-  if (baselineDist !== undefined && group === 'token-bucket') {
-    const base = (await import(
-      new URL('index.js', `file://${baselineDist.replace(/\/?$/, '/')}`).href
-    )) as Build
-    subjects.push(
-      sluice('token-bucket', false, base, '-baseline'),
-      sluice('token-bucket', true, base, '-baseline'),
-    )
-  }
   return subjects
 }
 

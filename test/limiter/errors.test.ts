@@ -128,6 +128,20 @@ describe('run-time errors leave every stored key as it was', () => {
     })
   }
 
+  it('a check with several faults reports the first: the policy, then the key, then the cost', async () => {
+    const { limiter } = setup()
+    const api = 'api' as const
+    await rejects(() => limiter.consume('nope' as typeof api, '', { cost: 0 }), 'SLUICE_UNKNOWN_POLICY')
+    await rejects(() => limiter.consume(api, '', { cost: 0 }), 'SLUICE_INVALID_KEY')
+    await rejects(() => limiter.consume(api, 7 as unknown as string, { cost: 99 }), 'SLUICE_INVALID_KEY')
+    const invalid = await rejects(() => limiter.consume(api, 'u1', { cost: 1.5 }), 'SLUICE_INVALID_COST')
+    expect(invalid.message).toContain('positive whole number')
+    const above = await rejects(() => limiter.consumeSync(api, 'u1', { cost: 6 }), 'SLUICE_INVALID_COST')
+    expect(above.message).toContain('capacity 5')
+    // A good check after a faulty one is decided as usual.
+    expect((await limiter.consume(api, 'u1', { cost: 5 })).allowed).toBe(true)
+  })
+
   it('SLUICE_INVALID_OPTIONS: consumeSync on a store that answers with a promise', async () => {
     const inner = memoryStore()
     // A third-party store written as a plain object returning promises, as a network store does.

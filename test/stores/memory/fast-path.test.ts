@@ -88,6 +88,61 @@ describe('the single-check path on the memory store', () => {
     expect(reference.applies()).toBeGreaterThan(2_000)
   })
 
+  it('near-limit marks, limits and blocks come out as on the general path, with their keys in the same order', async () => {
+    const clock = fakeClock()
+    const near = {
+      bucket: { algorithm: 'token-bucket', limit: 5, window: '1s', burst: 8, nearLimit: 0.5 },
+      fixed: { algorithm: 'fixed-window', limit: 4, window: '1s', nearLimit: 0.75 },
+    } as const
+    const fast = createLimiter({ store: memoryStore({ now: clock.now }), policies: near })
+    const slow = createLimiter({ store: wrapped(clock.now).store, policies: near })
+    const next = random(11)
+    let marked = 0
+    for (let i = 0; i < 400; i++) {
+      const policy = next() < 0.5 ? 'bucket' : 'fixed'
+      const key = `k${Math.floor(next() * 3)}`
+      const roll = next()
+      if (roll < 0.05) {
+        await fast.block(policy, key, 200)
+        await slow.block(policy, key, 200)
+        continue
+      }
+      if (roll < 0.15) clock.advance(Math.floor(next() * 300))
+      const cost = 1 + Math.floor(next() * 2)
+      const got =
+        roll < 0.5 ? fast.consumeSync(policy, key, { cost }) : await fast.consume(policy, key, { cost })
+      const want =
+        roll < 0.5 ? slow.consumeSync(policy, key, { cost }) : await slow.consume(policy, key, { cost })
+      // JSON keeps the order the keys were set in: what a service answering with it would print.
+      expect(JSON.stringify(got), `${i}: ${policy} ${key} cost ${cost}`).toBe(JSON.stringify(want))
+      if (got.nearLimit) marked++
+    }
+    expect(marked).toBeGreaterThan(20)
+  })
+
+  it('reads the clock once per decision', async () => {
+    const clock = fakeClock()
+    let reads = 0
+    const store = memoryStore({
+      now: () => {
+        reads++
+        return clock.now()
+      },
+    })
+    const limiter = createLimiter({ store, policies: POLICIES })
+    // The limiter's first read of the stored overrides and lists reads the clock too, once, at start.
+    await new Promise((resolve) => setImmediate(resolve))
+    const before = reads
+    for (let i = 0; i < 30; i++) {
+      const policy = NAMES[i % NAMES.length]!
+      await limiter.consume(policy, `k${i % 4}`)
+      limiter.consumeSync(policy, `k${i % 4}`)
+      await limiter.peek(policy, `k${i % 4}`)
+      clock.advance(7)
+    }
+    expect(reads - before).toBe(90)
+  })
+
   it('a blocked key denies with reason blocked; peek charges nothing; a cost above one is charged whole', async () => {
     const clock = fakeClock()
     const limiter = createLimiter({ store: memoryStore({ now: clock.now }), policies: POLICIES })

@@ -4,27 +4,26 @@ import type { Step, StepResult } from '../store.js'
 import { markNearLimit } from './near-limit.js'
 import type { Decision, LayeredDecision } from './types.js'
 
-/**
- * The decision for one step (one layer). A step whose cost is above its policy's capacity reached
- * the store only as a peek (oversized-cost-store.ts) and is denied for that reason.
- */
-function decisionOf(s: Step, r: StepResult, consumed: boolean): Decision {
-  const d = decisionFor(s.policy, s.key, r, consumed ? s.cost : 0)
-  if (s.cost > s.policy.capacity) d.reason = 'cost_above_capacity'
-  return d
-}
-
-/** `decisionOf` from the step's parts (the single-check path has no Step); `cost` spent, 0 for a peek. */
-export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult, cost: number): Decision {
-  const d: Decision = {
+/** The numbers every Decision carries, in the order every Decision lists them. */
+function numbers(policy: ResolvedPolicy, key: string, r: StepResult, limit: number): Decision {
+  return {
     allowed: r.allowed,
-    limit: r.capacity ?? policy.capacity,
+    limit,
     remaining: r.remaining,
     resetMs: r.resetMs,
     retryAfterMs: r.retryAfterMs,
     policy: policy.name,
     key,
   }
+}
+
+/**
+ * The decision for one step (one layer). A step whose cost is above its policy's capacity reached
+ * the store only as a peek (oversized-cost-store.ts) and is denied for that reason.
+ */
+function decisionOf(s: Step, r: StepResult, consumed: boolean): Decision {
+  const policy = s.policy
+  const d = numbers(policy, s.key, r, r.capacity ?? policy.capacity)
   if (!r.allowed)
     d.reason =
       r.listed === 'deny' ? 'denied' : r.unavailable ? 'store_unavailable' : r.blocked ? 'blocked' : 'limit'
@@ -39,8 +38,23 @@ export function decisionFor(policy: ResolvedPolicy, key: string, r: StepResult, 
     markNearLimit(
       d,
       r.capacity === undefined ? near : nearLimitRemaining(r.capacity, policy.nearLimit!),
-      cost,
+      consumed ? s.cost : 0,
     )
+  if (s.cost > policy.capacity) d.reason = 'cost_above_capacity'
+  return d
+}
+
+/**
+ * The decision of a single check (policy, key, `cost` spent: 0 for a peek) whose result carries
+ * nothing but its numbers and `blocked`, as the memory store's single-step path answers: what
+ * `decisionOf` makes of it, without reading the marks such a result never has. It runs inlined into
+ * the caller of every such decision, where V8 inlines only up to a budget of bytecode.
+ */
+export function plainDecisionFor(policy: ResolvedPolicy, key: string, r: StepResult, cost: number): Decision {
+  const d = numbers(policy, key, r, policy.capacity)
+  if (!r.allowed) d.reason = r.blocked ? 'blocked' : 'limit'
+  const near = policy.nearLimitRemaining
+  if (near !== undefined) markNearLimit(d, near, cost)
   return d
 }
 

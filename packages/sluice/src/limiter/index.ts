@@ -19,7 +19,7 @@ import { memoryStore, singleStepOf } from '../stores/memory.js'
 import { createWaiting, waitBounds } from '../waiting/index.js'
 import { singleDecisionFrom } from './answered.js'
 import { buildChain, type Chain } from './chain.js'
-import { decisionFor, layeredDecision, singleDecision } from './decisions.js'
+import { layeredDecision, plainDecisionFor, singleDecision } from './decisions.js'
 import { type DecisionEvents, decisionEvents, type Run, type RunOne } from './events.js'
 import { type ListMethod, listMethods } from './list-methods.js'
 import { listsStore } from './lists-store.js'
@@ -244,7 +244,7 @@ function decisionPath(
     single !== undefined
       ? (operation, policy, key, cost, mode) =>
           direct()
-            ? decisionFor(
+            ? plainDecisionFor(
                 policy,
                 key,
                 single(policy, key, cost, mode, scratch),

@@ -25,7 +25,6 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
   let lastName: unknown
   let lastPolicy: ResolvedPolicy | undefined
   function policyOf(name: unknown): ResolvedPolicy {
-    if (name === lastName && lastPolicy !== undefined) return lastPolicy
     const policy = typeof name === 'string' ? policies.get(name) : undefined
     if (policy === undefined) {
       throw new UnknownPolicyError(
@@ -37,8 +36,24 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
     return policy
   }
 
+  // Every decision runs `single`, and V8 inlines a caller's callees only up to a budget of bytecode
+  // per compiled function: the checks stay short, and what builds an error lives in `refused`, so
+  // the rest of a decision's path fits in the same budget.
   function single(name: unknown, key: unknown, cost: unknown, decision = false): ResolvedPolicy {
-    const policy = policyOf(name)
+    const policy = name === lastName && lastPolicy !== undefined ? lastPolicy : policyOf(name)
+    if (
+      typeof key === 'string' &&
+      key.length > 0 &&
+      Number.isSafeInteger(cost) &&
+      ((cost as number) <= policy.capacity || (decision && policy.costAboveCapacity === 'deny')) &&
+      (cost as number) > 0
+    )
+      return policy
+    return refused(policy, key, cost)
+  }
+
+  /** Throws the error of a check `single` refused, the key's before the cost's. */
+  function refused(policy: ResolvedPolicy, key: unknown, cost: unknown): never {
     if (typeof key !== 'string' || key.length === 0) {
       throw new InvalidKeyError(
         `policy ${policy.name}: key must be a non-empty string, got ${key === '' ? 'an empty string' : typeof key}`,
@@ -49,12 +64,9 @@ export function validator(policies: ReadonlyMap<string, ResolvedPolicy>): Valida
         `policy ${policy.name}: cost must be a positive whole number, got ${String(cost)}`,
       )
     }
-    if (cost > policy.capacity && !(decision && policy.costAboveCapacity === 'deny')) {
-      throw new InvalidCostError(
-        `policy ${policy.name}: cost ${cost} can never be admitted (capacity ${policy.capacity}); lower the cost or raise ${policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra' ? 'burst' : 'limit'}`,
-      )
-    }
-    return policy
+    throw new InvalidCostError(
+      `policy ${policy.name}: cost ${cost} can never be admitted (capacity ${policy.capacity}); lower the cost or raise ${policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra' ? 'burst' : 'limit'}`,
+    )
   }
 
   function step(name: unknown, key: unknown, cost: unknown = 1, leaseId?: string, decision = false): Step {

@@ -100,34 +100,6 @@ export function singleStepOf(store: Store): SingleStep | undefined {
   return slot !== undefined && slot.apply === store.apply ? slot.single : undefined
 }
 
-/**
- * An algorithm's consume, called from a call site of its own for each counting algorithm: one call
- * site shared by every algorithm of a process stops being inlined once it has seen several, and
- * each decision then pays for the call and an outcome object.
- */
-function transition(
-  state: unknown,
-  policy: ResolvedPolicy,
-  nowMs: number,
-  cost: number,
-  peek: boolean,
-  leaseId: string | undefined,
-  into: unknown,
-  endsInMs: number,
-): Outcome<unknown> {
-  switch (policy.algorithm) {
-    case 'token-bucket':
-      return TOKEN_BUCKET.consume(state, policy, nowMs, cost, peek, leaseId, into, endsInMs)
-    case 'fixed-window':
-      return FIXED_WINDOW.consume(state, policy, nowMs, cost, peek, leaseId, into, endsInMs)
-    case 'sliding-window-counter':
-      return SLIDING_WINDOW_COUNTER.consume(state, policy, nowMs, cost, peek, leaseId, into, endsInMs)
-    case 'gcra':
-      return GCRA.consume(state, policy, nowMs, cost, peek, leaseId, into, endsInMs)
-    default:
-      return algorithms[policy.algorithm].consume(state, policy, nowMs, cost, peek, leaseId, into, endsInMs)
-  }
-}
 const TOKEN_BUCKET = tokenBucket as Algorithm<unknown>
 const FIXED_WINDOW = fixedWindow as Algorithm<unknown>
 const SLIDING_WINDOW_COUNTER = slidingWindowCounter as Algorithm<unknown>
@@ -213,8 +185,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   let lastPolicy = ''
   let lastTable: Table | undefined
 
-  function tableOf(policy: string): Table {
-    if (policy === lastPolicy && lastTable !== undefined) return lastTable
+  const tableOf = (policy: string): Table =>
+    policy === lastPolicy && lastTable !== undefined ? lastTable : tableFor(policy)
+
+  function tableFor(policy: string): Table {
     let table = tables.get(policy)
     if (table === undefined) {
       table = { open: new Map(), exhausted: new Map() }
@@ -406,16 +380,33 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     // In place: this store holds the only reference to a stored state (live or expired) and
     // replaces it with the outcome's state whenever the step commits, so the transition may write
     // the new state into it (`into`) rather than allocate one per decision.
-    const o = transition(
-      endsInMs > 0 ? entry!.state : undefined,
-      policy,
-      at,
-      cost,
-      peek,
-      leaseId,
-      entry?.state,
-      endsInMs,
-    )
+    const state = endsInMs > 0 ? entry!.state : undefined
+    const into = entry?.state
+    // Each counting algorithm's consume is called from a call site of its own: one call site shared
+    // by every algorithm of a process stops being inlined once it has seen several, and each
+    // decision then pays for the call and an outcome object. The switch is written out here rather
+    // than in a function of its own on purpose: V8 inlines callees into a compiled function only up
+    // to a budget of bytecode, and this function, the algorithm's consume, `read` and `write` fit in
+    // it together only without another function between them. It also keeps this function too large
+    // to be inlined into its callers, so where its compiled code begins does not change from one
+    // process to the next.
+    let o: Outcome<unknown>
+    switch (policy.algorithm) {
+      case 'token-bucket':
+        o = TOKEN_BUCKET.consume(state, policy, at, cost, peek, leaseId, into, endsInMs)
+        break
+      case 'fixed-window':
+        o = FIXED_WINDOW.consume(state, policy, at, cost, peek, leaseId, into, endsInMs)
+        break
+      case 'sliding-window-counter':
+        o = SLIDING_WINDOW_COUNTER.consume(state, policy, at, cost, peek, leaseId, into, endsInMs)
+        break
+      case 'gcra':
+        o = GCRA.consume(state, policy, at, cost, peek, leaseId, into, endsInMs)
+        break
+      default:
+        o = algorithms[policy.algorithm].consume(state, policy, at, cost, peek, leaseId, into, endsInMs)
+    }
     if (o.allowed && !peek) write(table, key, policy.maxKeys, entry, o.state, o.resetMs, o.remaining, at)
     else if (entry !== undefined && entry.exhausted !== (o.remaining === 0))
       mark(table, key, entry, o.remaining === 0)
