@@ -189,6 +189,19 @@ describe('bench summary table', () => {
     expect(summaryTable(metRun)[7]).toContain('express-rate-limit `MemoryStore.increment` 9.40M/s')
   })
 
+  it("prints each process's own ratio beside the pooled one when the memory case ran several", () => {
+    const pooled = {
+      ...row('memory/sluice-token-bucket-consume vs-erl', 0.81),
+      note: 'by process 0.74, 0.81, 0.9',
+    }
+    const line = summaryTable(withRows(metRun, [pooled]))[7]!
+    expect(line).toContain(
+      "(0.81x express-rate-limit's `MemoryStore.increment`; per CPU second 0.90x; by process 0.74, 0.81, 0.9)",
+    )
+    expect(line).toContain('| met |')
+    expect(summaryTable(metRun)[7]).not.toContain('by process')
+  })
+
   it('says "not run" for the rows of cases that did not run, and for NaN figures', () => {
     const withoutRedis = summaryTable(metRun.filter((r) => !r.id?.startsWith('redis/')))
     expect(verdicts(withoutRedis)).toEqual([
