@@ -83,6 +83,12 @@ export const BUDGETS: readonly Budget[] = [
     unit: 'promises',
   },
   {
+    id: 'redis/promoted-bytes',
+    what: 'bytes V8 promotes to its old generation per decision on Redis, 64 in flight, after a full collection made while decisions were pending',
+    limit: 100,
+    unit: 'B',
+  },
+  {
     id: 'redis/sliding-log-cost-1e6-usec',
     what: 'Redis time of a sliding-window-log call of cost 1,000,000 (INFO commandstats)',
     limit: 2_000,

@@ -85,6 +85,28 @@ async function promises(out: Out, redis: RedisServer): Promise<void> {
   out.set('redis/decide-promises', decide)
 }
 
+/** Bytes promoted per decision (bench/budgets/redis-promotion.mjs): the scavenges' sum over the decisions. */
+async function promoted(out: Out, redis: RedisServer): Promise<void> {
+  const { stdout } = await run(
+    process.execPath,
+    ['--expose-gc', here('./redis-promotion.mjs'), dist, String(redis.port)],
+    { cwd: root, timeout: 120_000, maxBuffer: 64 * 2 ** 20 },
+  )
+  // V8 writes its trace through its own buffer: the JSON line need not come last.
+  const answer = stdout.split('\n').find((line) => line.startsWith('{'))
+  if (answer === undefined) throw new Error('redis-promotion.mjs printed no answer')
+  const r = JSON.parse(answer) as { decisions: number; allowed: boolean }
+  if (!r.allowed) throw new Error('a decision of the measured loop was not Redis’s allow')
+  let bytes = 0
+  let scavenges = 0
+  for (const m of stdout.matchAll(/gc=s .*? promoted=(\d+)/g)) {
+    bytes += Number(m[1])
+    scavenges++
+  }
+  if (scavenges === 0) throw new Error('no scavenge traced over the measured decisions')
+  out.set('redis/promoted-bytes', bytes / r.decisions)
+}
+
 /**
  * Redis's own time per sliding-window-log call of cost 1,000,000 (INFO commandstats), flat script
  * and module script alike: the log holds one entry per request, so a big cost costs no more.
@@ -182,12 +204,14 @@ export async function checkBudgets(): Promise<number> {
     'http/fastify-redis-promises',
     'http/express-redis-promises',
     'redis/decide-promises',
+    'redis/promoted-bytes',
     'redis/sliding-log-cost-1e6-usec',
   ]
   let redis: RedisServer | undefined
-  await step('Redis: promises, sliding-window-log cost', redisIds, async () => {
+  await step('Redis: promises, promotion, sliding-window-log cost', redisIds, async () => {
     redis = await startRedis()
     await promises(out, redis)
+    await promoted(out, redis)
     await slidingLogCost(out, redis)
   })
   await redis?.stop()

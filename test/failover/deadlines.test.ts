@@ -80,6 +80,29 @@ describe('createDeadlines', () => {
     expect(vi.getTimerCount()).toBe(0)
   })
 
+  it('a call leaves the list holding no link to younger calls, settled or timed out', async () => {
+    // A dead call that still pointed at the younger ones would keep them reachable for a garbage
+    // collector that has not yet found it dead (V8's scavenges, when the call had been promoted).
+    const now = () => performance.now()
+    const deadlines = createDeadlines<Call>(() => {}, now)
+    const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((name) => call(name, now() + 30))
+    deadlines.track(a!)
+    deadlines.track(b!)
+    deadlines.track(c!)
+    expect(a!.next).toBe(b)
+    // Settled out of order: b stays linked (to c) until a, ahead of it, leaves.
+    deadlines.settle(b!)
+    expect(b!.next).toBe(c)
+    deadlines.settle(a!)
+    expect(a!.next).toBeUndefined()
+    expect(b!.next).toBeUndefined()
+    deadlines.track(d!)
+    expect(c!.next).toBe(d)
+    await vi.advanceTimersByTimeAsync(100)
+    expect(c!.next).toBeUndefined()
+    expect(d!.next).toBeUndefined()
+  })
+
   it('a reply that arrives in the same turn of the event loop as its timer wins', () => {
     const now = () => performance.now()
     const expired: string[] = []

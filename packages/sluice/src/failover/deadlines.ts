@@ -49,6 +49,7 @@ export function createDeadlines<T extends Deadline>(
     while (oldest !== undefined && (oldest.settled || oldest.deadline <= due)) {
       const entry = oldest
       oldest = entry.next
+      entry.next = undefined
       if (!entry.settled) {
         entry.settled = true
         timedOut(entry as T)
@@ -66,8 +67,14 @@ export function createDeadlines<T extends Deadline>(
     },
     settle(entry) {
       entry.settled = true
-      // Drop settled calls from the front, so the list holds what is in flight.
-      while (oldest?.settled) oldest = oldest.next
+      // Drop settled calls from the front, so the list holds what is in flight. A dropped call
+      // keeps no link to the younger ones: a call promoted to V8's old generation while in flight
+      // would otherwise keep each younger call alive through the scavenges after it is dead.
+      while (oldest?.settled) {
+        const entry = oldest
+        oldest = entry.next
+        entry.next = undefined
+      }
       if (oldest === undefined) newest = undefined
     },
   }

@@ -61,7 +61,7 @@ export interface Coalescer<G> {
 
 export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
   /** Decisions pending until the end of the tick, by hash slot group. */
-  const pending = new Map<string, Batch<G>>()
+  let pending = new Map<string, Batch<G>>()
   /** Coalesced decisions sent and not yet answered. */
   let sent = 0
   /** A flush is scheduled. */
@@ -122,7 +122,12 @@ export function tickCoalescer<G>(send: SendBatch<G>): Coalescer<G> {
     scheduled = false
     if (pending.size === 0) return
     const batches = [...pending.values()]
-    pending.clear()
+    // A new map, not clear(): V8's clear() leaves the old table, entries included, linked to the
+    // new one, and allocates the new one in the generation of the old. Once the map has been
+    // promoted (a full collection while decisions were pending), every table is old, and each dead
+    // table keeps its batches, with every decision object they reach, alive through the scavenges
+    // until they are promoted too: this process's CPU per decision on Redis rose by about 70%.
+    pending = new Map()
     // One batch (always, standalone) leaves as calls that share nothing: batch calls are split on
     // purpose, and a lone one-decision call has no other call of this flush to share a write with.
     const share = batches.length > 1
