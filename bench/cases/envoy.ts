@@ -4,9 +4,9 @@
 //   bare-http2       a node:http2 server answering the same path with a fixed frame (bench/envoy-peers.mjs),
 //   grpc-js-empty    @grpc/grpc-js whose ShouldRateLimit answers OK at once (bench/envoy-peers.mjs),
 // and POST /v1/check of the same sluice server (sluice-v1-check): the service's HTTP listener speaks
-// HTTP/1.1 only, so that load is autocannon with 64 connections, one request in flight each.
-// Server CPU per call is the server process's utime + stime (/proc/<pid>/stat) over the load divided
-// by the calls h2load completed; calls/s is h2load's. Every server starts once and is warmed up; the
+// HTTP/1.1 only, so that load is h2load over HTTP/1.1 (--h1), 64 connections, one request in flight
+// each. Server CPU per call is the server process's utime + stime (/proc/<pid>/stat) over the load
+// divided by the calls h2load completed; calls/s is h2load's. Every server starts once and is warmed up; the
 // rounds alternate the subjects (the order rotates each round) and every figure is the median over rounds.
 //   npm run bench -- --only envoy [--quick] [--profile DIR]
 // With SLUICE_BENCH_BASELINE_CLI=<a sluice-server dist/cli.js of another build>, that server runs too
@@ -20,7 +20,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { loadSync } from '@grpc/proto-loader'
 import { PROTO_OPTIONS, RLS_PATH, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
 import { rlsClient } from '../../test/helpers/envoy.js'
-import { freePort, load, median, spawnServer, stopChild } from '../load.js'
+import { freePort, median, spawnServer, stopChild } from '../load.js'
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -94,27 +94,28 @@ interface Measured {
   failed: number
 }
 
+/** What one h2load load posts, and how: ShouldRateLimit over HTTP/2 unless said otherwise. */
+interface Posted {
+  bodyFile: string
+  path?: string
+  headers?: readonly string[]
+  /** HTTP/1.1, one request in flight per connection, CONNECTIONS x STREAMS connections. */
+  http1?: boolean
+}
+
 /** h2load's run: completed calls, calls/s and failures (non-2xx, errors, timeouts). */
 async function h2load(
   port: number,
-  bodyFile: string,
+  posted: Posted,
   seconds: number,
 ): Promise<{ done: number; perSecond: number; failed: number }> {
-  const args = [
-    '-c',
-    String(CONNECTIONS),
-    '-m',
-    String(STREAMS),
-    '-D',
-    String(seconds),
-    '-d',
-    bodyFile,
-    '-H',
-    'content-type: application/grpc',
-    '-H',
-    'te: trailers',
-    `http://127.0.0.1:${port}${RLS_PATH}`,
-  ]
+  const { bodyFile, path = RLS_PATH, headers = ['content-type: application/grpc', 'te: trailers'] } = posted
+  const args = posted.http1
+    ? ['--h1', '-c', String(CONNECTIONS * STREAMS), '-m', '1']
+    : ['-c', String(CONNECTIONS), '-m', String(STREAMS)]
+  args.push('-D', String(seconds), '-d', bodyFile)
+  for (const h of headers) args.push('-H', h)
+  args.push(`http://127.0.0.1:${port}${path}`)
   const out = await new Promise<string>((resolve, reject) =>
     execFile('h2load', args, { maxBuffer: 1 << 20 }, (error, stdout) =>
       error === null ? resolve(stdout) : reject(new Error(`h2load failed: ${error.message}\n${stdout}`)),
@@ -165,10 +166,12 @@ export const benchCase: BenchCase = {
     const config = join(dir, 'sluice.yaml')
     const rules = join(dir, 'rules.yaml')
     const bodyFile = join(dir, 'request.bin')
+    const checkFile = join(dir, 'check.json')
     writeFileSync(config, CONFIG)
     writeFileSync(rules, RULES)
     const { request, response } = frames()
     writeFileSync(bodyFile, request)
+    writeFileSync(checkFile, CHECK_BODY)
     const profile = (name: string) =>
       opts.profileDir === undefined
         ? []
@@ -206,25 +209,26 @@ export const benchCase: BenchCase = {
         id: `${id} rate`,
         subject,
         child,
-        run: (s) => measured(child, () => h2load(grpcPort, bodyFile, s)),
+        run: (s) => measured(child, () => h2load(grpcPort, { bodyFile }, s)),
       })
       if (id !== 'sluice-grpc') return
       subjects.push({
         id: 'sluice-v1-check rate',
-        subject: 'sluice POST /v1/check, same server (autocannon, 64 connections)',
+        subject: `sluice POST /v1/check, same server (h2load over HTTP/1.1, ${CONNECTIONS * STREAMS} connections)`,
         child,
         run: (s) =>
-          measured(child, async () => {
-            const r = await load({
-              url: `http://127.0.0.1:${port}/v1/check`,
-              method: 'POST',
-              headers: { 'content-type': 'application/json' },
-              body: CHECK_BODY,
-              connections: CONNECTIONS * STREAMS,
-              duration: s,
-            })
-            return { done: r.requests, perSecond: r.requestsPerSecond, failed: r.errors }
-          }),
+          measured(child, () =>
+            h2load(
+              port,
+              {
+                bodyFile: checkFile,
+                path: '/v1/check',
+                headers: ['content-type: application/json'],
+                http1: true,
+              },
+              s,
+            ),
+          ),
       })
     }
 
@@ -239,7 +243,7 @@ export const benchCase: BenchCase = {
         id: `${id} rate`,
         subject,
         child,
-        run: (s) => measured(child, () => h2load(port, bodyFile, s)),
+        run: (s) => measured(child, () => h2load(port, { bodyFile }, s)),
       })
     }
 
@@ -273,7 +277,10 @@ export const benchCase: BenchCase = {
         const name = s.id.slice(0, -' rate'.length)
         const failed = results.get(s)!.reduce((sum, m) => sum + m.failed, 0)
         const failures = failed > 0 ? `; ${failed} failed calls` : ''
-        const load = s === check ? 'autocannon, 64 connections' : `h2load -c ${CONNECTIONS} -m ${STREAMS}`
+        const load =
+          s === check
+            ? `h2load --h1 -c ${CONNECTIONS * STREAMS} -m 1`
+            : `h2load -c ${CONNECTIONS} -m ${STREAMS}`
         rows.push({
           id: `envoy/${name} cpu`,
           subject: s.subject,
