@@ -41,6 +41,12 @@ export const BUDGETS: readonly Budget[] = [
     unit: 'B',
   },
   {
+    id: 'memory/swc-consumeSync-bytes',
+    what: 'memory store, sliding window counter: heap bytes per consumeSync',
+    limit: 260,
+    unit: 'B',
+  },
+  {
     id: 'memory/bytes-per-key',
     what: 'memory store: heap per key held (1,000,000 keys, maxKeys 100,000)',
     limit: 400,

@@ -42,6 +42,13 @@ async function memoryDecisions(out: Out): Promise<void> {
   if (!r.allowed) throw new Error('a decision of the measured loop was denied')
   out.set('memory/consumeSync-bytes', r.sync)
   out.set('memory/consume-bytes', r.awaited)
+  const swc = await child<{ sync: number; allowed: boolean }>(
+    ['--expose-gc'],
+    here('./memory-decision.mjs'),
+    [dist, 'sliding-window-counter'],
+  )
+  if (!swc.allowed) throw new Error('a sliding-window-counter decision of the measured loop was denied')
+  out.set('memory/swc-consumeSync-bytes', swc.sync)
 }
 
 async function memoryKeys(out: Out): Promise<void> {
@@ -192,8 +199,10 @@ export async function checkBudgets(): Promise<number> {
     process.stderr.write(`${((performance.now() - started) / 1000).toFixed(1)} s\n`)
   }
   await step('npm start', ['start/healthz-seconds'], () => startToHealthz(out))
-  await step('memory store decisions', ['memory/consumeSync-bytes', 'memory/consume-bytes'], () =>
-    memoryDecisions(out),
+  await step(
+    'memory store decisions',
+    ['memory/consumeSync-bytes', 'memory/consume-bytes', 'memory/swc-consumeSync-bytes'],
+    () => memoryDecisions(out),
   )
   await step('memory store, 1,000,000 keys', ['memory/bytes-per-key', 'memory/growth-past-maxKeys'], () =>
     memoryKeys(out),

@@ -1,7 +1,8 @@
-// Heap bytes per memory-store decision of the build: token bucket, 10,000 keys cycled (as
-// bench/cases/memory.ts), `consumeSync` and `await consume`. Used heap growth over rounds too short
-// for a scavenge, after a full GC, median of 9 rounds. Needs --expose-gc:
-//   node --expose-gc bench/budgets/memory-decision.mjs [dist dir]
+// Heap bytes per memory-store decision of the build: token bucket unless another algorithm is
+// named, 10,000 keys cycled (as bench/cases/memory.ts), `consumeSync` and `await consume`. Used
+// heap growth over rounds too short for a scavenge, after a full GC, median of 9 rounds. Needs
+// --expose-gc:
+//   node --expose-gc bench/budgets/memory-decision.mjs [dist dir] [algorithm]
 // Prints one JSON line: { sync, awaited, allowed } (bytes per decision; every decision admitted).
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -16,7 +17,7 @@ const { createLimiter, memoryStore } = await import(new URL('index.js', dist).hr
 const keys = Array.from({ length: 10_000 }, (_, i) => `user-${i}`)
 const limiter = createLimiter({
   store: memoryStore(),
-  policies: { p: { algorithm: 'token-bucket', limit: 1_000_000_000, window: '1s' } },
+  policies: { p: { algorithm: process.argv[3] ?? 'token-bucket', limit: 1_000_000_000, window: '1s' } },
 })
 // The decisions escape, as they do to a caller: the optimiser cannot drop them.
 const sink = new Array(1024)
