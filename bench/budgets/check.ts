@@ -47,6 +47,12 @@ export const BUDGETS: readonly Budget[] = [
     unit: 'B',
   },
   {
+    id: 'memory/gcra-consumeSync-bytes',
+    what: 'memory store, GCRA: heap bytes per consumeSync',
+    limit: 160,
+    unit: 'B',
+  },
+  {
     id: 'memory/bytes-per-key',
     what: 'memory store: heap per key held (1,000,000 keys, maxKeys 100,000)',
     limit: 400,

@@ -42,13 +42,18 @@ async function memoryDecisions(out: Out): Promise<void> {
   if (!r.allowed) throw new Error('a decision of the measured loop was denied')
   out.set('memory/consumeSync-bytes', r.sync)
   out.set('memory/consume-bytes', r.awaited)
-  const swc = await child<{ sync: number; allowed: boolean }>(
-    ['--expose-gc'],
-    here('./memory-decision.mjs'),
-    [dist, 'sliding-window-counter'],
-  )
-  if (!swc.allowed) throw new Error('a sliding-window-counter decision of the measured loop was denied')
-  out.set('memory/swc-consumeSync-bytes', swc.sync)
+  for (const [algorithm, id] of [
+    ['sliding-window-counter', 'memory/swc-consumeSync-bytes'],
+    ['gcra', 'memory/gcra-consumeSync-bytes'],
+  ] as const) {
+    const other = await child<{ sync: number; allowed: boolean }>(
+      ['--expose-gc'],
+      here('./memory-decision.mjs'),
+      [dist, algorithm],
+    )
+    if (!other.allowed) throw new Error(`a ${algorithm} decision of the measured loop was denied`)
+    out.set(id, other.sync)
+  }
 }
 
 async function memoryKeys(out: Out): Promise<void> {
@@ -201,7 +206,12 @@ export async function checkBudgets(): Promise<number> {
   await step('npm start', ['start/healthz-seconds'], () => startToHealthz(out))
   await step(
     'memory store decisions',
-    ['memory/consumeSync-bytes', 'memory/consume-bytes', 'memory/swc-consumeSync-bytes'],
+    [
+      'memory/consumeSync-bytes',
+      'memory/consume-bytes',
+      'memory/swc-consumeSync-bytes',
+      'memory/gcra-consumeSync-bytes',
+    ],
     () => memoryDecisions(out),
   )
   await step('memory store, 1,000,000 keys', ['memory/bytes-per-key', 'memory/growth-past-maxKeys'], () =>

@@ -67,9 +67,21 @@ function shift(
   nowMs: number,
   into?: GcraState,
 ): GcraState {
-  const total = tat.tatRem + delta
+  return moved(tat.tatMs, tat.tatRem, policy, delta, nowMs, into)
+}
+
+/** shift() of the TAT `fromMs` + `fromRem`, for a caller that holds no object of it. */
+function moved(
+  fromMs: number,
+  fromRem: number,
+  policy: ResolvedPolicy,
+  delta: number,
+  nowMs: number,
+  into: GcraState | undefined,
+): GcraState {
+  const total = fromRem + delta
   const wholeMs = Math.floor(total / policy.limit)
-  const tatMs = tat.tatMs + wholeMs
+  const tatMs = fromMs + wholeMs
   const tatRem = total - wholeMs * policy.limit
   let leadMs = tatMs - nowMs
   if (leadMs * policy.limit + tatRem > policy.capacity * policy.windowMs) {
@@ -87,10 +99,19 @@ export const gcra: Algorithm<GcraState> = {
   consume(state, policy, nowMs, cost, peek, _leaseId, into) {
     const w = policy.windowMs
     const full = policy.capacity * w
-    const tat = base(state, policy, nowMs)
-    const before = debt(tat, policy, nowMs)
+    // base() without its object for a TAT behind now (the common case, a key not in debt): `ahead`
+    // is the stored TAT when it is ahead of now, else undefined and the TAT is now.
+    let ahead = state === undefined ? undefined : arrival(state, policy)
+    if (ahead !== undefined && ahead.tatMs < nowMs) ahead = undefined
+    const before = ahead === undefined ? 0 : debt(ahead, policy, nowMs)
     const allowed = before + cost * w <= full
-    const next = allowed && !peek ? shift(tat, policy, cost * w, nowMs, into) : tat
+    let next: GcraState
+    if (allowed && !peek)
+      next =
+        ahead === undefined
+          ? moved(nowMs, 0, policy, cost * w, nowMs, into)
+          : moved(ahead.tatMs, ahead.tatRem, policy, cost * w, nowMs, into)
+    else next = ahead ?? { tatMs: nowMs, tatRem: 0, leadMs: 0 }
     const after = allowed && !peek ? before + cost * w : before
     return {
       allowed,
