@@ -77,6 +77,12 @@ export const BUDGETS: readonly Budget[] = [
     unit: 'B',
   },
   {
+    id: 'grpc/open-call-bytes-over-bare',
+    what: "gRPC listener: heap bytes held per open ShouldRateLimit call, beyond a bare node:http2 handler's",
+    limit: 200,
+    unit: 'B',
+  },
+  {
     id: 'http/fastify-redis-promises',
     what: 'Fastify on Redis: promises the adapter and core add per request',
     limit: 0.5,

@@ -83,6 +83,18 @@ async function fastifyHook(out: Out): Promise<void> {
   out.set('http/fastify-hook-bytes', r.bytes)
 }
 
+/** Heap bytes per open gRPC call (bench/budgets/grpc-retained.mjs): Sluice's listener less a bare node:http2 handler's. */
+async function grpcRetained(out: Out): Promise<void> {
+  const held = async (subject: 'sluice' | 'bare') =>
+    (
+      await child<{ calls: number; bytesPerCall: number }>(['--expose-gc'], here('./grpc-retained.mjs'), [
+        `${root}packages/sluice-server/dist`,
+        subject,
+      ])
+    ).bytesPerCall
+  out.set('grpc/open-call-bytes-over-bare', (await held('sluice')) - (await held('bare')))
+}
+
 async function promises(out: Out, redis: RedisServer): Promise<void> {
   let decide = 0
   for (const framework of ['fastify', 'express'] as const) {
@@ -219,6 +231,7 @@ export async function checkBudgets(): Promise<number> {
   )
   await step('HTTP core', ['http/core-bytes'], () => httpCore(out))
   await step('Fastify hook', ['http/fastify-hook-bytes'], () => fastifyHook(out))
+  await step('gRPC calls held open', ['grpc/open-call-bytes-over-bare'], () => grpcRetained(out))
   const redisIds = [
     'http/fastify-redis-promises',
     'http/express-redis-promises',

@@ -144,7 +144,7 @@ export function grpcFront(
     try {
       // With traces, the call's traceparent metadata is the active context while it is answered.
       if (call.ctx.inTrace === undefined) answer(this, call, frame)
-      else call.ctx.inTrace(call.headers, () => answer(this, call, frame))
+      else call.ctx.inTrace(call.headers!, () => answer(this, call, frame))
     } catch (error) {
       logger.error({ grpc: true, err: error }, 'internal error in ShouldRateLimit')
       endWith(this, STATUS.INTERNAL, 'internal error; see the service log')
@@ -192,7 +192,9 @@ export function grpcFront(
         expired = 'Deadline exceeded'
       }
     }
-    const call = new Call(stream, ctx, headers, peer, expired)
+    // The request's headers are kept only for a trace's context: held by a call that outlives a
+    // scavenge, they would be promoted with it, and node:http2 itself lets them go at once.
+    const call = new Call(stream, ctx, ctx.inTrace === undefined ? undefined : headers, peer, expired)
     stream[CALL] = call
     due.track(call, timeoutMs)
     // The handlers are shared by every call (`this` is the stream): a call allocates no closures.
@@ -227,7 +229,8 @@ class Call implements Tracked {
   constructor(
     readonly stream: ServerHttp2Stream,
     readonly ctx: EnvoyContext,
-    readonly headers: IncomingHttpHeaders,
+    /** The request's headers while traces are on (their `traceparent`), else undefined. */
+    readonly headers: IncomingHttpHeaders | undefined,
     readonly peer: string | undefined,
     /** The grpc-message of DEADLINE_EXCEEDED when the call expires. */
     readonly expired: string,
