@@ -23,9 +23,9 @@ import { rlsClient } from '../../test/helpers/envoy.js'
 import { freePort, median, spawnServer, stopChild } from '../load.js'
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const CLI = join(ROOT, 'packages', 'sluice-server', 'dist', 'cli.js')
-const PEERS = join(ROOT, 'bench', 'envoy-peers.mjs')
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+export const CLI = join(ROOT, 'packages', 'sluice-server', 'dist', 'cli.js')
+export const PEERS = join(ROOT, 'bench', 'envoy-peers.mjs')
 const CONNECTIONS = 4
 const STREAMS = 16
 // Every call allowed, so each one does the full work of a decision.
@@ -80,7 +80,7 @@ function frames(): { request: Buffer; response: Buffer } {
 }
 
 /** The process's user + system CPU so far, in µs. */
-function cpuMicros(pid: number): number {
+export function cpuMicros(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
   // Fields after the command name (which may hold spaces), the state being field 3.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
@@ -95,7 +95,7 @@ interface Measured {
 }
 
 /** What one h2load load posts, and how: ShouldRateLimit over HTTP/2 unless said otherwise. */
-interface Posted {
+export interface Posted {
   bodyFile: string
   path?: string
   headers?: readonly string[]
@@ -104,7 +104,7 @@ interface Posted {
 }
 
 /** h2load's run: completed calls, calls/s and failures (non-2xx, errors, timeouts). */
-async function h2load(
+export async function h2load(
   port: number,
   posted: Posted,
   seconds: number,
@@ -143,6 +143,52 @@ interface Subject {
   run(seconds: number): Promise<Measured>
 }
 
+/** The case's files, in a new temporary folder: the service's config and Envoy rules, the request frame and `/v1/check`'s body. */
+export function fixtures(): {
+  dir: string
+  config: string
+  rules: string
+  bodyFile: string
+  checkFile: string
+  response: Buffer
+} {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-envoy-'))
+  const config = join(dir, 'sluice.yaml')
+  const rules = join(dir, 'rules.yaml')
+  const bodyFile = join(dir, 'request.bin')
+  const checkFile = join(dir, 'check.json')
+  writeFileSync(config, CONFIG)
+  writeFileSync(rules, RULES)
+  const { request, response } = frames()
+  writeFileSync(bodyFile, request)
+  writeFileSync(checkFile, CHECK_BODY)
+  return { dir, config, rules, bodyFile, checkFile, response }
+}
+
+/** `sluice serve` (the CLI at `cli`) on the memory store, with the gRPC listener and these files. */
+export function serveArgs(
+  cli: string,
+  config: string,
+  rules: string,
+  port: number,
+  grpcPort: number,
+): string[] {
+  return [
+    cli,
+    'serve',
+    '--config',
+    config,
+    '--port',
+    String(port),
+    '--store',
+    'memory',
+    '--grpc-port',
+    String(grpcPort),
+    '--envoy-config',
+    rules,
+  ]
+}
+
 /** CPU of `child` around `work`, per call it reports. */
 async function measured(
   child: ChildProcess,
@@ -162,16 +208,7 @@ export const benchCase: BenchCase = {
     // then meet the same load, and the median drops the round a burst elsewhere hit.
     const seconds = opts.quick ? 2 : 3
     const rounds = opts.quick ? 1 : 5
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-envoy-'))
-    const config = join(dir, 'sluice.yaml')
-    const rules = join(dir, 'rules.yaml')
-    const bodyFile = join(dir, 'request.bin')
-    const checkFile = join(dir, 'check.json')
-    writeFileSync(config, CONFIG)
-    writeFileSync(rules, RULES)
-    const { request, response } = frames()
-    writeFileSync(bodyFile, request)
-    writeFileSync(checkFile, CHECK_BODY)
+    const { dir, config, rules, bodyFile, checkFile, response } = fixtures()
     const profile = (name: string) =>
       opts.profileDir === undefined
         ? []
@@ -181,24 +218,10 @@ export const benchCase: BenchCase = {
 
     async function sluice(id: string, subject: string, cli: string): Promise<void> {
       const [port, grpcPort] = [await freePort(), await freePort()]
-      const child = await spawnServer(
-        [
-          ...profile(id),
-          cli,
-          'serve',
-          '--config',
-          config,
-          '--port',
-          String(port),
-          '--store',
-          'memory',
-          '--grpc-port',
-          String(grpcPort),
-          '--envoy-config',
-          rules,
-        ],
-        { cwd: ROOT, ready: 'gRPC ' },
-      )
+      const child = await spawnServer([...profile(id), ...serveArgs(cli, config, rules, port, grpcPort)], {
+        cwd: ROOT,
+        ready: 'gRPC ',
+      })
       children.push(child)
       // Every measured call must be the allowed decision, not an error answered cheaply.
       const client = rlsClient(`127.0.0.1:${grpcPort}`)
