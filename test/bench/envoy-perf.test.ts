@@ -5,8 +5,8 @@ import { parseScript, partOf } from '../../bench/envoy-perf.js'
 
 const SCRIPT = `23508 
 \t         15435f7 Builtins_FindOrderedHashSetEntry (/usr/bin/node)
-\t    7fdef414b3a0 JS:*plan file:///w/packages/sluice-server/dist/chunk-A.js:2509:14 (/tmp/perf-23508.map)
-\t    7fdef4175df7 JS:*endReadableNT node:internal/streams/readable:1692:23 (/tmp/perf-23508.map)
+\t    7fdef414b3a0 JS:*plan file:///w/packages/sluice-server/dist/chunk-A.js:2509:14 (JIT code map)
+\t    7fdef4175df7 JS:*endReadableNT node:internal/streams/readable:1692:23 (JIT code map)
 \t          c494db v8::internal::(anonymous namespace)::Invoke (/usr/bin/node)
 
 23511 
@@ -14,8 +14,8 @@ const SCRIPT = `23508
 
 23508 
 \t         1b390bd nghttp2_session_add_item (/usr/bin/node)
-\t    7fdef413ac0c JS:*respond node:internal/http2/core:2792:10 (/tmp/perf-23508.map)
-\t    7fdef41307b6 JS:*respond file:///w/packages/sluice-server/dist/chunk-A.js:3716:17 (/tmp/perf-23508.map)
+\t    7fdef413ac0c JS:*respond node:internal/http2/core:2792:10 (JIT code map)
+\t    7fdef41307b6 JS:*respond file:///w/packages/sluice-server/dist/chunk-A.js:3716:17 (JIT code map)
 
 23508 
 \t         1b40b38 nghttp2_session_mem_recv2 (/usr/bin/node)
