@@ -42,12 +42,19 @@ function arrival(state: GcraState, policy: ResolvedPolicy): GcraState {
   return tatMs === state.tatMs && tatRem === state.tatRem ? state : { tatMs, tatRem, leadMs: lead ?? 0 }
 }
 
+/** The TAT of a key that is at now: nothing spent that has not refilled. */
+const atNow = (nowMs: number): GcraState => ({ tatMs: nowMs, tatRem: 0, leadMs: 0 })
+
+/** The stored TAT under the policy in force when it is ahead of now; undefined when the TAT is now. */
+function aheadOf(state: GcraState | undefined, policy: ResolvedPolicy, nowMs: number): GcraState | undefined {
+  if (state === undefined) return undefined
+  const tat = arrival(state, policy)
+  return tat.tatMs < nowMs ? undefined : tat
+}
+
 /** The later of the stored TAT and now. */
 function base(state: GcraState | undefined, policy: ResolvedPolicy, nowMs: number): GcraState {
-  if (state === undefined) return { tatMs: nowMs, tatRem: 0, leadMs: 0 }
-  const tat = arrival(state, policy)
-  if (tat.tatMs < nowMs) return { tatMs: nowMs, tatRem: 0, leadMs: 0 }
-  return tat
+  return aheadOf(state, policy, nowMs) ?? atNow(nowMs)
 }
 
 /** How far the TAT is ahead of now, in 1/limit ms (= units spent x windowMs). */
@@ -56,28 +63,18 @@ function debt(tat: GcraState, policy: ResolvedPolicy, nowMs: number): number {
 }
 
 /**
- * The TAT moved by `delta` (in 1/limit ms; negative for a refund), written at `nowMs`: its lead is
- * how far it is ahead of now, at most the part of it within one full refill of the burst (a forced
- * charge may take it further; that part is kept whatever the parameters become).
+ * The TAT `fromMs` + `fromRem` moved by `delta` (in 1/limit ms; negative for a refund), written at
+ * `nowMs`: its lead is how far it is ahead of now, at most the part of it within one full refill of
+ * the burst (a forced charge may take it further; that part is kept whatever the parameters become).
+ * Taken as numbers, so that a caller holding no object of the TAT makes none.
  */
 function shift(
-  tat: GcraState,
-  policy: ResolvedPolicy,
-  delta: number,
-  nowMs: number,
-  into?: GcraState,
-): GcraState {
-  return moved(tat.tatMs, tat.tatRem, policy, delta, nowMs, into)
-}
-
-/** shift() of the TAT `fromMs` + `fromRem`, for a caller that holds no object of it. */
-function moved(
   fromMs: number,
   fromRem: number,
   policy: ResolvedPolicy,
   delta: number,
   nowMs: number,
-  into: GcraState | undefined,
+  into?: GcraState,
 ): GcraState {
   const total = fromRem + delta
   const wholeMs = Math.floor(total / policy.limit)
@@ -99,19 +96,14 @@ export const gcra: Algorithm<GcraState> = {
   consume(state, policy, nowMs, cost, peek, _leaseId, into) {
     const w = policy.windowMs
     const full = policy.capacity * w
-    // base() without its object for a TAT behind now (the common case, a key not in debt): `ahead`
-    // is the stored TAT when it is ahead of now, else undefined and the TAT is now.
-    let ahead = state === undefined ? undefined : arrival(state, policy)
-    if (ahead !== undefined && ahead.tatMs < nowMs) ahead = undefined
+    // A key not in debt (the common case) has no TAT ahead of now, and is decided without an object of it.
+    const ahead = aheadOf(state, policy, nowMs)
     const before = ahead === undefined ? 0 : debt(ahead, policy, nowMs)
     const allowed = before + cost * w <= full
-    let next: GcraState
-    if (allowed && !peek)
-      next =
-        ahead === undefined
-          ? moved(nowMs, 0, policy, cost * w, nowMs, into)
-          : moved(ahead.tatMs, ahead.tatRem, policy, cost * w, nowMs, into)
-    else next = ahead ?? { tatMs: nowMs, tatRem: 0, leadMs: 0 }
+    const next =
+      allowed && !peek
+        ? shift(ahead?.tatMs ?? nowMs, ahead?.tatRem ?? 0, policy, cost * w, nowMs, into)
+        : (ahead ?? atNow(nowMs))
     const after = allowed && !peek ? before + cost * w : before
     return {
       allowed,
@@ -128,7 +120,7 @@ export const gcra: Algorithm<GcraState> = {
     const after = debt(tat, policy, nowMs) + cost * w
     return {
       allowed: true,
-      state: shift(tat, policy, cost * w, nowMs),
+      state: shift(tat.tatMs, tat.tatRem, policy, cost * w, nowMs),
       remaining: Math.max(0, Math.floor((policy.capacity * w - after) / w)),
       retryAfterMs: 0,
       resetMs: Math.ceil(after / policy.limit),
@@ -137,7 +129,7 @@ export const gcra: Algorithm<GcraState> = {
   refund(state, policy, nowMs, amount) {
     const tat = base(state, policy, nowMs)
     const owed = debt(tat, policy, nowMs)
-    const next = shift(tat, policy, -Math.min(owed, amount * policy.windowMs), nowMs)
+    const next = shift(tat.tatMs, tat.tatRem, policy, -Math.min(owed, amount * policy.windowMs), nowMs)
     return debt(next, policy, nowMs) <= 0 ? undefined : next
   },
 }
