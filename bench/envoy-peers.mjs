@@ -5,17 +5,18 @@
 //   node bench/envoy-peers.mjs grpc-js-empty <port>
 //     @grpc/grpc-js serving rls.proto, its ShouldRateLimit answering OK at once.
 // Each prints `ready` once it listens on 127.0.0.1, and exits cleanly on SIGTERM (so a --cpu-prof
-// run writes its profile).
+// run writes its profile). `bareHttp2` is the first, for a script that runs it in its own process.
 import { createServer } from 'node:http2'
 import { fileURLToPath } from 'node:url'
 
-const [kind, portText, responseHex] = process.argv.slice(2)
-const port = Number(portText)
 const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit'
 const PROTO = fileURLToPath(new URL('../packages/sluice-server/src/envoy/rls.proto', import.meta.url))
 
-if (kind === 'bare-http2') {
-  const frame = Buffer.from(responseHex ?? '', 'hex')
+/**
+ * The bare handler: a node:http2 server answering ShouldRateLimit's path with `frame` and OK
+ * trailers once the request has ended, decoding nothing (not listening yet).
+ */
+export function bareHttp2(frame) {
   const headers = {
     ':status': 200,
     'content-type': 'application/grpc+proto',
@@ -39,30 +40,42 @@ if (kind === 'bare-http2') {
       stream.end(frame)
     })
   })
-  server.listen(port, '127.0.0.1', () => process.stdout.write('ready\n'))
-  process.once('SIGTERM', () => {
-    server.close()
-    process.exit(0)
-  })
-} else if (kind === 'grpc-js-empty') {
-  const { Server, ServerCredentials, loadPackageDefinition } = await import('@grpc/grpc-js')
-  const { loadSync } = await import('@grpc/proto-loader')
-  const options = { keepCase: true, longs: Number, enums: String, defaults: true }
-  const pkg = loadPackageDefinition(loadSync(PROTO, options))
-  const server = new Server()
-  const answer = { overall_code: 'OK', statuses: [{ code: 'OK' }] }
-  server.addService(pkg.envoy.service.ratelimit.v3.RateLimitService.service, {
-    ShouldRateLimit: (_call, callback) => callback(null, answer),
-  })
-  server.bindAsync(`127.0.0.1:${port}`, ServerCredentials.createInsecure(), (error) => {
-    if (error) throw error
-    process.stdout.write('ready\n')
-  })
-  process.once('SIGTERM', () => {
-    server.forceShutdown()
-    process.exit(0)
-  })
-} else {
-  process.stderr.write(`unknown server ${kind}; bare-http2 or grpc-js-empty\n`)
-  process.exit(2)
+  return server
+}
+
+async function main(kind, port, responseHex) {
+  if (kind === 'bare-http2') {
+    const server = bareHttp2(Buffer.from(responseHex ?? '', 'hex'))
+    server.listen(port, '127.0.0.1', () => process.stdout.write('ready\n'))
+    process.once('SIGTERM', () => {
+      server.close()
+      process.exit(0)
+    })
+  } else if (kind === 'grpc-js-empty') {
+    const { Server, ServerCredentials, loadPackageDefinition } = await import('@grpc/grpc-js')
+    const { loadSync } = await import('@grpc/proto-loader')
+    const options = { keepCase: true, longs: Number, enums: String, defaults: true }
+    const pkg = loadPackageDefinition(loadSync(PROTO, options))
+    const server = new Server()
+    const answer = { overall_code: 'OK', statuses: [{ code: 'OK' }] }
+    server.addService(pkg.envoy.service.ratelimit.v3.RateLimitService.service, {
+      ShouldRateLimit: (_call, callback) => callback(null, answer),
+    })
+    server.bindAsync(`127.0.0.1:${port}`, ServerCredentials.createInsecure(), (error) => {
+      if (error) throw error
+      process.stdout.write('ready\n')
+    })
+    process.once('SIGTERM', () => {
+      server.forceShutdown()
+      process.exit(0)
+    })
+  } else {
+    process.stderr.write(`unknown server ${kind}; bare-http2 or grpc-js-empty\n`)
+    process.exit(2)
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const [kind, portText, responseHex] = process.argv.slice(2)
+  await main(kind, Number(portText), responseHex)
 }

@@ -16,7 +16,17 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
-import { CLI, cpuMicros, fixtures, h2load, PEERS, type Posted, ROOT, serveArgs } from './cases/envoy.js'
+import {
+  CLI,
+  checkPosted,
+  fixtures,
+  h2load,
+  type Measured,
+  measured,
+  PEERS,
+  ROOT,
+  serveArgs,
+} from './cases/envoy.js'
 import { freePort, spawnServer, stopChild } from './load.js'
 
 const LOADS = ['gRPC', '/v1/check', 'bare handler'] as const
@@ -79,14 +89,11 @@ export function parseScript(text: string): Stack[] {
   return stacks
 }
 
-interface Measured {
-  /** The window without perf: calls answered, calls/s, the process's CPU (µs). */
-  calls: number
-  perSecond: number
-  cpuMicros: number
-  /** The profiled window: calls answered, the process's CPU (µs), and the shares of its samples. */
-  profiledCalls: number
-  profiledCpuMicros: number
+interface Run {
+  /** The window without perf: calls answered, calls/s, the process's CPU per call (µs). */
+  plain: Measured
+  /** The window perf recorded, and the shares of its samples. */
+  profiled: Measured
   parts: Map<Part, number>
   /** By part, the innermost function of each sample: its share. */
   leaves: Map<Part, Map<string, number>>
@@ -101,7 +108,7 @@ async function measure(
   dataFile: string,
   warmup: number,
   seconds: number,
-): Promise<Measured> {
+): Promise<Run> {
   const [port, grpcPort] = [await freePort(), await freePort()]
   const child =
     load === 'bare handler'
@@ -119,19 +126,9 @@ async function measure(
   const pid = child.pid!
   try {
     const target = load === 'gRPC' ? grpcPort : port
-    const posted: Posted =
-      load === '/v1/check'
-        ? {
-            bodyFile: files.checkFile,
-            path: '/v1/check',
-            headers: ['content-type: application/json'],
-            http1: true,
-          }
-        : { bodyFile: files.bodyFile }
+    const posted = load === '/v1/check' ? checkPosted(files.checkFile) : { bodyFile: files.bodyFile }
     await h2load(target, posted, warmup)
-    const before = cpuMicros(pid)
-    const plain = await h2load(target, posted, seconds)
-    const used = cpuMicros(pid) - before
+    const plain = await measured(child, () => h2load(target, posted, seconds))
     const recorder = spawn(
       'perf',
       [
@@ -153,9 +150,7 @@ async function measure(
       { stdio: 'ignore' },
     )
     const recorded = new Promise<number | null>((resolve) => recorder.once('exit', resolve))
-    const profiledBefore = cpuMicros(pid)
-    const profiled = await h2load(target, posted, seconds)
-    const profiledUsed = cpuMicros(pid) - profiledBefore
+    const profiled = await measured(child, () => h2load(target, posted, seconds))
     if ((await recorded) !== 0) throw new Error(`perf record failed for the ${load} server`)
     if (plain.failed + profiled.failed > 0)
       throw new Error(`${load}: ${plain.failed + profiled.failed} calls failed`)
@@ -176,68 +171,63 @@ async function measure(
       leaves.set(part, byLeaf)
       if (stack.tid === pid) mainThread += share
     }
-    return {
-      calls: plain.done,
-      perSecond: plain.perSecond,
-      cpuMicros: used,
-      profiledCalls: profiled.done,
-      profiledCpuMicros: profiledUsed,
-      parts,
-      leaves,
-      mainThread,
-    }
+    return { plain, profiled, parts, leaves, mainThread }
   } finally {
     await stopChild(child)
     rmSync(`/tmp/perf-${pid}.map`, { force: true })
   }
 }
 
+/** A window's CPU in all, µs. */
+const cpuOf = (w: Measured) => w.cpuMicrosPerCall * w.done
+
 /** The table: per call, each load's runs pooled. */
-export function table(results: ReadonlyMap<Load, readonly Measured[]>): string[] {
-  const pooled = (load: Load, value: (m: Measured) => number, calls: (m: Measured) => number) => {
+export function table(results: ReadonlyMap<Load, readonly Run[]>): string[] {
+  /** Per call over a load's runs: `value` of each summed, over its window's calls summed. */
+  const pooled = (load: Load, window: (r: Run) => Measured, value: (r: Run) => number) => {
     const runs = results.get(load) ?? []
-    const n = runs.reduce((sum, m) => sum + calls(m), 0)
-    return n === 0 ? Number.NaN : runs.reduce((sum, m) => sum + value(m), 0) / n
+    const calls = runs.reduce((sum, r) => sum + window(r).done, 0)
+    return calls === 0 ? Number.NaN : runs.reduce((sum, r) => sum + value(r), 0) / calls
   }
-  const profiled = (load: Load, share: (m: Measured) => number) =>
+  const profiled = (load: Load, share: (r: Run) => number) =>
     pooled(
       load,
-      (m) => share(m) * m.profiledCpuMicros,
-      (m) => m.profiledCalls,
+      (r) => r.profiled,
+      (r) => share(r) * cpuOf(r.profiled),
     )
   const us = (v: number) => `${v.toFixed(2)} µs`
   const lines = [`| per call | ${LOADS.join(' | ')} |`, `| --- |${LOADS.map(() => ' ---: |').join('')}`]
   const row = (name: string, cell: (load: Load) => string) =>
     lines.push(`| ${name} | ${LOADS.map(cell).join(' | ')} |`)
   row('calls/s (h2load, each run)', (load) =>
-    (results.get(load) ?? []).map((m) => `${(m.perSecond / 1000).toFixed(1)}k`).join(', '),
+    (results.get(load) ?? []).map((r) => `${(r.plain.perSecond / 1000).toFixed(1)}k`).join(', '),
   )
   row("the server process's CPU, every thread", (load) =>
     us(
       pooled(
         load,
-        (m) => m.cpuMicros,
-        (m) => m.calls,
+        (r) => r.plain,
+        (r) => cpuOf(r.plain),
       ),
     ),
   )
   row('the same, in the profiled window', (load) => us(profiled(load, () => 1)))
-  row('- on the main thread', (load) => us(profiled(load, (m) => m.mainThread)))
-  for (const part of PARTS) row(`- ${part}`, (load) => us(profiled(load, (m) => m.parts.get(part) ?? 0)))
+  row('- on the main thread', (load) => us(profiled(load, (r) => r.mainThread)))
+  for (const part of PARTS) row(`- ${part}`, (load) => us(profiled(load, (r) => r.parts.get(part) ?? 0)))
   return lines
 }
 
 /** For each load and part, the innermost functions that took the most, per call. */
-export function leavesTable(results: ReadonlyMap<Load, readonly Measured[]>, top = 4): string[] {
+export function leavesTable(results: ReadonlyMap<Load, readonly Run[]>, top = 4): string[] {
   const lines = ['| load | part | innermost functions, µs per call |', '| --- | --- | --- |']
   for (const load of LOADS) {
     const runs = results.get(load) ?? []
-    const calls = runs.reduce((sum, m) => sum + m.profiledCalls, 0)
+    const calls = runs.reduce((sum, r) => sum + r.profiled.done, 0)
     for (const part of PARTS) {
       const byLeaf = new Map<string, number>()
-      for (const m of runs)
-        for (const [leaf, share] of m.leaves.get(part) ?? [])
-          byLeaf.set(leaf, (byLeaf.get(leaf) ?? 0) + share * m.profiledCpuMicros)
+      for (const r of runs)
+        for (const [leaf, share] of r.leaves.get(part) ?? [])
+          byLeaf.set(leaf, (byLeaf.get(leaf) ?? 0) + share * cpuOf(r.profiled))
       const largest = [...byLeaf]
         .sort((a, b) => b[1] - a[1])
         .slice(0, top)
@@ -261,7 +251,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     process.exit(1)
   }
   const files = fixtures()
-  const results = new Map<Load, Measured[]>(LOADS.map((load) => [load, []]))
+  const results = new Map<Load, Run[]>(LOADS.map((load) => [load, []]))
   try {
     for (let i = 0; i < Number(values.repeat); i++)
       for (const load of LOADS) {

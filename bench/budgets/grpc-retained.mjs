@@ -2,16 +2,17 @@
 // 990 calls over 10 connections send their headers and the first 5 bytes of a message, and wait.
 // The heap after a full collection with them open, less the heap once they are reset (connections
 // still open), is what the server, node:http2 and this process's client hold per call; the same with
-// a bare node:http2 handler (bench/envoy-peers.mjs's) leaves out node:http2's and the client's
+// the bare node:http2 handler (bench/envoy-peers.mjs) leaves out node:http2's and the client's
 // share. A call stays open for as long as its client takes to send the message (up to its
 // deadline), and whatever it holds is promoted with it once it outlives a scavenge: the request's
 // headers object, kept by a call that has no use for it, was most of Sluice's excess.
 //   node --expose-gc bench/budgets/grpc-retained.mjs <sluice-server dist dir> sluice|bare
 // Prints one JSON line: { calls, bytesPerCall }.
-import { connect, createServer } from 'node:http2'
+import { connect } from 'node:http2'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import pino from 'pino'
+import { bareHttp2 } from '../envoy-peers.mjs'
 
 const [distDir, subject] = process.argv.slice(2)
 const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit'
@@ -22,23 +23,7 @@ const STREAMS = 99
 /** The address of a listening server: Sluice's gRPC listener (memory store), or the bare handler. */
 async function listen() {
   if (subject === 'bare') {
-    const server = createServer()
-    server.on('stream', (stream, headers) => {
-      stream.on('error', () => {})
-      if (headers[':path'] !== RLS_PATH) {
-        stream.respond({ ':status': 200, 'grpc-status': '12' }, { endStream: true })
-        return
-      }
-      stream.resume()
-      stream.once('end', () => {
-        stream.respond(
-          { ':status': 200, 'content-type': 'application/grpc+proto' },
-          { waitForTrailers: true },
-        )
-        stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }))
-        stream.end(Buffer.from([0, 0, 0, 0, 0]))
-      })
-    })
+    const server = bareHttp2(Buffer.from([0, 0, 0, 0, 0]))
     await new Promise((done) => server.listen(0, '127.0.0.1', done))
     return { port: server.address().port, close: () => server.close() }
   }

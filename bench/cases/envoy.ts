@@ -80,7 +80,7 @@ function frames(): { request: Buffer; response: Buffer } {
 }
 
 /** The process's user + system CPU so far, in µs. */
-export function cpuMicros(pid: number): number {
+function cpuMicros(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
   // Fields after the command name (which may hold spaces), the state being field 3.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
@@ -88,7 +88,9 @@ export function cpuMicros(pid: number): number {
   return (ticks * 1e6) / TICKS_PER_SECOND
 }
 
-interface Measured {
+export interface Measured {
+  /** Calls completed. */
+  done: number
   perSecond: number
   cpuMicrosPerCall: number
   failed: number
@@ -101,6 +103,11 @@ export interface Posted {
   headers?: readonly string[]
   /** HTTP/1.1, one request in flight per connection, CONNECTIONS x STREAMS connections. */
   http1?: boolean
+}
+
+/** `POST /v1/check` with the case's body: HTTP/1.1, as the service's HTTP listener speaks. */
+export function checkPosted(checkFile: string): Posted {
+  return { bodyFile: checkFile, path: '/v1/check', headers: ['content-type: application/json'], http1: true }
 }
 
 /** h2load's run: completed calls, calls/s and failures (non-2xx, errors, timeouts). */
@@ -190,14 +197,19 @@ export function serveArgs(
 }
 
 /** CPU of `child` around `work`, per call it reports. */
-async function measured(
+export async function measured(
   child: ChildProcess,
   work: () => Promise<{ done: number; perSecond: number; failed: number }>,
 ): Promise<Measured> {
   const before = cpuMicros(child.pid!)
   const r = await work()
   const used = cpuMicros(child.pid!) - before
-  return { perSecond: r.perSecond, cpuMicrosPerCall: used / Math.max(1, r.done), failed: r.failed }
+  return {
+    done: r.done,
+    perSecond: r.perSecond,
+    cpuMicrosPerCall: used / Math.max(1, r.done),
+    failed: r.failed,
+  }
 }
 
 export const benchCase: BenchCase = {
@@ -239,19 +251,7 @@ export const benchCase: BenchCase = {
         id: 'sluice-v1-check rate',
         subject: `sluice POST /v1/check, same server (h2load over HTTP/1.1, ${CONNECTIONS * STREAMS} connections)`,
         child,
-        run: (s) =>
-          measured(child, () =>
-            h2load(
-              port,
-              {
-                bodyFile: checkFile,
-                path: '/v1/check',
-                headers: ['content-type: application/json'],
-                http1: true,
-              },
-              s,
-            ),
-          ),
+        run: (s) => measured(child, () => h2load(port, checkPosted(checkFile), s)),
       })
     }
 
