@@ -4,8 +4,8 @@
 // still open), is what the server, node:http2 and this process's client hold per call; the same with
 // the bare node:http2 handler (bench/envoy-peers.mjs) leaves out node:http2's and the client's
 // share. A call stays open for as long as its client takes to send the message (up to its
-// deadline), and whatever it holds is promoted with it once it outlives a scavenge: the request's
-// headers object, kept by a call that has no use for it, was most of Sluice's excess.
+// deadline), and whatever it holds is promoted with it once it outlives a scavenge: a call should
+// hold its own small state and nothing of the request that it has no use for (its headers object).
 //   node --expose-gc bench/budgets/grpc-retained.mjs <sluice-server dist dir> sluice|bare
 // Prints one JSON line: { calls, bytesPerCall }.
 import { connect } from 'node:http2'
