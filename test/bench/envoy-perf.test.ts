@@ -1,7 +1,8 @@
 // The attribution of bench/envoy-perf.ts: `perf script` call chains read into stacks, and each stack
 // given to garbage collection, the innermost JavaScript function's owner, or native work.
 import { describe, expect, it } from 'vitest'
-import { parseScript, partOf } from '../../bench/envoy-perf.js'
+import { partOf } from '../../bench/envoy-perf.js'
+import { parseScript } from '../../bench/perf.js'
 
 const SCRIPT = `23508 
 \t         15435f7 Builtins_FindOrderedHashSetEntry (/usr/bin/node)
