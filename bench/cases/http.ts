@@ -21,11 +21,11 @@ import { load, median } from '../load.js'
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
 const SERVER = fileURLToPath(new URL('./http-server.mjs', import.meta.url))
-const CONNECTIONS = 50
+export const CONNECTIONS = 50
 
-type Framework = 'fastify' | 'express'
+export type Framework = 'fastify' | 'express'
 /** The variants of http-server.mjs per framework, the no-limiter baseline first. */
-const BASE_VARIANTS: Record<Framework, { variant: string; subject: string }[]> = {
+export const BASE_VARIANTS: Record<Framework, { variant: string; subject: string }[]> = {
   fastify: [
     { variant: 'none', subject: 'fastify, no limiter' },
     { variant: 'sluice-memory', subject: 'fastify + Sluice (memory)' },
@@ -97,24 +97,34 @@ function waitFor<T>(
   })
 }
 
-interface Server {
+export interface Server {
   variant: string
   subject: string
   child: ChildProcess
   url: string
 }
 
-async function startServer(
+/** Starts a server of http-server.mjs; `nodeOptions` go to its node (e.g. `--perf-basic-prof`). */
+export async function startServer(
   framework: Framework,
   variant: string,
   subject: string,
   redisPort: number,
   profileDir: string | undefined,
+  nodeOptions: readonly string[] = [],
 ): Promise<Server> {
-  const execArgv =
-    profileDir === undefined
+  const execArgv = [
+    ...nodeOptions,
+    ...(profileDir === undefined
       ? []
-      : ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${framework}-${variant}.cpuprofile`]
+      : [
+          '--cpu-prof',
+          '--cpu-prof-dir',
+          profileDir,
+          '--cpu-prof-name',
+          `${framework}-${variant}.cpuprofile`,
+        ]),
+  ]
   const child = fork(SERVER, [framework, variant, String(redisPort)], {
     execArgv,
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
@@ -123,7 +133,7 @@ async function startServer(
   return { variant, subject, child, url: `http://127.0.0.1:${port}/` }
 }
 
-async function stopServer(server: Server): Promise<void> {
+export async function stopServer(server: Server): Promise<void> {
   const { child } = server
   if (child.exitCode !== null || child.signalCode !== null) return
   const exited = new Promise((resolve) => child.once('exit', resolve))
@@ -133,7 +143,7 @@ async function stopServer(server: Server): Promise<void> {
   clearTimeout(timer)
 }
 
-async function cpuMicros(child: ChildProcess): Promise<number> {
+export async function cpuMicros(child: ChildProcess): Promise<number> {
   const pending = waitFor(child, (m) => (m as { cpu?: NodeJS.CpuUsage }).cpu, 5_000)
   child.send('cpu')
   const cpu = await pending

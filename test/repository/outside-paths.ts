@@ -30,7 +30,7 @@ export const ALLOWED: readonly { prefix: string; reason: string }[] = [
   {
     prefix: '/tmp/perf-',
     reason:
-      'the map of compiled JavaScript that V8’s --perf-basic-prof writes where Linux perf reads it (bench/envoy-perf.ts removes the one of each server it started)',
+      'the map of compiled JavaScript that V8’s --perf-basic-prof writes where Linux perf reads it (bench/perf.ts removes the one of each server bench/envoy-perf.ts and bench/http-perf.ts start)',
   },
 ]
 
