@@ -23,9 +23,8 @@ import {
   type ProfiledRun,
   partsTable,
   perfAvailable,
-  recordStacks,
+  profiled,
   removePerfMap,
-  sharesOf,
   type TableShape,
 } from './perf.js'
 
@@ -91,13 +90,16 @@ async function measure(
     const target = load === 'gRPC' ? grpcPort : port
     const posted = load === '/v1/check' ? checkPosted(files.checkFile) : { bodyFile: files.bodyFile }
     await h2load(target, posted, warmup)
-    const plain = await measured(child, () => h2load(target, posted, seconds))
-    const { result: profiled, stacks } = await recordStacks(pid, dataFile, seconds, () =>
-      measured(child, () => h2load(target, posted, seconds)),
+    const run = await profiled(
+      pid,
+      dataFile,
+      seconds,
+      () => measured(child, () => h2load(target, posted, seconds)),
+      partOf,
     )
-    if (plain.failed + profiled.failed > 0)
-      throw new Error(`${load}: ${plain.failed + profiled.failed} calls failed`)
-    return { plain, profiled, ...sharesOf(stacks, partOf, pid) }
+    const failed = run.plain.failed + run.profiled.failed
+    if (failed > 0) throw new Error(`${load}: ${failed} calls failed`)
+    return run
   } finally {
     await stopChild(child)
     removePerfMap(pid)

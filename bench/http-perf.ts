@@ -17,8 +17,8 @@ import { parseArgs } from 'node:util'
 import {
   BASE_VARIANTS,
   CONNECTIONS,
-  cpuMicros,
   type Framework,
+  measure,
   type Server,
   startServer,
   stopServer,
@@ -30,9 +30,8 @@ import {
   type ProfiledRun,
   partsTable,
   perfAvailable,
-  recordStacks,
+  profiled,
   removePerfMap,
-  sharesOf,
   type TableShape,
   type Window,
 } from './perf.js'
@@ -76,18 +75,16 @@ export function memoryVariants(framework: Framework): { variant: string; subject
 
 /** One window of the case's load: requests answered, req/s, the server's CPU per request. */
 async function window(server: Server, seconds: number): Promise<Window> {
-  const before = await cpuMicros(server.child)
-  const result = await load({ url: server.url, connections: CONNECTIONS, duration: seconds })
-  const after = await cpuMicros(server.child)
-  if (result.errors > 0) throw new Error(`${server.subject}: ${result.errors} errors or non-2xx`)
+  const round = await measure(server, seconds)
+  if (round.errors > 0) throw new Error(`${server.subject}: ${round.errors} errors or non-2xx`)
   return {
-    done: result.requests,
-    perSecond: result.requestsPerSecond,
-    cpuMicrosPerCall: (after - before) / result.requests,
+    done: round.requests,
+    perSecond: round.requestsPerSecond,
+    cpuMicrosPerCall: round.cpuMicrosPerRequest,
   }
 }
 
-async function measure(
+async function profile(
   framework: Framework,
   variant: string,
   subject: string,
@@ -96,15 +93,11 @@ async function measure(
   seconds: number,
 ): Promise<ProfiledRun<Part>> {
   // A memory-store server never connects to Redis: the port is not read.
-  const server = await startServer(framework, variant, subject, 0, undefined, ['--perf-basic-prof'])
+  const server = await startServer(framework, variant, subject, 0, ['--perf-basic-prof'])
   const pid = server.child.pid!
   try {
     await load({ url: server.url, connections: CONNECTIONS, duration: warmup })
-    const plain = await window(server, seconds)
-    const { result: profiled, stacks } = await recordStacks(pid, dataFile, seconds, () =>
-      window(server, seconds),
-    )
-    return { plain, profiled, ...sharesOf(stacks, partOf, pid) }
+    return await profiled(pid, dataFile, seconds, () => window(server, seconds), partOf)
   } finally {
     await stopServer(server)
     removePerfMap(pid)
@@ -143,7 +136,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     // Runs alternate the servers, so a burst of load elsewhere on the machine hits them alike.
     for (let i = 0; i < Number(values.repeat); i++)
       for (const { variant, subject } of variants) {
-        const run = await measure(
+        const run = await profile(
           framework,
           variant,
           subject,

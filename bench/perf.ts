@@ -45,7 +45,7 @@ export function perfAvailable(): boolean {
  * Records process `pid` for `seconds` (into `dataFile`) while `during` runs (a load of the same
  * length), and returns what `during` returned with the samples' call chains.
  */
-export async function recordStacks<T>(
+async function recordStacks<T>(
   pid: number,
   dataFile: string,
   seconds: number,
@@ -127,6 +127,22 @@ export interface TableShape<Column extends string, Part extends string> {
   unit: string
   /** The label of the rate row, e.g. 'calls/s (h2load, each run)'. */
   rate: string
+}
+
+/**
+ * A window of `window()` without perf, then one that perf records (into `dataFile`, `seconds`
+ * long: `window()`'s own length), its samples split by `partOf`; `pid` is the server's.
+ */
+export async function profiled<W extends Window, Part>(
+  pid: number,
+  dataFile: string,
+  seconds: number,
+  window: () => Promise<W>,
+  partOf: (frames: readonly string[]) => Part,
+): Promise<Shares<Part> & { plain: W; profiled: W }> {
+  const plain = await window()
+  const { result, stacks } = await recordStacks(pid, dataFile, seconds, window)
+  return { plain, profiled: result, ...sharesOf(stacks, partOf, pid) }
 }
 
 /** A window's CPU in all, µs. */

@@ -104,33 +104,26 @@ export interface Server {
   url: string
 }
 
-/** Starts a server of http-server.mjs; `nodeOptions` go to its node (e.g. `--perf-basic-prof`). */
+/** Starts a server of http-server.mjs; `execArgv` goes to its node (`cpuProfile`, `--perf-basic-prof`). */
 export async function startServer(
   framework: Framework,
   variant: string,
   subject: string,
   redisPort: number,
-  profileDir: string | undefined,
-  nodeOptions: readonly string[] = [],
+  execArgv: readonly string[] = [],
 ): Promise<Server> {
-  const execArgv = [
-    ...nodeOptions,
-    ...(profileDir === undefined
-      ? []
-      : [
-          '--cpu-prof',
-          '--cpu-prof-dir',
-          profileDir,
-          '--cpu-prof-name',
-          `${framework}-${variant}.cpuprofile`,
-        ]),
-  ]
   const child = fork(SERVER, [framework, variant, String(redisPort)], {
-    execArgv,
+    execArgv: [...execArgv],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   })
   const port = await waitFor(child, (m) => (m as { ready?: number }).ready)
   return { variant, subject, child, url: `http://127.0.0.1:${port}/` }
+}
+
+/** Node's options for a server that writes its `--cpu-prof` profile into `profileDir` as it exits. */
+function cpuProfile(profileDir: string | undefined, framework: Framework, variant: string): string[] {
+  if (profileDir === undefined) return []
+  return ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${framework}-${variant}.cpuprofile`]
 }
 
 export async function stopServer(server: Server): Promise<void> {
@@ -150,18 +143,20 @@ export async function cpuMicros(child: ChildProcess): Promise<number> {
   return cpu.user + cpu.system
 }
 
-interface Round {
+export interface Round {
+  requests: number
   requestsPerSecond: number
   cpuMicrosPerRequest: number
   errors: number
 }
 
 /** One load run against one server: its own CPU time over the run / requests answered. */
-async function measure(server: Server, seconds: number): Promise<Round> {
+export async function measure(server: Server, seconds: number): Promise<Round> {
   const before = await cpuMicros(server.child)
   const result = await load({ url: server.url, connections: CONNECTIONS, duration: seconds })
   const after = await cpuMicros(server.child)
   return {
+    requests: result.requests,
     requestsPerSecond: result.requestsPerSecond,
     cpuMicrosPerRequest: result.requests > 0 ? (after - before) / result.requests : Number.NaN,
     errors: result.errors,
@@ -188,7 +183,15 @@ async function runFramework(framework: Framework, opts: BenchOptions): Promise<B
     )
     if (unknown.length > 0) throw new Error(`no HTTP variant ${unknown.join(', ')}`)
     for (const { variant, subject } of wanted)
-      servers.push(await startServer(framework, variant, subject, redis.port, opts.profileDir))
+      servers.push(
+        await startServer(
+          framework,
+          variant,
+          subject,
+          redis.port,
+          cpuProfile(opts.profileDir, framework, variant),
+        ),
+      )
     // JIT, connection pools, the Redis scripts loaded: nothing of it in the measured rounds.
     for (const server of servers)
       await load({ url: server.url, connections: CONNECTIONS, duration: warmUpSeconds })
