@@ -74,7 +74,7 @@ export function profileShares(profiles: readonly CpuProfile[]): Shares {
   return { busyMs: busy / 1000, owners: sorted(owners), functions: sorted(functions) }
 }
 
-/** A Markdown table of the owners (and the top `topFunctions` functions), as docs/benchmarks.md quotes them. */
+/** A Markdown table of the owners (and the top `topFunctions` functions). */
 export function sharesTable(shares: Shares, topFunctions = 15): string[] {
   const pct = (s: Share) => `${(s.share * 100).toFixed(1)}%`
   // A regular expression's source may hold a `|`, which would split the Markdown cell.
