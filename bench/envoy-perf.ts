@@ -19,12 +19,11 @@ import { CLI, checkPosted, fixtures, h2load, measured, PEERS, ROOT, serveArgs } 
 import { freePort, spawnServer, stopChild } from './load.js'
 import {
   GC_FRAME,
-  leavesTable,
   type ProfiledRun,
-  partsTable,
   perfAvailable,
   profiled,
   removePerfMap,
+  report,
   type TableShape,
 } from './perf.js'
 
@@ -139,8 +138,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   } finally {
     rmSync(files.dir, { recursive: true, force: true })
   }
-  console.log(`node ${process.version}, ${new Date().toISOString()}\n`)
-  for (const line of partsTable(SHAPE, results)) console.log(line)
-  console.log('')
-  for (const line of leavesTable(SHAPE, results)) console.log(line)
+  for (const line of report(SHAPE, results)) console.log(line)
 }

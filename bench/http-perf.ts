@@ -26,12 +26,11 @@ import {
 import { load } from './load.js'
 import {
   GC_FRAME,
-  leavesTable,
   type ProfiledRun,
-  partsTable,
   perfAvailable,
   profiled,
   removePerfMap,
+  report,
   type TableShape,
   type Window,
 } from './perf.js'
@@ -149,8 +148,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
-  console.log(`node ${process.version}, ${new Date().toISOString()}\n`)
-  for (const line of partsTable(shape, results)) console.log(line)
-  console.log('')
-  for (const line of leavesTable(shape, results)) console.log(line)
+  for (const line of report(shape, results)) console.log(line)
 }

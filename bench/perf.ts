@@ -84,9 +84,9 @@ export function sharesOf<Part>(
   const parts = new Map<Part, number>()
   const leaves = new Map<Part, Map<string, number>>()
   let mainThread = 0
+  const share = 1 / stacks.length
   for (const stack of stacks) {
     const part = partOf(stack.frames)
-    const share = 1 / stacks.length
     parts.set(part, (parts.get(part) ?? 0) + share)
     const leaf = (stack.frames[0] ?? '(unknown)')
       .replace(/ file:\/\/\S*\/(packages|bench)\//, ' $1/')
@@ -219,6 +219,20 @@ export function leavesTable<Column extends string, Part extends string>(
     }
   }
   return lines
+}
+
+/** What a perf script prints: Node.js's version and the time, the parts table, then the leaves table. */
+export function report<Column extends string, Part extends string>(
+  shape: TableShape<Column, Part>,
+  results: ReadonlyMap<Column, readonly ProfiledRun<Part>[]>,
+): string[] {
+  return [
+    `node ${process.version}, ${new Date().toISOString()}`,
+    '',
+    ...partsTable(shape, results),
+    '',
+    ...leavesTable(shape, results),
+  ]
 }
 
 /** A function's name cut to 100 characters (a regular expression's or a C++ template's can run to thousands). */

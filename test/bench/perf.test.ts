@@ -2,7 +2,14 @@
 // parts per call, pooled over runs by the calls each run answered, and the largest innermost
 // functions of each part.
 import { describe, expect, it } from 'vitest'
-import { leavesTable, type ProfiledRun, partsTable, sharesOf, type TableShape } from '../../bench/perf.js'
+import {
+  leavesTable,
+  type ProfiledRun,
+  partsTable,
+  report,
+  sharesOf,
+  type TableShape,
+} from '../../bench/perf.js'
 
 type Part = 'mine' | 'theirs'
 const partOf = (frames: readonly string[]): Part =>
@@ -74,6 +81,13 @@ describe('bench/perf.ts', () => {
       '| one | mine | JS:*f 8.13 |',
       '| two | mine | JS:*g 4.00 |',
     ])
+  })
+
+  it('reports the version and time, then the parts table, then the leaves table, a blank line between', () => {
+    const results = new Map([['one' as const, [run(10, 1, 1, 'JS:*f')]]])
+    const lines = report(shape, results)
+    expect(lines[0]).toMatch(/^node v\d+\.\d+\.\d+, \d{4}-\d{2}-\d{2}T/)
+    expect(lines.slice(1)).toEqual(['', ...partsTable(shape, results), '', ...leavesTable(shape, results)])
   })
 
   it('cuts a long function name and escapes the pipe of a regular expression', () => {
