@@ -1,6 +1,7 @@
-// Shared by the HTTP bench cases (http, service, envoy-grpc): autocannon with the types used here,
-// free ports, server child processes, medians. Everything talks to 127.0.0.1 only.
-import { type ChildProcess, spawn } from 'node:child_process'
+// Shared by the bench cases: autocannon with the types used here, free ports, server child
+// processes, a server's CPU from /proc, medians. Everything talks to 127.0.0.1 only.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { createServer } from 'node:net'
 
@@ -92,6 +93,51 @@ export async function stopChild(child: ChildProcess): Promise<void> {
   const exited = new Promise((resolve) => child.once('exit', resolve))
   child.kill('SIGTERM')
   await exited
+}
+
+/** Clock ticks per second of the CPU times in /proc/<pid>/stat. */
+const TICKS_PER_SECOND = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim()) || 100
+
+/** The fields of /proc/<pid>/stat after the command name (which may hold spaces): the state first. */
+function statFields(pid: number): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+}
+
+/**
+ * The user + system CPU (µs) process `pid` has used; with `reaped`, that of the children it has
+ * waited for too. Undefined where there is no /proc (or no such process).
+ */
+export function processCpuMicros(pid: number, reaped = false): number | undefined {
+  try {
+    const f = statFields(pid)
+    // utime, stime, cutime, cstime: the 14th to 17th fields of the line, 12th to 15th here.
+    const ticks = Number(f[11]) + Number(f[12]) + (reaped ? Number(f[13]) + Number(f[14]) : 0)
+    return (ticks * 1e6) / TICKS_PER_SECOND
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The CPU (µs) of a server made of processes, as PostgreSQL's postmaster and its backends: `pid`'s
+ * own, its children's that have exited (once it has waited for them), and its live children's. A
+ * backend that exits between two readings moves from the last part to the second, so a difference
+ * of two readings counts it once. Undefined where there is no /proc.
+ */
+export function processTreeCpuMicros(pid: number): number | undefined {
+  const own = processCpuMicros(pid, true)
+  if (own === undefined) return undefined
+  let children = 0
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      if (Number(statFields(Number(name))[1]) === pid) children += processCpuMicros(Number(name)) ?? 0
+    } catch {
+      // Exited while the list was read.
+    }
+  }
+  return own + children
 }
 
 /** The median (the upper one of an even count). */

@@ -13,14 +13,14 @@
 // (sluice-grpc-baseline): before and after in one run.
 import type { ChildProcess } from 'node:child_process'
 import { execFile, spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { loadSync } from '@grpc/proto-loader'
 import { PROTO_OPTIONS, RLS_PATH, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
 import { rlsClient } from '../../test/helpers/envoy.js'
-import { freePort, median, spawnServer, stopChild } from '../load.js'
+import { freePort, median, processCpuMicros, spawnServer, stopChild } from '../load.js'
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -47,7 +47,6 @@ const RESPONSE = {
   response_headers_to_add: [],
 }
 const CHECK_BODY = JSON.stringify({ policy: 'api', key: 'user-42' })
-const TICKS_PER_SECOND = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim()) || 100
 
 /** h2load, or a clear failure naming the package that brings it. */
 function requireH2load(): void {
@@ -77,15 +76,6 @@ function frames(): { request: Buffer; response: Buffer } {
     request: grpcFrame(method.requestSerialize(REQUEST)),
     response: grpcFrame(method.responseSerialize(RESPONSE)),
   }
-}
-
-/** The process's user + system CPU so far, in µs. */
-function cpuMicros(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  // Fields after the command name (which may hold spaces), the state being field 3.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  const ticks = Number(fields[11]) + Number(fields[12])
-  return (ticks * 1e6) / TICKS_PER_SECOND
 }
 
 export interface Measured {
@@ -201,9 +191,9 @@ export async function measured(
   child: ChildProcess,
   work: () => Promise<{ done: number; perSecond: number; failed: number }>,
 ): Promise<Measured> {
-  const before = cpuMicros(child.pid!)
+  const before = processCpuMicros(child.pid!) ?? Number.NaN
   const r = await work()
-  const used = cpuMicros(child.pid!) - before
+  const used = (processCpuMicros(child.pid!) ?? Number.NaN) - before
   return {
     done: r.done,
     perSecond: r.perSecond,

@@ -1,9 +1,13 @@
 // PostgreSQL store benchmark: decisions/s and p50/p99 latency at 1 and 64 in flight for the
 // postgres store (fixed window, GCRA), next to the Redis store (same algorithms) and to
 // rate-limiter-flexible's RateLimiterPostgres (a fixed window, one upsert per call), all in the
-// same run against a PostgreSQL and a redis-server started here; plus table bytes per row
-// (pg_total_relation_size, indexes included, over 10,000 keys) for Sluice and rate-limiter-flexible.
+// same run against a PostgreSQL and a redis-server started here; the server's CPU per decision
+// (PostgreSQL's processes together, or redis-server, from /proc) and this process's; plus table
+// bytes per row (pg_total_relation_size, indexes included, over 10,000 keys) for Sluice and
+// rate-limiter-flexible.
 // Run: npm run bench -- --only postgres (or, after npm run build: node --import tsx bench/cases/postgres.ts).
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Redis } from 'ioredis'
 import pg from 'pg'
@@ -13,6 +17,7 @@ import { postgresStore } from '../../packages/sluice/dist/postgres.js'
 import { redisStore } from '../../packages/sluice/dist/redis.js'
 import { startPostgres } from '../../test/helpers/postgres-harness.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
+import { processCpuMicros, processTreeCpuMicros } from '../load.js'
 import { throughput } from '../throughput.js'
 import type { BenchCase, BenchRow } from '../types.js'
 
@@ -22,6 +27,8 @@ const subjects = Array.from({ length: KEYS }, (_, i) => `user-${String(i).padSta
 interface Subject {
   name: string
   decide(key: string): Promise<unknown>
+  /** Its server, and the CPU (µs) that server has used so far (undefined where there is no /proc). */
+  server: { name: string; cpu(): number | undefined }
 }
 
 async function tableBytesPerRow(pool: pg.Pool, table: string): Promise<{ bytes: number; rows: number }> {
@@ -68,35 +75,75 @@ async function run({ quick }: { quick: boolean }): Promise<BenchRow[]> {
         (error?: unknown) => (error ? reject(error) : resolve(limiter)),
       )
     })
+    // PostgreSQL is a postmaster and a backend per connection; Redis is one process.
+    const postmaster = Number(
+      readFileSync(join(postgres.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0],
+    )
+    const redisPid = Number(/process_id:(\d+)/.exec(await client.info('server'))?.[1])
+    const pgServer = { name: "PostgreSQL's processes", cpu: () => processTreeCpuMicros(postmaster) }
+    const redisServer = { name: 'redis-server', cpu: () => processCpuMicros(redisPid) }
     const list: Subject[] = [
-      { name: 'sluice postgres fixed-window', decide: (k) => pgLimiter.consume('fixed', k) },
-      { name: 'sluice postgres gcra', decide: (k) => pgLimiter.consume('gcra', k) },
-      { name: 'sluice redis fixed-window', decide: (k) => redisLimiter.consume('fixed', k) },
-      { name: 'sluice redis gcra', decide: (k) => redisLimiter.consume('gcra', k) },
-      { name: 'rate-limiter-flexible RateLimiterPostgres', decide: (k) => flexible.consume(k) },
+      {
+        name: 'sluice postgres fixed-window',
+        decide: (k) => pgLimiter.consume('fixed', k),
+        server: pgServer,
+      },
+      { name: 'sluice postgres gcra', decide: (k) => pgLimiter.consume('gcra', k), server: pgServer },
+      {
+        name: 'sluice redis fixed-window',
+        decide: (k) => redisLimiter.consume('fixed', k),
+        server: redisServer,
+      },
+      { name: 'sluice redis gcra', decide: (k) => redisLimiter.consume('gcra', k), server: redisServer },
+      {
+        name: 'rate-limiter-flexible RateLimiterPostgres',
+        decide: (k) => flexible.consume(k),
+        server: pgServer,
+      },
     ]
     // Every key once, so the throughput runs update rows that exist (the steady state) and the
     // tables hold 10,000 rows each for the size measurement.
     for (const s of list)
       for (let i = 0; i < KEYS; i += 64) await Promise.all(subjects.slice(i, i + 64).map((k) => s.decide(k)))
     const ms = quick ? 1000 : 3000
-    const rates = new Map<string, number>()
+    const reference = (metric: string, inFlight: number) =>
+      out.find(
+        (r) =>
+          r.metric === metric &&
+          r.subject === `rate-limiter-flexible RateLimiterPostgres, ${inFlight} in flight`,
+      )!.value
     for (const inFlight of [1, 64]) {
       for (const s of list) {
-        const r = await throughput(s.decide, inFlight, ms, subjects)
-        rates.set(`${s.name}@${inFlight}`, r.rate)
+        let before: number | undefined
+        let after: number | undefined
+        const r = await throughput(s.decide, inFlight, ms, subjects, {
+          before: () => {
+            before = s.server.cpu()
+          },
+          after: () => {
+            after = s.server.cpu()
+          },
+        })
+        const subject = `${s.name}, ${inFlight} in flight`
         out.push({
-          subject: `${s.name}, ${inFlight} in flight`,
+          subject,
           metric: 'decisions/s',
           value: r.rate,
           unit: '/s',
           note: `p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms`,
         })
+        if (before !== undefined && after !== undefined)
+          out.push({
+            subject,
+            metric: 'server CPU per decision',
+            value: (after - before) / r.decisions,
+            unit: 'µs',
+            note: `${s.server.name}; this process ${(r.cpuUs / r.decisions).toFixed(1)} µs`,
+          })
       }
       // Ratios once every subject of this level ran: against rate-limiter-flexible's Postgres store.
-      const reference = rates.get(`rate-limiter-flexible RateLimiterPostgres@${inFlight}`)!
       for (const row of out.filter((r) => r.subject.endsWith(`, ${inFlight} in flight`)))
-        row.ratio = row.value / reference
+        row.ratio = row.value / reference(row.metric, inFlight)
     }
     const sluice = await tableBytesPerRow(pool, 'sluice_limits')
     const rlf = await tableBytesPerRow(pool, 'rlflx')

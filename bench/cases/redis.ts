@@ -14,7 +14,7 @@
 //   npm run bench -- --only redis [--quick]
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
@@ -24,7 +24,7 @@ import { createLimiter, type Decision } from '../../packages/sluice/dist/index.j
 import { redisStore } from '../../packages/sluice/dist/redis.js'
 import { startRedis } from '../../test/helpers/redis-harness.js'
 import { inChild } from '../child.js'
-import { median } from '../load.js'
+import { median, processCpuMicros } from '../load.js'
 import { MINIMAL_TOKEN_BUCKET } from '../reference-scripts.js'
 import { throughput } from '../throughput.js'
 import type { BenchCase, BenchRow } from '../types.js'
@@ -50,17 +50,6 @@ async function redisBenchmark(port: number, requests: number): Promise<number> {
   const { stdout } = await run('redis-benchmark', args)
   const line = stdout.trim().split('\n').at(-1)!
   return Number(JSON.parse(`[${line}]`)[1])
-}
-
-/** CPU time (µs, user + system) redis-server `pid` has used; undefined where /proc is not there. */
-function serverCpu(pid: number): number | undefined {
-  try {
-    // Fields after the command name: utime and stime are the 12th and 13th, in clock ticks (100/s).
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-    return (Number(fields[11]) + Number(fields[12])) * 10_000
-  } catch {
-    return undefined
-  }
 }
 
 type SubjectId = 'sluice' | 'rate-limiter-flexible' | 'bare-evalsha'
@@ -131,10 +120,10 @@ async function runRound(
     const r = await throughput(subject.decide, inFlight, ms, keys, {
       ...hooks,
       before: () => {
-        serverBefore = serverCpu(pid)
+        serverBefore = processCpuMicros(pid)
       },
       after: () => {
-        serverAfter = serverCpu(pid)
+        serverAfter = processCpuMicros(pid)
       },
     })
     return {

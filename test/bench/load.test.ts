@@ -1,0 +1,73 @@
+// bench/load.ts's CPU readings from /proc, which the bench's server rows divide by the decisions
+// answered: a process's own CPU, and a server made of a parent and its children (PostgreSQL's
+// postmaster and backends), whose children are counted while they run and after they exit.
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { describe, expect, it } from 'vitest'
+import { processCpuMicros, processTreeCpuMicros } from '../../bench/load.js'
+
+// The parent starts a child that spins until it has used 200 ms of CPU (measured by CPU, not by
+// the clock), says `spun <pid>`, then waits to be told to exit; once the parent has reaped it, the
+// parent says `reaped`. The parent itself stays until its stdin ends.
+const PARENT = `
+const { spawn } = require('node:child_process')
+const child = spawn(process.execPath, ['-e', \`
+  const start = process.cpuUsage()
+  for (;;) { const u = process.cpuUsage(start); if (u.user + u.system >= 200000) break }
+  process.stdout.write('spun ' + process.pid + '\\\\n')
+  process.stdin.once('data', () => process.exit(0))
+\`], { stdio: ['pipe', 'pipe', 'inherit'] })
+child.stdout.on('data', (d) => process.stdout.write(d))
+process.stdin.on('data', () => child.stdin.write('exit\\n'))
+child.once('exit', () => process.stdout.write('reaped\\n'))
+process.stdin.once('end', () => process.exit(0))
+`
+
+/** What `stream` has written, and a wait for the first text of it that matches a pattern. */
+function output(stream: NodeJS.ReadableStream): (pattern: RegExp) => Promise<RegExpExecArray> {
+  let text = ''
+  stream.on('data', (chunk) => {
+    text += String(chunk)
+  })
+  return async (pattern) => {
+    for (;;) {
+      const match = pattern.exec(text)
+      if (match !== null) return match
+      if (!stream.readable) throw new Error(`the stream ended without ${pattern}: ${text}`)
+      await once(stream, 'data')
+    }
+  }
+}
+
+describe.runIf(process.platform === 'linux')('bench/load.ts CPU readings', () => {
+  it('reads a process CPU, undefined for a process that does not exist', () => {
+    expect(processCpuMicros(process.pid)).toBeGreaterThan(0)
+    // PIDs are below 2^22 on Linux.
+    expect(processCpuMicros(2 ** 23)).toBeUndefined()
+    expect(processTreeCpuMicros(2 ** 23)).toBeUndefined()
+  })
+
+  it("counts a server's children while they run and, once reaped, in the parent's reaped time", async () => {
+    const parent = spawn(process.execPath, ['-e', PARENT], { stdio: ['pipe', 'pipe', 'inherit'] })
+    try {
+      const pid = parent.pid!
+      const said = output(parent.stdout)
+      const childPid = Number((await said(/spun (\d+)\n/))[1])
+      // CPU only grows: a reading taken after another is at least as large.
+      const childRunning = processCpuMicros(childPid)!
+      const parentOwn = processCpuMicros(pid, true)!
+      expect(childRunning).toBeGreaterThanOrEqual(200_000)
+      expect(processTreeCpuMicros(pid)!).toBeGreaterThanOrEqual(parentOwn + childRunning)
+
+      parent.stdin.write('go\n')
+      await said(/reaped\n/)
+      expect(processCpuMicros(childPid)).toBeUndefined()
+      const reaped = processCpuMicros(pid, true)! - processCpuMicros(pid)!
+      expect(reaped).toBeGreaterThanOrEqual(childRunning)
+      expect(processTreeCpuMicros(pid)!).toBeGreaterThanOrEqual(parentOwn + childRunning)
+    } finally {
+      parent.stdin.end()
+      if (parent.exitCode === null) await once(parent, 'exit')
+    }
+  })
+})
