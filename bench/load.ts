@@ -48,7 +48,10 @@ export async function load(options: LoadOptions): Promise<Load> {
   }
 }
 
-/** A free TCP port below the ephemeral range (see /work/shared/ENV-NOTES.md). */
+/**
+ * A free TCP port below Linux's ephemeral range (32768 and up by default), so no outgoing
+ * connection is given it between this probe and the server's listen.
+ */
 export async function freePort(): Promise<number> {
   for (;;) {
     const port = 20_000 + Math.floor(Math.random() * 12_000)

@@ -1,5 +1,6 @@
 // Debian's Chromium, headless, for the browser tests (playwright-core drives it; no browser download).
-// The flags keep it off this machine's closed network (shared/ENV-NOTES.md, Browser tests).
+// The flags keep it from reaching out on its own (updates, sync, QUIC probes), so a test talks only
+// to the servers it started, on machines with no way out.
 import { existsSync } from 'node:fs'
 import { type Browser, chromium } from 'playwright-core'
 
