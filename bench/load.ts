@@ -107,16 +107,20 @@ function statFields(pid: number): string[] {
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
 }
 
+/** The CPU (µs) in a stat line's fields: utime and stime, and with `reaped` cutime and cstime. */
+function cpuOfFields(f: readonly string[], reaped: boolean): number {
+  // utime, stime, cutime, cstime: the 14th to 17th fields of the line, 12th to 15th here.
+  const ticks = Number(f[11]) + Number(f[12]) + (reaped ? Number(f[13]) + Number(f[14]) : 0)
+  return (ticks * 1e6) / TICKS_PER_SECOND
+}
+
 /**
  * The user + system CPU (µs) process `pid` has used; with `reaped`, that of the children it has
  * waited for too. Undefined where there is no /proc (or no such process).
  */
 export function processCpuMicros(pid: number, reaped = false): number | undefined {
   try {
-    const f = statFields(pid)
-    // utime, stime, cutime, cstime: the 14th to 17th fields of the line, 12th to 15th here.
-    const ticks = Number(f[11]) + Number(f[12]) + (reaped ? Number(f[13]) + Number(f[14]) : 0)
-    return (ticks * 1e6) / TICKS_PER_SECOND
+    return cpuOfFields(statFields(pid), reaped)
   } catch {
     return undefined
   }
@@ -134,11 +138,14 @@ export function processTreeCpuMicros(pid: number): number | undefined {
   let children = 0
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue
+    let f: string[]
     try {
-      if (Number(statFields(Number(name))[1]) === pid) children += processCpuMicros(Number(name)) ?? 0
+      f = statFields(Number(name))
     } catch {
-      // Exited while the list was read.
+      continue // exited while the list was read
     }
+    // The 4th field of the line, the parent's pid.
+    if (Number(f[1]) === pid) children += cpuOfFields(f, false)
   }
   return own + children
 }

@@ -6,14 +6,14 @@ import { once } from 'node:events'
 import { describe, expect, it } from 'vitest'
 import { processCpuMicros, processTreeCpuMicros } from '../../bench/load.js'
 
-// The parent starts a child that spins until it has used 200 ms of CPU (measured by CPU, not by
-// the clock), says `spun <pid>`, then waits to be told to exit; once the parent has reaped it, the
-// parent says `reaped`. The parent itself stays until its stdin ends.
+// The parent starts a child that spins until it has used 210 ms of CPU since it started (measured
+// by CPU, not by the clock), says `spun <pid>`, then waits to be told to exit; once the parent has
+// reaped it, the parent says `reaped`. The parent itself stays until its stdin ends. /proc counts
+// whole clock ticks (10 ms at most), so the child's reading there is at least 200 ms.
 const PARENT = `
 const { spawn } = require('node:child_process')
 const child = spawn(process.execPath, ['-e', \`
-  const start = process.cpuUsage()
-  for (;;) { const u = process.cpuUsage(start); if (u.user + u.system >= 200000) break }
+  for (;;) { const u = process.cpuUsage(); if (u.user + u.system >= 210000) break }
   process.stdout.write('spun ' + process.pid + '\\\\n')
   process.stdin.once('data', () => process.exit(0))
 \`], { stdio: ['pipe', 'pipe', 'inherit'] })
@@ -62,7 +62,9 @@ describe.runIf(process.platform === 'linux')('bench/load.ts CPU readings', () =>
       parent.stdin.write('go\n')
       await said(/reaped\n/)
       expect(processCpuMicros(childPid)).toBeUndefined()
-      const reaped = processCpuMicros(pid, true)! - processCpuMicros(pid)!
+      // Own time first: what it gains before the second reading can only add to the difference.
+      const own = processCpuMicros(pid)!
+      const reaped = processCpuMicros(pid, true)! - own
       expect(reaped).toBeGreaterThanOrEqual(childRunning)
       expect(processTreeCpuMicros(pid)!).toBeGreaterThanOrEqual(parentOwn + childRunning)
     } finally {
