@@ -4,10 +4,14 @@
 //     reading the request to its end and decoding nothing: what any gRPC server over node:http2 pays.
 //   node bench/envoy-peers.mjs grpc-js-empty <port>
 //     @grpc/grpc-js serving rls.proto, its ShouldRateLimit answering OK at once.
+//   node bench/envoy-peers.mjs h2-framing <port> <response frame, hex>
+//     HTTP/2 spoken by bench/h2-framing.mjs over node:net, answering every stream with the frame and
+//     OK trailers: what the protocol's own work costs, without node:http2.
 // Each prints `ready` once it listens on 127.0.0.1, and exits cleanly on SIGTERM (so a --cpu-prof
 // run writes its profile). `bareHttp2` is the first, for a script that runs it in its own process.
 import { createServer } from 'node:http2'
 import { fileURLToPath } from 'node:url'
+import { framingServer } from './h2-framing.mjs'
 
 const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit'
 const PROTO = fileURLToPath(new URL('../packages/sluice-server/src/envoy/rls.proto', import.meta.url))
@@ -51,6 +55,13 @@ async function main(kind, port, responseHex) {
       server.close()
       process.exit(0)
     })
+  } else if (kind === 'h2-framing') {
+    const server = framingServer(Buffer.from(responseHex ?? '', 'hex'))
+    server.listen(port, '127.0.0.1', () => process.stdout.write('ready\n'))
+    process.once('SIGTERM', () => {
+      server.close()
+      process.exit(0)
+    })
   } else if (kind === 'grpc-js-empty') {
     const { Server, ServerCredentials, loadPackageDefinition } = await import('@grpc/grpc-js')
     const { loadSync } = await import('@grpc/proto-loader')
@@ -70,7 +81,7 @@ async function main(kind, port, responseHex) {
       process.exit(0)
     })
   } else {
-    process.stderr.write(`unknown server ${kind}; bare-http2 or grpc-js-empty\n`)
+    process.stderr.write(`unknown server ${kind}; bare-http2, h2-framing or grpc-js-empty\n`)
     process.exit(2)
   }
 }

@@ -165,10 +165,14 @@ export const SUMMARY: SummaryRow[] = [
       const empty = run.has('envoy/grpc-js-empty cpu')
         ? `an empty grpc-js server: ${us(run.get('envoy/grpc-js-empty cpu').value)}; `
         : ''
+      // What the protocol's own work costs without node:http2: how much of the bare handler's is node:http2's.
+      const framing = run.has('envoy/h2-framing cpu')
+        ? `; HTTP/2 framed by hand over node:net, without node:http2: ${us(run.get('envoy/h2-framing cpu').value)}`
+        : ''
       return {
         sluice: `${us(cpu)} (${x(cpu / bare)} the bare handler's), ${rate(calls)} calls (memory store)`,
         // The bare handler's own calls/s: how far any handler on node:http2 gets against /v1/check.
-        peer: `${empty}a bare \`node:http2\` handler: ${us(bare)}${bareCalls}; \`POST /v1/check\`: ${rate(check)} decisions`,
+        peer: `${empty}a bare \`node:http2\` handler: ${us(bare)}${bareCalls}${framing}; \`POST /v1/check\`: ${rate(check)} decisions`,
         met: cpu <= 1.3 * bare && calls >= check,
       }
     },

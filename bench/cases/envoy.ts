@@ -3,6 +3,8 @@
 //   sluice-grpc      `sluice serve --grpc-port` (dist CLI, memory store, every call allowed),
 //   bare-http2       a node:http2 server answering the same path with a fixed frame (bench/envoy-peers.mjs),
 //   grpc-js-empty    @grpc/grpc-js whose ShouldRateLimit answers OK at once (bench/envoy-peers.mjs),
+//   h2-framing       HTTP/2 spoken by hand over node:net with the same fixed frame (bench/h2-framing.mjs):
+//                    what the protocol's own work costs without node:http2,
 // and POST /v1/check of the same sluice server (sluice-v1-check): the service's HTTP listener speaks
 // HTTP/1.1 only, so that load is h2load over HTTP/1.1 (--h1), 64 connections, one request in flight
 // each. Server CPU per call is the server process's utime + stime (/proc/<pid>/stat) over the load
@@ -270,6 +272,9 @@ export const benchCase: BenchCase = {
           baseline,
         )
       await peer('bare-http2', 'node:http2 answering a fixed frame (no decoding)', [response.toString('hex')])
+      await peer('h2-framing', 'HTTP/2 by hand over node:net answering a fixed frame (no node:http2)', [
+        response.toString('hex'),
+      ])
       await peer('grpc-js-empty', '@grpc/grpc-js, ShouldRateLimit answering OK at once', [])
 
       for (const s of subjects) await s.run(1) // warm-up: JIT, connections, the memory store's key

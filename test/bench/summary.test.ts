@@ -49,6 +49,7 @@ const metRun: BenchRow[] = [
   row('envoy/bare-http2 cpu', 79),
   row('envoy/bare-http2 rate', 9_300),
   row('envoy/grpc-js-empty cpu', 184),
+  row('envoy/h2-framing cpu', 6.5),
   row('envoy/sluice-v1-check rate', 9_100),
   row('memory/sluice-token-bucket-consume rate', 7_900_000, 3.4),
   row('memory/sluice-token-bucket-consume vs-erl', 0.84),
@@ -130,7 +131,9 @@ describe('bench summary table', () => {
     expect(body[3]).toContain('rate-limiter-flexible 122 B, rate-limit-redis 106 B')
     expect(body[4]).toContain("95.0 µs (1.20x the bare handler's), 9.8k/s calls (memory store)")
     expect(body[4]).toContain('an empty grpc-js server: 184.0 µs')
-    expect(body[4]).toContain('a bare `node:http2` handler: 79.0 µs, 9.3k/s calls; `POST /v1/check`: 9.1k/s')
+    expect(body[4]).toContain(
+      'a bare `node:http2` handler: 79.0 µs, 9.3k/s calls; HTTP/2 framed by hand over node:net, without node:http2: 6.5 µs; `POST /v1/check`: 9.1k/s',
+    )
     expect(body[5]).toContain(
       "7.90M/s, token bucket (0.84x express-rate-limit's `MemoryStore.increment`; per CPU second 0.90x)",
     )
@@ -172,6 +175,7 @@ describe('bench summary table', () => {
       'redis/sluice redis-cpu@64',
       'envoy/grpc-js-empty cpu',
       'envoy/bare-http2 rate',
+      'envoy/h2-framing cpu',
       'memory/sluice-token-bucket-consume vs-erl-cpu',
     ])
     const lines = summaryTable(metRun.filter((r) => !optional.has(r.id!)))
@@ -180,6 +184,7 @@ describe('bench summary table', () => {
     expect(lines[3]).toContain('12.0 µs, 0.41x |')
     expect(lines[4]).not.toContain('cores busy')
     expect(lines[6]).not.toContain('grpc-js')
+    expect(lines[6]).not.toContain('framed by hand')
     expect(lines[6]).toContain('a bare `node:http2` handler: 79.0 µs; `POST')
     expect(lines[7]).not.toContain('per CPU second')
   })
