@@ -48,15 +48,9 @@ export function bareHttp2(frame) {
 }
 
 async function main(kind, port, responseHex) {
-  if (kind === 'bare-http2') {
-    const server = bareHttp2(Buffer.from(responseHex ?? '', 'hex'))
-    server.listen(port, '127.0.0.1', () => process.stdout.write('ready\n'))
-    process.once('SIGTERM', () => {
-      server.close()
-      process.exit(0)
-    })
-  } else if (kind === 'h2-framing') {
-    const server = framingServer(Buffer.from(responseHex ?? '', 'hex'))
+  if (kind === 'bare-http2' || kind === 'h2-framing') {
+    const frame = Buffer.from(responseHex ?? '', 'hex')
+    const server = kind === 'bare-http2' ? bareHttp2(frame) : framingServer(frame)
     server.listen(port, '127.0.0.1', () => process.stdout.write('ready\n'))
     process.once('SIGTERM', () => {
       server.close()

@@ -1,6 +1,6 @@
 // The envoy bench case's framing ceiling (bench/h2-framing.mjs) is a ceiling only if it speaks
 // HTTP/2 as the real servers do: grpc-js and node:http2 clients get the frame it was given, with OK
-// trailers, over many streams of one connection and past the client's flow-control windows.
+// trailers, over many streams of one connection and past the connection's flow-control window each way.
 import { once } from 'node:events'
 import { connect } from 'node:http2'
 import type { AddressInfo } from 'node:net'
@@ -47,7 +47,7 @@ describe('bench/h2-framing.mjs', () => {
     }
   })
 
-  it("answers every stream of a node:http2 session, past the client's 65,535-byte windows", async () => {
+  it("answers every stream of a node:http2 session, past the client's 65,535-byte connection window", async () => {
     const session = connect(`http://${largeAddress}`)
     try {
       // 2,000 answers of 1,000 bytes, 50 streams at a time: 30 times the connection window the
