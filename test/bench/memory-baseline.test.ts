@@ -1,7 +1,8 @@
-// The memory case's baseline mode (SLUICE_BENCH_BASELINE_DIST): the other build's token-bucket
-// subjects run in a process of their own, beside the yardstick, not in the token bucket's process.
-// It runs the group's script over this repository's own build, 5 short rounds; only which subjects
-// ran is checked, never a figure.
+// The memory case's processes: the other build's token-bucket subjects (SLUICE_BENCH_BASELINE_DIST)
+// run in a process of their own, beside the yardstick, not in the token bucket's process; and a
+// process's Sluice subjects decide through one limiter, as an app that uses one. It runs the group's
+// script over this repository's own build, 5 short rounds; only which subjects ran and through which
+// limiter is checked, never a figure.
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -14,7 +15,10 @@ const DIST = fileURLToPath(new URL('../../packages/sluice/dist/', import.meta.ur
 const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-baseline-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-/** The ids the group's process measured, or its exit code and stderr when it failed. */
+/**
+ * What the group's process measured, as `id` or `id@limiter` for a Sluice subject, or its exit
+ * code and stderr when it failed.
+ */
 function group(
   name: string,
   baseline: string | undefined,
@@ -29,19 +33,33 @@ function group(
     timeout: 60_000,
   })
   if (run.status !== 0) return { status: run.status, stderr: run.stderr }
-  return (JSON.parse(readFileSync(out, 'utf8')) as { id: string }[]).map((m) => m.id)
+  return (JSON.parse(readFileSync(out, 'utf8')) as { id: string; limiter?: number }[]).map((m) =>
+    m.limiter === undefined ? m.id : `${m.id}@${m.limiter}`,
+  )
 }
 
-describe('memory case: SLUICE_BENCH_BASELINE_DIST', () => {
+describe("memory case: each process's subjects", () => {
   it('runs the other build in a process of its own, with the yardstick; the token bucket process keeps its own subjects', () => {
     expect(group('token-bucket-baseline', DIST)).toEqual([
-      'sluice-token-bucket-consume-baseline',
-      'sluice-token-bucket-consumeSync-baseline',
+      'sluice-token-bucket-consume-baseline@0',
+      'sluice-token-bucket-consumeSync-baseline@0',
       'express-rate-limit-store',
     ])
     expect(group('token-bucket', DIST)).toEqual([
-      'sluice-token-bucket-consume',
-      'sluice-token-bucket-consumeSync',
+      'sluice-token-bucket-consume@0',
+      'sluice-token-bucket-consumeSync@0',
+      'express-rate-limit-store',
+    ])
+  })
+
+  it("decides a process's await and sync subjects through one limiter, and the fixed window's alone", () => {
+    expect(group('sliding-window-counter', undefined)).toEqual([
+      'sluice-sliding-window-counter-consume@0',
+      'sluice-sliding-window-counter-consumeSync@0',
+      'express-rate-limit-store',
+    ])
+    expect(group('fixed-window', undefined)).toEqual([
+      'sluice-fixed-window-consume@0',
       'express-rate-limit-store',
     ])
   })
