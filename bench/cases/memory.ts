@@ -67,7 +67,7 @@ function limiterOf(
  * The `await consume` subject and, with `sync`, the `consumeSync` one, both through one limiter, as
  * in an app that uses one. A second limiter in the process slowed the awaited subject: by 5% while
  * it only existed, by 9% while it decided the `consumeSync` subject's calls (medians of six
- * interleaved processes each, 3 Dec 2026), and its rounds then measured the second limiter too.
+ * interleaved processes each, 3 Dec 2026).
  */
 function sluice(algorithm: Algorithm, sync: boolean, build: Build = built, suffix = ''): Subject[] {
   const { limiter, n: made } = limiterOf(algorithm, build)
