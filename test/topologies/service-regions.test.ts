@@ -116,13 +116,15 @@ describe('sluice serve in two regions', () => {
       expect(await consume('eu', 'shared', 'k')).toMatchObject({ allowed: true })
       expect(await consume('eu', 'own', 'k')).toMatchObject({ allowed: true })
     }
-    // us reads eu's demand and hands over its 2 within a few sync periods (and a link delay). The
-    // first looks may be denials, remembered by eu's deny cache for at most three sync periods.
-    await eventually('eu holds us’s share', async () =>
-      (await remaining('eu', 'shared', 'k')) === LIMIT - 3 ? true : undefined,
-    )
-    expect(await consume('eu', 'shared', 'k')).toMatchObject({ allowed: true })
-    expect(await consume('eu', 'shared', 'k')).toMatchObject({ allowed: true })
+    // us reads eu's demand and hands over its 2 within a few sync periods (and a link delay). eu
+    // keeps asking, as a busy region does: a demand entry counts for five sync periods after it is
+    // written, and a single burst was missed when us's sync ran that late on a loaded machine. Its
+    // denials (some remembered by eu's deny cache for at most three sync periods) are demand too.
+    let admitted = 3
+    await eventually('eu admits us’s share', async () => {
+      if ((await consume('eu', 'shared', 'k')).allowed === true) admitted++
+      return admitted === LIMIT ? true : undefined
+    })
     expect(await consume('eu', 'shared', 'k')).toMatchObject({ allowed: false, remaining: 0 })
     // us holds none of the global limit, all of it being used in eu.
     expect(await remaining('us', 'shared', 'k')).toBe(0)
