@@ -51,18 +51,6 @@ type Algorithm = 'token-bucket' | 'fixed-window' | 'sliding-window-counter'
 /** Limiters made in this process, so a subject can say which one it decides through. */
 let limitersMade = 0
 
-/** A limiter as an app that uses one algorithm makes it: a memory store, one policy, a limit never hit. */
-function limiterOf(
-  algorithm: Algorithm,
-  build: Build,
-): { limiter: ReturnType<Build['createLimiter']>; n: number } {
-  const limiter = build.createLimiter({
-    store: build.memoryStore(),
-    policies: { p: { algorithm, limit: 1_000_000_000, window: '1s' } },
-  })
-  return { limiter, n: limitersMade++ }
-}
-
 /**
  * The `await consume` subject and, with `sync`, the `consumeSync` one, both through one limiter, as
  * in an app that uses one. A second limiter in the process slowed the awaited subject: by 5% while
@@ -70,7 +58,12 @@ function limiterOf(
  * interleaved processes each, 3 Dec 2026).
  */
 function sluice(algorithm: Algorithm, sync: boolean, build: Build = built, suffix = ''): Subject[] {
-  const { limiter, n: made } = limiterOf(algorithm, build)
+  // A memory store and one policy whose limit no run reaches.
+  const limiter = build.createLimiter({
+    store: build.memoryStore(),
+    policies: { p: { algorithm, limit: 1_000_000_000, window: '1s' } },
+  })
+  const made = limitersMade++
   const awaited: Subject = {
     id: `sluice-${algorithm}-consume${suffix}`,
     name: `sluice ${algorithm} await consume${suffix}`,

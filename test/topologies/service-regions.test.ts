@@ -118,8 +118,9 @@ describe('sluice serve in two regions', () => {
     }
     // us reads eu's demand and hands over its 2 within a few sync periods (and a link delay). eu
     // keeps asking, as a busy region does: a demand entry counts for five sync periods after it is
-    // written, and a single burst was missed when us's sync ran that late on a loaded machine. Its
-    // denials (some remembered by eu's deny cache for at most three sync periods) are demand too.
+    // written, so a single burst goes unseen when us's sync runs later than that on a loaded
+    // machine. A denial that reaches the store is demand too; those eu's deny cache answers (for at
+    // most three sync periods) are not, and the next try after them is.
     let admitted = 3
     await eventually('eu admits us’s share', async () => {
       if ((await consume('eu', 'shared', 'k')).allowed === true) admitted++
