@@ -67,7 +67,7 @@ export function partOf(frames: readonly string[]): Part {
   return "no JavaScript on the stack: the event loop, the kernel's socket work, malloc and free"
 }
 
-/** The framework's servers on the memory store: the no-limiter one first. */
+/** The framework's servers on the memory store (those writing header lines alone too): the no-limiter one first. */
 export function memoryVariants(framework: Framework): { variant: string; subject: string }[] {
   return BASE_VARIANTS[framework].filter((v) => !v.variant.includes('redis'))
 }

@@ -87,9 +87,16 @@ export const SUMMARY: SummaryRow[] = [
       const legacy = run.has(`${legacyId} cpu-added`)
         ? `; X-RateLimit-* only ${http(run, legacyId, true).text}`
         : ''
+      // Without a limiter, a hook writing fixed header lines: what the lines alone cost.
+      const lines = (variant: string, what: string) => {
+        const id = `http-fastify/${variant}`
+        return run.has(`${id} cpu-added`)
+          ? `; no limiter, ${what} ${plusUs(run.get(`${id} cpu-added`).value)}`
+          : ''
+      }
       return {
         sluice: `${s.text}${legacy}`,
-        peer: `@fastify/rate-limit ${p.text}`,
+        peer: `@fastify/rate-limit ${p.text}${lines('header-lines-5', "Sluice's five default header lines alone")}${lines('header-lines-3', 'the three X-RateLimit-* alone')}`,
         met: s.cpu <= p.cpu,
       }
     },

@@ -54,6 +54,15 @@ async function rateLimiterFlexibleMiddleware() {
   }
 }
 
+/** Sluice's default header lines as this server's Sluice variant writes them (values of the same length). */
+const SLUICE_DEFAULT_LINES = [
+  ['ratelimit', '"perIp";r=999999999;t=60'],
+  ['ratelimit-policy', '"perIp";q=1000000000;w=60'],
+  ['x-ratelimit-limit', '1000000000'],
+  ['x-ratelimit-remaining', '999999999'],
+  ['x-ratelimit-reset', '1796329345'],
+]
+
 let server
 if (framework === 'fastify') {
   const Fastify = (await import('fastify')).default
@@ -64,6 +73,14 @@ if (framework === 'fastify') {
   } else if (variant.startsWith('fastify-rate-limit')) {
     const rateLimit = (await import('@fastify/rate-limit')).default
     await app.register(rateLimit, { max: LIMIT, timeWindow: WINDOW_MS, ...(redis ? { redis } : {}) })
+  } else if (variant.startsWith('header-lines-')) {
+    // No limiter: a callback hook writing fixed header lines, the default's five or the peer's
+    // three, so what the lines cost Fastify and node:http shows apart from any limiter's work.
+    const lines = variant === 'header-lines-5' ? SLUICE_DEFAULT_LINES : SLUICE_DEFAULT_LINES.slice(2)
+    app.addHook('onRequest', (_request, reply, next) => {
+      for (const [name, value] of lines) reply.header(name, value)
+      next()
+    })
   } else if (variant !== 'none') throw new Error(`no variant ${variant} for fastify`)
   app.get('/', async () => ({ hello: 'world' }))
   await app.listen({ port: 0, host: '127.0.0.1' })

@@ -5,10 +5,14 @@
 // middleware). Reports server CPU per request (the server process's cpuUsage() before and after the
 // load / requests), the CPU added over the no-limiter server, and req/s as a share of it.
 //
-// Every server of a framework starts once and is warmed up; then rounds alternate the servers (the
-// order rotates each round) so a burst of load elsewhere on the machine hits all of them alike, and
-// every figure is the median over rounds of the per-round value (ratios and differences are taken
-// within a round, against the no-limiter server of that round).
+// Rounds alternate the servers (the order rotates each round) so a burst of load elsewhere on the
+// machine hits all of them alike, and every figure is the median over rounds of the per-round value
+// (ratios and differences are taken within a round, against the no-limiter server of that round).
+// Each measurement is a server process of its own, started, warmed up, measured and stopped, so it
+// is the only server alive: on the 2-core VM a server first loaded while four others that had been
+// loaded were still running used about a third more user CPU per request for the rest of its life,
+// whatever its code (eight identical Sluice servers: 13.2-13.7 µs for the first four loaded, 16.6-16.7
+// for the others), which made a variant's figure depend on its place in the list.
 //
 //   npm run bench -- --only http-fastify [--quick] [--profile DIR] [--variants sluice-memory,...]
 //   (or http-express; http-core)
@@ -34,6 +38,14 @@ export const BASE_VARIANTS: Record<Framework, { variant: string; subject: string
       subject: "fastify + Sluice (memory), the peer's header set (X-RateLimit-* only)",
     },
     { variant: 'fastify-rate-limit-memory', subject: 'fastify + @fastify/rate-limit (memory)' },
+    {
+      variant: 'header-lines-5',
+      subject: "fastify, no limiter: a hook writing Sluice's five default header lines",
+    },
+    {
+      variant: 'header-lines-3',
+      subject: 'fastify, no limiter: a hook writing the three X-RateLimit-* lines',
+    },
     { variant: 'sluice-redis', subject: 'fastify + Sluice (Redis, ioredis)' },
     { variant: 'fastify-rate-limit-redis', subject: 'fastify + @fastify/rate-limit (ioredis)' },
   ],
@@ -121,9 +133,15 @@ export async function startServer(
 }
 
 /** Node's options for a server that writes its `--cpu-prof` profile into `profileDir` as it exits. */
-function cpuProfile(profileDir: string | undefined, framework: Framework, variant: string): string[] {
+function cpuProfile(
+  profileDir: string | undefined,
+  framework: Framework,
+  variant: string,
+  round: number,
+): string[] {
   if (profileDir === undefined) return []
-  return ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${framework}-${variant}.cpuprofile`]
+  const name = `${framework}-${variant}-${round + 1}.cpuprofile`
+  return ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', name]
 }
 
 export async function stopServer(server: Server): Promise<void> {
@@ -170,7 +188,7 @@ async function runFramework(framework: Framework, opts: BenchOptions): Promise<B
   const rounds = opts.quick ? 3 : 5
   const warmUpSeconds = opts.quick ? 1 : 2
   const redis = await startRedis()
-  const servers: Server[] = []
+  let server: Server | undefined
   try {
     const wanted = VARIANTS[framework].filter(
       (v) => v.variant === 'none' || opts.variants === undefined || opts.variants.includes(v.variant),
@@ -182,30 +200,30 @@ async function runFramework(framework: Framework, opts: BenchOptions): Promise<B
           .some((w) => w.variant === v),
     )
     if (unknown.length > 0) throw new Error(`no HTTP variant ${unknown.join(', ')}`)
-    for (const { variant, subject } of wanted)
-      servers.push(
-        await startServer(
+    const perRound = new Map<string, Round[]>(wanted.map((w) => [w.variant, []]))
+    for (let round = 0; round < rounds; round++) {
+      const order = wanted.map((_, i) => wanted[(i + round) % wanted.length]!)
+      for (const { variant, subject } of order) {
+        server = await startServer(
           framework,
           variant,
           subject,
           redis.port,
-          cpuProfile(opts.profileDir, framework, variant),
-        ),
-      )
-    // JIT, connection pools, the Redis scripts loaded: nothing of it in the measured rounds.
-    for (const server of servers)
-      await load({ url: server.url, connections: CONNECTIONS, duration: warmUpSeconds })
-    const perRound = new Map<Server, Round[]>(servers.map((s) => [s, []]))
-    for (let round = 0; round < rounds; round++) {
-      const order = servers.map((_, i) => servers[(i + round) % servers.length]!)
-      for (const server of order) perRound.get(server)!.push(await measure(server, seconds))
+          cpuProfile(opts.profileDir, framework, variant, round),
+        )
+        // JIT, connection pools, the Redis scripts loaded: nothing of it in the measured round.
+        await load({ url: server.url, connections: CONNECTIONS, duration: warmUpSeconds })
+        perRound.get(variant)!.push(await measure(server, seconds))
+        await stopServer(server)
+        server = undefined
+      }
     }
-    const baseline = perRound.get(servers[0]!)!
+    const baseline = perRound.get(wanted[0]!.variant)!
     const rows: BenchRow[] = []
     const how = `${CONNECTIONS} connections, median of ${rounds} rounds x ${seconds} s`
-    for (const server of servers) {
-      const runs = perRound.get(server)!
-      const id = `http-${framework}/${server.variant}`
+    for (const { variant, subject } of wanted) {
+      const runs = perRound.get(variant)!
+      const id = `http-${framework}/${variant}`
       const errors = runs.reduce((sum, r) => sum + r.errors, 0)
       const ratio = median(runs.map((r, i) => r.requestsPerSecond / baseline[i]!.requestsPerSecond))
       const cpu = median(runs.map((r) => r.cpuMicrosPerRequest))
@@ -213,7 +231,7 @@ async function runFramework(framework: Framework, opts: BenchOptions): Promise<B
       const spread = `rounds ${round1(Math.min(...runs.map((r) => r.cpuMicrosPerRequest)))}-${round1(Math.max(...runs.map((r) => r.cpuMicrosPerRequest)))} µs`
       rows.push({
         id: `${id} req/s`,
-        subject: server.subject,
+        subject,
         metric: 'req/s',
         value: Math.round(median(runs.map((r) => r.requestsPerSecond))),
         unit: 'req/s',
@@ -222,27 +240,26 @@ async function runFramework(framework: Framework, opts: BenchOptions): Promise<B
       })
       rows.push({
         id: `${id} cpu`,
-        subject: server.subject,
+        subject,
         metric: 'server CPU per request',
         value: round1(cpu),
         unit: 'µs',
         note: spread,
       })
-      if (server !== servers[0])
+      if (variant !== wanted[0]!.variant)
         rows.push({
           id: `${id} cpu-added`,
-          subject: server.subject,
+          subject,
           metric: 'server CPU added per request',
           value: round1(added),
           unit: 'µs',
           note: 'over no limiter, same round',
         })
-      if (errors > 0)
-        rows.push({ id: `${id} errors`, subject: server.subject, metric: 'errors', value: errors, unit: '' })
+      if (errors > 0) rows.push({ id: `${id} errors`, subject, metric: 'errors', value: errors, unit: '' })
     }
     return rows
   } finally {
-    for (const server of servers) await stopServer(server)
+    if (server !== undefined) await stopServer(server)
     await redis.stop()
   }
 }

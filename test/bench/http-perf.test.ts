@@ -54,6 +54,8 @@ describe('bench/http-perf.ts', () => {
       'sluice-memory',
       'sluice-memory-legacy',
       'fastify-rate-limit-memory',
+      'header-lines-5',
+      'header-lines-3',
     ])
     expect(memoryVariants('express').map((v) => v.variant)).toEqual([
       'none',

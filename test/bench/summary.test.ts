@@ -25,6 +25,8 @@ const metRun: BenchRow[] = [
   ...http('fastify', 'sluice-memory', 15, 1.2, 0.96),
   ...http('fastify', 'sluice-memory-legacy', 14.5, 0.8, 0.97),
   ...http('fastify', 'fastify-rate-limit-memory', 16, 1.7, 0.95),
+  ...http('fastify', 'header-lines-5', 14.9, 0.9, 0.97),
+  ...http('fastify', 'header-lines-3', 14.3, 0.3, 0.99),
   ...http('fastify', 'sluice-redis', 23.1, 11, 0.51),
   ...http('fastify', 'fastify-rate-limit-redis', 23.5, 8, 0.48),
   ...http('express', 'sluice-memory', 88, 3, 0.87),
@@ -121,7 +123,9 @@ describe('bench summary table', () => {
     expect(verdicts(lines)).toEqual(Array(7).fill('met |'))
     const body = lines.slice(2)
     expect(body[0]).toContain('+1.2 µs (0.96x req/s of no limiter); X-RateLimit-* only +0.8 µs (0.97x)')
-    expect(body[0]).toContain('@fastify/rate-limit +1.7 µs (0.95x)')
+    expect(body[0]).toContain(
+      "@fastify/rate-limit +1.7 µs (0.95x); no limiter, Sluice's five default header lines alone +0.9 µs; no limiter, the three X-RateLimit-* alone +0.3 µs |",
+    )
     expect(body[1]).toContain('12.0 µs, 0.41x (redis-server 9.5 µs)')
     expect(body[1]).toContain('rate-limiter-flexible 29.2 µs (redis-server 21.2 µs)')
     expect(body[2]).toContain('240.0k/s (2.10x rate-limiter-flexible)')
@@ -172,6 +176,8 @@ describe('bench summary table', () => {
   it('reads the optional cells only when the run has them', () => {
     const optional = new Set([
       'http-fastify/sluice-memory-legacy cpu-added',
+      'http-fastify/header-lines-5 cpu-added',
+      'http-fastify/header-lines-3 cpu-added',
       'redis/sluice redis-cpu@64',
       'envoy/grpc-js-empty cpu',
       'envoy/bare-http2 rate',
@@ -181,6 +187,7 @@ describe('bench summary table', () => {
     const lines = summaryTable(metRun.filter((r) => !optional.has(r.id!)))
     expect(verdicts(lines)).toEqual(Array(7).fill('met |'))
     expect(lines[2]).not.toContain('X-RateLimit-* only')
+    expect(lines[2]).not.toContain('header lines alone')
     expect(lines[3]).toContain('12.0 µs, 0.41x |')
     expect(lines[4]).not.toContain('cores busy')
     expect(lines[6]).not.toContain('grpc-js')
