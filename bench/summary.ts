@@ -82,21 +82,15 @@ export const SUMMARY: SummaryRow[] = [
     fill(run) {
       const s = http(run, 'http-fastify/sluice-memory', true, ' req/s of no limiter')
       const p = http(run, 'http-fastify/fastify-rate-limit-memory', true)
-      const legacyId = 'http-fastify/sluice-memory-legacy'
-      // The peer's header set (X-RateLimit-* only), when the run has it: what the default headers add.
-      const legacy = run.has(`${legacyId} cpu-added`)
-        ? `; X-RateLimit-* only ${http(run, legacyId, true).text}`
-        : ''
-      // Without a limiter, a hook writing fixed header lines: what the lines alone cost.
-      const lines = (variant: string, what: string) => {
+      // Servers the run may have: Sluice with the peer's header set, and no limiter but a hook
+      // writing fixed header lines (what the lines alone cost).
+      const optional = (variant: string, label: string) => {
         const id = `http-fastify/${variant}`
-        return run.has(`${id} cpu-added`)
-          ? `; no limiter, ${what} ${plusUs(run.get(`${id} cpu-added`).value)}`
-          : ''
+        return run.has(`${id} cpu-added`) ? `; ${label} ${http(run, id, true).text}` : ''
       }
       return {
-        sluice: `${s.text}${legacy}`,
-        peer: `@fastify/rate-limit ${p.text}${lines('header-lines-5', "Sluice's five default header lines alone")}${lines('header-lines-3', 'the three X-RateLimit-* alone')}`,
+        sluice: `${s.text}${optional('sluice-memory-legacy', 'X-RateLimit-* only')}`,
+        peer: `@fastify/rate-limit ${p.text}${optional('header-lines-5', "no limiter, Sluice's five default header lines alone")}${optional('header-lines-3', 'no limiter, the three X-RateLimit-* lines alone')}`,
         met: s.cpu <= p.cpu,
       }
     },
