@@ -1,6 +1,9 @@
 // The Redis case's 64-in-flight loop (bench/cases/redis.ts: token bucket on ioredis over 10,000 keys)
-// for a profiler or a before/after: this process's CPU per decision and decisions/s of each subject,
-// in interleaved rounds on one redis-server, with each round's ratios to rate-limiter-flexible.
+// for a profiler or a before/after: this process's CPU per decision, redis-server's CPU per decision
+// (/proc) and decisions/s of each subject, in interleaved rounds on one redis-server, with each
+// round's ratios to rate-limiter-flexible. `--in-flight N` keeps N decisions in flight instead of 64.
+// Builds of Sluice that share a process share the store's code sites, and so V8's feedback there:
+// compare two builds in runs of their own.
 // Subjects: `sluice` (this tree's dist/), `rate-limiter-flexible`, and `<name>=<dist dir>` for a
 // Sluice built elsewhere (another commit's worktree, built).
 //   npm run -s build
@@ -28,7 +31,7 @@ import { parseArgs, promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { startRedis } from '../test/helpers/redis-harness.js'
-import { median } from './load.js'
+import { median, processCpuMicros } from './load.js'
 import { type CpuProfile, profileShares, sharesTable } from './profile-shares.js'
 import { throughput } from './throughput.js'
 
@@ -42,10 +45,14 @@ const { values } = parseArgs({
     'cpu-profile': { type: 'string' },
     decisions: { type: 'string' },
     callgrind: { type: 'boolean', default: false },
+    'in-flight': { type: 'string', default: '64' },
   },
 })
 const ms = Number(values.ms)
 const rounds = Number(values.rounds)
+const inFlight = Number(values['in-flight'])
+if (!Number.isSafeInteger(inFlight) || inFlight < 1)
+  throw new Error('--in-flight takes a whole number of 1 or more')
 const keys = Array.from({ length: 10_000 }, (_, i) => `user-${String(i).padStart(5, '0')}`)
 
 interface Subject {
@@ -119,20 +126,20 @@ try {
     return subject.decide(key)
   }
   const fixed = values.decisions === undefined ? undefined : Number(values.decisions)
-  /** `fixed` decisions, 64 in flight; decisions/s. */
+  /** `fixed` decisions, `inFlight` at a time; decisions/s. */
   async function count(n: number): Promise<{ rate: number }> {
     let next = 0
     const started = performance.now()
     const lane = async () => {
       while (next < n) subject.check?.(await counted(keys[next++ % keys.length]!))
     }
-    await Promise.all(Array.from({ length: 64 }, lane))
+    await Promise.all(Array.from({ length: inFlight }, lane))
     return { rate: (n / (performance.now() - started)) * 1000 }
   }
   // Warm: every subject's code compiled before the first measured round.
   for (const s of subjects) {
     subject = s
-    if (fixed === undefined) await throughput(counted, 64, 500, keys)
+    if (fixed === undefined) await throughput(counted, inFlight, 500, keys)
     else await count(fixed)
   }
   const session = values.allocations === undefined ? undefined : new Session()
@@ -154,6 +161,9 @@ try {
   }
   const cpu = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
   const rates = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
+  /** redis-server's CPU per decision (µs), where /proc is there; not with --decisions. */
+  const serverCpu = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
+  const serverPid = Number(/process_id:(\d+)/.exec(await client.info('server'))?.[1])
   let total = 0
   const callgrind = (...args: string[]) => run('callgrind_control', [...args, String(process.pid)])
   /** Each subject's rounds: instructions per decision, and decisions per EVALSHA call. */
@@ -173,14 +183,20 @@ try {
       if (profiler !== undefined) await profiler.post('Profiler.start')
       if (fixed === undefined) {
         // The measured phase alone: throughput's own figures (no warm-up, no latency sort).
-        const r = await throughput(
-          subject.decide,
-          64,
-          ms,
-          keys,
-          subject.check ? { check: subject.check } : {},
-        )
+        let serverBefore: number | undefined
+        let serverAfter: number | undefined
+        const r = await throughput(subject.decide, inFlight, ms, keys, {
+          ...(subject.check ? { check: subject.check } : {}),
+          before: () => {
+            serverBefore = processCpuMicros(serverPid)
+          },
+          after: () => {
+            serverAfter = processCpuMicros(serverPid)
+          },
+        })
         cpu.get(subject.name)!.push(r.cpuUs / r.decisions)
+        if (serverBefore !== undefined && serverAfter !== undefined)
+          serverCpu.get(subject.name)!.push((serverAfter - serverBefore) / r.decisions)
         rates.get(subject.name)!.push(r.rate)
         total += r.decisions
       } else {
@@ -246,11 +262,14 @@ try {
   const vs = (m: Map<string, number[]>, name: string) =>
     m.has(peer) ? median(m.get(name)!.map((v, i) => v / m.get(peer)![i]!)).toFixed(2) : '-'
   for (const s of subjects) {
+    const server = serverCpu.get(s.name)!
     console.log(
       JSON.stringify({
         subject: s.name,
+        inFlight,
         cpuPerDecisionUs: Number(median(cpu.get(s.name)!).toFixed(2)),
         cpuVsPeer: vs(cpu, s.name),
+        ...(server.length > 0 ? { redisServerCpuPerDecisionUs: Number(median(server).toFixed(2)) } : {}),
         rate: Math.round(median(rates.get(s.name)!)),
         rateVsPeer: vs(rates, s.name),
       }),
