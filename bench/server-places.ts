@@ -2,8 +2,8 @@
 // servers of the HTTP case (bench/cases/http-server.mjs, Fastify, one variant), all started at once
 // and kept, each warmed up in turn, then measured in the same order for a few rounds. Prints each
 // server's CPU per request (median over rounds) in the order they were first loaded. On the 2-core
-// VM of docs/benchmarks.md the first four loaded ran at one speed and every later one about a third
-// slower, which is why the HTTP case runs one server at a time.
+// VM of docs/benchmarks.md the first four loaded ran at one speed and every later one used about a
+// quarter more CPU per request, which is why the HTTP case runs one server at a time.
 //   node --import tsx bench/server-places.ts [--servers 8] [--rounds 3] [--variant sluice-memory]
 //     [--reverse]        load them last started first (is it the order of starting or of loading?)
 //     [--stop-first N]   stop the first N started before loading any (do idle survivors count?)
@@ -24,6 +24,10 @@ const { values } = parseArgs({
 const count = Number(values.servers)
 const rounds = Number(values.rounds)
 const stopFirst = Number(values['stop-first'])
+if (![count, rounds].every((n) => Number.isSafeInteger(n) && n >= 1))
+  throw new Error('--servers and --rounds take a whole number of 1 or more')
+if (!Number.isSafeInteger(stopFirst) || stopFirst < 0 || stopFirst >= count)
+  throw new Error('--stop-first takes a whole number below --servers')
 const started: Server[] = []
 try {
   // A memory-store server never connects to Redis: the port is not read.

@@ -10,9 +10,10 @@
 // (ratios and differences are taken within a round, against the no-limiter server of that round).
 // Each measurement is a server process of its own, started, warmed up, measured and stopped, so it
 // is the only server alive: on the 2-core VM a server first loaded while four others that had been
-// loaded were still running used about a third more user CPU per request for the rest of its life,
-// whatever its code (eight identical Sluice servers: 13.2-13.7 µs for the first four loaded, 16.6-16.7
-// for the others), which would make a variant's figure depend on its place in the list.
+// loaded were still running used about a quarter more CPU per request (a third more user CPU) for
+// the rest of its life, whatever its code (eight identical Sluice servers: 13.2-13.7 µs for the first
+// four loaded, 16.6-16.7 for the others), which would make a variant's figure depend on its place in
+// the list.
 //
 //   npm run bench -- --only http-fastify [--quick] [--profile DIR] [--variants sluice-memory,...]
 //   (or http-express; http-core)
