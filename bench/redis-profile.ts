@@ -2,6 +2,8 @@
 // for a profiler or a before/after: this process's CPU per decision, redis-server's CPU per decision
 // (/proc) and decisions/s of each subject, in interleaved rounds on one redis-server, with each
 // round's ratios to rate-limiter-flexible. `--in-flight N` keeps N decisions in flight instead of 64.
+// `--window D` is the bucket's window (default 1h: every decision starts a new key; 12d: each key
+// is read back, as the Redis case's subject with keys kept between hits).
 // Builds of Sluice that share a process share the store's code sites, and so V8's feedback there:
 // compare two builds in runs of their own.
 // Subjects: `sluice` (this tree's dist/), `rate-limiter-flexible`, and `<name>=<dist dir>` for a
@@ -46,6 +48,7 @@ const { values } = parseArgs({
     decisions: { type: 'string' },
     callgrind: { type: 'boolean', default: false },
     'in-flight': { type: 'string', default: '64' },
+    window: { type: 'string', default: '1h' },
   },
 })
 const ms = Number(values.ms)
@@ -69,7 +72,7 @@ async function sluiceFrom(name: string, dist: string, client: Redis): Promise<Su
   const { redisStore } = await import(new URL('redis.js', base).href)
   const limiter = createLimiter({
     store: redisStore(client),
-    policies: { api: { algorithm: 'token-bucket', limit: 1_000_000, window: '1h' } },
+    policies: { api: { algorithm: 'token-bucket', limit: 1_000_000, window: values.window } },
     storeTimeout: '60s',
   })
   return {

@@ -51,6 +51,11 @@ const REDIS_ALGORITHMS: readonly [string, string][] = [
   ['token-bucket', 'token bucket'],
   ['gcra', 'GCRA'],
 ]
+/**
+ * The Redis case's second Sluice subject: a bucket that refills slower than the loop comes back, so
+ * each decision reads its key's state back instead of starting a new key. Both must meet a goal.
+ */
+const KEPT = 'keys kept between hits'
 const bytesPerKey = (run: Run, subject: string) => run.get(`redis-memory/${subject} bytes-per-key`).value
 
 /** The same-process Express and Fastify rows that must stay at or below the best peer's. */
@@ -100,15 +105,18 @@ export const SUMMARY: SummaryRow[] = [
     goal: "at most 0.5x rate-limiter-flexible's",
     fill(run) {
       const s = run.get('redis/sluice node-cpu@64').value
+      const kept = run.get('redis/sluice-kept node-cpu@64').value
       const p = run.get('redis/rate-limiter-flexible node-cpu@64').value
       const server = (subject: string) =>
         run.has(`redis/${subject} redis-cpu@64`)
           ? ` (redis-server ${us(run.get(`redis/${subject} redis-cpu@64`).value)})`
           : ''
       return {
-        sluice: `${us(s)}, ${x(s / p)}${server('sluice')}`,
+        sluice:
+          `${us(s)}, ${x(s / p)}${server('sluice')}; ` +
+          `${KEPT} ${us(kept)}, ${x(kept / p)}${server('sluice-kept')}`,
         peer: `rate-limiter-flexible ${us(p)}${server('rate-limiter-flexible')}`,
-        met: s <= 0.5 * p,
+        met: Math.max(s, kept) <= 0.5 * p,
       }
     },
   },
@@ -117,6 +125,7 @@ export const SUMMARY: SummaryRow[] = [
     goal: 'at least 2x',
     fill(run) {
       const s = run.get('redis/sluice rate@64')
+      const kept = run.get('redis/sluice-kept rate@64')
       const p = run.get('redis/rate-limiter-flexible rate@64').value
       // Both processes share 2 cores: the sum of their CPU per decision bounds decisions/s, and the
       // cores each subject kept busy say how much of that bound the run reached.
@@ -130,9 +139,10 @@ export const SUMMARY: SummaryRow[] = [
       return {
         sluice:
           `${rate(s.value)} (${x(s.ratio)} rate-limiter-flexible)` +
-          (known ? `; ${busy(s.value, sCpu)}, the 2-core bound ${x(pCpu / sCpu)}` : ''),
+          (known ? `; ${busy(s.value, sCpu)}, the 2-core bound ${x(pCpu / sCpu)}` : '') +
+          `; ${KEPT} ${rate(kept.value)} (${x(kept.ratio)})`,
         peer: `rate-limiter-flexible ${rate(p)}${known ? `; ${busy(p, pCpu)}` : ''}`,
-        met: (s.ratio ?? 0) >= 2,
+        met: Math.min(s.ratio ?? 0, kept.ratio ?? 0) >= 2,
       }
     },
   },

@@ -39,6 +39,9 @@ const metRun: BenchRow[] = [
   row('redis/sluice redis-cpu@64', 9.5),
   row('redis/rate-limiter-flexible redis-cpu@64', 21.2),
   row('redis/sluice rate@64', 240_000, 2.1),
+  row('redis/sluice-kept node-cpu@64', 13),
+  row('redis/sluice-kept redis-cpu@64', 10.5),
+  row('redis/sluice-kept rate@64', 230_000, 2.02),
   row('redis/rate-limiter-flexible rate@64', 114_000, 1),
   bytes('sluice-fixed-window', 106),
   bytes('sluice-sliding-window-counter', 118),
@@ -64,6 +67,8 @@ const misses: Record<string, BenchRow[]> = {
   fastify: [row('http-fastify/sluice-memory cpu-added', 1.8)],
   'redis cpu': [row('redis/sluice node-cpu@64', 14.7)],
   'redis rate': [row('redis/sluice rate@64', 236_000, 1.99)],
+  'redis rate, keys kept': [row('redis/sluice-kept rate@64', 226_000, 1.98)],
+  'redis cpu, keys kept': [row('redis/sluice-kept node-cpu@64', 14.7)],
   'redis bytes': [bytes('sluice-token-bucket', 123)],
   'envoy cpu': [row('envoy/sluice-grpc cpu', 103)],
   'envoy rate': [row('envoy/sluice-grpc rate', 9_000)],
@@ -77,6 +82,8 @@ const missRow: Record<string, number> = {
   fastify: 0,
   'redis cpu': 1,
   'redis rate': 2,
+  'redis rate, keys kept': 2,
+  'redis cpu, keys kept': 1,
   'redis bytes': 3,
   'envoy cpu': 4,
   'envoy rate': 4,
@@ -128,7 +135,9 @@ describe('bench summary table', () => {
     )
     expect(body[1]).toContain('12.0 µs, 0.41x (redis-server 9.5 µs)')
     expect(body[1]).toContain('rate-limiter-flexible 29.2 µs (redis-server 21.2 µs)')
+    expect(body[1]).toContain('; keys kept between hits 13.0 µs, 0.45x (redis-server 10.5 µs) |')
     expect(body[2]).toContain('240.0k/s (2.10x rate-limiter-flexible)')
+    expect(body[2]).toContain('; keys kept between hits 230.0k/s (2.02x) |')
     expect(body[3]).toContain(
       'fixed window 106 B, sliding window counter 118 B, token bucket 122 B, GCRA 90 B',
     )
@@ -169,7 +178,9 @@ describe('bench summary table', () => {
   it('puts the cores each Redis subject kept busy beside decisions/s, and the bound 2 cores set', () => {
     const line = summaryTable(metRun)[4]!
     // (12 + 9.5) µs x 240k/s and (29.2 + 21.2) µs x 114k/s; the bound is 50.4 / 21.5.
-    expect(line).toContain('(2.10x rate-limiter-flexible); 5.16 of 2 cores busy, the 2-core bound 2.34x |')
+    expect(line).toContain(
+      '(2.10x rate-limiter-flexible); 5.16 of 2 cores busy, the 2-core bound 2.34x; keys kept',
+    )
     expect(line).toContain('rate-limiter-flexible 114.0k/s; 5.75 of 2 cores busy |')
   })
 
@@ -179,6 +190,7 @@ describe('bench summary table', () => {
       'http-fastify/header-lines-5 cpu-added',
       'http-fastify/header-lines-3 cpu-added',
       'redis/sluice redis-cpu@64',
+      'redis/sluice-kept redis-cpu@64',
       'envoy/grpc-js-empty cpu',
       'envoy/bare-http2 rate',
       'envoy/h2-framing cpu',
@@ -188,7 +200,7 @@ describe('bench summary table', () => {
     expect(verdicts(lines)).toEqual(Array(7).fill('met |'))
     expect(lines[2]).not.toContain('X-RateLimit-* only')
     expect(lines[2]).not.toContain('header lines alone')
-    expect(lines[3]).toContain('12.0 µs, 0.41x |')
+    expect(lines[3]).toContain('12.0 µs, 0.41x; keys kept between hits 13.0 µs, 0.45x |')
     expect(lines[4]).not.toContain('cores busy')
     expect(lines[6]).not.toContain('grpc-js')
     expect(lines[6]).not.toContain('framed by hand')
