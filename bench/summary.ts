@@ -56,7 +56,10 @@ const REDIS_ALGORITHMS: readonly [string, string][] = [
  * each decision reads its key's state back instead of starting a new key. Both must meet a goal.
  */
 const KEPT = 'keys kept between hits'
-const bytesPerKey = (run: Run, subject: string) => run.get(`redis-memory/${subject} bytes-per-key`).value
+/** The `redis-memory` case's second measure: each key given a second decision a pass after its first. */
+const SECOND = 'a second decision per key:'
+const bytesPerKey = (run: Run, subject: string, twice: boolean) =>
+  run.get(`redis-memory/${subject} bytes-per-key${twice ? ' twice' : ''}`).value
 
 /** The same-process Express and Fastify rows that must stay at or below the best peer's. */
 const STAY_AHEAD: readonly { label: string; sluice: string; peers: [string, string][] }[] = [
@@ -151,14 +154,25 @@ export const SUMMARY: SummaryRow[] = [
       "Redis memory per key, 10k keys, the peers' 100 per minute, prefixes of equal length (used_memory delta)",
     goal: "at most rate-limiter-flexible's for every counting algorithm",
     fill(run) {
-      const ours = REDIS_ALGORITHMS.map(([id, name]) => ({ name, b: bytesPerKey(run, `sluice-${id}`) }))
-      const rlf = bytesPerKey(run, 'rate-limiter-flexible')
-      const rlr = bytesPerKey(run, 'rate-limit-redis')
+      // After one decision per key, then after a second one (the state of a key read back).
+      const [once, twice] = [false, true].map((second) => {
+        const ours = REDIS_ALGORITHMS.map(([id, name]) => ({
+          name,
+          b: bytesPerKey(run, `sluice-${id}`, second),
+        }))
+        const rlf = bytesPerKey(run, 'rate-limiter-flexible', second)
+        const rlr = bytesPerKey(run, 'rate-limit-redis', second)
+        return {
+          sluice: ours.map((o) => `${o.name} ${bytes(o.b)}`).join(', '),
+          peer: `rate-limiter-flexible ${bytes(rlf)}, rate-limit-redis ${bytes(rlr)}`,
+          // Whole bytes per key: the same layout measures a few bytes apart over 10,000 keys.
+          met: ours.every((o) => Math.round(o.b) <= Math.round(rlf)),
+        }
+      })
       return {
-        sluice: ours.map((o) => `${o.name} ${bytes(o.b)}`).join(', '),
-        peer: `rate-limiter-flexible ${bytes(rlf)}, rate-limit-redis ${bytes(rlr)}`,
-        // Whole bytes per key: the same layout measures a few bytes apart over 10,000 keys.
-        met: ours.every((o) => Math.round(o.b) <= Math.round(rlf)),
+        sluice: `${once!.sluice}; ${SECOND} ${twice!.sluice}`,
+        peer: `${once!.peer}; ${SECOND} ${twice!.peer}`,
+        met: once!.met && twice!.met,
       }
     },
   },

@@ -1,6 +1,7 @@
 // Redis memory per tracked key: one decision on each of 10,000 distinct keys at the peers' 100 per
 // 60 s, and `used_memory` after the writes minus before, over 10,000 (FLUSHALL between subjects; the
-// median of 3 repeats). Subjects: Sluice's four counting algorithms (redisStore + createLimiter) on
+// median of 3 repeats); then the same with a second decision on each key a few ms after its first,
+// the state a key read back holds. Subjects: Sluice's four counting algorithms (redisStore + createLimiter) on
 // the Redis clock; the same on the client clock, whose value layouts are the ones every clock wrote
 // before the compact layout (the before, in the same run); rate-limiter-flexible's RateLimiterRedis
 // and express-rate-limit's rate-limit-redis store. All with rate-limiter-flexible's default prefix
@@ -43,16 +44,32 @@ async function usedMemory(client: Redis): Promise<number> {
   return field('used_memory') - field('mem_clients_normal')
 }
 
-/** Bytes per key of one subject: used_memory delta over KEYS keys, written 100 at a time. */
-async function bytesPerKey(client: Redis, subject: Subject): Promise<number> {
+/**
+ * One decision on every subject, 100 at a time, or two (`twice`): each batch decided again 2 ms
+ * after its first answers, so every key is read back long before a key of one unit at 100 per
+ * minute (600 ms) could expire, however slow the machine, and a token bucket has refilled by a
+ * part of a token: the state a busy key holds, where after one decision its level is whole.
+ */
+async function decideEach(subject: Subject, twice: boolean): Promise<void> {
+  for (let i = 0; i < KEYS; i += 100) {
+    const batch = subjects.slice(i, i + 100)
+    await Promise.all(batch.map((s) => subject.decide(s)))
+    if (twice) {
+      await sleep(2)
+      await Promise.all(batch.map((s) => subject.decide(s)))
+    }
+  }
+}
+
+/** Bytes per key of one subject: used_memory delta over KEYS keys after `decideEach`. */
+async function bytesPerKey(client: Redis, subject: Subject, twice: boolean): Promise<number> {
   await client.flushall()
   // Loads the subject's scripts (their cache is part of used_memory) before the first reading.
   await subject.decide('warm-up')
   await client.del(subject.keyOf('warm-up'))
   await sleep(300)
   const before = await usedMemory(client)
-  for (let i = 0; i < KEYS; i += 100)
-    await Promise.all(subjects.slice(i, i + 100).map((s) => subject.decide(s)))
+  await decideEach(subject, twice)
   // The main and expires tables grow at 8,192 keys and are rehashed a step per command, the rest by
   // the server's cron: read once both are done, so no subject is measured holding two tables.
   await sleep(300)
@@ -62,9 +79,14 @@ async function bytesPerKey(client: Redis, subject: Subject): Promise<number> {
 }
 
 /** How Redis holds one sample key: its MEMORY USAGE, encoding and value. */
-async function anatomy(client: Redis, subject: Subject): Promise<string> {
+async function anatomy(client: Redis, subject: Subject, twice: boolean): Promise<string> {
   await client.flushall()
   await subject.decide(subjects[1]!)
+  if (twice) {
+    // A part of a token later: 100 per minute refills one in 600 ms.
+    await sleep(7)
+    await subject.decide(subjects[1]!)
+  }
   const key = subject.keyOf(subjects[1]!)
   const usage = await client.memory('USAGE', key)
   const encoding = await client.object('ENCODING', key)
@@ -125,26 +147,30 @@ export const benchCase: BenchCase = {
         decide: (s) => erl.increment(s),
       })
 
-      const bytes = new Map<Subject, number[]>(all.map((s) => [s, []]))
-      for (let repeat = 0; repeat < REPEATS; repeat++) {
-        for (let i = 0; i < all.length; i++) {
-          const subject = all[(i + repeat) % all.length]!
-          bytes.get(subject)!.push(await bytesPerKey(client, subject))
-        }
-      }
-      const reference = median(bytes.get(all.find((s) => s.id === 'rate-limiter-flexible')!)!)
       const rows: BenchRow[] = []
-      for (const subject of all) {
-        const value = median(bytes.get(subject)!)
-        rows.push({
-          ...(subject.id.endsWith('client-clock') ? {} : { id: `redis-memory/${subject.id} bytes-per-key` }),
-          subject: subject.name,
-          metric: 'bytes/key (used_memory delta)',
-          value,
-          unit: 'B',
-          ratio: value / reference,
-          note: `${value.toFixed(2)} B, x RLF, median of ${REPEATS}; ${await anatomy(client, subject)}`,
-        })
+      for (const twice of [false, true]) {
+        const bytes = new Map<Subject, number[]>(all.map((s) => [s, []]))
+        for (let repeat = 0; repeat < REPEATS; repeat++) {
+          for (let i = 0; i < all.length; i++) {
+            const subject = all[(i + repeat) % all.length]!
+            bytes.get(subject)!.push(await bytesPerKey(client, subject, twice))
+          }
+        }
+        const reference = median(bytes.get(all.find((s) => s.id === 'rate-limiter-flexible')!)!)
+        for (const subject of all) {
+          const value = median(bytes.get(subject)!)
+          rows.push({
+            ...(subject.id.endsWith('client-clock')
+              ? {}
+              : { id: `redis-memory/${subject.id} bytes-per-key${twice ? ' twice' : ''}` }),
+            subject: subject.name,
+            metric: `bytes/key (used_memory delta), ${twice ? 'two decisions' : 'one decision'} per key`,
+            value,
+            unit: 'B',
+            ratio: value / reference,
+            note: `${value.toFixed(2)} B, x RLF, median of ${REPEATS}; ${await anatomy(client, subject, twice)}`,
+          })
+        }
       }
       await client.flushall()
       return rows

@@ -1,8 +1,9 @@
 // The Redis rows of the summary table, ioredis against one redis-server started here on a free
 // port: decisions/s with 64 in flight for Sluice (token bucket, default store options; once with
-// keys that expire between hits, once with keys read back), rate-limiter-flexible's RateLimiterRedis and a bare ioredis EVALSHA of a minimal token-bucket
-// script, next to redis-benchmark running EVALSHA of that script with -c 64 -P 16 (the server's own
-// ceiling, no Node.js client); and p50 latency with 1 in flight, Sluice vs rate-limiter-flexible.
+// keys that expire between hits, once with keys read back), rate-limiter-flexible's
+// RateLimiterRedis and a bare ioredis EVALSHA of a minimal token-bucket script, next to
+// redis-benchmark running EVALSHA of that script with -c 64 -P 16 (the server's own ceiling, no
+// Node.js client); and p50 latency with 1 in flight, Sluice vs rate-limiter-flexible.
 // Subjects alternate in rounds; figures are medians over rounds, ratios taken within a round. Each
 // subject's round runs in a Node.js process of its own (this module again, as a script), as in an
 // app that uses one limiter: subjects taking turns in one process measured about twice their CPU
