@@ -56,7 +56,7 @@ const REDIS_ALGORITHMS: readonly [string, string][] = [
  * each decision reads its key's state back instead of starting a new key. Both must meet a goal.
  */
 const KEPT = 'keys kept between hits'
-/** The `redis-memory` case's second measure: each key given a second decision a pass after its first. */
+/** The `redis-memory` case's second measure: each key given a second decision 2 ms after its first. */
 const SECOND = 'a second decision per key:'
 const bytesPerKey = (run: Run, subject: string, twice: boolean) =>
   run.get(`redis-memory/${subject} bytes-per-key${twice ? ' twice' : ''}`).value

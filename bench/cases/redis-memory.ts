@@ -1,14 +1,14 @@
 // Redis memory per tracked key: one decision on each of 10,000 distinct keys at the peers' 100 per
 // 60 s, and `used_memory` after the writes minus before, over 10,000 (FLUSHALL between subjects; the
 // median of 3 repeats); then the same with a second decision on each key a few ms after its first,
-// the state a key read back holds. Subjects: Sluice's four counting algorithms (redisStore + createLimiter) on
-// the Redis clock; the same on the client clock, whose value layouts are the ones every clock wrote
-// before the compact layout (the before, in the same run); rate-limiter-flexible's RateLimiterRedis
-// and express-rate-limit's rate-limit-redis store. All with rate-limiter-flexible's default prefix
-// before the subject (`rlflx:{user-00001}:api`, `rlflx:user-00001`), against one redis-server
-// started here on a free port. Sizes move in steps of the allocator's size classes (16 B here): a
-// key's length decides its step (docs/stores.md). Each row's note shows one sample key: its value,
-// `OBJECT ENCODING` and `MEMORY USAGE`.
+// the state a key read back holds. Subjects: Sluice's four counting algorithms (redisStore +
+// createLimiter) on the Redis clock; the same on the client clock, whose value layouts are the ones
+// every clock wrote before the compact layout (the before, in the same run); rate-limiter-flexible's
+// RateLimiterRedis and express-rate-limit's rate-limit-redis store. All with rate-limiter-flexible's
+// default prefix before the subject (`rlflx:{user-00001}:api`, `rlflx:user-00001`), against one
+// redis-server started here on a free port. Sizes move in steps of the allocator's size classes
+// (16 B here): a key's length decides its step (docs/stores.md). Each row's note shows one sample
+// key: its value, `OBJECT ENCODING` and `MEMORY USAGE`.
 //   npm run bench -- --only redis-memory
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
