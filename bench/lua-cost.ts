@@ -187,7 +187,8 @@ function variants(algorithm: AlgorithmName): [string, Case, Case][] {
 /**
  * Today's and 0a55701's decisions on keys written before, in KEPT_WINDOW, one and 16 to a call as
  * in `variants`: every key spends 1,000 units first, so each counted decision reads a stored value
- * back (the token bucket's compact value asks Redis for the key's expiry).
+ * back. The token bucket's compact value asks Redis for the key's expiry; GCRA's emission interval
+ * here (1,036.8 ms) is not a whole number of ms, so its keys hold the value layout, time included.
  */
 function kept(algorithm: 'token-bucket' | 'gcra'): [string, Case, Case][] {
   const rows: [string, Case, Case][] = []
