@@ -94,7 +94,7 @@ function variants(algorithm: AlgorithmName): [string, Case, Case][] {
   const sixteen = Array.from({ length: 16 }, (_, i) => keysOf(`${i}:__rand_int__`, [algorithm])).flat()
   const two = keysOf('__rand_int__', [`${algorithm}-a`, `${algorithm}-b`])
   // Refund and block find state: every key got a consume of 1,000 units first (refunds take 1). Per
-  // hour a token bucket or GCRA gets those back in 3.6 s, before the run ends, and its key is gone.
+  // hour a token bucket or GCRA gets those back in 3.6 s, which a run under callgrind can outlast.
   const window = algorithm === 'token-bucket' || algorithm === 'gcra' ? KEPT_WINDOW : WINDOW
   const setup = {
     source: luaSources[`apply/${algorithm}`],
