@@ -87,11 +87,16 @@ const moduleStep = (algorithm: AlgorithmName, cost: string, window = WINDOW) => 
 ]
 const keysOf = (tag: string, policies: string[]) =>
   policies.flatMap((p) => [`lc:{${tag}}:${p}`, `lc:{${tag}}:${p}:block`])
+/** The keys of `n` decisions of one policy in one call: one subject, or `n` subjects tagged 0 to n - 1. */
+const keysFor = (n: number, tag: string, policy: string) =>
+  n === 1
+    ? keysOf(tag, [policy])
+    : Array.from({ length: n }, (_, i) => keysOf(`${i}:${tag}`, [policy])).flat()
 
 /** Today's call and 0a55701's call of the same work, for one algorithm. */
 function variants(algorithm: AlgorithmName): [string, Case, Case][] {
-  const one = keysOf('__rand_int__', [algorithm])
-  const sixteen = Array.from({ length: 16 }, (_, i) => keysOf(`${i}:__rand_int__`, [algorithm])).flat()
+  const one = keysFor(1, '__rand_int__', algorithm)
+  const sixteen = keysFor(16, '__rand_int__', algorithm)
   const two = keysOf('__rand_int__', [`${algorithm}-a`, `${algorithm}-b`])
   // Refund and block find state: every key got a consume of 1,000 units first (refunds take 1). Per
   // hour a token bucket or GCRA gets those back in 3.6 s, which a run under callgrind can outlast.
@@ -193,20 +198,16 @@ function variants(algorithm: AlgorithmName): [string, Case, Case][] {
 function kept(algorithm: 'token-bucket' | 'gcra'): [string, Case, Case][] {
   const rows: [string, Case, Case][] = []
   for (const n of [1, 16]) {
-    const keys = (s: string) =>
-      n === 1
-        ? keysOf(s, [algorithm])
-        : Array.from({ length: n }, (_, i) => keysOf(`${i}:${s}`, [algorithm])).flat()
     const today = (s: string, cost: string) => [
       String(2 * n),
-      ...keys(s),
+      ...keysFor(n, s, algorithm),
       '',
       String(n),
       ...stepArgs(algorithm, cost, KEPT_WINDOW),
     ]
     const earlier = (s: string, cost: string) => [
       String(2 * n),
-      ...keys(s),
+      ...keysFor(n, s, algorithm),
       '',
       ...Array.from({ length: n }, () => beforeStepArgs(algorithm, cost, KEPT_WINDOW)).flat(),
     ]
