@@ -88,6 +88,39 @@ describe('on the Redis clock, a state is one integer expiring when it stops matt
   }
 })
 
+describe('a token bucket refilled by whole milliseconds stays whole tokens', () => {
+  for (const [label, client] of [
+    ['standalone', standalone],
+    ['cluster', cluster],
+  ] as const) {
+    it(`${label}: 5 per minute, a token spent, then another a millisecond or more later`, async () => {
+      const prefix = freshPrefix('compact-whole')
+      const store = redisStore(client, { prefix, slotSecret: false })
+      const step: Step = {
+        policy: resolvePolicy('p', { algorithm: 'token-bucket', limit: 5, window: MINUTE }),
+        key: 'k',
+        cost: 1,
+      }
+      const key = stepKeys(prefix, step).state
+      await store.apply([step], 'consume')
+      expect(await client.get(key)).toBe('4')
+      const first = Number(await client.pexpiretime(key))
+      // The next decision must see its own millisecond: then the bucket holds 3 tokens and the
+      // refill of at least 1 ms (a twelfth of a token per second), which is not whole tokens.
+      const written = await redisNow(client)
+      while ((await redisNow(client)) === written) {}
+      const [second] = await store.apply([step], 'consume')
+      expect(second).toMatchObject({ allowed: true, remaining: 3 })
+      // 3 whole tokens, a small shared integer, where the level is 3 tokens and the refill.
+      expect(await client.get(key)).toBe('3')
+      expect(await client.object('ENCODING', key)).toBe('int')
+      // Two tokens of 5 per minute refill in 24 s from the first spend, whenever the second was.
+      expect(Number(await client.pexpiretime(key))).toBe(first + 12_000)
+      await store.reset([step])
+    })
+  }
+})
+
 /** A state of the memory store, laid out by hand as the compact layout holds it. */
 interface Scenario {
   algorithm: Counting
@@ -121,6 +154,17 @@ const scenarios: Scenario[] = [
       [1000, 1],
     ],
     value: '-125001',
+    endsAt: 36_000,
+  },
+  // The same state as the scripts write it now: its 2 whole tokens (120,000), read as of 1 s
+  // before the write, when they were the level, so the 5,000 of refill since come back.
+  {
+    algorithm: 'token-bucket',
+    steps: [
+      [0, 2],
+      [1000, 1],
+    ],
+    value: '2',
     endsAt: 36_000,
   },
   // TAT 2 emission intervals (12 s each) ahead, written with that lead.

@@ -764,8 +764,9 @@ while a <= n do
         call('DEL', key)
       elseif compact and cur_at == now and after >= 0 and after < 100000000000000000 then
         local tokens = floor(after / window)
-        local value = -1 - after
-        if tokens * window == after and tokens < 1000000000000 then
+        local value, rest = -1 - after, after - tokens * window
+        -- rest < 0: a quotient rounded up, at levels near 2^53.
+        if rest >= 0 and rest % limit == 0 and tokens < 1000000000000 then
           value = tokens
         end
         call('SET', key, format('%d', value), 'PXAT', format('%d', now + span))

@@ -11,9 +11,13 @@
 -- when its time is not after now (the wrong reading could put it years ahead) and its level is cut
 -- at full like any other.
 -- Compact (on the Redis clock, shared/call.lua), written when `at` is now and the level is not
--- negative: one integer, the level in whole tokens when it is one (below 10^12), else -1 - level, in
--- a key that expires when the bucket is full again (E = at + span); `at` is read back as E minus the
--- time to refill from the level under the parameters in force (exact while they are unchanged).
+-- negative: one integer in a key that expires when the bucket is full again (E = at + span); `at` is
+-- read back as E minus the time to refill from the level under the parameters in force (exact while
+-- they are unchanged). The integer is the whole tokens of the level (below 10^12) when the part of a
+-- token above them is a whole number of milliseconds' refill, else -1 - level. A whole-token value
+-- with such a part reads back as the whole tokens at that many milliseconds before `at`: the same
+-- level at every time after, and the same expiry, while the value stays a small integer (one Redis
+-- shares, below 10,000). When limit divides window every level is such a value.
 --- @args limit window capacity cost
 --- @carry full cur cur_at need lag after
 
@@ -80,8 +84,9 @@ else
     call('DEL', key)
   elseif compact and cur_at == now and after >= 0 and after < 100000000000000000 then
     local tokens = floor(after / window)
-    local value = -1 - after
-    if tokens * window == after and tokens < 1000000000000 then
+    local value, rest = -1 - after, after - tokens * window
+    -- rest < 0: a quotient rounded up, at levels near 2^53.
+    if rest >= 0 and rest % limit == 0 and tokens < 1000000000000 then
       value = tokens
     end
     call('SET', key, format('%d', value), 'PXAT', format('%d', now + span))
