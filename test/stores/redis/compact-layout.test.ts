@@ -119,6 +119,28 @@ describe('a token bucket refilled by whole milliseconds stays whole tokens', () 
       await store.reset([step])
     })
   }
+
+  it('a level no whole number of ms refills to (written under another limit) stays -1 - level', async () => {
+    const prefix = freshPrefix('compact-part')
+    const store = redisStore(standalone, { prefix })
+    const step: Step = {
+      policy: resolvePolicy('p', { algorithm: 'token-bucket', limit: 5, window: MINUTE }),
+      key: 'k',
+      cost: 1,
+    }
+    const key = stepKeys(prefix, step).state
+    // 3 tokens and 1 unit (tokens x ms) at now, as an earlier release's value layout: 5 per minute
+    // refills 5 units per ms, so the level stays 1 above a multiple of 5 whatever time passes.
+    const span = Math.ceil((5 * MINUTE - 180_001) / 5)
+    await standalone.psetex(key, span, `180001:${await redisNow(standalone)}:${span}`)
+    const [result] = await store.apply([step], 'consume')
+    expect(result).toMatchObject({ allowed: true, remaining: 2 })
+    // Whole tokens (2) would drop that unit: the exact level is written, 2 tokens and a part.
+    const level = -1 - Number(await standalone.get(key))
+    expect(level % 5).toBe(1)
+    expect(Math.floor(level / MINUTE)).toBe(2)
+    await store.reset([step])
+  })
 })
 
 /** A state of the memory store, laid out by hand as the compact layout holds it. */
@@ -156,8 +178,8 @@ const scenarios: Scenario[] = [
     value: '-125001',
     endsAt: 36_000,
   },
-  // The same state as the scripts write it now: its 2 whole tokens (120,000), read as of 1 s
-  // before the write, when they were the level, so the 5,000 of refill since come back.
+  // The same state as the scripts write it: its 2 whole tokens (120,000), read as of 1 s before
+  // the write, so the 5,000 units refilled since come back.
   {
     algorithm: 'token-bucket',
     steps: [
