@@ -5,6 +5,7 @@ in test/clients/fastapi.test.ts run it against a real `sluice serve`.
 """
 
 import os
+import socket
 
 import uvicorn
 from fastapi import Depends, FastAPI, Request
@@ -39,4 +40,10 @@ async def hello() -> dict:
 
 
 if __name__ == "__main__":
-    uvicorn.run(app, host="127.0.0.1", port=int(os.environ.get("PORT", "3000")), log_level="warning")
+    # Bound here rather than by uvicorn, so that PORT=0 (any free port) can say where it landed.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", int(os.environ.get("PORT", "3000"))))
+    host, port = listener.getsockname()
+    print(f"demo listening on http://{host}:{port}", flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])

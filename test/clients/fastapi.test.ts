@@ -6,12 +6,12 @@ import { clientSuite, EXAMPLES, python, startProcess } from './helpers.js'
 clientSuite(
   'fastapi',
   () =>
-    ({ port, sluiceUrl, failMode, policy }) =>
+    ({ sluiceUrl, failMode, policy }) =>
       startProcess(
         python(),
         ['app.py'],
         {
-          PORT: String(port),
+          PORT: '0',
           SLUICE_URL: sluiceUrl,
           SLUICE_FAIL_MODE: failMode,
           SLUICE_POLICY: policy,

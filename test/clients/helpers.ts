@@ -9,7 +9,6 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { rateLimitBody } from '../../packages/sluice/src/http/headers.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
-import { freePort } from '../helpers/service.js'
 
 const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
 export const EXAMPLES = fileURLToPath(new URL('../../examples/', import.meta.url))
@@ -70,6 +69,24 @@ export async function stopProcess(proc: Proc | undefined): Promise<void> {
   await proc.exited
 }
 
+/**
+ * The URL `proc` prints once it listens (the first group of `pattern`), or fail with what it printed.
+ * Every process of the suite listens on port 0 and says where: a port picked beforehand can be taken
+ * by another test file's server before the process binds it, and the suite would then talk to that
+ * server instead (a fail-closed app answered 200 that way).
+ */
+export async function announcedUrl(proc: Proc, pattern: RegExp, withinMs = 15_000): Promise<string> {
+  const deadline = Date.now() + withinMs
+  for (;;) {
+    const m = pattern.exec(proc.output())
+    if (m !== null) return m[1]!
+    if (proc.child.exitCode !== null || proc.child.pid === undefined)
+      throw new Error(`the process exited before it listened:\n${proc.output()}`)
+    if (Date.now() > deadline) throw new Error(`not listening within ${withinMs} ms:\n${proc.output()}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
 /** Poll `url` until it answers 200 (the process is up), or fail with what the process printed. */
 export async function waitForHttp(url: string, proc: Proc, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
@@ -99,14 +116,16 @@ const CONFIG = `policies:
 `
 
 export interface AppOptions {
-  port: number
   sluiceUrl: string
   /** Deliberately a string: one test passes a misspelled mode. */
   failMode: string
   policy: string
 }
 
-/** Starts the example app on `port`, asking Sluice at `sluiceUrl` about `policy`, in `failMode`. */
+/**
+ * Starts the example app on port 0 (its `PORT`), asking Sluice at `sluiceUrl` about `policy`, in
+ * `failMode`; the app prints `demo listening on <url>` once it listens.
+ */
 export type StartApp = (options: AppOptions) => Proc
 
 type AppName = 'open' | 'closed' | 'strict'
@@ -135,20 +154,20 @@ export function clientSuite(name: string, prepare: (dir: string) => Promise<Star
       const config = join(dir, 'sluice.yaml')
       writeFileSync(config, CONFIG)
       redis = await startRedis()
-      const sluicePort = await freePort()
-      sluiceUrl = `http://127.0.0.1:${sluicePort}`
       sluice = startProcess(
         process.execPath,
-        [CLI, 'serve', '--config', config, '--port', String(sluicePort), '--store', redis.url],
+        [CLI, 'serve', '--config', config, '--port', '0', '--store', redis.url],
         { SLUICE_STORE: '', REDIS_URL: '', SLUICE_LOG_LEVEL: 'warn' },
       )
       start = await prepare(dir)
+      sluiceUrl = await announcedUrl(sluice, /sluice serving on (http:\/\/\S+)/)
       await waitForHttp(`${sluiceUrl}/healthz`, sluice)
-      for (const [app, options] of Object.entries(APPS) as [AppName, (typeof APPS)[AppName]][]) {
-        const port = await freePort()
-        apps[app] = { proc: start({ port, sluiceUrl, ...options }), url: `http://127.0.0.1:${port}` }
+      for (const [app, options] of Object.entries(APPS) as [AppName, (typeof APPS)[AppName]][])
+        apps[app] = { proc: start({ sluiceUrl, ...options }), url: '' }
+      for (const app of Object.values(apps)) {
+        app.url = await announcedUrl(app.proc, /demo listening on (http:\/\/\S+)/)
+        await waitForHttp(`${app.url}/healthz`, app.proc)
       }
-      for (const app of Object.values(apps)) await waitForHttp(`${app.url}/healthz`, app.proc)
     })
 
     afterAll(async () => {
@@ -225,7 +244,7 @@ export function clientSuite(name: string, prepare: (dir: string) => Promise<Star
     })
 
     it('refuses a misspelled fail mode when it starts', async () => {
-      const proc = start({ port: await freePort(), sluiceUrl, failMode: 'sometimes', policy: 'api' })
+      const proc = start({ sluiceUrl, failMode: 'sometimes', policy: 'api' })
       await proc.exited
       expect(proc.child.exitCode).not.toBe(0)
       expect(proc.output()).toMatch(/fail_?mode .*sometimes.*open.*closed/i)
