@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { rateLimitBody } from '../../packages/sluice/src/http/headers.js'
+import { announcedUrl, servingUrl } from '../helpers/cli-process.js'
 import { type RedisServer, startRedis } from '../helpers/redis-harness.js'
 
 const CLI = fileURLToPath(new URL('../../packages/sluice-server/dist/cli.js', import.meta.url))
@@ -67,24 +68,6 @@ export async function stopProcess(proc: Proc | undefined): Promise<void> {
   proc.child.kill('SIGCONT') // a paused process cannot die of SIGKILL until it is scheduled: resume it
   proc.child.kill('SIGKILL')
   await proc.exited
-}
-
-/**
- * The URL `proc` prints once it listens (the first group of `pattern`), or fail with what it printed.
- * Every process of the suite listens on port 0 and says where: a port picked beforehand can be taken
- * by another test file's server before the process binds it, and the suite would then talk to that
- * server instead (a fail-closed app answered 200 that way).
- */
-export async function announcedUrl(proc: Proc, pattern: RegExp, withinMs = 15_000): Promise<string> {
-  const deadline = Date.now() + withinMs
-  for (;;) {
-    const m = pattern.exec(proc.output())
-    if (m !== null) return m[1]!
-    if (proc.child.exitCode !== null || proc.child.pid === undefined)
-      throw new Error(`the process exited before it listened:\n${proc.output()}`)
-    if (Date.now() > deadline) throw new Error(`not listening within ${withinMs} ms:\n${proc.output()}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
 }
 
 /** Poll `url` until it answers 200 (the process is up), or fail with what the process printed. */
@@ -160,8 +143,10 @@ export function clientSuite(name: string, prepare: (dir: string) => Promise<Star
         { SLUICE_STORE: '', REDIS_URL: '', SLUICE_LOG_LEVEL: 'warn' },
       )
       start = await prepare(dir)
-      sluiceUrl = await announcedUrl(sluice, /sluice serving on (http:\/\/\S+)/)
+      sluiceUrl = await servingUrl(sluice)
       await waitForHttp(`${sluiceUrl}/healthz`, sluice)
+      // Each on port 0, read back from what it prints: a port picked beforehand could be served by
+      // another process by the time the app binds it, and the suite would test that process.
       for (const [app, options] of Object.entries(APPS) as [AppName, (typeof APPS)[AppName]][])
         apps[app] = { proc: start({ sluiceUrl, ...options }), url: '' }
       for (const app of Object.values(apps)) {

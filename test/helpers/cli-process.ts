@@ -33,15 +33,26 @@ export function startCli(args: string[], env: Record<string, string> = {}): CliP
 }
 
 /**
- * The URL `sluice serve` prints once it listens. Rejects when the process exits first or nothing is
- * printed within `withinMs` (a bound for a loaded machine, not a measurement).
+ * The first group of `pattern` once a process has printed it: where a process started on port 0
+ * says it listens. Rejects when the process exits first or nothing is printed within `withinMs` (a
+ * bound for a loaded machine, not a measurement).
  */
-export async function servingUrl(cli: CliProcess, withinMs = 20_000): Promise<string> {
+export async function announcedUrl(
+  proc: Pick<CliProcess, 'child' | 'output'>,
+  pattern: RegExp,
+  withinMs = 20_000,
+): Promise<string> {
   const deadline = Date.now() + withinMs
   for (;;) {
-    const m = /sluice serving on (https?:\/\/\S+)/.exec(cli.output())
+    const m = pattern.exec(proc.output())
     if (m !== null) return m[1]!
-    if (Date.now() > deadline || cli.child.exitCode !== null) throw new Error(`not serving: ${cli.output()}`)
+    if (Date.now() > deadline || proc.child.exitCode !== null)
+      throw new Error(`not listening: ${proc.output()}`)
     await new Promise((r) => setTimeout(r, 50))
   }
+}
+
+/** The URL `sluice serve` prints once it listens (see `announcedUrl`). */
+export function servingUrl(cli: Pick<CliProcess, 'child' | 'output'>, withinMs = 20_000): Promise<string> {
+  return announcedUrl(cli, /sluice serving on (https?:\/\/\S+)/, withinMs)
 }
