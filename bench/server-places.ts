@@ -2,7 +2,7 @@
 // servers of the HTTP case (bench/cases/http-server.mjs, Fastify, one variant), all started at once
 // and kept, each warmed up in turn, then measured in the same order for a few rounds. Prints each
 // server's CPU per request (median over rounds) in the order they were first loaded. On the 2-core
-// VM of docs/benchmarks.md the first four loaded ran at one speed and every later one used about a
+// VM of docs/benchmark-cases.md the first four loaded ran at one speed and every later one used about a
 // quarter more CPU per request, which is why the HTTP case runs one server at a time.
 //   node --import tsx bench/server-places.ts [--servers 8] [--rounds 3] [--variant sluice-memory]
 //     [--reverse]        load them last started first (is it the order of starting or of loading?)

@@ -1,7 +1,7 @@
 // The budgets of `npm run bench -- --check`: what the code may cost per decision or request on this
 // machine (heap bytes, promises, latency under a store failure). `npm test` asserts behaviour only;
 // these numbers are measured here (bench/budgets/measure.ts) and judged against their limits. Why
-// each number is what it is: docs/benchmarks.md, "Budgets".
+// each number is what it is: docs/benchmark-cases.md, "Budgets".
 
 export interface Budget {
   id: string

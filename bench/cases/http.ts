@@ -268,7 +268,7 @@ async function runFramework(framework: Framework, opts: BenchOptions): Promise<B
 /**
  * The core's own cost, in process (no sockets, no framework): check() of one request against one
  * memory layer, next to the bare limiter call it wraps. Best of three runs. From src/ under tsx (its
- * keepNames makes Sluice look about 1 µs slower than the build; see docs/benchmarks.md).
+ * keepNames makes Sluice look about 1 µs slower than the build; see docs/benchmark-cases.md, "Extra cases").
  */
 async function coreCost(quick: boolean): Promise<BenchRow[]> {
   const { createLimiter } = await import('../../packages/sluice/src/limiter.js')

@@ -36,6 +36,7 @@ import {
 const EXPECTED_BLOCKS: Record<string, number> = {
   'README.md': 5,
   'docs/architecture.md': 1,
+  'docs/benchmark-cases.md': 0,
   'docs/benchmarks.md': 0,
   'docs/clients.md': 0, // Go and Python: test/clients/docs.test.ts builds those
   'docs/envoy.md': 0, // YAML: test/envoy/config.test.ts loads those
