@@ -3,7 +3,9 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { createServer } from 'node:net'
+import { freePort } from '../test/helpers/ports.js'
+
+export { freePort }
 
 /** The part of autocannon's options used here (the package ships no types). */
 export interface LoadOptions {
@@ -45,22 +47,6 @@ export async function load(options: LoadOptions): Promise<Load> {
     p50Ms: r.latency.p50,
     p99Ms: r.latency.p99,
     errors: r.errors + r.non2xx + r.timeouts,
-  }
-}
-
-/**
- * A free TCP port below Linux's ephemeral range (32768 and up by default), so no outgoing
- * connection is given it between this probe and the server's listen.
- */
-export async function freePort(): Promise<number> {
-  for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000)
-    const free = await new Promise<boolean>((resolve) => {
-      const probe = createServer()
-      probe.once('error', () => resolve(false))
-      probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)))
-    })
-    if (free) return port
   }
 }
 

@@ -3,10 +3,12 @@
 // Every server is a child process killed on stop(), on process exit and on SIGINT/SIGTERM.
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { freePort } from './ports.js'
+
+export { freePort }
 
 const run = promisify(execFile)
 
@@ -58,29 +60,6 @@ function hookExit(): void {
       process.exit(130)
     })
   }
-}
-
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer()
-    server.once('error', () => resolve(false))
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
-  })
-}
-
-const taken = new Set<number>()
-
-/** A free port in [10000, 22767] whose cluster bus port (+10000) is free too. */
-export async function freePort(): Promise<number> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const port = 10_000 + Math.floor(Math.random() * 12_768)
-    if (taken.has(port)) continue
-    if ((await portFree(port)) && (await portFree(port + 10_000))) {
-      taken.add(port)
-      return port
-    }
-  }
-  throw new Error('redis-harness: no free port found below 22768')
 }
 
 export async function redisCli(port: number, ...args: string[]): Promise<string> {

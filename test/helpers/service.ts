@@ -1,5 +1,4 @@
 // Shared pieces of the service tests: free ports, an in-process service, JSON requests.
-import { createServer } from 'node:net'
 import { pino } from 'pino'
 import { afterEach } from 'vitest'
 import { parseConfig } from '../../packages/sluice-server/src/server/config.js'
@@ -8,19 +7,7 @@ import { createService } from '../../packages/sluice-server/src/server/service.j
 
 export const quietLogger = pino({ level: 'silent' })
 
-/** A free TCP port below 32768 (outside the ephemeral range that TIME-WAIT sockets hold). */
-export async function freePort(): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000)
-    const ok = await new Promise<boolean>((resolve) => {
-      const probe = createServer()
-      probe.once('error', () => resolve(false))
-      probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)))
-    })
-    if (ok) return port
-  }
-  throw new Error('no free port found below 32768')
-}
+export { freePort } from './ports.js'
 
 export interface Running {
   service: Service
