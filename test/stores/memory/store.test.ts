@@ -74,13 +74,34 @@ describe('expiry without timers', () => {
     // Two windows later every idle key is empty again; only 50 keys keep getting traffic.
     clock.advance(2000)
     // Limit 10/s on 50 keys: most of these are denied, and denied decisions sweep too.
-    for (let i = 0; i < 100_000; i++) {
+    for (let i = 0; i < 60_000; i++) {
       limiter.consumeSync('p', `busy-${i % 50}`)
-      if (i % 1000 === 0) clock.advance(1)
+      if (i % 10 === 0) clock.advance(1)
     }
     expect(store.size).toBeLessThanOrEqual(50 + 100)
     // Swept by the decisions themselves: the store started no timer.
     expect(timers()).toBe(timersBefore)
+  })
+
+  it('decisions sweep one key per millisecond of the clock, however many decisions it holds', () => {
+    const clock = fakeClock()
+    const store = fakeStore(clock)
+    const limiter = createLimiter({
+      store,
+      policies: { p: { algorithm: 'fixed-window', limit: 10, window: '1s' } },
+    })
+    for (let i = 0; i < 1000; i++) limiter.consumeSync('p', `idle-${i}`)
+    clock.advance(2000)
+    // Ten thousand decisions in one millisecond (all but ten denied): the sweeper moves once,
+    // besides the step of the one insert.
+    for (let i = 0; i < 10_000; i++) limiter.consumeSync('p', 'busy')
+    expect(store.size).toBeGreaterThanOrEqual(1000 + 1 - 2)
+    // A thousand milliseconds with a decision each: a step each, and every idle key is gone.
+    for (let i = 0; i < 1001; i++) {
+      clock.advance(1)
+      limiter.consumeSync('p', 'busy')
+    }
+    expect(store.size).toBe(1)
   })
 
   it('a key refilled to full reads as empty even before it is swept', async () => {

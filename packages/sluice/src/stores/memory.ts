@@ -176,7 +176,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // The sweeper walks all entries a little on every write, dropping those that have expired: idle
   // keys go away without a timer, even when traffic moves on to other keys.
   let sweeper = new Cursor(tables)
-  let decisions = 0
+  /** The clock's millisecond of the last decision that swept. */
+  let sweptAt = -1
 
   // Date.now is whole milliseconds already: called as it is, one call less per decision.
   const clock: () => number = options.now === undefined ? Date.now : () => Math.floor(now())
@@ -410,9 +411,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     if (o.allowed && !peek) write(table, key, policy.maxKeys, entry, o.state, o.resetMs, o.remaining, at)
     else if (entry !== undefined && entry.exhausted !== (o.remaining === 0))
       mark(table, key, entry, o.remaining === 0)
-    // Every insert sweeps (in write); every 8th decision too, denied ones included, so keys that
-    // went idle are cleared even when the traffic left is all hitting its limits.
-    if ((++decisions & 7) === 0) sweepSome(at)
+    // Every insert sweeps (in write); so does the first decision of each millisecond, denied ones
+    // included, so keys that went idle are cleared even when the traffic left is all hitting its
+    // limits. Once a millisecond rather than once in so many decisions: a step visits an entry the
+    // decision does not use, and a busy process would pay for thousands of them each millisecond.
+    if (at !== sweptAt) {
+      sweptAt = at
+      sweepSome(at)
+    }
     return answerInto(out, o, false)
   }
 
