@@ -173,8 +173,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   /** Policy name -> its keys. Nested rather than keyed by `policy:key`, so a lookup hashes the caller's own string. */
   let tables = new Map<string, Table>()
   let size = 0
-  // The sweeper walks all entries a little on every write, dropping those that have expired: idle
-  // keys go away without a timer, even when traffic moves on to other keys.
+  // The sweeper walks all entries a little on every insert and in every millisecond that has a
+  // decision, dropping those that have expired: idle keys go away without a timer, even when
+  // traffic moves on to other keys.
   let sweeper = new Cursor(tables)
   /** The clock's millisecond of the last decision that swept. */
   let sweptAt = -1
