@@ -222,16 +222,24 @@ interface Measurement {
   limiter?: number
 }
 
+/**
+ * With SLUICE_BENCH_YARDSTICK_FIRST=1, express-rate-limit's store warms up and runs first in each
+ * Sluice group's process rather than last. Which subject warms up first moves the fixed window's and
+ * the sliding window counter's ratios (docs/benchmark-cases.md, Memory store); this shows by how much.
+ */
+const yardstickFirst = process.env.SLUICE_BENCH_YARDSTICK_FIRST === '1'
+
 /** The subjects of one process; express-rate-limit's store is in every one, the yardstick. */
 async function subjectsOf(group: Group, erl: Subject): Promise<Subject[]> {
   if (group === 'peers') return [rateLimiterFlexible(), erl, awaitedMap(), plainMap()]
+  let ours: Subject[]
   if (group === 'token-bucket-baseline') {
     const base = (await import(
       new URL('index.js', `file://${baselineDist!.replace(/\/?$/, '/')}`).href
     )) as Build
-    return [...sluice('token-bucket', true, base, '-baseline'), erl]
-  }
-  return [...sluice(group, group !== 'fixed-window'), erl]
+    ours = sluice('token-bucket', true, base, '-baseline')
+  } else ours = sluice(group, group !== 'fixed-window')
+  return yardstickFirst ? [erl, ...ours] : [...ours, erl]
 }
 
 /** Run one group's interleaved rounds in this process. */

@@ -22,11 +22,14 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 function group(
   name: string,
   baseline: string | undefined,
+  yardstickFirst = false,
 ): string[] | { status: number | null; stderr: string } {
-  const out = join(dir, `${name}-${baseline === undefined ? 'none' : 'set'}.json`)
+  const out = join(dir, `${name}-${baseline === undefined ? 'none' : 'set'}-${yardstickFirst}.json`)
   const env: NodeJS.ProcessEnv = { ...process.env }
   delete env.SLUICE_BENCH_BASELINE_DIST
+  delete env.SLUICE_BENCH_YARDSTICK_FIRST
   if (baseline !== undefined) env.SLUICE_BENCH_BASELINE_DIST = baseline
+  if (yardstickFirst) env.SLUICE_BENCH_YARDSTICK_FIRST = '1'
   const run = spawnSync(process.execPath, ['--import', 'tsx', SCRIPT, name, 'quick', out], {
     env,
     encoding: 'utf8',
@@ -61,6 +64,18 @@ describe("memory case: each process's subjects", () => {
     expect(group('fixed-window', undefined)).toEqual([
       'sluice-fixed-window-consume@0',
       'express-rate-limit-store',
+    ])
+  })
+
+  it('runs the yardstick first in every Sluice group with SLUICE_BENCH_YARDSTICK_FIRST=1', () => {
+    expect(group('fixed-window', undefined, true)).toEqual([
+      'express-rate-limit-store',
+      'sluice-fixed-window-consume@0',
+    ])
+    expect(group('token-bucket-baseline', DIST, true)).toEqual([
+      'express-rate-limit-store',
+      'sluice-token-bucket-consume-baseline@0',
+      'sluice-token-bucket-consumeSync-baseline@0',
     ])
   })
 
