@@ -2,7 +2,9 @@
 // bucket `consumeSync` and `await consume` (10,000 keys cycled, 7 rounds of 1,000,000 after a warm-up,
 // each process's median), and the median over pairs of B's time over A's. Nothing else decides in a
 // process, so which subject warms up first cannot move the figures, as it does in the memory case.
-//   node bench/memory-builds.mjs <dist A> <dist B> [pairs, default 12]
+// B may be `express-rate-limit`: its `MemoryStore.increment`, awaited, alone in its processes; B's
+// time over A's `await consume` is then A's decisions/s as a share of the store's, issue 27's measure.
+//   node bench/memory-builds.mjs <dist A> <dist B | express-rate-limit> [pairs, default 12]
 import { spawnSync } from 'node:child_process'
 import { resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -10,7 +12,35 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 const KEYS = 10_000
 const N = 1_000_000
 
+const STORE = 'express-rate-limit'
+
+/** express-rate-limit's store alone: `await increment`, as its middleware calls it per request. */
+async function measureStore() {
+  const { MemoryStore } = await import('express-rate-limit')
+  const keys = Array.from({ length: KEYS }, (_, i) => `user-${i}`)
+  const store = new MemoryStore()
+  store.init({ windowMs: 1000 })
+  const awaited = async () => {
+    let allowed = 0
+    for (let i = 0; i < N; i++)
+      if ((await store.increment(keys[i % KEYS])).totalHits <= 1_000_000_000) allowed++
+    return allowed
+  }
+  await ns(awaited)
+  const awaitNs = []
+  for (let round = 0; round < 7; round++) awaitNs.push(await ns(awaited))
+  store.shutdown()
+  return { sync: null, await: median(awaitNs) }
+}
+
+async function ns(run) {
+  const started = process.hrtime.bigint()
+  if ((await run()) !== N) throw new Error('a decision was denied; the limit is meant to admit all')
+  return Number(process.hrtime.bigint() - started) / N
+}
+
 async function measure(dist) {
+  if (dist === STORE) return measureStore()
   const { createLimiter, memoryStore } = await import(pathToFileURL(resolve(dist, 'index.js')).href)
   const keys = Array.from({ length: KEYS }, (_, i) => `user-${i}`)
   const limiter = createLimiter({
@@ -26,11 +56,6 @@ async function measure(dist) {
     let allowed = 0
     for (let i = 0; i < N; i++) if ((await limiter.consume('p', keys[i % KEYS])).allowed) allowed++
     return allowed
-  }
-  const ns = async (run) => {
-    const started = process.hrtime.bigint()
-    if ((await run()) !== N) throw new Error('a decision was denied; the limit is meant to admit all')
-    return Number(process.hrtime.bigint() - started) / N
   }
   await ns(sync)
   await ns(awaited)
@@ -61,7 +86,7 @@ if (first === '--measure') {
   process.stdout.write(JSON.stringify(await measure(second)))
 } else {
   if (first === undefined || second === undefined)
-    throw new Error('usage: node bench/memory-builds.mjs <dist A> <dist B> [pairs]')
+    throw new Error('usage: node bench/memory-builds.mjs <dist A> <dist B | express-rate-limit> [pairs]')
   const pairs = Number(third ?? 12)
   const a = []
   const b = []
@@ -69,11 +94,15 @@ if (first === '--measure') {
     a.push(inProcess(first))
     b.push(inProcess(second))
   }
-  const ratio = (kind) => median(a.map((x, i) => b[i][kind] / x[kind])).toFixed(3)
-  const ns = (runs, kind) => median(runs.map((x) => x[kind])).toFixed(1)
+  // The store has no `consumeSync`: its column says so.
+  const shown = (value, digits) => (value === null || Number.isNaN(value) ? '-' : value.toFixed(digits))
+  const ratio = (kind) => shown(b[0][kind] === null ? null : median(a.map((x, i) => b[i][kind] / x[kind])), 3)
+  const nsOf = (runs, kind) => shown(runs[0][kind] === null ? null : median(runs.map((x) => x[kind])), 1)
   console.log(`| build | consumeSync ns | await consume ns |`)
   console.log(`| --- | ---: | ---: |`)
-  console.log(`| A ${first} | ${ns(a, 'sync')} | ${ns(a, 'await')} |`)
-  console.log(`| B ${second} | ${ns(b, 'sync')} | ${ns(b, 'await')} |`)
-  console.log(`| B / A, median of ${pairs} pairs | ${ratio('sync')}x | ${ratio('await')}x |`)
+  console.log(`| A ${first} | ${nsOf(a, 'sync')} | ${nsOf(a, 'await')} |`)
+  console.log(`| B ${second} | ${nsOf(b, 'sync')} | ${nsOf(b, 'await')} |`)
+  console.log(
+    `| B / A, median of ${pairs} pairs | ${ratio('sync')}${b[0].sync === null ? '' : 'x'} | ${ratio('await')}x |`,
+  )
 }

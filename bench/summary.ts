@@ -210,7 +210,7 @@ export const SUMMARY: SummaryRow[] = [
       const ratio = run.get('memory/sluice-token-bucket-consume vs-erl')
       const vsErl = ratio.value
       // Pooled over several processes: each one's own median, so the spread the verdict sits in shows.
-      const byProcess = ratio.note?.startsWith('by process ') === true ? `; ${ratio.note}` : ''
+      const byProcess = ratio.note?.startsWith('by process') === true ? `; ${ratio.note}` : ''
       // express-rate-limit's store in the token bucket's own process (the ratio's yardstick) when the case measured it there.
       const erl = run.get(
         run.has('memory/express-rate-limit-store@token-bucket rate')

@@ -220,17 +220,32 @@ interface Measurement {
   processes?: number[]
   /** A Sluice subject's limiter, numbered within its process. */
   limiter?: number
+  /** Which subject of the process ran first. */
+  first: First
+  /** Pooled over processes: each process's order, as `processes`. */
+  orders?: First[]
+  /** Pooled over processes: the rounds' decisions/s (wall) of the processes of each order. */
+  wallByOrder?: Record<First, number[]>
 }
 
+/** Which subject of a Sluice group's process warms up and runs first: Sluice's, or the yardstick. */
+export type First = 'sluice' | 'yardstick'
+
 /**
- * With SLUICE_BENCH_YARDSTICK_FIRST=1, express-rate-limit's store warms up and runs first in each
- * Sluice group's process rather than last. Which subject warms up first moves the fixed window's and
- * the sliding window counter's ratios (docs/benchmark-cases.md, Memory store); this shows by how much.
+ * The order of process `p` (from 0) of a group. Which subject warms up first moves the ratios to
+ * express-rate-limit's store by a third or more (docs/benchmark-cases.md, Memory store), so the
+ * processes take turns: Sluice first in even ones, the yardstick first in odd ones, and each
+ * row's median pools both orders alike. `forced` (SLUICE_BENCH_YARDSTICK_FIRST) sets one order for
+ * every process: '1' the yardstick first, '0' Sluice first.
  */
-const yardstickFirst = process.env.SLUICE_BENCH_YARDSTICK_FIRST === '1'
+export function firstIn(p: number, forced: string | undefined): First {
+  if (forced === '1') return 'yardstick'
+  if (forced === '0') return 'sluice'
+  return p % 2 === 0 ? 'sluice' : 'yardstick'
+}
 
 /** The subjects of one process; express-rate-limit's store is in every one, the yardstick. */
-async function subjectsOf(group: Group, erl: Subject): Promise<Subject[]> {
+async function subjectsOf(group: Group, erl: Subject, first: First): Promise<Subject[]> {
   if (group === 'peers') return [rateLimiterFlexible(), erl, awaitedMap(), plainMap()]
   let ours: Subject[]
   if (group === 'token-bucket-baseline') {
@@ -239,13 +254,13 @@ async function subjectsOf(group: Group, erl: Subject): Promise<Subject[]> {
     )) as Build
     ours = sluice('token-bucket', true, base, '-baseline')
   } else ours = sluice(group, group !== 'fixed-window')
-  return yardstickFirst ? [erl, ...ours] : [...ours, erl]
+  return first === 'yardstick' ? [erl, ...ours] : [...ours, erl]
 }
 
 /** Run one group's interleaved rounds in this process. */
-async function runGroup(group: Group, quick: boolean): Promise<Measurement[]> {
+async function runGroup(group: Group, quick: boolean, first: First): Promise<Measurement[]> {
   const erl = expressRateLimitStore()
-  const subjects = await subjectsOf(group, erl)
+  const subjects = await subjectsOf(group, erl, first)
   // Many short rounds rather than a few long ones: a subject's round and express-rate-limit's in
   // the same round are then a fraction of a second apart, so a burst of load elsewhere on the
   // machine hits both and their ratio keeps. Every key is still hit 10 times per round.
@@ -268,6 +283,7 @@ async function runGroup(group: Group, quick: boolean): Promise<Measurement[]> {
         cpu: m.map((x) => x.cpuPerSec),
         vsErlWall: m.map((x, i) => x.wallPerSec / erlRuns[i]!.wallPerSec),
         vsErlCpu: m.map((x, i) => x.cpuPerSec / erlRuns[i]!.cpuPerSec),
+        first,
         ...(s.limiter === undefined ? {} : { limiter: s.limiter }),
       }
     })
@@ -277,11 +293,11 @@ async function runGroup(group: Group, quick: boolean): Promise<Measurement[]> {
 }
 
 /** Run `group` in a child process (this module, as a script) and return what it measured. */
-function runGroupIsolated(group: Group, quick: boolean): Promise<Measurement[]> {
+function runGroupIsolated(group: Group, quick: boolean, first: First): Promise<Measurement[]> {
   return inChild<Measurement[]>(
     fileURLToPath(import.meta.url),
-    [group, quick ? 'quick' : 'full'],
-    `memory case, ${group}`,
+    [group, quick ? 'quick' : 'full', first],
+    `memory case, ${group}, ${first} first`,
   )
 }
 
@@ -291,11 +307,39 @@ function runGroupIsolated(group: Group, quick: boolean): Promise<Measurement[]> 
  * apart (where V8 and the allocator happened to place each store's maps, not the machine's load:
  * both run in the same rounds); both move: in ten processes of the token bucket's group on 3 Dec
  * 2026, Sluice's `await consume` ran 5.1M to 6.0M decisions/s and express-rate-limit's store 6.7M to
- * 8.0M. A user's process is one draw of that; the median over rounds pooled from five processes is
- * the expected figure (with three, one process's draw could turn a goal's verdict), and each
- * process's own median is printed beside it.
+ * 8.0M. A user's process is one draw of that; the median over rounds pooled from six processes,
+ * three of each order (see firstIn), is the expected figure (with three processes, one process's
+ * draw could turn a goal's verdict), and each process's own median is printed beside it.
  */
-const PROCESSES = { quick: 1, full: 5 }
+const PROCESSES = { quick: 2, full: 6 }
+
+/** Each process's median ratio to express-rate-limit's store, by order: `by process, Sluice first 0.94, 0.90; ...`. */
+function processesOf(m: Measurement): string {
+  const of = (first: First) => m.processes!.filter((_, i) => m.orders![i] === first).map((x) => x.toFixed(2))
+  const parts = [
+    ['Sluice first', of('sluice')],
+    ['the store first', of('yardstick')],
+  ] as const
+  return `by process, ${parts
+    .filter(([, values]) => values.length > 0)
+    .map(([label, values]) => `${label} ${values.join(', ')}`)
+    .join('; ')}`
+}
+
+/**
+ * A subject's decisions/s in the processes of each order (the median of their rounds): which of
+ * the two, Sluice's subjects or the store, the order slows.
+ */
+function ratesByOrder(m: Measurement): string {
+  const parts = [
+    ['Sluice first', m.wallByOrder?.sluice ?? []],
+    ['the store first', m.wallByOrder?.yardstick ?? []],
+  ] as const
+  return `decisions/s by order: ${parts
+    .filter(([, rounds]) => rounds.length > 0)
+    .map(([label, rounds]) => `${label} ${(median(rounds) / 1e6).toFixed(2)}M`)
+    .join(', ')}`
+}
 
 /** The rounds of several processes' measurements of one subject, pooled. */
 function pooled(runs: readonly Measurement[]): Measurement {
@@ -308,6 +352,12 @@ function pooled(runs: readonly Measurement[]): Measurement {
     vsErlWall: runs.flatMap((m) => m.vsErlWall),
     vsErlCpu: runs.flatMap((m) => m.vsErlCpu),
     processes: runs.map((m) => median(m.vsErlWall)),
+    first: first.first,
+    orders: runs.map((m) => m.first),
+    wallByOrder: {
+      sluice: runs.filter((m) => m.first === 'sluice').flatMap((m) => m.wall),
+      yardstick: runs.filter((m) => m.first === 'yardstick').flatMap((m) => m.wall),
+    },
   }
 }
 
@@ -323,8 +373,9 @@ export const benchCase: BenchCase = {
     const processes = quick ? PROCESSES.quick : PROCESSES.full
     // Process by process through the groups, so a slow minute of the machine falls on every group.
     for (let p = 0; p < processes; p++) {
+      const first = firstIn(p, process.env.SLUICE_BENCH_YARDSTICK_FIRST)
       for (const group of GROUPS) {
-        const ofGroup = await runGroupIsolated(group, quick)
+        const ofGroup = await runGroupIsolated(group, quick, first)
         // express-rate-limit's own rows come from the peers' process; every process has it as yardstick.
         if (group === 'peers') ofGroup.forEach(add)
         else {
@@ -344,8 +395,7 @@ export const benchCase: BenchCase = {
     const rounds = rlf.wall.length
     const over = processes === 1 ? `${rounds} rounds` : `${rounds} rounds in ${processes} processes`
     /** Each process's own median ratio to express-rate-limit's store, when there are several. */
-    const perProcess = (m: Measurement) =>
-      processes === 1 ? '' : `; by process ${m.processes!.map((x) => x.toFixed(2)).join(', ')}`
+    const perProcess = (m: Measurement) => (processes === 1 ? '' : `; ${processesOf(m)}`)
     const rows: BenchRow[] = []
     for (const [metric, pick, versus, suffix] of [
       [
@@ -366,7 +416,7 @@ export const benchCase: BenchCase = {
           value: median(pick(s)),
           unit: 'ops/s',
           ratio: vsErl(s) / vsErl(rlf),
-          note: `x RLF; ${vsErl(s).toFixed(2)}x express-rate-limit store${suffix === 'rate' ? perProcess(s) : ''}; ${(vsErl(s) / vsErl(map)).toFixed(2)}x plain Map`,
+          note: `x RLF; ${vsErl(s).toFixed(2)}x express-rate-limit store${suffix === 'rate' ? perProcess(s) : ''}; ${(vsErl(s) / vsErl(map)).toFixed(2)}x plain Map${suffix === 'rate' && s.id.startsWith('sluice') ? `; ${ratesByOrder(s)}` : ''}`,
         })
         if (s.id.startsWith('sluice'))
           rows.push({
@@ -375,9 +425,7 @@ export const benchCase: BenchCase = {
             metric: `x express-rate-limit MemoryStore (${suffix === 'rate' ? 'wall' : 'CPU'})`,
             value: vsErl(s),
             unit: 'x',
-            ...(suffix === 'rate' && processes > 1
-              ? { note: `by process ${s.processes!.map((x) => x.toFixed(2)).join(', ')}` }
-              : {}),
+            ...(suffix === 'rate' && processes > 1 ? { note: processesOf(s) } : {}),
           })
       }
       for (const e of yardsticks)
@@ -387,6 +435,7 @@ export const benchCase: BenchCase = {
           metric,
           value: median(pick(e)),
           unit: 'ops/s',
+          ...(suffix === 'rate' ? { note: ratesByOrder(e) } : {}),
         })
     }
     return rows
@@ -394,7 +443,9 @@ export const benchCase: BenchCase = {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const [group, mode, out] = process.argv.slice(2) as [Group, string, string]
+  const [group, mode, first, out] = process.argv.slice(2) as [Group, string, First, string]
   if (!GROUPS.includes(group)) throw new Error(`memory case: no group ${group}`)
-  writeFileSync(out, JSON.stringify(await runGroup(group, mode === 'quick')))
+  if (first !== 'sluice' && first !== 'yardstick')
+    throw new Error(`memory case: first is sluice or yardstick, not ${first}`)
+  writeFileSync(out, JSON.stringify(await runGroup(group, mode === 'quick', first)))
 }

@@ -231,14 +231,14 @@ describe('bench summary table', () => {
     expect(summaryTable(metRun)[7]).toContain('express-rate-limit `MemoryStore.increment` 9.40M/s')
   })
 
-  it("prints each process's own ratio beside the pooled one when the memory case ran several", () => {
+  it("prints each process's own ratio, by order, beside the pooled one when the memory case ran several", () => {
     const pooled = {
       ...row('memory/sluice-token-bucket-consume vs-erl', 0.81),
-      note: 'by process 0.74, 0.81, 0.9',
+      note: 'by process, Sluice first 0.9, 0.81; the store first 0.74',
     }
     const line = summaryTable(withRows(metRun, [pooled]))[7]!
     expect(line).toContain(
-      "(0.81x express-rate-limit's `MemoryStore.increment`; per CPU second 0.90x; by process 0.74, 0.81, 0.9)",
+      "(0.81x express-rate-limit's `MemoryStore.increment`; per CPU second 0.90x; by process, Sluice first 0.9, 0.81; the store first 0.74)",
     )
     expect(line).toContain('| met |')
     expect(summaryTable(metRun)[7]).not.toContain('by process')
