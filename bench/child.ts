@@ -6,13 +6,19 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-/** Run `script` with `args` and an answer file in a child process; its answer, parsed. */
-export async function inChild<T>(script: string, args: readonly string[], what: string): Promise<T> {
+/** Run `script` with `args` and an answer file in a child process (with `nodeFlags`); its answer, parsed. */
+export async function inChild<T>(
+  script: string,
+  args: readonly string[],
+  what: string,
+  /** Node.js flags for the child beyond this process's own (e.g. V8's heap sizes). */
+  nodeFlags: readonly string[] = [],
+): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'))
   const out = join(dir, 'answer.json')
   try {
     const code = await new Promise<number | null>((done, fail) => {
-      const child = spawn(process.execPath, [...process.execArgv, script, ...args, out], {
+      const child = spawn(process.execPath, [...process.execArgv, ...nodeFlags, script, ...args, out], {
         stdio: ['ignore', 'inherit', 'inherit'],
       })
       child.on('error', fail)

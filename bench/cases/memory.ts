@@ -257,6 +257,21 @@ async function subjectsOf(group: Group, erl: Subject, first: First): Promise<Sub
   return first === 'yardstick' ? [erl, ...ours] : [...ours, erl]
 }
 
+/**
+ * Decisions each subject makes before the measured rounds: every key 10 times, or
+ * SLUICE_BENCH_MEMORY_WARMUP=<decisions>, to see whether a figure holds once V8 has run the code
+ * for longer (the warm-up order's effect does: docs/benchmark-cases.md, Memory store).
+ */
+export function warmUpOf(decisions: string | undefined): number {
+  if (decisions === undefined || decisions === '') return KEYS * 10
+  if (!/^[1-9]\d{0,9}$/.test(decisions))
+    throw new Error(
+      `SLUICE_BENCH_MEMORY_WARMUP is a whole number of decisions, not ${JSON.stringify(decisions)}`,
+    )
+  return Number(decisions)
+}
+const warmUp = warmUpOf(process.env.SLUICE_BENCH_MEMORY_WARMUP)
+
 /** Run one group's interleaved rounds in this process. */
 async function runGroup(group: Group, quick: boolean, first: First): Promise<Measurement[]> {
   const erl = expressRateLimitStore()
@@ -268,7 +283,7 @@ async function runGroup(group: Group, quick: boolean, first: First): Promise<Mea
   const n = 100_000
   try {
     // Warm up every subject (JIT, and every key present), then interleave measured rounds.
-    for (const s of subjects) await measure(s, KEYS * 10)
+    for (const s of subjects) await measure(s, warmUp)
     const runs = new Map<Subject, Measured[]>(subjects.map((s) => [s, []]))
     for (let r = 0; r < rounds; r++) {
       for (const s of subjects) runs.get(s)!.push(await measure(s, n))
@@ -292,12 +307,29 @@ async function runGroup(group: Group, quick: boolean, first: First): Promise<Mea
   }
 }
 
+/**
+ * V8's flags for a group's processes: with SLUICE_BENCH_SEMI_SPACE_MB=<n>, each semi-space of the
+ * young generation is n MB from the start and stays so. V8 otherwise sizes it by what the process
+ * allocated and kept so far, so the code a process ran first sets the size the next one runs with:
+ * with it fixed, the warm-up order no longer moves the ratios (docs/benchmark-cases.md, Memory
+ * store).
+ */
+export function semiSpaceFlags(mb: string | undefined): string[] {
+  if (mb === undefined || mb === '') return []
+  if (!/^[1-9]\d{0,3}$/.test(mb))
+    throw new Error(
+      `SLUICE_BENCH_SEMI_SPACE_MB is a whole number of MB from 1 to 9999, not ${JSON.stringify(mb)}`,
+    )
+  return [`--min-semi-space-size=${mb}`, `--max-semi-space-size=${mb}`]
+}
+
 /** Run `group` in a child process (this module, as a script) and return what it measured. */
 function runGroupIsolated(group: Group, quick: boolean, first: First): Promise<Measurement[]> {
   return inChild<Measurement[]>(
     fileURLToPath(import.meta.url),
     [group, quick ? 'quick' : 'full', first],
     `memory case, ${group}, ${first} first`,
+    semiSpaceFlags(process.env.SLUICE_BENCH_SEMI_SPACE_MB),
   )
 }
 
