@@ -216,16 +216,15 @@ interface Measurement {
   cpu: number[]
   vsErlWall: number[]
   vsErlCpu: number[]
-  /** Pooled over processes: each process's median ratio to express-rate-limit's store (wall). */
-  processes?: number[]
   /** A Sluice subject's limiter, numbered within its process. */
   limiter?: number
   /** Which subject of the process ran first. */
   first: First
-  /** Pooled over processes: each process's order, as `processes`. */
-  orders?: First[]
-  /** Pooled over processes: the rounds' decisions/s (wall) of the processes of each order. */
-  wallByOrder?: Record<First, number[]>
+}
+
+/** One subject's rounds pooled over processes, and each process's own measurement. */
+type Pooled = Pick<Measurement, 'id' | 'name' | 'wall' | 'cpu' | 'vsErlWall' | 'vsErlCpu'> & {
+  runs: readonly Measurement[]
 }
 
 /** Which subject of a Sluice group's process warms up and runs first: Sluice's, or the yardstick. */
@@ -345,36 +344,35 @@ function runGroupIsolated(group: Group, quick: boolean, first: First): Promise<M
  */
 const PROCESSES = { quick: 2, full: 6 }
 
+/** `<order> <what show makes of its processes>` for each order some process ran, joined by `separator`. */
+function byOrder(m: Pooled, show: (runs: readonly Measurement[]) => string, separator: string): string {
+  return (
+    [
+      ['Sluice first', 'sluice'],
+      ['the store first', 'yardstick'],
+    ] as const
+  )
+    .map(([label, first]) => [label, m.runs.filter((r) => r.first === first)] as const)
+    .filter(([, runs]) => runs.length > 0)
+    .map(([label, runs]) => `${label} ${show(runs)}`)
+    .join(separator)
+}
+
 /** Each process's median ratio to express-rate-limit's store, by order: `by process, Sluice first 0.94, 0.90; ...`. */
-function processesOf(m: Measurement): string {
-  const of = (first: First) => m.processes!.filter((_, i) => m.orders![i] === first).map((x) => x.toFixed(2))
-  const parts = [
-    ['Sluice first', of('sluice')],
-    ['the store first', of('yardstick')],
-  ] as const
-  return `by process, ${parts
-    .filter(([, values]) => values.length > 0)
-    .map(([label, values]) => `${label} ${values.join(', ')}`)
-    .join('; ')}`
+function processesOf(m: Pooled): string {
+  return `by process, ${byOrder(m, (runs) => runs.map((r) => median(r.vsErlWall).toFixed(2)).join(', '), '; ')}`
 }
 
 /**
  * A subject's decisions/s in the processes of each order (the median of their rounds): which of
  * the two, Sluice's subjects or the store, the order slows.
  */
-function ratesByOrder(m: Measurement): string {
-  const parts = [
-    ['Sluice first', m.wallByOrder?.sluice ?? []],
-    ['the store first', m.wallByOrder?.yardstick ?? []],
-  ] as const
-  return `decisions/s by order: ${parts
-    .filter(([, rounds]) => rounds.length > 0)
-    .map(([label, rounds]) => `${label} ${(median(rounds) / 1e6).toFixed(2)}M`)
-    .join(', ')}`
+function ratesByOrder(m: Pooled): string {
+  return `decisions/s by order: ${byOrder(m, (runs) => `${(median(runs.flatMap((r) => r.wall)) / 1e6).toFixed(2)}M`, ', ')}`
 }
 
 /** The rounds of several processes' measurements of one subject, pooled. */
-function pooled(runs: readonly Measurement[]): Measurement {
+function pooled(runs: readonly Measurement[]): Pooled {
   const first = runs[0]!
   return {
     id: first.id,
@@ -383,13 +381,7 @@ function pooled(runs: readonly Measurement[]): Measurement {
     cpu: runs.flatMap((m) => m.cpu),
     vsErlWall: runs.flatMap((m) => m.vsErlWall),
     vsErlCpu: runs.flatMap((m) => m.vsErlCpu),
-    processes: runs.map((m) => median(m.vsErlWall)),
-    first: first.first,
-    orders: runs.map((m) => m.first),
-    wallByOrder: {
-      sluice: runs.filter((m) => m.first === 'sluice').flatMap((m) => m.wall),
-      yardstick: runs.filter((m) => m.first === 'yardstick').flatMap((m) => m.wall),
-    },
+    runs,
   }
 }
 
@@ -427,19 +419,14 @@ export const benchCase: BenchCase = {
     const rounds = rlf.wall.length
     const over = processes === 1 ? `${rounds} rounds` : `${rounds} rounds in ${processes} processes`
     /** Each process's own median ratio to express-rate-limit's store, when there are several. */
-    const perProcess = (m: Measurement) => (processes === 1 ? '' : `; ${processesOf(m)}`)
+    const perProcess = (m: Pooled) => (processes === 1 ? '' : `; ${processesOf(m)}`)
     const rows: BenchRow[] = []
     for (const [metric, pick, versus, suffix] of [
-      [
-        `decisions/s (wall, median of ${over})`,
-        (m: Measurement) => m.wall,
-        (m: Measurement) => m.vsErlWall,
-        'rate',
-      ],
-      ['decisions per CPU second', (m: Measurement) => m.cpu, (m: Measurement) => m.vsErlCpu, 'cpu-rate'],
+      [`decisions/s (wall, median of ${over})`, (m: Pooled) => m.wall, (m: Pooled) => m.vsErlWall, 'rate'],
+      ['decisions per CPU second', (m: Pooled) => m.cpu, (m: Pooled) => m.vsErlCpu, 'cpu-rate'],
     ] as const) {
       // Subjects of different processes compare through their ratios to express-rate-limit's store.
-      const vsErl = (m: Measurement) => median(versus(m))
+      const vsErl = (m: Pooled) => median(versus(m))
       for (const s of measured) {
         rows.push({
           id: `memory/${s.id} ${suffix}`,

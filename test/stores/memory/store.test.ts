@@ -60,16 +60,19 @@ describe('bounded by maxKeys, least recently used first', () => {
 })
 
 describe('expiry without timers', () => {
+  /** A limiter of 10 per second on a store with a fake clock, and `idle` keys that had one decision each. */
+  function withIdleKeys(algorithm: 'sliding-window-counter' | 'fixed-window', idle: number) {
+    const clock = fakeClock()
+    const store = fakeStore(clock)
+    const limiter = createLimiter({ store, policies: { p: { algorithm, limit: 10, window: '1s' } } })
+    for (let i = 0; i < idle; i++) limiter.consumeSync('p', `idle-${i}`)
+    return { clock, store, limiter }
+  }
+
   it('expired idle keys are swept while traffic moves on to other keys', async () => {
     const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length
     const timersBefore = timers()
-    const clock = fakeClock()
-    const store = fakeStore(clock)
-    const limiter = createLimiter({
-      store,
-      policies: { p: { algorithm: 'sliding-window-counter', limit: 10, window: '1s' } },
-    })
-    for (let i = 0; i < 5000; i++) limiter.consumeSync('p', `idle-${i}`)
+    const { clock, store, limiter } = withIdleKeys('sliding-window-counter', 5000)
     expect(store.size).toBe(5000)
     // Two windows later every idle key is empty again; only 50 keys keep getting traffic.
     clock.advance(2000)
@@ -84,13 +87,7 @@ describe('expiry without timers', () => {
   })
 
   it('decisions sweep one key per millisecond of the clock, however many decisions it holds', () => {
-    const clock = fakeClock()
-    const store = fakeStore(clock)
-    const limiter = createLimiter({
-      store,
-      policies: { p: { algorithm: 'fixed-window', limit: 10, window: '1s' } },
-    })
-    for (let i = 0; i < 1000; i++) limiter.consumeSync('p', `idle-${i}`)
+    const { clock, store, limiter } = withIdleKeys('fixed-window', 1000)
     clock.advance(2000)
     // Ten thousand decisions in one millisecond (all but ten denied): the sweeper moves once,
     // besides the step of the one insert.
