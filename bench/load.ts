@@ -112,6 +112,32 @@ export function processCpuMicros(pid: number, reaped = false): number | undefine
   }
 }
 
+/** The most memory process `pid` has held resident (VmHWM), in MB. Undefined where there is no /proc. */
+export function peakRssMb(pid: number): number | undefined {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return m === null ? undefined : Number(m[1]) / 1024
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Node.js flags for the servers a case starts, from SLUICE_BENCH_SERVER_FLAGS (for example
+ * `--max-semi-space-size=64`): what an operator may run `sluice serve` with. A case gives them to
+ * every server it starts alike, so its ratios stay like for like.
+ */
+export function serverFlags(value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return []
+  const flags = value.trim().split(/\s+/)
+  const bad = flags.find((flag) => !/^--[a-z0-9_-]+(=\S+)?$/.test(flag))
+  if (bad !== undefined)
+    throw new Error(
+      `SLUICE_BENCH_SERVER_FLAGS holds Node.js flags (--name or --name=value), not ${JSON.stringify(bad)}`,
+    )
+  return flags
+}
+
 /**
  * The CPU (µs) of a server made of processes, as PostgreSQL's postmaster and its backends: `pid`'s
  * own, its children's that have exited (once it has waited for them), and its live children's. A

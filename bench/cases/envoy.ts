@@ -22,7 +22,15 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { loadSync } from '@grpc/proto-loader'
 import { PROTO_OPTIONS, RLS_PATH, rlsProtoPath } from '../../packages/sluice-server/src/envoy/grpc.js'
 import { rlsClient } from '../../test/helpers/envoy.js'
-import { freePort, median, processCpuMicros, spawnServer, stopChild } from '../load.js'
+import {
+  freePort,
+  median,
+  peakRssMb,
+  processCpuMicros,
+  serverFlags,
+  spawnServer,
+  stopChild,
+} from '../load.js'
 import type { BenchCase, BenchOptions, BenchRow } from '../types.js'
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -214,17 +222,20 @@ export const benchCase: BenchCase = {
     // then meet the same load, and the median drops the round a burst elsewhere hit.
     const seconds = opts.quick ? 2 : 3
     const rounds = opts.quick ? 1 : 5
+    const flags = serverFlags(process.env.SLUICE_BENCH_SERVER_FLAGS)
     const { dir, config, rules, bodyFile, checkFile, response } = fixtures()
-    const profile = (name: string) =>
-      opts.profileDir === undefined
+    const nodeFlags = (name: string) => [
+      ...flags,
+      ...(opts.profileDir === undefined
         ? []
-        : ['--cpu-prof', '--cpu-prof-dir', opts.profileDir, '--cpu-prof-name', `envoy-${name}.cpuprofile`]
+        : ['--cpu-prof', '--cpu-prof-dir', opts.profileDir, '--cpu-prof-name', `envoy-${name}.cpuprofile`]),
+    ]
     const children: ChildProcess[] = []
     const subjects: Subject[] = []
 
     async function sluice(id: string, subject: string, cli: string): Promise<void> {
       const [port, grpcPort] = [await freePort(), await freePort()]
-      const child = await spawnServer([...profile(id), ...serveArgs(cli, config, rules, port, grpcPort)], {
+      const child = await spawnServer([...nodeFlags(id), ...serveArgs(cli, config, rules, port, grpcPort)], {
         cwd: ROOT,
         ready: 'gRPC ',
       })
@@ -251,7 +262,7 @@ export const benchCase: BenchCase = {
 
     async function peer(id: string, subject: string, args: string[]): Promise<void> {
       const port = await freePort()
-      const child = await spawnServer([...profile(id), PEERS, id, String(port), ...args], {
+      const child = await spawnServer([...nodeFlags(id), PEERS, id, String(port), ...args], {
         cwd: ROOT,
         ready: 'ready',
       })
@@ -292,11 +303,14 @@ export const benchCase: BenchCase = {
       const bareCpu = medianOf(bare, (m) => m.cpuMicrosPerCall)
       const check = subjects.find((s) => s.id === 'sluice-v1-check rate')!
       const checkRate = medianOf(check, (m) => m.perSecond)
-      const note = `${seconds}s x ${rounds} rounds, median`
+      const note = `${seconds}s x ${rounds} rounds, median${flags.length > 0 ? `; every server run with ${flags.join(' ')}` : ''}`
       for (const s of subjects) {
         const name = s.id.slice(0, -' rate'.length)
         const failed = results.get(s)!.reduce((sum, m) => sum + m.failed, 0)
         const failures = failed > 0 ? `; ${failed} failed calls` : ''
+        // Read before the servers stop; /v1/check's server is gRPC's, so both rows show the same.
+        const rss = peakRssMb(s.child.pid!)
+        const peak = rss === undefined ? '' : `; the server's peak RSS ${rss.toFixed(0)} MB`
         const load =
           s === check
             ? `h2load --h1 -c ${CONNECTIONS * STREAMS} -m 1`
@@ -308,7 +322,7 @@ export const benchCase: BenchCase = {
           value: medianOf(s, (m) => m.cpuMicrosPerCall),
           unit: 'µs',
           ratio: medianOf(s, (m) => m.cpuMicrosPerCall) / bareCpu,
-          note: `${load}, ${note}; ratio vs bare-http2${failures}`,
+          note: `${load}, ${note}; ratio vs bare-http2${failures}${peak}`,
         })
         rows.push({
           id: `envoy/${name} rate`,

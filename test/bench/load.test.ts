@@ -1,10 +1,11 @@
-// bench/load.ts's CPU readings from /proc, which the bench's server rows divide by the decisions
+// bench/load.ts's readings from /proc, which the bench's server rows divide by the decisions
 // answered: a process's own CPU, and a server made of a parent and its children (PostgreSQL's
-// postmaster and backends), whose children are counted while they run and after they exit.
+// postmaster and backends), whose children are counted while they run and after they exit; a
+// server's peak resident memory; and the Node.js flags a case starts its servers with.
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { describe, expect, it } from 'vitest'
-import { processCpuMicros, processTreeCpuMicros } from '../../bench/load.js'
+import { peakRssMb, processCpuMicros, processTreeCpuMicros, serverFlags } from '../../bench/load.js'
 
 // The parent starts a child that spins until it has used 210 ms of CPU since it started (measured
 // by CPU, not by the clock), says `spun <pid>`, then waits to be told to exit; once the parent has
@@ -71,5 +72,48 @@ describe.runIf(process.platform === 'linux')('bench/load.ts CPU readings', () =>
       parent.stdin.end()
       if (parent.exitCode === null) await once(parent, 'exit')
     }
+  })
+})
+
+// A child that fills 64 MB (filled, so every page is resident), lets it go, then waits.
+const FILLS = `
+let block = Buffer.allocUnsafe(64 * 1024 * 1024).fill(1)
+block = undefined
+process.stdout.write('filled\\n')
+process.stdin.once('data', () => process.exit(0))
+`
+
+describe.runIf(process.platform === 'linux')('bench/load.ts peak memory', () => {
+  it('reads the most a process has held resident, after it let the memory go', async () => {
+    const child = spawn(process.execPath, ['-e', FILLS], { stdio: ['pipe', 'pipe', 'inherit'] })
+    try {
+      await output(child.stdout)(/filled\n/)
+      expect(peakRssMb(child.pid!)).toBeGreaterThanOrEqual(64)
+      expect(peakRssMb(2 ** 23)).toBeUndefined()
+    } finally {
+      child.stdin.write('exit\n')
+      if (child.exitCode === null) await once(child, 'exit')
+    }
+  })
+})
+
+describe('bench/load.ts server flags (SLUICE_BENCH_SERVER_FLAGS)', () => {
+  it('are none when unset or blank', () => {
+    expect(serverFlags(undefined)).toEqual([])
+    expect(serverFlags('  ')).toEqual([])
+  })
+
+  it('are the Node.js flags the variable lists, in order', () => {
+    expect(serverFlags(' --max-semi-space-size=64  --max_old_space_size=512 ')).toEqual([
+      '--max-semi-space-size=64',
+      '--max_old_space_size=512',
+    ])
+  })
+
+  it('refuse anything that is not a flag, naming the variable', () => {
+    expect(() => serverFlags('max-semi-space-size=64')).toThrow(
+      /SLUICE_BENCH_SERVER_FLAGS .*"max-semi-space-size=64"/,
+    )
+    expect(() => serverFlags('--inspect script.js')).toThrow(/"script.js"/)
   })
 })
