@@ -84,8 +84,10 @@ const [first, second, third] = process.argv.slice(2)
 if (first === '--measure') {
   process.stdout.write(JSON.stringify(await measure(second)))
 } else {
-  if (first === undefined || second === undefined)
-    throw new Error('usage: node bench/memory-builds.mjs <dist A> <dist B | express-rate-limit> [pairs]')
+  const usage = 'usage: node bench/memory-builds.mjs <dist A> <dist B | express-rate-limit> [pairs]'
+  if (first === undefined || second === undefined) throw new Error(usage)
+  if (third !== undefined && !/^[1-9]\d{0,2}$/.test(third))
+    throw new Error(`pairs is a whole number from 1 to 999, not ${JSON.stringify(third)}; ${usage}`)
   const pairs = Number(third ?? 12)
   const a = []
   const b = []

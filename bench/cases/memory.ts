@@ -417,9 +417,7 @@ export const benchCase: BenchCase = {
     const rlf = byId.get('rate-limiter-flexible')!
     const map = byId.get('map')!
     const rounds = rlf.wall.length
-    const over = processes === 1 ? `${rounds} rounds` : `${rounds} rounds in ${processes} processes`
-    /** Each process's own median ratio to express-rate-limit's store, when there are several. */
-    const perProcess = (m: Pooled) => (processes === 1 ? '' : `; ${processesOf(m)}`)
+    const over = `${rounds} rounds in ${processes} processes`
     const rows: BenchRow[] = []
     for (const [metric, pick, versus, suffix] of [
       [`decisions/s (wall, median of ${over})`, (m: Pooled) => m.wall, (m: Pooled) => m.vsErlWall, 'rate'],
@@ -435,7 +433,7 @@ export const benchCase: BenchCase = {
           value: median(pick(s)),
           unit: 'ops/s',
           ratio: vsErl(s) / vsErl(rlf),
-          note: `x RLF; ${vsErl(s).toFixed(2)}x express-rate-limit store${suffix === 'rate' ? perProcess(s) : ''}; ${(vsErl(s) / vsErl(map)).toFixed(2)}x plain Map${suffix === 'rate' && s.id.startsWith('sluice') ? `; ${ratesByOrder(s)}` : ''}`,
+          note: `x RLF; ${vsErl(s).toFixed(2)}x express-rate-limit store${suffix === 'rate' ? `; ${processesOf(s)}` : ''}; ${(vsErl(s) / vsErl(map)).toFixed(2)}x plain Map${suffix === 'rate' && s.id.startsWith('sluice') ? `; ${ratesByOrder(s)}` : ''}`,
         })
         if (s.id.startsWith('sluice'))
           rows.push({
@@ -444,7 +442,7 @@ export const benchCase: BenchCase = {
             metric: `x express-rate-limit MemoryStore (${suffix === 'rate' ? 'wall' : 'CPU'})`,
             value: vsErl(s),
             unit: 'x',
-            ...(suffix === 'rate' && processes > 1 ? { note: processesOf(s) } : {}),
+            ...(suffix === 'rate' ? { note: processesOf(s) } : {}),
           })
       }
       for (const e of yardsticks)
