@@ -126,6 +126,28 @@ describe('coalescing', () => {
     expect(results.slice(0, 10).map((r) => r[0]!.remaining)).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0])
   })
 
+  it('once 64 decisions are in flight, a call carries at least 32 of them', async () => {
+    const store = redisStore(client, { prefix: freshPrefix('co'), clock: 'client', now: () => 1_000_000 })
+    const policy = policyOf('token-bucket', 'tb', 1000)
+    await warm(store, policy)
+    const tick = async (count: number): Promise<number> => {
+      const before = await evalshaCalls()
+      const results = await Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          store.apply([{ policy, key: `k${i % 5}`, cost: 1 }], 'consume'),
+        ),
+      )
+      expect(results.every((r) => r[0]!.allowed)).toBe(true)
+      return (await evalshaCalls()) - before
+    }
+    // 63 from idle: four calls (16, 16, 16, 15), as below 64 always.
+    expect(await tick(63)).toBe(4)
+    // 64 from idle: two calls of 32, where four of 16 would each pay the call's fixed cost in Redis.
+    expect(await tick(64)).toBe(2)
+    // 96 from idle: three calls of 32, not four of 24.
+    expect(await tick(96)).toBe(3)
+  })
+
   it('with coalesce: false sends one call per decision', async () => {
     const store = redisStore(client, { prefix: freshPrefix('co'), coalesce: false })
     const policy = policyOf('gcra', 'g', 10)
