@@ -140,7 +140,7 @@ describe('coalescing', () => {
       expect(results.every((r) => r[0]!.allowed)).toBe(true)
       return (await evalshaCalls()) - before
     }
-    // 63 from idle: four calls (16, 16, 16, 15), as below 64 always.
+    // 63 from idle: four calls (16, 16, 16, 15), as always below 64.
     expect(await tick(63)).toBe(4)
     // 64 from idle: two calls of 32, where four of 16 would each pay the call's fixed cost in Redis.
     expect(await tick(64)).toBe(2)
