@@ -7,6 +7,7 @@ import type { Step } from '../../../packages/sluice/src/store.js'
 import { type RedisClient, redisStore } from '../../../packages/sluice/src/stores/redis/index.js'
 import { freshPrefix, ioredisCluster } from '../../helpers/redis-clients.js'
 import { type RedisServer, startRedis } from '../../helpers/redis-harness.js'
+import { startRedisProcess } from '../../helpers/redis-process.js'
 
 let server: RedisServer
 let client: Redis
@@ -146,6 +147,36 @@ describe('coalescing', () => {
     expect(await tick(64)).toBe(2)
     // 96 from idle: three calls of 32, not four of 24.
     expect(await tick(96)).toBe(3)
+  })
+
+  it('counts the decisions already in flight toward that floor', async () => {
+    // A server of its own, paused: the first calls stay in flight, whatever this process's loop does.
+    const paused = await startRedisProcess()
+    const own = new Redis(paused.port, '127.0.0.1')
+    try {
+      const store = redisStore(own, { prefix: freshPrefix('co'), clock: 'client', now: () => 1_000_000 })
+      const policy = policyOf('token-bucket', 'tb', 1000)
+      await warm(store, policy)
+      const calls = async () =>
+        Number(/cmdstat_evalsha:calls=(\d+)/.exec(await own.info('commandstats'))?.[1] ?? 0)
+      const before = await calls()
+      const consume = (i: number) => store.apply([{ policy, key: `k${i % 5}`, cost: 1 }], 'consume')
+      paused.signal('SIGSTOP')
+      // 32 from idle: four calls of 8, held in flight.
+      const first = Array.from({ length: 32 }, (_, i) => consume(i))
+      await new Promise((resolve) => setImmediate(resolve))
+      // 32 more with 32 in flight: 64 in all, so one call of 32, not two of 16.
+      const second = Array.from({ length: 32 }, (_, i) => consume(i))
+      await new Promise((resolve) => setImmediate(resolve))
+      paused.signal('SIGCONT')
+      const results = await Promise.all([...first, ...second])
+      expect(results.every((r) => r[0]!.allowed)).toBe(true)
+      expect((await calls()) - before).toBe(5)
+    } finally {
+      paused.signal('SIGCONT')
+      own.disconnect()
+      await paused.stop()
+    }
   })
 
   it('with coalesce: false sends one call per decision', async () => {
