@@ -21,9 +21,9 @@ export interface Decision {
   limit: number
   /** Units left after this decision; never negative. */
   remaining: number
-  /** Wait until the key is back to full. */
+  /** Wait until the key is back to full, in whole ms (a store's fraction is rounded up). */
   resetMs: number
-  /** Wait until this request would pass; 0 when allowed. */
+  /** Wait until this request would pass, in whole ms (rounded up); 0 when allowed. */
   retryAfterMs: number
   policy: string
   key: string
