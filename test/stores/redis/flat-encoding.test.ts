@@ -41,15 +41,15 @@ describe('flat script wire format', () => {
     await client.script('LOAD', source)
     const prefix = freshPrefix('wire')
     const keys = [`${prefix}:{k}:p`, `${prefix}:{k}:p:block`]
-    // Client clock 1_000_000; limit 2 per 10 s; per decision a run of one: the count 1, limit,
-    // windowMs, no calendar period (-1), signed cost.
+    // Client clock 1_000_000; limit 2 per 10 s; per decision a run of one: the count (1, then -1:
+    // the key again), limit, windowMs, no calendar period (-1), signed cost.
     const call = (...costs: number[]) =>
       client.evalsha(
         sha,
         keys.length * costs.length,
         ...costs.flatMap(() => keys),
         '1000000',
-        ...costs.flatMap((c) => ['1', '2', '10000', '-1', String(c)]),
+        ...costs.flatMap((c, i) => [i === 0 ? '1' : '-1', '2', '10000', '-1', String(c)]),
       )
     // consume 1 (allowed, 1 left), peek 0 (-1: allowed, 1 left), consume 1 (allowed, 0 left),
     // peek 0 (allowed with 0 left: r1 = 0), peek 1 (-2: denied, r1 = -1), consume 1 (denied).
@@ -70,16 +70,18 @@ describe('flat script wire format', () => {
     await client.script('LOAD', source)
     const prefix = freshPrefix('runs')
     const keysOf = (s: string) => [`${prefix}:{k}:${s}`, `${prefix}:{k}:${s}:block`]
-    // Keys a, b, a, a, c: a run of three consumes of cost 1 under limit 2 per 10 s (a, b, a), a run
-    // of one peek of cost 0 (a), then a run of one consume under limit 5 (c).
+    // Keys a, b, a, a, c: a run of two consumes of cost 1 under limit 2 per 10 s (a, b), the same
+    // for a again (a count of -1: a key named before in the call), a peek of cost 0 on a again (-1),
+    // then a run of one consume under limit 5 (c).
     const keys = ['a', 'b', 'a', 'a', 'c'].flatMap(keysOf)
     const reply = await client.evalsha(
       sha,
       keys.length,
       ...keys,
       '1000000',
-      ...['3', '2', '10000', '-1', '1'],
-      ...['1', '2', '10000', '-1', '-1'],
+      ...['2', '2', '10000', '-1', '1'],
+      ...['-1', '2', '10000', '-1', '1'],
+      ...['-1', '2', '10000', '-1', '-1'],
       ...['1', '5', '10000', '-1', '1'],
     )
     // The second decision on a sees the first's write (its MGET value is not reused).

@@ -137,24 +137,33 @@ const signed = (mode: 'consume' | 'peek', step: Step): number =>
  * and signed cost are one run: at 64 in flight most of a call's decisions are, and each argument
  * costs this process (the client encodes it) and Redis (it parses it) per call. A calendar policy's
  * arguments follow the clock and a lease is each decision's own: those decisions are runs of one.
+ * Decisions on a key a decision before them in the call named are runs of their own, counted
+ * negative: the script reads their values itself (the call's MGET may hold values written since),
+ * and needs no table of the keys it has seen to tell.
  */
 function pushRuns(args: string[], keys: string[], entries: readonly Pending<Group>[]): void {
+  const named = new Set<string>()
   let countAt = -1
   let count = 0
   let policy: ResolvedPolicy | undefined
   let cost = 0
+  let again = false
   for (const e of entries) {
     const g = e.group
-    keys.push(g.keys[0]!, g.keys[1]!)
+    const key = g.keys[0]!
+    keys.push(key, g.keys[1]!)
+    const repeated = named.has(key)
+    if (!repeated) named.add(key)
     const step = g.steps[0]!
     const c = signed(e.mode, step)
-    if (count > 0 && step.policy === policy && c === cost) {
+    if (count > 0 && step.policy === policy && c === cost && repeated === again) {
       count++
       continue
     }
-    if (count > 0) args[countAt] = String(count)
+    if (count > 0) args[countAt] = String(again ? -count : count)
     policy = step.policy
     cost = c
+    again = repeated
     count = 1
     countAt = args.length
     args.push('1')
@@ -162,7 +171,7 @@ function pushRuns(args: string[], keys: string[], entries: readonly Pending<Grou
     // Never extended: the next decision starts its own run.
     if (policy.calendar !== undefined || LAYOUTS.get(policy.algorithm)!.lease) policy = undefined
   }
-  if (count > 1) args[countAt] = String(count)
+  if (count > 1 || again) args[countAt] = String(again ? -count : count)
 }
 
 /**

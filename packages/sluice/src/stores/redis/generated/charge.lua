@@ -18,7 +18,10 @@
 -- `s + 0`, not tonumber(s), which in Redis's Lua 5.1 runs strtod twice; whole numbers are written
 -- with '%d' (a long: exact up to 2^53), not '%.0f', whose float printing costs about 2k instructions
 -- per number (so does passing a number to redis.call: Redis 7.0 prints it with '%.17g'); a state is
--- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer).
+-- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer); the larger
+-- or smaller of two numbers is a comparison, not math.max or math.min, whose call costs about 300
+-- instructions (a token bucket's decision made three: 2.3% of its instructions at 32 per call, keys
+-- read back).
 -- Compact states (`compact`): on the Redis clock, an algorithm may keep a state's time as the key's
 -- own expiry (SET ... PXAT, read back with PEXPIRETIME, Redis 7.0 and later) and only a small
 -- integer as its value, which Redis stores in the key object (int encoding; below 10,000 a shared
@@ -28,7 +31,7 @@
 -- at 16 per call, by bench/lua-cost.ts). KEYS and ARGV too: globals, read per step.
 local KEYS, ARGV = KEYS, ARGV
 local call = redis.call
-local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
+local ceil, floor = math.ceil, math.floor
 local format, find, sub, byte = string.format, string.find, string.sub, string.byte
 local CLIENT_CLOCK_SLACK_MS = 1000
 local now, slack, compact
@@ -43,8 +46,10 @@ end
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
 -- reads its keys itself: an MGET and its table cost more than they save there. MGET answers nil
 -- for a key that holds no string (a sliding log's list), and that algorithm reads its own. A value
--- read here holds until the call writes its key: see `fresh` in shared/step.lua.
-local pre, seen
+-- read here holds until the call writes its key: see `fresh` in shared/step.lua, which learns that a
+-- step names a key a step before it named from `seen`, the keys named so far, or, in apply, from
+-- `again`, set by the client per run (variants/apply.lua).
+local pre, seen, again
 if #KEYS > 2 then
   pre, seen = call('MGET', unpack(KEYS)), {}
 end
@@ -62,8 +67,12 @@ while a <= n do
   local key, block_key = KEYS[k], KEYS[k + 1]
   local fresh = false
   if pre then
-    fresh = not seen[key]
-    seen[key] = true
+    if seen then
+      fresh = not seen[key]
+      seen[key] = true
+    else
+      fresh = not again
+    end
   end
   -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
   -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
@@ -271,7 +280,10 @@ while a <= n do
     if not allowed then
       -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
       -- have passed (see docs/policies.md#calendar-quotas).
-      retry = max(0, finish - now)
+      retry = finish - now
+      if retry < 0 then
+        retry = 0
+      end
     end
     count = count + cost
     -- Write count until finish. A live window ends after now, a fresh one at now + window; a calendar
@@ -280,7 +292,11 @@ while a <= n do
       call('SET', key, format('%d', count), 'PXAT', format('%d', finish))
     else
       local value = format('%d:%d:%d', start, count, finish - start)
-      call('PSETEX', key, format('%d', max(1, finish - now + slack)), value)
+      local ttl = finish - now + slack
+      if ttl < 1 then
+        ttl = 1
+      end
+      call('PSETEX', key, format('%d', ttl), value)
     end
     charged = charged + 1
   elseif algorithm == 'gcra' then
@@ -471,7 +487,12 @@ while a <= n do
     if period >= 0 then
       -- The calendar period. Now lies outside it only on a server clock the client's has not reached
       -- or has passed: the step counts in the client's period, at its start or end.
-      elapsed = min(max(now - period, 0), window)
+      elapsed = now - period
+      if elapsed < 0 then
+        elapsed = 0
+      elseif elapsed > window then
+        elapsed = window
+      end
       if start == nil then
         start, previous, current = period, 0, 0
       elseif start < period then
@@ -503,7 +524,9 @@ while a <= n do
       else
         retry = retry + window - elapsed + (following - floor(((limit - cost) * following) / current))
       end
-      retry = max(0, retry)
+      if retry < 0 then
+        retry = 0
+      end
     end
     current = current + cost
     -- Write start:previous:current:window, live as read says.
@@ -606,7 +629,9 @@ while a <= n do
     -- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
     local at = now
     if count > 0 then
-      at = max(now, newest)
+      if newest > now then
+        at = newest
+      end
     end
     local allowed = count + cost <= limit
     local retry = 0
@@ -639,11 +664,15 @@ while a <= n do
             lo = mid + 1
           end
         end
-        holder = min(lo, hi)
+        holder = lo < hi and lo or hi
       end
       -- Entry 0's time was read with the head.
       local holder_at = holder == 0 and head[2] or call('LINDEX', key, 2 * holder + 1)
-      retry = min(holder_at + window, log_end) - now
+      retry = holder_at + window
+      if log_end < retry then
+        retry = log_end
+      end
+      retry = retry - now
     end
     if cost > 0 then
       -- Drop what left the window, add `cost` units at `at` (to the newest entry when it is at that time).
@@ -743,8 +772,13 @@ while a <= n do
     -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
     local cur, cur_at = full, now
     if level ~= nil then
-      cur_at = max(now, at)
-      cur = min(full, level + (cur_at - at) * limit)
+      if at > now then
+        cur_at = at
+      end
+      cur = level + (cur_at - at) * limit
+      if cur > full then
+        cur = full
+      end
     end
     local need = cost * window
     local lag = cur_at - now

@@ -19,7 +19,10 @@
 -- `s + 0`, not tonumber(s), which in Redis's Lua 5.1 runs strtod twice; whole numbers are written
 -- with '%d' (a long: exact up to 2^53), not '%.0f', whose float printing costs about 2k instructions
 -- per number (so does passing a number to redis.call: Redis 7.0 prints it with '%.17g'); a state is
--- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer).
+-- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer); the larger
+-- or smaller of two numbers is a comparison, not math.max or math.min, whose call costs about 300
+-- instructions (a token bucket's decision made three: 2.3% of its instructions at 32 per call, keys
+-- read back).
 -- Compact states (`compact`): on the Redis clock, an algorithm may keep a state's time as the key's
 -- own expiry (SET ... PXAT, read back with PEXPIRETIME, Redis 7.0 and later) and only a small
 -- integer as its value, which Redis stores in the key object (int encoding; below 10,000 a shared
@@ -29,7 +32,7 @@
 -- at 16 per call, by bench/lua-cost.ts). KEYS and ARGV too: globals, read per step.
 local KEYS, ARGV = KEYS, ARGV
 local call = redis.call
-local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
+local ceil, floor = math.ceil, math.floor
 local format, find, sub, byte = string.format, string.find, string.sub, string.byte
 local CLIENT_CLOCK_SLACK_MS = 1000
 local now, slack, compact
@@ -44,8 +47,10 @@ end
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
 -- reads its keys itself: an MGET and its table cost more than they save there. MGET answers nil
 -- for a key that holds no string (a sliding log's list), and that algorithm reads its own. A value
--- read here holds until the call writes its key: see `fresh` in shared/step.lua.
-local pre, seen
+-- read here holds until the call writes its key: see `fresh` in shared/step.lua, which learns that a
+-- step names a key a step before it named from `seen`, the keys named so far, or, in apply, from
+-- `again`, set by the client per run (variants/apply.lua).
+local pre, seen, again
 if #KEYS > 2 then
   pre, seen = call('MGET', unpack(KEYS)), {}
 end
@@ -69,8 +74,12 @@ while a <= n do
     local key, block_key = KEYS[k], KEYS[k + 1]
     local fresh = false
     if pre then
-      fresh = not seen[key]
-      seen[key] = true
+      if seen then
+        fresh = not seen[key]
+        seen[key] = true
+      else
+        fresh = not again
+      end
     end
     -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
     -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
@@ -259,7 +268,10 @@ while a <= n do
       if not allowed then
         -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
         -- have passed (see docs/policies.md#calendar-quotas).
-        retry = max(0, finish - now)
+        retry = finish - now
+        if retry < 0 then
+          retry = 0
+        end
       end
       -- All or nothing: the decision commits only if no step is denied or blocked.
       all = all and allowed and not blocked
@@ -427,7 +439,12 @@ while a <= n do
       if period >= 0 then
         -- The calendar period. Now lies outside it only on a server clock the client's has not reached
         -- or has passed: the step counts in the client's period, at its start or end.
-        elapsed = min(max(now - period, 0), window)
+        elapsed = now - period
+        if elapsed < 0 then
+          elapsed = 0
+        elseif elapsed > window then
+          elapsed = window
+        end
         if start == nil then
           start, previous, current = period, 0, 0
         elseif start < period then
@@ -459,7 +476,9 @@ while a <= n do
         else
           retry = retry + window - elapsed + (following - floor(((limit - cost) * following) / current))
         end
-        retry = max(0, retry)
+        if retry < 0 then
+          retry = 0
+        end
       end
       -- All or nothing: the decision commits only if no step is denied or blocked.
       all = all and allowed and not blocked
@@ -550,7 +569,9 @@ while a <= n do
       -- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
       local at = now
       if count > 0 then
-        at = max(now, newest)
+        if newest > now then
+          at = newest
+        end
       end
       local allowed = count + cost <= limit
       local retry = 0
@@ -583,11 +604,15 @@ while a <= n do
               lo = mid + 1
             end
           end
-          holder = min(lo, hi)
+          holder = lo < hi and lo or hi
         end
         -- Entry 0's time was read with the head.
         local holder_at = holder == 0 and head[2] or call('LINDEX', key, 2 * holder + 1)
-        retry = min(holder_at + window, log_end) - now
+        retry = holder_at + window
+        if log_end < retry then
+          retry = log_end
+        end
+        retry = retry - now
       end
       -- All or nothing: the decision commits only if no step is denied or blocked.
       all = all and allowed and not blocked
@@ -667,8 +692,13 @@ while a <= n do
       -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
       local cur, cur_at = full, now
       if level ~= nil then
-        cur_at = max(now, at)
-        cur = min(full, level + (cur_at - at) * limit)
+        if at > now then
+          cur_at = at
+        end
+        cur = level + (cur_at - at) * limit
+        if cur > full then
+          cur = full
+        end
       end
       local need = cost * window
       local lag = cur_at - now
@@ -721,7 +751,10 @@ while a <= n do
           call('PSETEX', key, format('%d', last - now + slack), cmsgpack.pack(nxt))
         end
       end
-      local remaining = max(0, limit - in_use)
+      local remaining = limit - in_use
+      if remaining < 0 then
+        remaining = 0
+      end
       local reset = last - now
       -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
@@ -730,8 +763,8 @@ while a <= n do
       if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
-        reply[r + 2] = max(left, reset)
-        reply[r + 3] = -1 - max(left, retry)
+        reply[r + 2] = left > reset and left or reset
+        reply[r + 3] = -1 - (left > retry and left or retry)
       else
         reply[r + 1] = allowed and remaining or -1 - remaining
         reply[r + 2] = reset
@@ -748,14 +781,24 @@ while a <= n do
           call('SET', key, format('%d', count), 'PXAT', format('%d', finish))
         else
           local value = format('%d:%d:%d', start, count, finish - start)
-          call('PSETEX', key, format('%d', max(1, finish - now + slack)), value)
+          local ttl = finish - now + slack
+          if ttl < 1 then
+            ttl = 1
+          end
+          call('PSETEX', key, format('%d', ttl), value)
         end
       end
       local reset = 0
       if count > 0 then
-        reset = max(0, finish - now)
+        reset = finish - now
+        if reset < 0 then
+          reset = 0
+        end
       end
-      local remaining = max(0, limit - count)
+      local remaining = limit - count
+      if remaining < 0 then
+        remaining = 0
+      end
       -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
@@ -763,8 +806,8 @@ while a <= n do
       if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
-        reply[r + 2] = max(left, reset)
-        reply[r + 3] = -1 - max(left, retry)
+        reply[r + 2] = left > reset and left or reset
+        reply[r + 3] = -1 - (left > retry and left or retry)
       else
         reply[r + 1] = allowed and remaining or -1 - remaining
         reply[r + 2] = reset
@@ -808,7 +851,10 @@ while a <= n do
           call('PSETEX', key, format('%d', live_until - now + slack), value)
         end
       end
-      local remaining = max(0, floor((full - after) / window))
+      local remaining = floor((full - after) / window)
+      if remaining < 0 then
+        remaining = 0
+      end
       local reset = ceil(after / limit)
       -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
@@ -817,8 +863,8 @@ while a <= n do
       if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
-        reply[r + 2] = max(left, reset)
-        reply[r + 3] = -1 - max(left, retry)
+        reply[r + 2] = left > reset and left or reset
+        reply[r + 3] = -1 - (left > retry and left or retry)
       else
         reply[r + 1] = allowed and remaining or -1 - remaining
         reply[r + 2] = reset
@@ -848,11 +894,17 @@ while a <= n do
       end
       local reset = 0
       if current > 0 then
-        reset = max(0, start - now + window + following)
+        reset = start - now + window + following
       elseif previous > 0 then
-        reset = max(0, start - now + window)
+        reset = start - now + window
       end
-      local remaining = max(0, floor((limit * window - (carried + current * window)) / window))
+      if reset < 0 then
+        reset = 0
+      end
+      local remaining = floor((limit * window - (carried + current * window)) / window)
+      if remaining < 0 then
+        remaining = 0
+      end
       -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
@@ -860,8 +912,8 @@ while a <= n do
       if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
-        reply[r + 2] = max(left, reset)
-        reply[r + 3] = -1 - max(left, retry)
+        reply[r + 2] = left > reset and left or reset
+        reply[r + 3] = -1 - (left > retry and left or retry)
       else
         reply[r + 1] = allowed and remaining or -1 - remaining
         reply[r + 2] = reset
@@ -899,9 +951,16 @@ while a <= n do
       end
       local reset = 0
       if newest ~= nil then
-        reset = min(newest + window, log_end) - now
+        reset = newest + window
+        if log_end < reset then
+          reset = log_end
+        end
+        reset = reset - now
       end
-      local remaining = max(0, limit - count)
+      local remaining = limit - count
+      if remaining < 0 then
+        remaining = 0
+      end
       -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
@@ -909,8 +968,8 @@ while a <= n do
       if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
-        reply[r + 2] = max(left, reset)
-        reply[r + 3] = -1 - max(left, retry)
+        reply[r + 2] = left > reset and left or reset
+        reply[r + 3] = -1 - (left > retry and left or retry)
       else
         reply[r + 1] = allowed and remaining or -1 - remaining
         reply[r + 2] = reset
@@ -947,7 +1006,10 @@ while a <= n do
         reset = lag + ceil((full - after) / limit)
       end
       -- A forced charge (variants/charge.lua) can leave the level below zero: nothing is left then.
-      local remaining = max(0, floor(after / window))
+      local remaining = floor(after / window)
+      if remaining < 0 then
+        remaining = 0
+      end
       -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
       -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
       -- never shortens the one the units impose.
@@ -955,8 +1017,8 @@ while a <= n do
       if blocked then
         local left = blocked_until - now
         reply[r + 1] = -1
-        reply[r + 2] = max(left, reset)
-        reply[r + 3] = -1 - max(left, retry)
+        reply[r + 2] = left > reset and left or reset
+        reply[r + 3] = -1 - (left > retry and left or retry)
       else
         reply[r + 1] = allowed and remaining or -1 - remaining
         reply[r + 2] = reset

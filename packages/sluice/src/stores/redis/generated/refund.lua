@@ -17,7 +17,10 @@
 -- `s + 0`, not tonumber(s), which in Redis's Lua 5.1 runs strtod twice; whole numbers are written
 -- with '%d' (a long: exact up to 2^53), not '%.0f', whose float printing costs about 2k instructions
 -- per number (so does passing a number to redis.call: Redis 7.0 prints it with '%.17g'); a state is
--- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer).
+-- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer); the larger
+-- or smaller of two numbers is a comparison, not math.max or math.min, whose call costs about 300
+-- instructions (a token bucket's decision made three: 2.3% of its instructions at 32 per call, keys
+-- read back).
 -- Compact states (`compact`): on the Redis clock, an algorithm may keep a state's time as the key's
 -- own expiry (SET ... PXAT, read back with PEXPIRETIME, Redis 7.0 and later) and only a small
 -- integer as its value, which Redis stores in the key object (int encoding; below 10,000 a shared
@@ -27,7 +30,7 @@
 -- at 16 per call, by bench/lua-cost.ts). KEYS and ARGV too: globals, read per step.
 local KEYS, ARGV = KEYS, ARGV
 local call = redis.call
-local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
+local ceil, floor = math.ceil, math.floor
 local format, find, sub, byte = string.format, string.find, string.sub, string.byte
 local CLIENT_CLOCK_SLACK_MS = 1000
 local now, slack, compact
@@ -42,8 +45,10 @@ end
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
 -- reads its keys itself: an MGET and its table cost more than they save there. MGET answers nil
 -- for a key that holds no string (a sliding log's list), and that algorithm reads its own. A value
--- read here holds until the call writes its key: see `fresh` in shared/step.lua.
-local pre, seen
+-- read here holds until the call writes its key: see `fresh` in shared/step.lua, which learns that a
+-- step names a key a step before it named from `seen`, the keys named so far, or, in apply, from
+-- `again`, set by the client per run (variants/apply.lua).
+local pre, seen, again
 if #KEYS > 2 then
   pre, seen = call('MGET', unpack(KEYS)), {}
 end
@@ -61,8 +66,12 @@ while a <= n do
   local key, block_key = KEYS[k], KEYS[k + 1]
   local fresh = false
   if pre then
-    fresh = not seen[key]
-    seen[key] = true
+    if seen then
+      fresh = not seen[key]
+      seen[key] = true
+    else
+      fresh = not again
+    end
   end
   -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
   -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
@@ -215,7 +224,10 @@ while a <= n do
       end
     end
     if live then
-      count = max(0, count - cost)
+      count = count - cost
+      if count < 0 then
+        count = 0
+      end
       if count == 0 then
         call('DEL', key)
       else
@@ -225,7 +237,11 @@ while a <= n do
           call('SET', key, format('%d', count), 'PXAT', format('%d', finish))
         else
           local value = format('%d:%d:%d', start, count, finish - start)
-          call('PSETEX', key, format('%d', max(1, finish - now + slack)), value)
+          local ttl = finish - now + slack
+          if ttl < 1 then
+            ttl = 1
+          end
+          call('PSETEX', key, format('%d', ttl), value)
         end
       end
       refunded = refunded + 1
@@ -298,7 +314,10 @@ while a <= n do
       end
       local full = capacity * window
       local before = (tat_ms - now) * limit + tat_rem
-      local delta = -min(before, cost * window)
+      local delta = -cost * window
+      if -before > delta then
+        delta = -before
+      end
       -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
       -- lead: how far it is ahead of now, at most the part within one full refill.
       local total = tat_rem + delta
@@ -413,7 +432,12 @@ while a <= n do
       if period >= 0 then
         -- The calendar period. Now lies outside it only on a server clock the client's has not reached
         -- or has passed: the step counts in the client's period, at its start or end.
-        elapsed = min(max(now - period, 0), window)
+        elapsed = now - period
+        if elapsed < 0 then
+          elapsed = 0
+        elseif elapsed > window then
+          elapsed = window
+        end
         if start == nil then
           start, previous, current = period, 0, 0
         elseif start < period then
@@ -433,8 +457,18 @@ while a <= n do
           start, previous, current = aligned, current, 0
         end
       end
-      previous = max(0, previous - max(0, cost - current))
-      current = max(0, current - cost)
+      -- What the current window cannot give back comes out of the previous one.
+      local spill = cost - current
+      if spill > 0 then
+        previous = previous - spill
+      end
+      if previous < 0 then
+        previous = 0
+      end
+      current = current - cost
+      if current < 0 then
+        current = 0
+      end
       if current == 0 and previous == 0 then
         call('DEL', key)
       else
@@ -569,13 +603,16 @@ while a <= n do
               lo = mid + 1
             end
           end
-          holder = min(lo, hi)
+          holder = lo < hi and lo or hi
         end
         call('LTRIM', key, 2 * first, 2 * holder + 2)
         call('LSET', key, '-1', format('%d', (start + need) % TOTAL_MODULUS))
         -- The log ends a window after its new newest entry, never later than it was to.
         local kept = call('LINDEX', key, -2) + 0
-        local ends = min(kept + window, log_end)
+        local ends = kept + window
+        if log_end < ends then
+          ends = log_end
+        end
         call('LSET', key, '0', format('%d:%d', start, ends - kept))
         call('PEXPIRE', key, format('%d', ends - now + slack))
       end
@@ -654,10 +691,18 @@ while a <= n do
       -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
       local cur, cur_at = full, now
       if level ~= nil then
-        cur_at = max(now, at)
-        cur = min(full, level + (cur_at - at) * limit)
+        if at > now then
+          cur_at = at
+        end
+        cur = level + (cur_at - at) * limit
+        if cur > full then
+          cur = full
+        end
       end
-      local after = min(full, cur + cost * window)
+      local after = cur + cost * window
+      if after > full then
+        after = full
+      end
       -- Write `after` tokens x window at cur_at, live until the bucket is full again.
       if after >= full then
         call('DEL', key)

@@ -115,7 +115,10 @@ else
 end
 
 --- @section report
-local remaining = max(0, limit - in_use)
+local remaining = limit - in_use
+if remaining < 0 then
+  remaining = 0
+end
 local reset = last - now
 
 --- @section refund

@@ -54,7 +54,10 @@ local retry = 0
 if not allowed then
   -- Never below 0: a calendar period is drawn by the client's clock, which a server clock may
   -- have passed (see docs/policies.md#calendar-quotas).
-  retry = max(0, finish - now)
+  retry = finish - now
+  if retry < 0 then
+    retry = 0
+  end
 end
 
 --- @section save
@@ -64,7 +67,11 @@ if compact and finish > now and finish - start == window then
   call('SET', key, format('%d', count), 'PXAT', format('%d', finish))
 else
   local value = format('%d:%d:%d', start, count, finish - start)
-  call('PSETEX', key, format('%d', max(1, finish - now + slack)), value)
+  local ttl = finish - now + slack
+  if ttl < 1 then
+    ttl = 1
+  end
+  call('PSETEX', key, format('%d', ttl), value)
 end
 
 --- @section commit
@@ -74,12 +81,21 @@ count = count + cost
 --- @section report
 local reset = 0
 if count > 0 then
-  reset = max(0, finish - now)
+  reset = finish - now
+  if reset < 0 then
+    reset = 0
+  end
 end
-local remaining = max(0, limit - count)
+local remaining = limit - count
+if remaining < 0 then
+  remaining = 0
+end
 
 --- @section refund
-count = max(0, count - cost)
+count = count - cost
+if count < 0 then
+  count = 0
+end
 if count == 0 then
   call('DEL', key)
 else

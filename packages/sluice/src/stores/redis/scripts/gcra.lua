@@ -108,10 +108,16 @@ local delta = cost_debt
 --- @include "shift"
 
 --- @section report
-local remaining = max(0, floor((full - after) / window))
+local remaining = floor((full - after) / window)
+if remaining < 0 then
+  remaining = 0
+end
 local reset = ceil(after / limit)
 
 --- @section refund
 --- @include "base"
-local delta = -min(before, cost * window)
+local delta = -cost * window
+if -before > delta then
+  delta = -before
+end
 --- @include "shift"

@@ -71,7 +71,12 @@ local elapsed
 if period >= 0 then
   -- The calendar period. Now lies outside it only on a server clock the client's has not reached
   -- or has passed: the step counts in the client's period, at its start or end.
-  elapsed = min(max(now - period, 0), window)
+  elapsed = now - period
+  if elapsed < 0 then
+    elapsed = 0
+  elseif elapsed > window then
+    elapsed = window
+  end
   if start == nil then
     start, previous, current = period, 0, 0
   elseif start < period then
@@ -124,7 +129,9 @@ if not allowed then
   else
     retry = retry + window - elapsed + (following - floor(((limit - cost) * following) / current))
   end
-  retry = max(0, retry)
+  if retry < 0 then
+    retry = 0
+  end
 end
 
 --- @section commit
@@ -134,16 +141,32 @@ current = current + cost
 --- @section report
 local reset = 0
 if current > 0 then
-  reset = max(0, start - now + window + following)
+  reset = start - now + window + following
 elseif previous > 0 then
-  reset = max(0, start - now + window)
+  reset = start - now + window
 end
-local remaining = max(0, floor((limit * window - (carried + current * window)) / window))
+if reset < 0 then
+  reset = 0
+end
+local remaining = floor((limit * window - (carried + current * window)) / window)
+if remaining < 0 then
+  remaining = 0
+end
 
 --- @section refund
 --- @include "view"
-previous = max(0, previous - max(0, cost - current))
-current = max(0, current - cost)
+-- What the current window cannot give back comes out of the previous one.
+local spill = cost - current
+if spill > 0 then
+  previous = previous - spill
+end
+if previous < 0 then
+  previous = 0
+end
+current = current - cost
+if current < 0 then
+  current = 0
+end
 if current == 0 and previous == 0 then
   call('DEL', key)
 else

@@ -101,14 +101,16 @@ if search then
       lo = mid + 1
     end
   end
-  holder = min(lo, hi)
+  holder = lo < hi and lo or hi
 end
 
 --- @section decide
 -- A clock that stepped backwards records at the newest time seen, keeping the log ordered.
 local at = now
 if count > 0 then
-  at = max(now, newest)
+  if newest > now then
+    at = newest
+  end
 end
 local allowed = count + cost <= limit
 local retry = 0
@@ -119,7 +121,11 @@ if not allowed and count > 0 then
   --- @include "holding"
   -- Entry 0's time was read with the head.
   local holder_at = holder == 0 and head[2] or call('LINDEX', key, 2 * holder + 1)
-  retry = min(holder_at + window, log_end) - now
+  retry = holder_at + window
+  if log_end < retry then
+    retry = log_end
+  end
+  retry = retry - now
 end
 
 --- @section commit
@@ -152,9 +158,16 @@ end
 --- @section report
 local reset = 0
 if newest ~= nil then
-  reset = min(newest + window, log_end) - now
+  reset = newest + window
+  if log_end < reset then
+    reset = log_end
+  end
+  reset = reset - now
 end
-local remaining = max(0, limit - count)
+local remaining = limit - count
+if remaining < 0 then
+  remaining = 0
+end
 
 --- @section refund
 -- Give back the newest units: a refund usually follows the consume it undoes. The entry holding the
@@ -168,7 +181,10 @@ else
   call('LSET', key, '-1', format('%d', (start + need) % TOTAL_MODULUS))
   -- The log ends a window after its new newest entry, never later than it was to.
   local kept = call('LINDEX', key, -2) + 0
-  local ends = min(kept + window, log_end)
+  local ends = kept + window
+  if log_end < ends then
+    ends = log_end
+  end
   call('LSET', key, '0', format('%d:%d', start, ends - kept))
   call('PEXPIRE', key, format('%d', ends - now + slack))
 end

@@ -70,8 +70,13 @@ local stored, live = raw ~= false, level ~= nil
 -- Refill; a clock that stepped backwards refills nothing and keeps the newest time seen.
 local cur, cur_at = full, now
 if level ~= nil then
-  cur_at = max(now, at)
-  cur = min(full, level + (cur_at - at) * limit)
+  if at > now then
+    cur_at = at
+  end
+  cur = level + (cur_at - at) * limit
+  if cur > full then
+    cur = full
+  end
 end
 
 --- @section save
@@ -117,9 +122,15 @@ if after < full then
   reset = lag + ceil((full - after) / limit)
 end
 -- A forced charge (variants/charge.lua) can leave the level below zero: nothing is left then.
-local remaining = max(0, floor(after / window))
+local remaining = floor(after / window)
+if remaining < 0 then
+  remaining = 0
+end
 
 --- @section refund
 --- @include "refill"
-local after = min(full, cur + cost * window)
+local after = cur + cost * window
+if after > full then
+  after = full
+end
 --- @include "save"

@@ -8,7 +8,9 @@
 -- ARGV: now (ms, or "" for the Redis clock), then runs: a run is a count of decisions, then the
 --       arguments those decisions share (the algorithm's `@args`); the cost is signed by mode
 --       (consume: cost; peek: -1 - cost, so a peek of cost 0 is -1). Coalesced decisions of one
---       policy, cost and mode are one run, so their arguments are sent, parsed and read once.
+--       policy, cost and mode are one run, so their arguments are sent, parsed and read once. A
+--       negative count -n: n decisions that each name a key a decision before it in the call named
+--       (it reads its values itself: the MGET's may be stale); a positive count: none of them does.
 -- Reply: per decision 3 integers: allowed ? remaining : -1 - remaining, resetMs,
 --        blocked ? -1 - retryAfterMs : retryAfterMs (blocked implies not allowed).
 
@@ -22,7 +24,10 @@
 -- `s + 0`, not tonumber(s), which in Redis's Lua 5.1 runs strtod twice; whole numbers are written
 -- with '%d' (a long: exact up to 2^53), not '%.0f', whose float printing costs about 2k instructions
 -- per number (so does passing a number to redis.call: Redis 7.0 prints it with '%.17g'); a state is
--- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer).
+-- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer); the larger
+-- or smaller of two numbers is a comparison, not math.max or math.min, whose call costs about 300
+-- instructions (a token bucket's decision made three: 2.3% of its instructions at 32 per call, keys
+-- read back).
 -- Compact states (`compact`): on the Redis clock, an algorithm may keep a state's time as the key's
 -- own expiry (SET ... PXAT, read back with PEXPIRETIME, Redis 7.0 and later) and only a small
 -- integer as its value, which Redis stores in the key object (int encoding; below 10,000 a shared
@@ -32,7 +37,7 @@
 -- at 16 per call, by bench/lua-cost.ts). KEYS and ARGV too: globals, read per step.
 local KEYS, ARGV = KEYS, ARGV
 local call = redis.call
-local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
+local ceil, floor = math.ceil, math.floor
 local format, find, sub, byte = string.format, string.find, string.sub, string.byte
 local CLIENT_CLOCK_SLACK_MS = 1000
 local now, slack, compact
@@ -47,8 +52,10 @@ end
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
 -- reads its keys itself: an MGET and its table cost more than they save there. MGET answers nil
 -- for a key that holds no string (a sliding log's list), and that algorithm reads its own. A value
--- read here holds until the call writes its key: see `fresh` in shared/step.lua.
-local pre, seen
+-- read here holds until the call writes its key: see `fresh` in shared/step.lua, which learns that a
+-- step names a key a step before it named from `seen`, the keys named so far, or, in apply, from
+-- `again`, set by the client per run (variants/apply.lua).
+local pre, seen, again
 if #KEYS > 2 then
   pre, seen = call('MGET', unpack(KEYS)), {}
 end
@@ -56,11 +63,18 @@ end
 -- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
 local limit_arg, window_arg, period_arg, following_arg, capacity_arg
 local limit, window, period, following, capacity
+-- The runs say which steps name a key again (`again`): no table of the keys named so far, which cost
+-- 2.2% of a token bucket's instructions per decision at 32 per call, keys read back (callgrind).
+seen = nil
 local reply = {}
 local a, k, n = 2, 1, #ARGV
 while a <= n do
   local run = ARGV[a] + 0
   a = a + 1
+  again = run < 0
+  if again then
+    run = -run
+  end
   -- One step's arguments: limit, window, capacity, cost.
   if ARGV[a] ~= limit_arg or ARGV[a + 1] ~= window_arg or ARGV[a + 2] ~= capacity_arg then
     limit_arg, window_arg, capacity_arg = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -78,8 +92,12 @@ while a <= n do
     local key, block_key = KEYS[k], KEYS[k + 1]
     local fresh = false
     if pre then
-      fresh = not seen[key]
-      seen[key] = true
+      if seen then
+        fresh = not seen[key]
+        seen[key] = true
+      else
+        fresh = not again
+      end
     end
     -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
     -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
@@ -193,7 +211,10 @@ while a <= n do
         call('PSETEX', key, format('%d', live_until - now + slack), value)
       end
     end
-    local remaining = max(0, floor((full - after) / window))
+    local remaining = floor((full - after) / window)
+    if remaining < 0 then
+      remaining = 0
+    end
     local reset = ceil(after / limit)
     -- The block rule, answered: appends the step's 3 reply integers from `allowed`, `remaining`, `reset`
     -- and `retry` (what the units say, after the commit). A block in force denies and adds its wait; it
@@ -202,8 +223,8 @@ while a <= n do
     if blocked then
       local left = blocked_until - now
       reply[r + 1] = -1
-      reply[r + 2] = max(left, reset)
-      reply[r + 3] = -1 - max(left, retry)
+      reply[r + 2] = left > reset and left or reset
+      reply[r + 3] = -1 - (left > retry and left or retry)
     else
       reply[r + 1] = allowed and remaining or -1 - remaining
       reply[r + 2] = reset

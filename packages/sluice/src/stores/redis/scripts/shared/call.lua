@@ -8,7 +8,10 @@
 -- `s + 0`, not tonumber(s), which in Redis's Lua 5.1 runs strtod twice; whole numbers are written
 -- with '%d' (a long: exact up to 2^53), not '%.0f', whose float printing costs about 2k instructions
 -- per number (so does passing a number to redis.call: Redis 7.0 prints it with '%.17g'); a state is
--- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer).
+-- written with PSETEX key ms value (what SET key value PX ms does, one argument fewer); the larger
+-- or smaller of two numbers is a comparison, not math.max or math.min, whose call costs about 300
+-- instructions (a token bucket's decision made three: 2.3% of its instructions at 32 per call, keys
+-- read back).
 -- Compact states (`compact`): on the Redis clock, an algorithm may keep a state's time as the key's
 -- own expiry (SET ... PXAT, read back with PEXPIRETIME, Redis 7.0 and later) and only a small
 -- integer as its value, which Redis stores in the key object (int encoding; below 10,000 a shared
@@ -18,7 +21,7 @@
 -- at 16 per call, by bench/lua-cost.ts). KEYS and ARGV too: globals, read per step.
 local KEYS, ARGV = KEYS, ARGV
 local call = redis.call
-local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
+local ceil, floor = math.ceil, math.floor
 local format, find, sub, byte = string.format, string.find, string.sub, string.byte
 local CLIENT_CLOCK_SLACK_MS = 1000
 local now, slack, compact
@@ -33,8 +36,10 @@ end
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
 -- reads its keys itself: an MGET and its table cost more than they save there. MGET answers nil
 -- for a key that holds no string (a sliding log's list), and that algorithm reads its own. A value
--- read here holds until the call writes its key: see `fresh` in shared/step.lua.
-local pre, seen
+-- read here holds until the call writes its key: see `fresh` in shared/step.lua, which learns that a
+-- step names a key a step before it named from `seen`, the keys named so far, or, in apply, from
+-- `again`, set by the client per run (variants/apply.lua).
+local pre, seen, again
 if #KEYS > 2 then
   pre, seen = call('MGET', unpack(KEYS)), {}
 end

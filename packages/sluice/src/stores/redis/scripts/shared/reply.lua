@@ -5,8 +5,8 @@ local r = #reply
 if blocked then
   local left = blocked_until - now
   reply[r + 1] = -1
-  reply[r + 2] = max(left, reset)
-  reply[r + 3] = -1 - max(left, retry)
+  reply[r + 2] = left > reset and left or reset
+  reply[r + 3] = -1 - (left > retry and left or retry)
 else
   reply[r + 1] = allowed and remaining or -1 - remaining
   reply[r + 2] = reset

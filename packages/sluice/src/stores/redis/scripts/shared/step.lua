@@ -3,6 +3,10 @@
 local key, block_key = KEYS[k], KEYS[k + 1]
 local fresh = false
 if pre then
-  fresh = not seen[key]
-  seen[key] = true
+  if seen then
+    fresh = not seen[key]
+    seen[key] = true
+  else
+    fresh = not again
+  end
 end
