@@ -64,8 +64,13 @@ export class DistinctSketch {
       }
       const registers = new Uint8Array(HLL_REGISTER_COUNT)
       for (const h of sparse) setRegister(registers, h)
+      setRegister(registers, hash)
       this.registers = registers
       this.sparse = undefined
+      // The count is the registers' estimate from now on, whether or not this hash raised one: a
+      // count left at its last cached value (0 before any) made a key past the list read as empty.
+      this.dirty = true
+      return true
     }
     if (!setRegister(this.registers!, hash)) return false
     this.dirty = true
