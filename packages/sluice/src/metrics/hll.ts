@@ -68,7 +68,7 @@ export class DistinctSketch {
       this.registers = registers
       this.sparse = undefined
       // The count is the registers' estimate from now on, whether or not this hash raised one: a
-      // count left at its last cached value (0 before any) made a key past the list read as empty.
+      // count left at its cached value (0 before any) would read a key past the list as empty.
       this.dirty = true
       return true
     }

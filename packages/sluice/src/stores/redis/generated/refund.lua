@@ -314,10 +314,12 @@ while a <= n do
       end
       local full = capacity * window
       local before = (tat_ms - now) * limit + tat_rem
-      local delta = -cost * window
-      if -before > delta then
-        delta = -before
+      -- Give back the cost, never more than the debt there is.
+      local taken = cost * window
+      if before < taken then
+        taken = before
       end
+      local delta = -taken
       -- Move the TAT by `delta` (1/limit ms) and write it, or delete it when it is not ahead of now. Its
       -- lead: how far it is ahead of now, at most the part within one full refill.
       local total = tat_rem + delta

@@ -116,8 +116,10 @@ local reset = ceil(after / limit)
 
 --- @section refund
 --- @include "base"
-local delta = -cost * window
-if -before > delta then
-  delta = -before
+-- Give back the cost, never more than the debt there is.
+local taken = cost * window
+if before < taken then
+  taken = before
 end
+local delta = -taken
 --- @include "shift"
