@@ -33,8 +33,8 @@ interface Entry {
   /** When the state is back to empty (ms); after this (and after `blockedUntil`) the entry is dead. */
   expiresAt: number
   blockedUntil: number
-  /** Read since the sweeper or the evictor last looked: a hot key is not the one to drop. */
-  touched: boolean
+  /** What happened to the entry since the sweeper or the evictor last looked at it. */
+  use: Use
   /** Out of units or blocked at its last decision: kept in its table's `exhausted` map. */
   exhausted: boolean
 }
@@ -53,8 +53,18 @@ interface Table {
   exhaustedCursor?: Iterator<[string, Entry]> | undefined
 }
 
+/**
+ * An entry's use since the sweeper or the evictor last looked at it. `MADE`: made by a decision and
+ * not read since. The sweeper keeps a `MADE` entry (it had a decision) as it keeps a `READ` one; the
+ * evictor gives a second chance to `READ` entries only, so that a flood of keys used once goes first.
+ */
+type Use = typeof IDLE | typeof MADE | typeof READ
+const IDLE = 0
+const MADE = 1
+const READ = 2
+
 const NOT_BLOCKED = 0
-/** Touched keys the evictor moves to the back before it drops one anyway: bounds one insert's work. */
+/** Read keys the evictor moves to the back before it drops one anyway: bounds one insert's work. */
 const SECOND_CHANCES = 32
 
 export interface MemoryStore extends Store {
@@ -208,7 +218,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
    */
   function read(table: Table, key: string): Entry | undefined {
     const entry = table.open.get(key) ?? table.exhausted.get(key)
-    if (entry !== undefined) entry.touched = true
+    if (entry !== undefined) entry.use = READ
     return entry
   }
 
@@ -272,9 +282,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     for (let first = oldest(table, false); first !== undefined; first = oldest(table, false)) {
       const [key, entry] = first
       table.open.delete(key)
-      if (entry.touched && moved < SECOND_CHANCES) {
+      if (entry.use === READ && moved < SECOND_CHANCES) {
         // Read since it was inserted (or last passed over): to the back, once.
-        entry.touched = false
+        entry.use = IDLE
         table.open.set(key, entry)
         moved++
         continue
@@ -289,7 +299,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     }
   }
 
-  /** Look at one entry and drop it if it has expired and nobody read it since the last pass. */
+  /**
+   * Look at one entry and drop it if it has expired and had no decision since the last look. An entry
+   * made since then counts as used: a key that expires between its decisions is otherwise dropped
+   * by a pass that comes round before its next one, made again, and the insert moves the sweeper on
+   * to drop the next such key, a churn that sustains itself.
+   */
   function sweepSome(at: number): void {
     const r = sweeper.next()
     if (r === undefined) {
@@ -297,7 +312,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return
     }
     const entry = r[1]
-    if (entry.touched) entry.touched = false
+    if (entry.use !== IDLE) entry.use = IDLE
     else if (dead(entry, at)) {
       sweeper.map!.delete(r[0])
       size--
@@ -323,7 +338,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
             state,
             expiresAt: at + resetMs,
             blockedUntil: NOT_BLOCKED,
-            touched: false,
+            use: MADE,
             exhausted: remaining === 0,
           },
           policyMaxKeys,
@@ -501,11 +516,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         const table = tableOf(step.policy.id)
         const entry = read(table, step.key)
         if (entry === undefined) {
-          const blocked = {
+          const blocked: Entry = {
             state: undefined,
             expiresAt: at,
             blockedUntil: at + durationMs,
-            touched: false,
+            use: MADE,
             exhausted: true,
           }
           insert(table, step.key, blocked, step.policy.maxKeys)
