@@ -34,12 +34,19 @@ interface AutocannonResult {
   non2xx: number
   timeouts: number
 }
-const autocannon = createRequire(import.meta.url)('autocannon') as (
-  options: LoadOptions & { pipelining: number },
-) => Promise<AutocannonResult>
+type Autocannon = (options: LoadOptions & { pipelining: number }) => Promise<AutocannonResult>
+
+/**
+ * Loaded by the first `load`, not with this module: the processes that measure code in themselves
+ * (the memory and Redis cases' children) import this module for its figures, and autocannon loaded
+ * there (through tsx) moved the subjects' rates by up to a third, by which of them ran first
+ * (docs/benchmark-cases.md, Memory store).
+ */
+let autocannon: Autocannon | undefined
 
 /** Closed-loop load: `connections` keep one request each in flight for `duration` seconds. */
 export async function load(options: LoadOptions): Promise<Load> {
+  autocannon ??= createRequire(import.meta.url)('autocannon') as Autocannon
   const r = await autocannon({ pipelining: 1, ...options })
   return {
     requests: r.requests.total,

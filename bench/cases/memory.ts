@@ -231,11 +231,11 @@ type Pooled = Pick<Measurement, 'id' | 'name' | 'wall' | 'cpu' | 'vsErlWall' | '
 export type First = 'sluice' | 'yardstick'
 
 /**
- * The order of process `p` (from 0) of a group. Which subject warms up first moves the ratios to
- * express-rate-limit's store by a third or more (docs/benchmark-cases.md, Memory store), so the
- * processes take turns: Sluice first in even ones, the yardstick first in odd ones, and each
- * row's median pools both orders alike. `forced` (SLUICE_BENCH_YARDSTICK_FIRST) sets one order for
- * every process: '1' the yardstick first, '0' Sluice first.
+ * The order of process `p` (from 0) of a group: Sluice first in even ones, the yardstick first in
+ * odd ones, and each row's median pools both orders alike, so that an order that favours one
+ * subject cannot decide a row (one did, by a third, while the processes loaded autocannon:
+ * docs/benchmark-cases.md, Memory store). `forced` (SLUICE_BENCH_YARDSTICK_FIRST) sets one order
+ * for every process: '1' the yardstick first, '0' Sluice first.
  */
 export function firstIn(p: number, forced: string | undefined): First {
   if (forced === '1') return 'yardstick'
@@ -259,7 +259,7 @@ async function subjectsOf(group: Group, erl: Subject, first: First): Promise<Sub
 /**
  * Decisions each subject makes before the measured rounds: every key 10 times, or
  * SLUICE_BENCH_MEMORY_WARMUP=<decisions>, to see whether a figure holds once V8 has run the code
- * for longer (the warm-up order's effect does: docs/benchmark-cases.md, Memory store).
+ * for longer.
  */
 export function warmUpOf(decisions: string | undefined): number {
   if (decisions === undefined || decisions === '') return KEYS * 10
@@ -309,9 +309,7 @@ async function runGroup(group: Group, quick: boolean, first: First): Promise<Mea
 /**
  * V8's flags for a group's processes: with SLUICE_BENCH_SEMI_SPACE_MB=<n>, each semi-space of the
  * young generation is n MB from the start and stays so. V8 otherwise sizes it by what the process
- * allocated and kept so far, so the code a process ran first sets the size the next one runs with:
- * with it fixed, the warm-up order no longer moves the ratios (docs/benchmark-cases.md, Memory
- * store).
+ * allocated and kept so far, as it does in an app.
  */
 export function semiSpaceFlags(mb: string | undefined): string[] {
   if (mb === undefined || mb === '') return []
@@ -333,14 +331,12 @@ function runGroupIsolated(group: Group, quick: boolean, first: First): Promise<M
 }
 
 /**
- * How many processes each group runs in. One process's rounds agree with each other, yet the same
- * subject measured 0.6x to 1.0x express-rate-limit's store from one process to the next, seconds
- * apart (where V8 and the allocator happened to place each store's maps, not the machine's load:
- * both run in the same rounds); both move: in ten processes of the token bucket's group on 3 Dec
- * 2026, Sluice's `await consume` ran 5.1M to 6.0M decisions/s and express-rate-limit's store 6.7M to
- * 8.0M. A user's process is one draw of that; the median over rounds pooled from six processes,
- * three of each order (see firstIn), is the expected figure (with three processes, one process's
- * draw could turn a goal's verdict), and each process's own median is printed beside it.
+ * How many processes each group runs in. One process's rounds agree with each other, and processes
+ * can differ by more than the machine moves them: the same subject once measured 0.6x to 1.0x
+ * express-rate-limit's store from one process to the next (autocannon loaded in each, and the
+ * memory store's sweeper dropping keys in use: docs/benchmark-cases.md, Memory store). The median
+ * over rounds pooled from six processes, three of each order (see firstIn), is the figure, and
+ * each process's own median is printed beside it, so such a spread shows.
  */
 const PROCESSES = { quick: 2, full: 6 }
 

@@ -116,3 +116,26 @@ describe('bench/load.ts server flags (SLUICE_BENCH_SERVER_FLAGS)', () => {
     expect(() => serverFlags('--inspect script.js')).toThrow(/"script.js"/)
   })
 })
+
+describe('bench/load.ts in a process that measures code in itself', () => {
+  it('loads no load generator: the memory and Redis cases import it for their figures alone', async () => {
+    // A process of its own, as a case's child is (tsx, the module imported for `median`): which
+    // modules a process has loaded moved the memory case's ratios by up to a third.
+    const script = `
+      import { createRequire } from 'node:module'
+      const { median } = await import(${JSON.stringify(new URL('../../bench/load.ts', import.meta.url).href)})
+      const loaded = Object.keys(createRequire(import.meta.url).cache)
+      process.stdout.write(JSON.stringify({ median: median([3, 1, 2]), autocannon: loaded.filter((p) => p.includes('/autocannon/')).length }))
+    `
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    let out = ''
+    child.stdout.on('data', (d) => {
+      out += String(d)
+    })
+    const [code] = await once(child, 'exit')
+    expect(code).toBe(0)
+    expect(JSON.parse(out)).toEqual({ median: 2, autocannon: 0 })
+  })
+})
