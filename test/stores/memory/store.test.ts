@@ -127,7 +127,7 @@ describe('expiry without timers', () => {
     })
     // From then on every key has a decision in each pass of the sweeper: none may go. A key
     // dropped here is made again at its next decision, whose insert moves the sweeper on to drop
-    // the next one: a churn that kept up to a third of a process's decisions inserting.
+    // the next one: a churn that kept up to 95% of a process's decisions inserting.
     let fewest = store.size
     for (let round = 0; round < 20; round++) {
       keys.forEach((k, i) => {
