@@ -46,12 +46,13 @@ end
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
 -- reads its keys itself: an MGET and its table cost more than they save there. MGET answers nil
 -- for a key that holds no string (a sliding log's list), and that algorithm reads its own. A value
--- read here holds until the call writes its key: see `fresh` in shared/step.lua, which learns that a
--- step names a key a step before it named from `seen`, the keys named so far, or, in apply, from
--- `again`, set by the client per run (variants/apply.lua).
+-- read here holds until the call writes its key: a step that names a key a step before it named
+-- (`again`) reads the key itself (`fresh` in shared/step.lua). Each variant sets `again` before its
+-- steps: apply from the client's runs, the others from the keys named so far (shared/seen.lua,
+-- which keeps them in `seen`).
 local pre, seen, again
 if #KEYS > 2 then
-  pre, seen = call('MGET', unpack(KEYS)), {}
+  pre = call('MGET', unpack(KEYS))
 end
 -- The policy numbers of the step being decided, and the ARGV strings they were read from: each
 -- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).
@@ -62,18 +63,21 @@ local a, k, n = 2, 1, #ARGV
 while a <= n do
   local algorithm = ARGV[a]
   a = a + 1
-  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
-  -- the first time the call names the key (`fresh`), since a step decided before may have written it.
-  local key, block_key = KEYS[k], KEYS[k + 1]
-  local fresh = false
+  -- `again` for a step of a call whose client does not mark the steps that name a key again (apply's
+  -- does, in its runs): the call keeps the keys it has named in `seen`.
   if pre then
-    if seen then
-      fresh = not seen[key]
-      seen[key] = true
-    else
-      fresh = not again
+    if not seen then
+      seen = {}
     end
+    local named = KEYS[k]
+    again = seen[named] == true
+    seen[named] = true
   end
+  -- The step's keys (KEYS[k] and KEYS[k + 1]), and whether the call's MGET holds their values: only
+  -- the first time the call names the key (`fresh`, not `again`), since a step decided before may
+  -- have written it.
+  local key, block_key = KEYS[k], KEYS[k + 1]
+  local fresh = pre ~= nil and not again
   -- The block rule, read: the step's block ends at blocked_until (ms, 0 when none); `blocked` is true
   -- while it is in force. A block in force denies the step whatever its units say (shared/reply.lua
   -- adds its wait) and keeps a dead state's key (shared/drop.lua).

@@ -36,12 +36,13 @@ end
 -- step (8-10% fewer instructions per decision at 16 per call, by bench/lua-cost.ts). One step alone
 -- reads its keys itself: an MGET and its table cost more than they save there. MGET answers nil
 -- for a key that holds no string (a sliding log's list), and that algorithm reads its own. A value
--- read here holds until the call writes its key: see `fresh` in shared/step.lua, which learns that a
--- step names a key a step before it named from `seen`, the keys named so far, or, in apply, from
--- `again`, set by the client per run (variants/apply.lua).
+-- read here holds until the call writes its key: a step that names a key a step before it named
+-- (`again`) reads the key itself (`fresh` in shared/step.lua). Each variant sets `again` before its
+-- steps: apply from the client's runs, the others from the keys named so far (shared/seen.lua,
+-- which keeps them in `seen`).
 local pre, seen, again
 if #KEYS > 2 then
-  pre, seen = call('MGET', unpack(KEYS)), {}
+  pre = call('MGET', unpack(KEYS))
 end
 -- The policy numbers of the step being decided, and the ARGV strings they were read from: each
 -- algorithm's `args` reads them again only when they change (a call's steps usually share a policy).

@@ -19,6 +19,7 @@ while a <= n do
   for s = 1, steps do
     local algorithm = ARGV[a]
     a = a + 1
+    --- @include "shared/seen"
     --- @include "shared/step"
     --- @include "shared/blocked"
     --- @each-algorithm

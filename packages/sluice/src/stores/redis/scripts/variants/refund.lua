@@ -11,6 +11,7 @@ local a, k, n = 2, 1, #ARGV
 while a <= n do
   local algorithm = ARGV[a]
   a = a + 1
+  --- @include "shared/seen"
   --- @include "shared/step"
   --- @include "shared/blocked"
   --- @each-algorithm
